@@ -1,0 +1,67 @@
+"""Builds pylog's C core. Metadata lives in pyproject.toml.
+
+Environment switches:
+  PYLOG_DEBUG=1     -O0 -g, Cython line tracing, PYLOG_DEBUG assertions
+  PYLOG_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer
+  PYLOG_NO_URING=1  build without io_uring even when liburing is installed
+"""
+import os
+import sys
+
+from setuptools import Extension, setup
+
+try:
+    import Cython
+    from Cython.Build import cythonize
+except ImportError:  # pragma: no cover
+    sys.exit("pylog needs Cython>=3.0 to build: pip install 'Cython>=3.0,<3.4'")
+
+if int(Cython.__version__.split(".")[0]) < 3:
+    sys.exit(f"pylog needs Cython 3, found {Cython.__version__}")
+
+CORE = "src/pylog/_core"
+debug = os.environ.get("PYLOG_DEBUG") == "1"
+cflags = ["-std=gnu11", "-Wall", "-Wno-unused-function", "-fno-strict-aliasing"]
+cflags += ["-O0", "-g", "-DPYLOG_DEBUG=1"] if debug else ["-O3", "-DNDEBUG"]
+ldflags = []
+if os.environ.get("PYLOG_SANITIZE") == "1":
+    cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+    ldflags += ["-fsanitize=address,undefined"]
+macros = [("CYTHON_TRACE_NOGIL", "1")] if debug else []
+
+
+def ext(name, sources, **kw):
+    return Extension(
+        f"pylog._core.{name}",
+        sources=[f"{CORE}/{s}" for s in sources],
+        include_dirs=[CORE],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        define_macros=macros,
+        **kw,
+    )
+
+
+def have_liburing():
+    if os.environ.get("PYLOG_NO_URING") == "1":
+        return False
+    return any(os.path.exists(f"{d}/liburing.h") for d in ("/usr/include", "/usr/local/include"))
+
+
+extensions = [
+    ext("crc", ["crc.pyx", "crc32c.c"]),
+    ext("codec", ["codec.pyx", "records.c", "crc32c.c"]),
+]
+
+if not have_liburing():
+    print("pylog: liburing.h not found (or PYLOG_NO_URING=1): building without io_uring; "
+          "the portable pwritev engine will be used", file=sys.stderr)
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={"language_level": "3", "embedsignature": True,
+                             "linetrace": debug},
+        include_path=["src"],
+    ),
+)

@@ -1,0 +1,1 @@
+"""pylog's compiled core (Cython + C). Import the public modules instead."""

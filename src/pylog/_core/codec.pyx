@@ -1,0 +1,121 @@
+# cython: language_level=3, cdivision=True
+"""Record batch v2 codec: the Python face of records.c.
+
+See docs/FORMAT.md for every byte. This module moves Python objects in and
+out of the C codec; the C code runs with the GIL released. Public names are
+re-exported by :mod:`pylog.records`.
+
+Files joined here (one translation unit):
+    codec_input.pxi   gathering values/keys/headers/timestamps into C arrays
+    codec_encode.pxi  encode_batch, encode_control_batch
+    codec_decode.pxi  iter_batches, RecordBatch, Record, scan_batches
+    codec_arrow.pxi   decode_arrow
+    codec_legacy.pxi  magic 0/1 message sets, up-conversion to v2
+"""
+
+cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport (
+    PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact)
+from cpython.mem cimport PyMem_Malloc, PyMem_Free, PyMem_Realloc
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t, INT32_MAX
+from libc.string cimport memcpy, memset
+
+from pylog._core.includes.ccore cimport *
+
+import time as _time
+
+import numpy as _np
+import pyarrow as _pa
+
+from pylog import compression as _compression
+from pylog.errors import CorruptRecordError, InvalidRecordError, MessageTooLargeError
+
+pylog_crc32c_init()
+pylog_crc32_ieee(0, NULL, 0)  # builds the legacy CRC-32 table before any thread can race
+
+# Kafka names for the timestamp type bit.
+CREATE_TIME = "create"
+LOG_APPEND_TIME = "log_append"
+NO_TIMESTAMP = -1
+RECORD_BATCH_OVERHEAD = PYLOG_RECORD_BATCH_OVERHEAD
+LOG_OVERHEAD = PYLOG_LOG_OVERHEAD
+
+cdef enum:
+    # Batches smaller than this are encoded without dropping the GIL: the
+    # release/re-acquire round trip would cost more than the work.
+    NOGIL_MIN_BYTES = 16384
+
+cdef tuple _EMPTY = ()
+
+
+cdef object _corrupt(pylog_status *st, Py_ssize_t base, str where=u"record batch"):
+    """Builds the CorruptRecordError for a failed C check at buffer position `base`."""
+    cdef int64_t pos = base + st.position
+    cdef str detail = st.detail.decode() if st.detail != NULL else u""
+    if st.code == PYLOG_ERR_CRC:
+        return CorruptRecordError(
+            f"{where} at byte {base} is corrupt: stored crc = 0x{st.stored_crc:08x}, "
+            f"computed crc = 0x{st.computed_crc:08x}",
+            position=base, stored_crc=st.stored_crc, computed_crc=st.computed_crc)
+    if st.code == PYLOG_ERR_LENGTH:
+        return CorruptRecordError(
+            f"{where} at byte {base} has length {st.value}, below the minimum {st.limit} "
+            f"for its format", position=pos)
+    if st.code == PYLOG_ERR_MAGIC:
+        return CorruptRecordError(
+            f"{where} at byte {base} has unknown magic {st.value} (expected 0, 1 or 2)",
+            position=pos)
+    if st.code == PYLOG_ERR_HEADER:
+        return CorruptRecordError(
+            f"{where} at byte {base} has an invalid {detail}: {st.value}", position=pos)
+    if st.code == PYLOG_ERR_COUNT:
+        return CorruptRecordError(
+            f"{where} at byte {base}: {detail} (declared {st.limit} records, stopped after "
+            f"{st.value} at byte {pos})" if u"fewer" in detail else
+            f"{where} at byte {base}: {detail} ({st.value} bytes left after {st.limit} records, "
+            f"at byte {pos})", position=pos)
+    if st.code == PYLOG_ERR_RECORD:
+        return CorruptRecordError(
+            f"malformed record at byte {pos} in {where} at byte {base}: bad {detail}",
+            position=pos)
+    if st.code == PYLOG_INCOMPLETE:
+        return CorruptRecordError(
+            f"{where} at byte {base} is incomplete: {st.value} bytes available, "
+            f"{st.limit} needed", position=base)
+    return CorruptRecordError(f"{where} at byte {base} is corrupt (code {st.code})", position=pos)
+
+
+@cython.final
+@cython.no_gc_clear
+cdef class _Buffer:
+    """A Py_buffer held for as long as batches decoded from it are alive."""
+
+    cdef Py_buffer view
+    cdef bint acquired
+    cdef readonly object obj
+
+    def __cinit__(self, obj):
+        PyObject_GetBuffer(obj, &self.view, PyBUF_SIMPLE)
+        self.acquired = True
+        self.obj = obj
+
+    def __dealloc__(self):
+        if self.acquired:
+            PyBuffer_Release(&self.view)
+            self.acquired = False
+
+    cdef inline const char *ptr(self) noexcept nogil:
+        return <const char *>self.view.buf
+
+    cdef inline Py_ssize_t size(self) noexcept nogil:
+        return self.view.len
+
+
+include "codec_input.pxi"
+include "codec_encode.pxi"
+include "codec_decode.pxi"
+include "codec_arrow.pxi"
+include "codec_legacy.pxi"

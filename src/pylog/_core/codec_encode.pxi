@@ -1,0 +1,157 @@
+# encode_batch and encode_control_batch (docs/FORMAT.md, sections 2-5).
+
+
+cdef int _timestamp_type_bit(object timestamp_type) except -1:
+    if timestamp_type in (CREATE_TIME, u"CreateTime", 0):
+        return 0
+    if timestamp_type in (LOG_APPEND_TIME, u"LogAppendTime", 1):
+        return PYLOG_ATTR_TIMESTAMP_TYPE
+    raise ValueError(f"timestamp_type must be 'create' or 'log_append', not {timestamp_type!r}")
+
+
+cdef bytes _assemble(pylog_record_input *inp, pylog_batch_header *h, int codec, object level):
+    """Encodes inp's records into a finished batch; h carries the fixed fields."""
+    cdef pylog_status st
+    cdef int64_t base_ts = 0, max_ts = 0, records_size, total
+    cdef bytes out, section
+    cdef char *buf
+    cdef bint release = inp.count >= 64
+    memset(&st, 0, sizeof(st))
+    if release:
+        with nogil:
+            records_size = pylog_records_size(inp, &base_ts, &max_ts, &st)
+    else:
+        records_size = pylog_records_size(inp, &base_ts, &max_ts, &st)
+    if records_size < 0:
+        raise MessageTooLargeError(
+            f"record {st.position} encodes to {st.value} bytes, more than Kafka's int32 limit")
+    h.base_timestamp = base_ts
+    h.max_timestamp = max_ts
+    if codec == 0:
+        total = PYLOG_RECORD_BATCH_OVERHEAD + records_size
+        if total - PYLOG_LOG_OVERHEAD > INT32_MAX:
+            raise MessageTooLargeError(
+                f"batch of {inp.count} records encodes to {total} bytes, more than Kafka's "
+                f"int32 batch length allows")
+        out = PyBytes_FromStringAndSize(NULL, total)
+        buf = PyBytes_AS_STRING(out)
+        if total >= NOGIL_MIN_BYTES:
+            with nogil:
+                pylog_records_write(inp, base_ts, buf + PYLOG_RECORD_BATCH_OVERHEAD)
+                pylog_batch_header_finish(buf, total, h)
+        else:
+            pylog_records_write(inp, base_ts, buf + PYLOG_RECORD_BATCH_OVERHEAD)
+            pylog_batch_header_finish(buf, total, h)
+        return out
+    section = PyBytes_FromStringAndSize(NULL, records_size)
+    buf = PyBytes_AS_STRING(section)
+    with nogil:
+        pylog_records_write(inp, base_ts, buf)
+    compressed = _compression.compress(codec, section, level)
+    del section
+    cdef Py_ssize_t clen = len(compressed)
+    total = PYLOG_RECORD_BATCH_OVERHEAD + clen
+    if total - PYLOG_LOG_OVERHEAD > INT32_MAX:
+        raise MessageTooLargeError(f"compressed batch of {total} bytes exceeds Kafka's int32 length")
+    out = PyBytes_FromStringAndSize(NULL, total)
+    buf = PyBytes_AS_STRING(out)
+    cdef const unsigned char[::1] cview = compressed
+    with nogil:
+        if clen:
+            memcpy(buf + PYLOG_RECORD_BATCH_OVERHEAD, &cview[0], <size_t>clen)
+        pylog_batch_header_finish(buf, total, h)
+    return out
+
+
+def encode_batch(values, keys=None, timestamps=None, headers=None, *,
+                 int64_t base_offset=0, compression="none", timestamp_type=CREATE_TIME,
+                 int64_t producer_id=-1, int producer_epoch=-1, int base_sequence=-1,
+                 bint transactional=False, int partition_leader_epoch=-1,
+                 compression_level=None, offset_deltas=None):
+    """Encodes records into one Kafka record batch v2 and returns its bytes.
+
+    ``values`` and ``keys`` are sequences of bytes-like objects or ``None``
+    (a null), or pyarrow binary/string arrays; ``keys=None`` makes every key
+    null. ``timestamps`` are milliseconds since the epoch: one int for all,
+    a sequence or numpy int64 array, or None for now. ``headers`` holds per
+    record a list of ``(str, bytes | None)`` pairs (or None).
+
+    ``compression`` is ``"none"``, ``"gzip"``, ``"snappy"``, ``"lz4"`` or
+    ``"zstd"``. Offsets are ``base_offset + i`` unless ``offset_deltas``
+    gives them. Encoding and checksumming run with the GIL released.
+    """
+    cdef Py_ssize_t n = len(values)
+    cdef pylog_record_input inp
+    cdef pylog_batch_header h
+    cdef int codec = _compression.codec_id(compression)
+    if n > INT32_MAX:
+        raise MessageTooLargeError(f"{n} records do not fit one batch (at most {INT32_MAX})")
+    if not -32768 <= producer_epoch <= 32767:
+        raise ValueError(f"producer_epoch {producer_epoch} is outside int16")
+    memset(&inp, 0, sizeof(inp))
+    memset(&h, 0, sizeof(h))
+    inp.count = n
+    cdef _Column value_col = _column(values, n, u"values")
+    cdef _Column key_col = _column(keys, n, u"keys")
+    cdef _Headers header_col = _headers(headers, n)
+    ts_keep = _timestamps(timestamps, n, &inp)
+    delta_keep = _offset_deltas(offset_deltas, n, &inp)
+    inp.values = value_col.col
+    inp.keys = key_col.col
+    inp.headers = header_col.h
+    h.base_offset = base_offset
+    h.partition_leader_epoch = partition_leader_epoch
+    h.attributes = <int16_t>(codec | _timestamp_type_bit(timestamp_type) |
+                             (PYLOG_ATTR_TRANSACTIONAL if transactional else 0))
+    if n == 0:
+        h.last_offset_delta = 0
+    elif inp.offset_deltas != NULL:
+        h.last_offset_delta = inp.offset_deltas[n - 1]
+    else:
+        h.last_offset_delta = <int32_t>(n - 1)
+    h.producer_id = producer_id
+    h.producer_epoch = <int16_t>producer_epoch
+    h.base_sequence = base_sequence
+    h.records_count = <int32_t>n
+    return _assemble(&inp, &h, codec, compression_level)
+
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+def encode_control_batch(marker, *, int64_t producer_id, int producer_epoch,
+                         int64_t base_offset=0, timestamp=None, int coordinator_epoch=0,
+                         int partition_leader_epoch=-1):
+    """Encodes a transaction marker: a control batch with one control record.
+
+    ``marker`` is ``"commit"`` or ``"abort"``. The record key is
+    ``version:int16=0, type:int16`` and the value is Kafka's
+    EndTransactionMarker ``version:int16=0, coordinator_epoch:int32``.
+    """
+    if marker in (u"commit", CONTROL_COMMIT):
+        kind = CONTROL_COMMIT
+    elif marker in (u"abort", CONTROL_ABORT):
+        kind = CONTROL_ABORT
+    else:
+        raise ValueError(f"marker must be 'commit' or 'abort', not {marker!r}")
+    key = (0).to_bytes(2, "big") + kind.to_bytes(2, "big")
+    value = (0).to_bytes(2, "big") + coordinator_epoch.to_bytes(4, "big", signed=True)
+    cdef pylog_record_input inp
+    cdef pylog_batch_header h
+    memset(&inp, 0, sizeof(inp))
+    memset(&h, 0, sizeof(h))
+    inp.count = 1
+    cdef _Column value_col = _column((value,), 1, u"values")
+    cdef _Column key_col = _column((key,), 1, u"keys")
+    _timestamps(timestamp, 1, &inp)
+    inp.values = value_col.col
+    inp.keys = key_col.col
+    h.base_offset = base_offset
+    h.partition_leader_epoch = partition_leader_epoch
+    h.attributes = PYLOG_ATTR_TRANSACTIONAL | PYLOG_ATTR_CONTROL
+    h.producer_id = producer_id
+    h.producer_epoch = <int16_t>producer_epoch
+    h.base_sequence = -1
+    h.records_count = 1
+    return _assemble(&inp, &h, 0, None)

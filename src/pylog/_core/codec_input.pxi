@@ -1,0 +1,260 @@
+# Gathering encode_batch's inputs into the C shapes of records.h.
+#
+# Every object the C code will read with the GIL released is kept alive (and
+# its buffer exported, so it cannot be resized) by the gatherer that owns the
+# pointers: lists are copied into tuples first, other bytes-like items are
+# held through Py_buffer views, Arrow arrays are referenced.
+
+
+@cython.final
+cdef class _Views:
+    """Py_buffer views acquired on non-bytes items; released together."""
+
+    cdef Py_buffer *views
+    cdef Py_ssize_t count, capacity
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.count):
+            PyBuffer_Release(&self.views[i])
+        PyMem_Free(self.views)
+
+    cdef Py_buffer *acquire(self, object item) except NULL:
+        cdef Py_buffer *grown
+        if self.count == self.capacity:
+            self.capacity = self.capacity * 2 + 8
+            grown = <Py_buffer *>PyMem_Realloc(self.views, <size_t>self.capacity * sizeof(Py_buffer))
+            if grown == NULL:
+                raise MemoryError()
+            self.views = grown
+        PyObject_GetBuffer(item, &self.views[self.count], PyBUF_SIMPLE)
+        self.count += 1
+        return &self.views[self.count - 1]
+
+
+cdef inline int _bytes_like(object item, _Views views, const char **ptr, int64_t *length,
+                            str name, Py_ssize_t i) except -1:
+    """Points at a bytes-like item (bytes fast path, None -> null)."""
+    cdef Py_buffer *view
+    if PyBytes_CheckExact(item):
+        ptr[0] = PyBytes_AS_STRING(item)
+        length[0] = PyBytes_GET_SIZE(item)
+    elif item is None:
+        ptr[0] = NULL
+        length[0] = -1
+    elif isinstance(item, str):
+        raise TypeError(f"{name}[{i}] is a str; Kafka {name} are bytes (encode the string first)")
+    else:
+        try:
+            view = views.acquire(item)
+        except TypeError:
+            raise TypeError(f"{name}[{i}] is a {type(item).__name__}, not bytes-like or None") from None
+        ptr[0] = <const char *>view.buf
+        length[0] = view.len
+    return 0
+
+
+@cython.final
+cdef class _Column:
+    """One keys or values column as a pylog_column."""
+
+    cdef pylog_column col
+    cdef const char **ptrs
+    cdef int64_t *lens
+    cdef object keep
+    cdef _Views views
+
+    def __dealloc__(self):
+        PyMem_Free(self.ptrs)
+        PyMem_Free(self.lens)
+
+
+_ARROW_NARROW = (_pa.binary(), _pa.string())
+_ARROW_WIDE = (_pa.large_binary(), _pa.large_string())
+
+
+cdef _Column _arrow_column(_Column c, object arr, Py_ssize_t n, str name):
+    if arr.type in _ARROW_NARROW:
+        c.col.kind = PYLOG_COL_ARROW32
+    elif arr.type in _ARROW_WIDE:
+        c.col.kind = PYLOG_COL_ARROW64
+    elif _pa.types.is_binary_view(arr.type) or _pa.types.is_string_view(arr.type) or \
+            _pa.types.is_fixed_size_binary(arr.type):
+        return _arrow_column(c, arr.cast(_pa.large_binary()), n, name)
+    else:
+        raise TypeError(f"{name} is an Arrow {arr.type} array; expected binary or string")
+    if len(arr) != n:
+        raise ValueError(f"{name} has {len(arr)} entries but there are {n} records")
+    buffers = arr.buffers()
+    c.keep = (arr, buffers)
+    if buffers[0] is not None and arr.null_count > 0:
+        c.col.validity = <const uint8_t *><uintptr_t>buffers[0].address
+    if c.col.kind == PYLOG_COL_ARROW32:
+        c.col.off32 = <const int32_t *><uintptr_t>buffers[1].address
+    else:
+        c.col.off64 = <const int64_t *><uintptr_t>buffers[1].address
+    if buffers[2] is not None:
+        c.col.data = <const char *><uintptr_t>buffers[2].address
+    c.col.array_offset = arr.offset
+    return c
+
+
+cdef _Column _column(object obj, Py_ssize_t n, str name):
+    """Gathers a keys/values argument: None, a sequence of bytes-like/None, or Arrow."""
+    cdef _Column c = _Column.__new__(_Column)
+    cdef tuple seq
+    cdef Py_ssize_t i
+    memset(&c.col, 0, sizeof(pylog_column))
+    if obj is None:
+        c.col.kind = PYLOG_COL_NULL
+        return c
+    if isinstance(obj, _pa.ChunkedArray):
+        obj = obj.combine_chunks()
+    if isinstance(obj, _pa.Array):
+        return _arrow_column(c, obj, n, name)
+    seq = obj if type(obj) is tuple else tuple(obj)
+    if PyTuple_GET_SIZE(seq) != n:
+        raise ValueError(f"{name} has {PyTuple_GET_SIZE(seq)} entries but there are {n} records")
+    c.keep = seq
+    c.views = _Views.__new__(_Views)
+    c.ptrs = <const char **>PyMem_Malloc(<size_t>(n + 1) * sizeof(char *))
+    c.lens = <int64_t *>PyMem_Malloc(<size_t>(n + 1) * sizeof(int64_t))
+    if c.ptrs == NULL or c.lens == NULL:
+        raise MemoryError()
+    for i in range(n):
+        _bytes_like(<object>PyTuple_GET_ITEM(seq, i), c.views, &c.ptrs[i], &c.lens[i], name, i)
+    c.col.kind = PYLOG_COL_PTRS
+    c.col.ptrs = c.ptrs
+    c.col.lens = c.lens
+    return c
+
+
+cdef Py_ssize_t _count(object values) except -1:
+    if values is None:
+        raise TypeError("values must be a sequence of bytes-like/None or an Arrow array, not None")
+    if isinstance(values, (_pa.Array, _pa.ChunkedArray)):
+        return len(values)
+    return len(values)
+
+
+@cython.final
+cdef class _Headers:
+    """Record headers flattened into pylog_headers."""
+
+    cdef pylog_headers h
+    cdef int64_t *starts
+    cdef const char **key_ptrs
+    cdef int64_t *key_lens
+    cdef const char **value_ptrs
+    cdef int64_t *value_lens
+    cdef list keep
+    cdef _Views views
+
+    def __dealloc__(self):
+        PyMem_Free(self.starts)
+        PyMem_Free(self.key_ptrs)
+        PyMem_Free(self.key_lens)
+        PyMem_Free(self.value_ptrs)
+        PyMem_Free(self.value_lens)
+
+
+cdef _Headers _headers(object headers, Py_ssize_t n):
+    """Gathers per-record lists of (str key, bytes-like/None value) pairs."""
+    cdef _Headers hs = _Headers.__new__(_Headers)
+    cdef Py_ssize_t i, k, total = 0, pos = 0
+    cdef Py_ssize_t key_len
+    cdef const char *key_ptr
+    cdef tuple rows, row, pair
+    memset(&hs.h, 0, sizeof(pylog_headers))
+    if headers is None:
+        return hs
+    rows = tuple(None if r is None else tuple(r) for r in headers)
+    if len(rows) != n:
+        raise ValueError(f"headers has {len(rows)} entries but there are {n} records")
+    for row in rows:
+        if row is not None:
+            total += len(row)
+    if total == 0:
+        return hs
+    hs.keep = [rows]
+    hs.views = _Views.__new__(_Views)
+    hs.starts = <int64_t *>PyMem_Malloc(<size_t>(n + 1) * sizeof(int64_t))
+    hs.key_ptrs = <const char **>PyMem_Malloc(<size_t>total * sizeof(char *))
+    hs.key_lens = <int64_t *>PyMem_Malloc(<size_t>total * sizeof(int64_t))
+    hs.value_ptrs = <const char **>PyMem_Malloc(<size_t>total * sizeof(char *))
+    hs.value_lens = <int64_t *>PyMem_Malloc(<size_t>total * sizeof(int64_t))
+    if not (hs.starts and hs.key_ptrs and hs.key_lens and hs.value_ptrs and hs.value_lens):
+        raise MemoryError()
+    for i in range(n):
+        hs.starts[i] = pos
+        row = <tuple>rows[i]
+        if row is None:
+            continue
+        for k in range(len(row)):
+            pair = tuple(row[k])
+            if len(pair) != 2:
+                raise ValueError(f"headers[{i}][{k}] is not a (key, value) pair")
+            key = pair[0]
+            if not isinstance(key, str):
+                raise TypeError(f"headers[{i}][{k}] key is a {type(key).__name__}; "
+                                f"Kafka header keys are str")
+            hs.keep.append(pair)
+            key_ptr = PyUnicode_AsUTF8AndSize(key, &key_len)
+            hs.key_ptrs[pos] = key_ptr
+            hs.key_lens[pos] = key_len
+            _bytes_like(pair[1], hs.views, &hs.value_ptrs[pos], &hs.value_lens[pos],
+                        u"header values", pos)
+            pos += 1
+    hs.starts[n] = pos
+    hs.h.starts = hs.starts
+    hs.h.key_ptrs = hs.key_ptrs
+    hs.h.key_lens = hs.key_lens
+    hs.h.value_ptrs = hs.value_ptrs
+    hs.h.value_lens = hs.value_lens
+    return hs
+
+
+cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp):
+    """Sets inp's timestamps; returns the array that must stay alive (or None)."""
+    cdef const int64_t[::1] view
+    if timestamps is None:
+        inp.timestamps = NULL
+        inp.timestamp_const = <int64_t>(_time.time_ns() // 1_000_000)
+        return None
+    if isinstance(timestamps, int):
+        inp.timestamps = NULL
+        inp.timestamp_const = timestamps
+        return None
+    arr = _np.ascontiguousarray(timestamps, dtype=_np.int64)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"timestamps has shape {arr.shape} but there are {n} records")
+    if n == 0:
+        inp.timestamps = NULL
+        inp.timestamp_const = NO_TIMESTAMP
+        return arr
+    view = arr
+    inp.timestamps = &view[0]
+    return arr
+
+
+cdef object _offset_deltas(object deltas, Py_ssize_t n, pylog_record_input *inp):
+    """Explicit offset deltas (compacted or up-converted data); strictly increasing."""
+    cdef const int32_t[::1] view
+    cdef Py_ssize_t i
+    if deltas is None:
+        inp.offset_deltas = NULL
+        return None
+    arr = _np.ascontiguousarray(deltas, dtype=_np.int32)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"offset_deltas has shape {arr.shape} but there are {n} records")
+    if n == 0:
+        return arr
+    view = arr
+    if view[0] < 0:
+        raise ValueError(f"offset_deltas[0] is {view[0]}; deltas cannot be negative")
+    for i in range(1, n):
+        if view[i] <= view[i - 1]:
+            raise ValueError(f"offset_deltas must strictly increase: [{i - 1}]={view[i - 1]}, "
+                             f"[{i}]={view[i]}")
+    inp.offset_deltas = &view[0]
+    return arr

@@ -1,0 +1,50 @@
+# cython: language_level=3
+"""CRC-32C for Python: ``crc32c(data, crc=0)``. See crc32c.h."""
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from libc.stdint cimport uint32_t
+
+from pylog._core.includes.ccore cimport (
+    pylog_crc32c_init, pylog_crc32c_extend, pylog_crc32c_extend_sw, pylog_crc32c_implementation)
+
+pylog_crc32c_init()
+
+# Below this size the GIL round trip costs more than the checksum.
+cdef enum:
+    NOGIL_THRESHOLD = 4096
+
+
+def crc32c(data, unsigned int crc=0):
+    """Returns the CRC-32C of ``data`` (any contiguous buffer), continuing ``crc``.
+
+    ``crc32c(b, crc32c(a)) == crc32c(a + b)``. The GIL is released for large inputs.
+    """
+    cdef Py_buffer view
+    cdef uint32_t result
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if view.len >= NOGIL_THRESHOLD:
+            with nogil:
+                result = pylog_crc32c_extend(crc, view.buf, <size_t>view.len)
+        else:
+            result = pylog_crc32c_extend(crc, view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return result
+
+
+def crc32c_portable(data, unsigned int crc=0):
+    """The table-driven implementation, whatever the CPU offers (a test oracle)."""
+    cdef Py_buffer view
+    cdef uint32_t result
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            result = pylog_crc32c_extend_sw(crc, view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return result
+
+
+def crc32c_implementation():
+    """Which implementation ``crc32c`` uses: ``"sse4.2"`` or ``"table"``."""
+    return pylog_crc32c_implementation().decode()

@@ -1,0 +1,393 @@
+/* Record batch v2 codec: see records.h and docs/FORMAT.md. */
+#include "records.h"
+
+#include <string.h>
+
+#include "byteorder.h"
+#include "crc32c.h"
+#include "utf8.h"
+#include "varint.h"
+
+/* ================================================================== */
+/* Legacy CRC-32 (IEEE 802.3, reflected 0xEDB88320): magic 0/1 only.   */
+
+static uint32_t crc32_table[256];
+static int crc32_ready = 0;
+
+static void crc32_build(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+        crc32_table[n] = c;
+    }
+    crc32_ready = 1;
+}
+
+uint32_t pylog_crc32_ieee(uint32_t crc, const void *buf, size_t len) {
+    /* Built on first use; the codec module also calls this at import so
+     * that no two threads race to build it. */
+    if (!crc32_ready) crc32_build();
+    const unsigned char *p = (const unsigned char *)buf;
+    uint32_t c = ~crc;
+    while (len--) c = crc32_table[(c ^ *p++) & 0xff] ^ (c >> 8);
+    return ~c;
+}
+
+/* ================================================================== */
+/* Batch headers and validation                                        */
+
+static int fail(pylog_status *st, int code, int64_t position, int64_t value, int64_t limit,
+                const char *detail) {
+    st->code = code;
+    st->position = position;
+    st->value = value;
+    st->limit = limit;
+    st->detail = detail;
+    return code;
+}
+
+void pylog_batch_header_read(const char *buf, pylog_batch_header *h) {
+    h->base_offset = pylog_load_i64(buf + PYLOG_BASE_OFFSET_OFFSET);
+    h->length = pylog_load_i32(buf + PYLOG_LENGTH_OFFSET);
+    h->partition_leader_epoch = pylog_load_i32(buf + PYLOG_PARTITION_LEADER_EPOCH_OFFSET);
+    h->magic = (int8_t)buf[PYLOG_MAGIC_OFFSET];
+    h->crc = pylog_load_u32(buf + PYLOG_CRC_OFFSET);
+    h->attributes = pylog_load_i16(buf + PYLOG_ATTRIBUTES_OFFSET);
+    h->last_offset_delta = pylog_load_i32(buf + PYLOG_LAST_OFFSET_DELTA_OFFSET);
+    h->base_timestamp = pylog_load_i64(buf + PYLOG_BASE_TIMESTAMP_OFFSET);
+    h->max_timestamp = pylog_load_i64(buf + PYLOG_MAX_TIMESTAMP_OFFSET);
+    h->producer_id = pylog_load_i64(buf + PYLOG_PRODUCER_ID_OFFSET);
+    h->producer_epoch = pylog_load_i16(buf + PYLOG_PRODUCER_EPOCH_OFFSET);
+    h->base_sequence = pylog_load_i32(buf + PYLOG_BASE_SEQUENCE_OFFSET);
+    h->records_count = pylog_load_i32(buf + PYLOG_RECORDS_COUNT_OFFSET);
+}
+
+int pylog_batch_check(const char *buf, int64_t avail, int verify_crc,
+                      pylog_batch_header *h, pylog_status *st) {
+    st->code = PYLOG_OK;
+    /* Order follows Kafka's FileLogInputStream: a size too small to be any
+     * message is corruption; a size that runs past the buffer is a torn tail. */
+    if (avail < PYLOG_LOG_OVERHEAD)
+        return fail(st, PYLOG_INCOMPLETE, 0, avail, PYLOG_LOG_OVERHEAD, "log overhead");
+    int32_t length = pylog_load_i32(buf + PYLOG_LENGTH_OFFSET);
+    if (length < PYLOG_LEGACY_V0_OVERHEAD - PYLOG_LOG_OVERHEAD)
+        return fail(st, PYLOG_ERR_LENGTH, PYLOG_LENGTH_OFFSET, length,
+                    PYLOG_LEGACY_V0_OVERHEAD - PYLOG_LOG_OVERHEAD, "batch length");
+    if (avail <= PYLOG_MAGIC_OFFSET)
+        return fail(st, PYLOG_INCOMPLETE, 0, avail, (int64_t)length + PYLOG_LOG_OVERHEAD, "magic");
+    int8_t magic = (int8_t)buf[PYLOG_MAGIC_OFFSET];
+    if (magic < 0 || magic > 2)
+        return fail(st, PYLOG_ERR_MAGIC, PYLOG_MAGIC_OFFSET, magic, 2, "magic");
+    int32_t min_length = magic == 2   ? PYLOG_RECORD_BATCH_OVERHEAD - PYLOG_LOG_OVERHEAD
+                         : magic == 1 ? PYLOG_LEGACY_V1_OVERHEAD - PYLOG_LOG_OVERHEAD
+                                      : PYLOG_LEGACY_V0_OVERHEAD - PYLOG_LOG_OVERHEAD;
+    if (length < min_length)
+        return fail(st, PYLOG_ERR_LENGTH, PYLOG_LENGTH_OFFSET, length, min_length, "batch length");
+    int64_t size = (int64_t)length + PYLOG_LOG_OVERHEAD;
+    if (size > avail) return fail(st, PYLOG_INCOMPLETE, 0, avail, size, "batch");
+
+    if (magic == 2) {
+        pylog_batch_header_read(buf, h);
+        if (verify_crc) {
+            uint32_t computed = pylog_crc32c_extend(0, buf + PYLOG_ATTRIBUTES_OFFSET,
+                                                    (size_t)(size - PYLOG_ATTRIBUTES_OFFSET));
+            if (computed != h->crc) {
+                st->stored_crc = h->crc;
+                st->computed_crc = computed;
+                return fail(st, PYLOG_ERR_CRC, PYLOG_CRC_OFFSET, 0, 0, "crc");
+            }
+        }
+        if (h->records_count < 0)
+            return fail(st, PYLOG_ERR_HEADER, PYLOG_RECORDS_COUNT_OFFSET, h->records_count, 0,
+                        "records count");
+        if (h->last_offset_delta < 0)
+            return fail(st, PYLOG_ERR_HEADER, PYLOG_LAST_OFFSET_DELTA_OFFSET, h->last_offset_delta,
+                        0, "last offset delta");
+        return PYLOG_OK;
+    }
+
+    /* Legacy message: offset, size, crc (CRC-32 of magic..end), magic, attributes. */
+    memset(h, 0, sizeof(*h));
+    h->base_offset = pylog_load_i64(buf);
+    h->length = length;
+    h->magic = magic;
+    h->crc = pylog_load_u32(buf + PYLOG_LOG_OVERHEAD);
+    h->attributes = (int16_t)(uint8_t)buf[PYLOG_MAGIC_OFFSET + 1];
+    h->partition_leader_epoch = -1;
+    h->producer_id = -1;
+    h->producer_epoch = -1;
+    h->base_sequence = -1;
+    h->base_timestamp = h->max_timestamp =
+        magic == 1 ? pylog_load_i64(buf + PYLOG_MAGIC_OFFSET + 2) : PYLOG_NO_TIMESTAMP;
+    if (verify_crc) {
+        uint32_t computed = pylog_crc32_ieee(0, buf + PYLOG_MAGIC_OFFSET, (size_t)(size - PYLOG_MAGIC_OFFSET));
+        if (computed != h->crc) {
+            st->stored_crc = h->crc;
+            st->computed_crc = computed;
+            return fail(st, PYLOG_ERR_CRC, PYLOG_LOG_OVERHEAD, 0, 0, "crc");
+        }
+    }
+    return PYLOG_OK;
+}
+
+void pylog_batch_header_finish(char *batch, int64_t total, const pylog_batch_header *h) {
+    pylog_store_i64(batch + PYLOG_BASE_OFFSET_OFFSET, h->base_offset);
+    pylog_store_i32(batch + PYLOG_LENGTH_OFFSET, (int32_t)(total - PYLOG_LOG_OVERHEAD));
+    pylog_store_i32(batch + PYLOG_PARTITION_LEADER_EPOCH_OFFSET, h->partition_leader_epoch);
+    batch[PYLOG_MAGIC_OFFSET] = 2;
+    pylog_store_i16(batch + PYLOG_ATTRIBUTES_OFFSET, h->attributes);
+    pylog_store_i32(batch + PYLOG_LAST_OFFSET_DELTA_OFFSET, h->last_offset_delta);
+    pylog_store_i64(batch + PYLOG_BASE_TIMESTAMP_OFFSET, h->base_timestamp);
+    pylog_store_i64(batch + PYLOG_MAX_TIMESTAMP_OFFSET, h->max_timestamp);
+    pylog_store_i64(batch + PYLOG_PRODUCER_ID_OFFSET, h->producer_id);
+    pylog_store_i16(batch + PYLOG_PRODUCER_EPOCH_OFFSET, h->producer_epoch);
+    pylog_store_i32(batch + PYLOG_BASE_SEQUENCE_OFFSET, h->base_sequence);
+    pylog_store_i32(batch + PYLOG_RECORDS_COUNT_OFFSET, h->records_count);
+    uint32_t crc = pylog_crc32c_extend(0, batch + PYLOG_ATTRIBUTES_OFFSET,
+                                       (size_t)(total - PYLOG_ATTRIBUTES_OFFSET));
+    pylog_store_u32(batch + PYLOG_CRC_OFFSET, crc);
+}
+
+/* ================================================================== */
+/* Encoding                                                            */
+
+/* Entry i of a column: returns its length (-1 for null) and sets *ptr. */
+static inline int64_t column_get(const pylog_column *c, int64_t i, const char **ptr) {
+    int64_t j;
+    switch (c->kind) {
+    case PYLOG_COL_PTRS:
+        *ptr = c->ptrs[i];
+        return c->lens[i];
+    case PYLOG_COL_ARROW32:
+        j = i + c->array_offset;
+        if (c->validity && !((c->validity[j >> 3] >> (j & 7)) & 1)) return -1;
+        *ptr = c->data + c->off32[j];
+        return (int64_t)c->off32[j + 1] - c->off32[j];
+    case PYLOG_COL_ARROW64:
+        j = i + c->array_offset;
+        if (c->validity && !((c->validity[j >> 3] >> (j & 7)) & 1)) return -1;
+        *ptr = c->data + c->off64[j];
+        return c->off64[j + 1] - c->off64[j];
+    default:
+        *ptr = NULL;
+        return -1;
+    }
+}
+
+static inline int32_t offset_delta_of(const pylog_record_input *in, int64_t i) {
+    return in->offset_deltas ? in->offset_deltas[i] : (int32_t)i;
+}
+
+static inline int64_t timestamp_of(const pylog_record_input *in, int64_t i) {
+    return in->timestamps ? in->timestamps[i] : in->timestamp_const;
+}
+
+/* Timestamp deltas wrap modulo 2^64 exactly as Java's long arithmetic does,
+ * so base + (ts - base) == ts for every pair of int64 timestamps. */
+static inline int64_t ts_delta(int64_t ts, int64_t base) { return (int64_t)((uint64_t)ts - (uint64_t)base); }
+static inline int64_t ts_add(int64_t base, int64_t delta) { return (int64_t)((uint64_t)base + (uint64_t)delta); }
+
+/* Size of record i's body (everything after its length varint). */
+static inline int64_t record_body_size(const pylog_record_input *in, int64_t i, int64_t base_ts) {
+    const char *p;
+    int64_t klen = column_get(&in->keys, i, &p);
+    int64_t vlen = column_get(&in->values, i, &p);
+    int64_t size = 1 /* attributes */ + pylog_varlong_size(ts_delta(timestamp_of(in, i), base_ts)) +
+                   pylog_varint_size(offset_delta_of(in, i)) +
+                   pylog_varint_size((int32_t)(klen < 0 ? -1 : klen)) + (klen > 0 ? klen : 0) +
+                   pylog_varint_size((int32_t)(vlen < 0 ? -1 : vlen)) + (vlen > 0 ? vlen : 0);
+    const pylog_headers *hd = &in->headers;
+    int64_t first = hd->starts ? hd->starts[i] : 0, last = hd->starts ? hd->starts[i + 1] : 0;
+    size += pylog_varint_size((int32_t)(last - first));
+    for (int64_t k = first; k < last; k++) {
+        int64_t hk = hd->key_lens[k], hv = hd->value_lens[k];
+        size += pylog_varint_size((int32_t)hk) + hk + pylog_varint_size((int32_t)(hv < 0 ? -1 : hv)) +
+                (hv > 0 ? hv : 0);
+    }
+    return size;
+}
+
+int64_t pylog_records_size(const pylog_record_input *in, int64_t *base_ts, int64_t *max_ts,
+                           pylog_status *st) {
+    st->code = PYLOG_OK;
+    int64_t n = in->count;
+    int64_t base = n > 0 ? timestamp_of(in, 0) : PYLOG_NO_TIMESTAMP;
+    int64_t max = PYLOG_NO_TIMESTAMP;
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t ts = timestamp_of(in, i);
+        if (ts > max) max = ts;
+        int64_t body = record_body_size(in, i, base);
+        if (body > INT32_MAX) {
+            fail(st, PYLOG_ERR_TOO_LARGE, i, body, INT32_MAX, "record");
+            return -1;
+        }
+        total += pylog_varint_size((int32_t)body) + body;
+    }
+    *base_ts = base;
+    *max_ts = max;
+    return total;
+}
+
+static inline char *put_bytes(char *out, const char *src, int64_t len) {
+    out = pylog_write_varint(out, (int32_t)(len < 0 ? -1 : len));
+    if (len > 0) {
+        memcpy(out, src, (size_t)len);
+        out += len;
+    }
+    return out;
+}
+
+int64_t pylog_records_write(const pylog_record_input *in, int64_t base_ts, char *out) {
+    char *start = out;
+    const pylog_headers *hd = &in->headers;
+    for (int64_t i = 0; i < in->count; i++) {
+        int64_t body = record_body_size(in, i, base_ts);
+        out = pylog_write_varint(out, (int32_t)body);
+        *out++ = 0; /* record attributes: unused, always 0 */
+        out = pylog_write_varlong(out, ts_delta(timestamp_of(in, i), base_ts));
+        out = pylog_write_varint(out, offset_delta_of(in, i));
+        const char *p;
+        int64_t klen = column_get(&in->keys, i, &p);
+        out = put_bytes(out, p, klen);
+        int64_t vlen = column_get(&in->values, i, &p);
+        out = put_bytes(out, p, vlen);
+        int64_t first = hd->starts ? hd->starts[i] : 0, last = hd->starts ? hd->starts[i + 1] : 0;
+        out = pylog_write_varint(out, (int32_t)(last - first));
+        for (int64_t k = first; k < last; k++) {
+            out = put_bytes(out, hd->key_ptrs[k], hd->key_lens[k]);
+            out = put_bytes(out, hd->value_ptrs[k], hd->value_lens[k]);
+        }
+    }
+    return out - start;
+}
+
+/* ================================================================== */
+/* Decoding                                                            */
+
+static int record_fail(pylog_status *st, int64_t position, int64_t value, const char *detail) {
+    return fail(st, PYLOG_ERR_RECORD, position, value, 0, detail);
+}
+
+/* Reads a length-prefixed byte string bounded by end; -1 length is null. */
+static inline int read_bytes(const char **pp, const char *end, const char **ptr, int32_t *len) {
+    if (pylog_read_varint(pp, end, len) < 0) return -1;
+    if (*len < -1 || *len > end - *pp) return -1;
+    *ptr = *pp;
+    if (*len > 0) *pp += *len;
+    return 0;
+}
+
+int pylog_header_read(const char **pp, const char *end, const char **key, int32_t *key_len,
+                      const char **value, int32_t *value_len) {
+    if (read_bytes(pp, end, key, key_len) < 0 || *key_len < 0) return -1;
+    if (read_bytes(pp, end, value, value_len) < 0) return -1;
+    return 0;
+}
+
+int pylog_record_read(const char **pp, const char *end, const char *base, pylog_record *r,
+                      pylog_status *st) {
+    const char *start = *pp, *p = *pp;
+    int32_t len;
+    if (pylog_read_varint(&p, end, &len) < 0) return record_fail(st, start - base, 0, "record length varint");
+    if (len < 1 || len > end - p) return record_fail(st, start - base, len, "record length");
+    const char *rend = p + len;
+    p++; /* attributes */
+    if (pylog_read_varlong(&p, rend, PYLOG_VARLONG_MAX, &r->timestamp_delta) < 0)
+        return record_fail(st, start - base, 0, "timestamp delta");
+    if (pylog_read_varint(&p, rend, &r->offset_delta) < 0)
+        return record_fail(st, start - base, 0, "offset delta");
+    if (read_bytes(&p, rend, &r->key, &r->key_len) < 0) return record_fail(st, start - base, 0, "key length");
+    if (read_bytes(&p, rend, &r->value, &r->value_len) < 0)
+        return record_fail(st, start - base, 0, "value length");
+    if (pylog_read_varint(&p, rend, &r->header_count) < 0 || r->header_count < 0)
+        return record_fail(st, start - base, r->header_count, "header count");
+    r->headers = p;
+    for (int32_t k = 0; k < r->header_count; k++) {
+        const char *hk, *hv;
+        int32_t hkl, hvl;
+        if (pylog_header_read(&p, rend, &hk, &hkl, &hv, &hvl) < 0)
+            return record_fail(st, start - base, k, "header");
+    }
+    if (p != rend) return record_fail(st, start - base, rend - p, "record size (trailing bytes)");
+    r->end = rend;
+    *pp = rend;
+    return PYLOG_OK;
+}
+
+int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_records_totals *t,
+                          pylog_status *st) {
+    st->code = PYLOG_OK;
+    const char *p = recs, *end = recs + len;
+    pylog_record r;
+    for (int32_t i = 0; i < count; i++) {
+        if (p >= end)
+            return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
+        int rc = pylog_record_read(&p, end, recs, &r, st);
+        if (rc) return rc;
+        t->key_bytes += r.key_len > 0 ? r.key_len : 0;
+        t->value_bytes += r.value_len > 0 ? r.value_len : 0;
+        t->headers += r.header_count;
+        const char *h = r.headers;
+        for (int32_t k = 0; k < r.header_count; k++) {
+            const char *hk, *hv;
+            int32_t hkl, hvl;
+            pylog_header_read(&h, r.end, &hk, &hkl, &hv, &hvl);
+            t->header_key_bytes += pylog_utf8_sanitized_len(hk, hkl);
+            t->header_value_bytes += hvl > 0 ? hvl : 0;
+        }
+    }
+    if (p != end) return fail(st, PYLOG_ERR_COUNT, p - recs, end - p, count, "records count (trailing bytes)");
+    t->records += count;
+    return PYLOG_OK;
+}
+
+static inline void set_offset(void *offsets, int wide, int64_t i, int64_t v) {
+    if (wide)
+        ((int64_t *)offsets)[i] = v;
+    else
+        ((int32_t *)offsets)[i] = (int32_t)v;
+}
+
+/* Copies a nullable byte string into a binary column at row `row`. */
+static inline void put_binary(void *offsets, int wide, char *data, uint8_t *validity, int64_t row,
+                              int64_t *pos, int64_t *nulls, const char *src, int32_t len) {
+    if (len < 0) {
+        (*nulls)++;
+    } else {
+        if (len) memcpy(data + *pos, src, (size_t)len);
+        *pos += len;
+        validity[row >> 3] |= (uint8_t)(1u << (row & 7));
+    }
+    set_offset(offsets, wide, row + 1, *pos);
+}
+
+void pylog_records_fill(const char *recs, int64_t len, int32_t count, int64_t base_offset,
+                        int64_t base_timestamp, int64_t log_append_time, pylog_arrow_out *o) {
+    const char *p = recs, *end = recs + len;
+    pylog_record r;
+    pylog_status st;
+    for (int32_t i = 0; i < count; i++) {
+        /* Invariant: the section was measured, so every record reads back. */
+        pylog_record_read(&p, end, recs, &r, &st);
+        int64_t row = o->row++;
+        o->offsets[row] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)r.offset_delta);
+        o->timestamps[row] = log_append_time >= 0 ? log_append_time : ts_add(base_timestamp, r.timestamp_delta);
+        put_binary(o->key_offsets, o->wide, o->key_data, o->key_validity, row, &o->key_pos,
+                   &o->key_nulls, r.key, r.key_len);
+        put_binary(o->value_offsets, o->wide, o->value_data, o->value_validity, row, &o->value_pos,
+                   &o->value_nulls, r.value, r.value_len);
+        const char *h = r.headers;
+        for (int32_t k = 0; k < r.header_count; k++) {
+            const char *hk, *hv;
+            int32_t hkl, hvl;
+            pylog_header_read(&h, r.end, &hk, &hkl, &hv, &hvl);
+            int64_t hrow = o->header_row++;
+            o->header_key_pos += pylog_utf8_sanitize(o->header_key_data + o->header_key_pos, hk, hkl);
+            set_offset(o->header_key_offsets, o->wide, hrow + 1, o->header_key_pos);
+            put_binary(o->header_value_offsets, o->wide, o->header_value_data, o->header_value_validity,
+                       hrow, &o->header_value_pos, &o->header_value_nulls, hv, hvl);
+        }
+        o->header_list_offsets[row + 1] = (int32_t)o->header_row;
+    }
+}

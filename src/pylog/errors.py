@@ -1,0 +1,237 @@
+"""pylog's exception hierarchy.
+
+Every pylog exception derives from :class:`PylogError`. Errors that Kafka
+also has carry Kafka's numeric ``code`` (as in the wire protocol's
+``ErrorCode`` field) and its ``retriable`` flag, so the same condition has the
+same number whether it surfaces in-process or over the Kafka protocol. Errors
+that only exist inside pylog (a corrupt index file, a bad config value) have
+``code = None``. Where the meaning matches a builtin, the class also derives
+from it (``CorruptRecordError`` is a ``ValueError``), so generic handlers keep
+working.
+
+:func:`error_for_code` maps a Kafka error code back to its class; the
+registry rejects two classes claiming one code.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PylogError",
+    "KafkaError",
+    "error_for_code",
+    "UnknownServerError",
+    "OffsetOutOfRangeError",
+    "CorruptRecordError",
+    "UnknownTopicOrPartitionError",
+    "KafkaTimeoutError",
+    "MessageTooLargeError",
+    "InvalidTopicError",
+    "RecordListTooLargeError",
+    "InvalidRequiredAcksError",
+    "InvalidTimestampError",
+    "TopicAlreadyExistsError",
+    "InvalidPartitionsError",
+    "InvalidReplicationFactorError",
+    "InvalidConfigError",
+    "OutOfOrderSequenceError",
+    "DuplicateSequenceError",
+    "InvalidProducerEpochError",
+    "KafkaStorageError",
+    "UnsupportedCompressionTypeError",
+    "InvalidRecordError",
+    "CorruptIndexError",
+    "ConfigError",
+    "LogDirLockedError",
+]
+
+_BY_CODE: dict[int, type[KafkaError]] = {}
+
+
+class PylogError(Exception):
+    """Base class of every error pylog raises."""
+
+    code: int | None = None
+    retriable: bool = False
+
+
+class KafkaError(PylogError):
+    """An error Kafka defines too; ``code`` is Kafka's error code."""
+
+    code: int = -1
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        code = cls.__dict__.get("code")
+        if code is None:
+            return
+        if code in _BY_CODE:
+            raise TypeError(
+                f"Kafka error code {code} is claimed by both {_BY_CODE[code].__name__} and {cls.__name__}"
+            )
+        _BY_CODE[code] = cls
+
+
+def error_for_code(code: int) -> type[KafkaError]:
+    """Returns the exception class for a Kafka error code (UnknownServerError if unknown)."""
+    return _BY_CODE.get(code, UnknownServerError)
+
+
+class UnknownServerError(KafkaError):
+    """An unexpected error (Kafka UNKNOWN_SERVER_ERROR)."""
+
+    code = -1
+
+
+class OffsetOutOfRangeError(KafkaError, IndexError):
+    """The requested offset is outside the log's range [log_start_offset, log_end_offset]."""
+
+    code = 1
+
+    def __init__(self, message: str, *, offset: int | None = None,
+                 log_start_offset: int | None = None, log_end_offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class CorruptRecordError(KafkaError, ValueError):
+    """Bytes that should hold record batches do not: bad length, magic, CRC or record.
+
+    ``position`` is the byte position of the problem within the buffer or file
+    that was read; for a checksum failure ``stored_crc`` and ``computed_crc``
+    hold both values.
+    """
+
+    code = 2
+    retriable = True
+
+    def __init__(self, message: str, *, position: int | None = None,
+                 stored_crc: int | None = None, computed_crc: int | None = None) -> None:
+        super().__init__(message)
+        self.position = position
+        self.stored_crc = stored_crc
+        self.computed_crc = computed_crc
+
+
+class UnknownTopicOrPartitionError(KafkaError, KeyError):
+    """The topic or partition does not exist."""
+
+    code = 3
+    retriable = True
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """An operation did not complete in time (Kafka REQUEST_TIMED_OUT)."""
+
+    code = 7
+    retriable = True
+
+
+class MessageTooLargeError(KafkaError, ValueError):
+    """A record batch is larger than ``max.message.bytes`` (or the producer's ``max.request.size``)."""
+
+    code = 10
+
+
+class InvalidTopicError(KafkaError, ValueError):
+    """The topic name is not legal (characters, length, reserved names)."""
+
+    code = 17
+
+
+class RecordListTooLargeError(KafkaError, ValueError):
+    """A set of batches is larger than the segment size allows."""
+
+    code = 18
+
+
+class InvalidRequiredAcksError(KafkaError, ValueError):
+    """``acks`` must be -1 (all), 0 or 1."""
+
+    code = 21
+
+
+class InvalidTimestampError(KafkaError, ValueError):
+    """A timestamp is outside the accepted range."""
+
+    code = 32
+
+
+class TopicAlreadyExistsError(KafkaError):
+    """A topic with this name exists already."""
+
+    code = 36
+
+
+class InvalidPartitionsError(KafkaError, ValueError):
+    """The number of partitions is invalid (must be positive, and can only grow)."""
+
+    code = 37
+
+
+class InvalidReplicationFactorError(KafkaError, ValueError):
+    """pylog is a single node: the replication factor must be 1."""
+
+    code = 38
+
+
+class InvalidConfigError(KafkaError, ValueError):
+    """A configuration key or value is invalid (Kafka INVALID_CONFIG)."""
+
+    code = 40
+
+
+class OutOfOrderSequenceError(KafkaError):
+    """An idempotent producer's batch does not continue its sequence."""
+
+    code = 45
+
+
+class DuplicateSequenceError(KafkaError):
+    """An idempotent producer re-sent a batch that is already in the log."""
+
+    code = 46
+
+
+class InvalidProducerEpochError(KafkaError):
+    """The producer's epoch is older than the one the log has seen (a fenced producer)."""
+
+    code = 47
+
+
+class KafkaStorageError(KafkaError, OSError):
+    """The log directory holding this partition failed (I/O error) and is offline."""
+
+    code = 56
+    retriable = True
+
+
+class UnsupportedCompressionTypeError(KafkaError, ValueError):
+    """The compression type is unknown or its codec is unavailable."""
+
+    code = 76
+
+
+class InvalidRecordError(KafkaError, ValueError):
+    """A record batch is well formed but breaks a rule (offsets, counts, control records)."""
+
+    code = 87
+
+
+# --- errors with no Kafka code ------------------------------------------------
+
+
+class ConfigError(InvalidConfigError):
+    """A bad config key or value; the message names the key and the allowed range."""
+
+
+class CorruptIndexError(PylogError):
+    """An .index or .timeindex file fails its sanity check; it is rebuilt from the .log."""
+
+
+class LogDirLockedError(PylogError):
+    """Another process holds the lock on a log directory."""

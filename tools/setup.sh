@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Prepares everything pylog needs in ./.venv, idempotently:
+#   - system packages (as root on Debian/Ubuntu): liburing-dev for the io_uring
+#     engine, xfsprogs and fio for filesystem tests and benchmarks;
+#   - a virtualenv with the runtime and [dev] dependencies;
+#   - the compiled C core (an editable install; rebuilt when sources change).
+# Without root or without liburing the build still works, without io_uring.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want=()
+[ -f /usr/include/liburing.h ] || want+=(liburing-dev)
+command -v mkfs.xfs >/dev/null 2>&1 || want+=(xfsprogs)
+command -v fio >/dev/null 2>&1 || want+=(fio)
+if [ ${#want[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "pylog setup: apt-get install ${want[*]}"
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}" >/dev/null
+    else
+        echo "pylog setup: missing ${want[*]} and not root: io_uring and some tests will be unavailable"
+    fi
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q "setuptools>=68" wheel "Cython>=3.0,<3.4"
+.venv/bin/python -m pip install -q --no-build-isolation -e ".[dev]"
+.venv/bin/python -c "import pylog; print('pylog setup: ready;', 'crc32c:', pylog.crc32c_implementation())"
