@@ -10,7 +10,7 @@ and ``flush.ms`` (default: never) make the log fsync, data before indexes,
 and each flush advances the recovery point. Opening a log after an unclean
 shutdown validates every segment from the recovery point on (length, magic,
 CRC-32C, offsets), truncates at the first invalid batch, drops later
-segments and rebuilds the indexes (docs/FORMAT.md, section 11).
+segments and rebuilds the indexes (docs/FORMAT.md, sections 10-11).
 
 A Log opened on its own keeps its recovery point, log start offset and
 clean-shutdown flag in its directory (``pylog-log-state``); a LogManager

@@ -66,14 +66,23 @@ class LogSegment:
             if os.path.exists(path):
                 raise FileExistsError(f"segment file {path} already exists")
         prealloc = config.segment_bytes if config.preallocate else 0
-        log = LogFile(log_path, create=True, preallocate=prealloc)
+        log = oi = None
         try:
+            log = LogFile(log_path, create=True, preallocate=prealloc)
             oi = OffsetIndex.open(files.index_file(directory, base_offset), base_offset,
                                   config.segment_index_bytes)
             ti = TimeIndex.open(files.time_index_file(directory, base_offset), base_offset,
                                 config.segment_index_bytes)
         except BaseException:
-            log.close()
+            # Leave nothing behind (e.g. ENOSPC while preallocating an index),
+            # so a later roll at the same offset can try again.
+            for opened in (oi, log):
+                if opened is not None:
+                    opened.close()
+            for path in (log_path, files.index_file(directory, base_offset),
+                         files.time_index_file(directory, base_offset)):
+                if os.path.exists(path):
+                    os.remove(path)
             raise
         segment = cls(directory, base_offset, log, oi, ti, config, now_ms)
         segment.active = True
@@ -148,13 +157,14 @@ class LogSegment:
 
     def recover(self) -> SegmentRecovery:
         """Validates every batch, rebuilds the indexes and truncates after the last valid batch."""
+        # Room for a full rebuild (the files may be trimmed, short or missing).
+        self.offset_index.resize(self.config.segment_index_bytes)
+        self.time_index.resize(self.config.segment_index_bytes)
         result = self.log.recover(self.base_offset, self.config.index_interval_bytes,
                                   self.offset_index, self.time_index)
         valid = result["valid_bytes"]
         truncated = result["file_bytes"] - valid
         reason = result["reason"]
-        if truncated and reason.startswith("corrupt") and self._zero_tail(valid):
-            reason = "zero-filled tail (preallocated or never written)"
         if truncated:
             self.log.truncate(valid)
         self.log.set_size(valid)
@@ -164,13 +174,12 @@ class LogSegment:
         self.rolling_based_timestamp = result["first_batch_max_timestamp"]
         self.bytes_since_index_entry = result["bytes_since_index_entry"]
         self.flushed_size = min(self.flushed_size, valid)
+        if not self.active:
+            self.offset_index.trim()
+            self.time_index.trim()
         error = result["error"]
         return SegmentRecovery(self.base_offset, result["scanned_bytes"], valid, truncated,
                                result["batches"], reason, str(error) if error else None)
-
-    def _zero_tail(self, position: int) -> bool:
-        head = self.log.read(position, 4096)
-        return bool(head) and not any(head)
 
     # ---------------------------------------------------------------- writes
 

@@ -67,6 +67,14 @@ cdef class IoEngine:
     have been written.
     """
 
+    cdef int c_writev(self, int fd, const iovec *iov, int iovcnt, int64_t pos, int flags) noexcept nogil:
+        """pylog_engine_writev on this engine: 0 or -errno (see io_engine.h)."""
+        return pylog_engine_writev(self.engine, fd, iov, iovcnt, pos, flags)
+
+    cdef int c_sync(self, const int *fds, int n, int full) noexcept nogil:
+        """pylog_engine_sync on this engine: 0 or the first -errno."""
+        return pylog_engine_sync(self.engine, fds, n, full)
+
     def __cinit__(self, kind="auto", int queue_depth=64):
         cdef char why[WHY_LEN]
         chosen_by = ""

@@ -27,7 +27,7 @@ from posix.uio cimport iovec
 
 from pylog._core.includes.ccore cimport pylog_status, pylog_crc32c_init, PYLOG_ERR_CRC as PYLOG_ERR_CRC_CODE
 from pylog._core.includes.cstorage cimport *
-from pylog._core.includes.cengine cimport pylog_engine_writev, pylog_engine_sync, PYLOG_WRITE_DATASYNC
+from pylog._core.includes.cengine cimport PYLOG_WRITE_DATASYNC
 from pylog._core.engine cimport IoEngine
 
 import os as _os

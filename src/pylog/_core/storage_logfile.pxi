@@ -82,7 +82,7 @@ cdef class LogFile:
         cdef int rc
         cdef int flags = PYLOG_WRITE_DATASYNC if datasync else 0
         with nogil:
-            rc = pylog_engine_writev(engine.engine, self.fd, prep.iov, <int>(2 * prep.count), position, flags)
+            rc = engine.c_writev(self.fd, prep.iov, <int>(2 * prep.count), position, flags)
         if rc < 0:
             _raise_os(rc, self.path)
         self.size = position + prep.size
@@ -103,7 +103,7 @@ cdef class LogFile:
             iov.iov_base = view.buf
             iov.iov_len = <size_t>view.len
             with nogil:
-                rc = pylog_engine_writev(engine.engine, self.fd, &iov, 1, position, flags)
+                rc = engine.c_writev(self.fd, &iov, 1, position, flags)
             if rc < 0:
                 _raise_os(rc, self.path)
             self.size = position + view.len
@@ -120,7 +120,7 @@ cdef class LogFile:
         cdef int fd = self.fd
         if engine is not None:
             with nogil:
-                rc = pylog_engine_sync(engine.engine, &fd, 1, full)
+                rc = engine.c_sync(&fd, 1, full)
         else:
             with nogil:
                 rc = fsync(fd) if full else fdatasync(fd)
