@@ -274,7 +274,8 @@ class TestWritev:
     def test_resumed_write_lands_in_place(self, engine, open_file):
         """After a cut at MAX_RW_COUNT, the resumed bytes continue exactly where it stopped."""
         fd = open_file()
-        unit = bytes(range(251)) * (3 * 4177)  # 3.1 MB: not a divisor of MAX_RW_COUNT
+        # 1024 units are just over MAX_RW_COUNT, which falls 1030 bytes into unit 1022.
+        unit = (bytes(range(251)) * 8372)[:2_101_251]
         expected_len = IOV_MAX * len(unit)
         assert expected_len == engine.writev(fd, [unit] * IOV_MAX, 0)
         assert expected_len == os.fstat(fd).st_size
