@@ -2,7 +2,8 @@
 
 Cases: "cached" overwrites a file whose pages are already resident (no page
 allocation: this is the engine's own overhead), "datasync" adds an fdatasync
-after every write (the disk). This VM hands idle guest memory back to the
+after every write (the disk), "sync64" dirties 1 MiB in each of 64 files and
+syncs them with one call (os.fdatasync loop for the os.pwrite row). This VM hands idle guest memory back to the
 host, so writes into new pages measure the hypervisor rather than the engine
 (see shared/reference/limits/RESULTS.md); hence no "new file" case.
 
@@ -20,6 +21,29 @@ from pylog._core.engine import IoEngine
 
 MB = 1e6
 MiB = 1 << 20
+
+
+def sync64(dirpath, buf, engine, reps):
+    """Best time to fdatasync 64 files with 1 MiB dirty each."""
+    fds = [os.open(os.path.join(dirpath, f"sync64.{i}"), os.O_RDWR | os.O_CREAT, 0o644)
+           for i in range(64)]
+    times = []
+    try:
+        for _ in range(reps):
+            for fd in fds:
+                os.pwrite(fd, buf, 0)
+            t0 = time.perf_counter()
+            if engine is None:
+                for fd in fds:
+                    os.fdatasync(fd)
+            else:
+                engine.sync(fds)
+            times.append(time.perf_counter() - t0)
+    finally:
+        for i, fd in enumerate(fds):
+            os.close(fd)
+            os.unlink(os.path.join(dirpath, f"sync64.{i}"))
+    return min(times), max(times)
 
 
 def pwrite_loop(fd, buf, size, datasync):
@@ -65,12 +89,21 @@ def main():
     args = ap.parse_args()
     size = args.size_mib * MiB
     buf = os.urandom(MiB)
-    peers = {"os.pwrite": pwrite_loop,
-             "portable": engine_loop(IoEngine("portable"))}
+    engines = {"os.pwrite": None, "portable": IoEngine("portable")}
     try:
-        peers["io_uring"] = engine_loop(IoEngine("io_uring"))
+        engines["io_uring"] = IoEngine("io_uring")
     except OSError as exc:
         print(f"# io_uring skipped: {exc}")
+    peers = {name: pwrite_loop if e is None else engine_loop(e) for name, e in engines.items()}
+
+    def report(case, name, nbytes, lo, hi, base):
+        mbps, worst = nbytes / lo / MB, nbytes / hi / MB
+        if args.json:
+            print(json.dumps({"case": case, "writer": name, "MBps": round(mbps),
+                              "worst_MBps": round(worst), "size": nbytes}))
+        else:
+            print(f"{case:<10}{name:<11}{mbps:>9,.0f}{worst:>12,.0f}{mbps / (base or mbps):>13.2f}x")
+        return mbps
 
     fd, path = tempfile.mkstemp(dir=args.dir, prefix="bench_engine.")
     try:
@@ -86,13 +119,13 @@ def main():
                 run(fd, buf, size, datasync)
                 assert os.pread(fd, len(buf), 0) == buf and os.fstat(fd).st_size == size
                 lo, hi = best(lambda: run(fd, buf, size, datasync), args.reps)
-                mbps, worst = size / lo / MB, size / hi / MB
+                mbps = report(case, name, size, lo, hi, base)
                 base = base or mbps
-                if args.json:
-                    print(json.dumps({"case": case, "writer": name, "MBps": round(mbps),
-                                      "worst_MBps": round(worst), "size": size}))
-                else:
-                    print(f"{case:<10}{name:<11}{mbps:>9,.0f}{worst:>12,.0f}{mbps / base:>13.2f}x")
+        base = None
+        for name, engine in engines.items():
+            lo, hi = sync64(args.dir, buf, engine, args.reps)
+            mbps = report("sync64", name, 64 * MiB, lo, hi, base)
+            base = base or mbps
     finally:
         os.close(fd)
         os.unlink(path)
