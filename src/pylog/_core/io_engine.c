@@ -18,6 +18,10 @@
  *    other waiters (e->progress), who sleep instead of entering the kernel.
  *  - inflight <= depth = SQ entries = CQ entries / 2: the CQ cannot overflow
  *    and io_uring_get_sqe cannot fail.
+ *
+ * Known difference, outside the engine's use (regular files): on a pipe or
+ * socket pwritev fails with ESPIPE, while io_uring ignores the position and
+ * writes. Checking every fd would cost an fstat per call.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE             /* GNU strerror_r */
