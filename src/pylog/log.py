@@ -91,7 +91,7 @@ class Log:
         self.topic_partition = topic_partition or files.parse_partition_dir(os.path.basename(self.path))
         self.standalone = recovery_point is None
         self._lock = threading.RLock()          # appends, rolls, truncation, deletion
-        self._flush_lock = threading.Lock()     # one flush at a time
+        self._flush_lock = threading.Lock()     # one flush at a time; taken before _lock
         self._closed = False
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
@@ -157,6 +157,10 @@ class Log:
         self._recovery_point = min(recovery_point or 0, self._next_offset)
         if clean_shutdown:
             self._recovery_point = self._next_offset
+        # Only a clean shutdown proves the bytes reached the disk; after a crash
+        # they may still be in the page cache only, so the next flush syncs them.
+        for segment in segments:
+            segment.flushed_size = segment.size if clean_shutdown else 0
         self._last_checkpoint_ms = self.clock()
         if self.standalone:
             self._write_state(self._recovery_point, self._log_start_offset, clean=False)
@@ -304,14 +308,15 @@ class Log:
             self._next_offset = prepared.last_offset + 1
             self._unflushed_records += prepared.records
             segment.maybe_write_behind()
-            flushed = False
-            if flush_records or now - self._last_flush_ms >= self.config.flush_ms:
-                self._flush_locked(self._next_offset, now)
-                flushed = True
-            lat = prepared.max_timestamp if self._log_append_time(now) >= 0 else -1
-            return AppendInfo(prepared.first_offset, prepared.last_offset, prepared.max_timestamp,
-                              prepared.offset_of_max_timestamp, lat, self._log_start_offset,
-                              prepared.records, prepared.batch_count, prepared.size, flushed)
+            flush = flush_records or now - self._last_flush_ms >= self.config.flush_ms
+        if flush:
+            # Outside the append lock: other appends proceed during the fsync,
+            # and one fsync covers every append that landed before it.
+            self.flush(prepared.last_offset + 1)
+        lat = prepared.max_timestamp if self._log_append_time(now) >= 0 else -1
+        return AppendInfo(prepared.first_offset, prepared.last_offset, prepared.max_timestamp,
+                          prepared.offset_of_max_timestamp, lat, self._log_start_offset,
+                          prepared.records, prepared.batch_count, prepared.size, flush)
 
     def append_records(self, values, keys=None, timestamps=None, headers=None, *,
                        compression: str | None = None) -> AppendInfo:
@@ -376,9 +381,20 @@ class Log:
         self._dir_dirty = True
         # Kafka flushes the rolled segment asynchronously; the flush advances
         # the recovery point to the new segment's base offset.
-        target = new.base_offset
-        self.scheduler.schedule(0, lambda: self._background_flush(target))
+        self.scheduler.schedule(0, lambda: self._flush_rolled(old, new.base_offset))
         return new
+
+    def _flush_rolled(self, old: LogSegment, target: int) -> None:
+        """After a roll: flush up to the new segment, and the old segment's indexes
+        even if its data was already synced while it was active."""
+        self._background_flush(target)
+        with self._flush_lock:
+            if self._closed or old not in self._segments:
+                return
+            try:
+                old.flush(self.engine, indexes=True)
+            except OSError as exc:
+                self._storage_error(exc, "flush")   # reported; the next open rebuilds the index
 
     def maybe_roll_by_time(self) -> bool:
         """Rolls the active segment if segment.ms has passed (LogManager's periodic check)."""
@@ -391,43 +407,52 @@ class Log:
     # =============================================================== flushes
 
     def flush(self, offset: int | None = None) -> None:
-        """fsyncs every segment holding offsets below `offset` (default: all), data
-        before indexes, then advances (and persists) the recovery point."""
-        with self._lock:
-            self._check_open()
-            target = self._next_offset if offset is None else min(offset, self._next_offset)
-            self._flush_locked(target, self.clock())
+        """Makes every record below `offset` durable (default: all): fsyncs the data,
+        then the indexes of inactive segments, then advances (and persists) the
+        recovery point.
 
-    def _background_flush(self, offset: int) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            try:
-                self._flush_locked(offset, self.clock())
-            except KafkaStorageError:
-                pass  # reported through on_io_error; the next flush retries
-
-    def _flush_locked(self, offset: int, now: int) -> None:
-        if offset <= self._recovery_point:
-            return
+        The fsyncs run outside the append lock (appends continue meanwhile);
+        flushes are serialised, and a flush that finds its offset already
+        covered by an earlier one returns at once (group commit)."""
         with self._flush_lock:
-            segments = [s for s in self._segments if s.base_offset < offset]
+            with self._lock:
+                self._check_open()
+                if offset is not None and offset <= self._recovery_point:
+                    return                  # an earlier flush covered it
+                target = self._next_offset  # cover every append so far (group commit)
+                if target <= self._recovery_point:
+                    return
+                segments = self._segments_between(self._recovery_point, target)
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
             try:
                 for segment in segments:
-                    if segment.flushed_size < segment.size or segment is segments[-1]:
-                        segment.flush(self.engine)
-                if self._dir_dirty:
+                    if segment.flushed_size < segment.size or not segment.active:
+                        segment.flush(self.engine, indexes=not segment.active)
+                if dir_dirty:
                     files.fsync_dir(self.path)
-                    self._dir_dirty = False
             except OSError as exc:
+                self._dir_dirty = self._dir_dirty or dir_dirty
                 raise self._storage_error(exc, "flush") from exc
-            self._recovery_point = max(self._recovery_point, offset)
-            if offset >= self._next_offset:
-                self._unflushed_records = 0
-            self._last_flush_ms = now
-            if self.standalone and now - self._last_checkpoint_ms >= \
-                    self.config.pylog_recovery_point_checkpoint_interval_ms:
-                self._checkpoint(now)
+            with self._lock:
+                self._recovery_point = max(self._recovery_point, target)
+                self._unflushed_records = max(0, self._next_offset - self._recovery_point)
+                now = self.clock()
+                self._last_flush_ms = now
+                if self.standalone and now - self._last_checkpoint_ms >= \
+                        self.config.pylog_recovery_point_checkpoint_interval_ms:
+                    self._checkpoint(now)
+
+    def _segments_between(self, start: int, end: int) -> list[LogSegment]:
+        """The segments holding any offset in [start, end) (Kafka's logSegments(from, to))."""
+        segments = self._segments
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        return [s for s in segments[i:] if s.base_offset < end]
+
+    def _background_flush(self, offset: int) -> None:
+        try:
+            self.flush(offset)
+        except (KafkaStorageError, ValueError):
+            pass  # reported through on_io_error (or the log closed); the next flush retries
 
     def _checkpoint(self, now: int) -> None:
         try:
@@ -439,13 +464,11 @@ class Log:
     def maybe_flush(self) -> bool:
         """Flushes if flush.ms has passed since the last flush (the flusher thread's check)."""
         with self._lock:
-            if self._closed or self._recovery_point >= self._next_offset:
+            if self._closed or self._recovery_point >= self._next_offset or \
+                    self.clock() - self._last_flush_ms < self.config.flush_ms:
                 return False
-            now = self.clock()
-            if now - self._last_flush_ms < self.config.flush_ms:
-                return False
-            self._flush_locked(self._next_offset, now)
-            return True
+        self.flush()
+        return True
 
     # ================================================================= reads
 
@@ -525,7 +548,7 @@ class Log:
     def truncate_to(self, offset: int) -> int:
         """Removes every record at offsets >= `offset` (whole batches: a batch that
         straddles `offset` goes too). Returns the new log end offset."""
-        with self._lock:
+        with self._flush_lock, self._lock:
             self._check_open()
             if offset >= self._next_offset:
                 return self._next_offset
@@ -645,7 +668,7 @@ class Log:
     def close(self) -> None:
         """Clean shutdown: trim the active segment, flush everything, persist the
         recovery point and mark the shutdown clean (standalone)."""
-        with self._lock:
+        with self._flush_lock, self._lock:
             if self._closed:
                 return
             try:
@@ -668,12 +691,11 @@ class Log:
                     segment.close()
 
     def _flush_all_for_close(self) -> None:
-        with self._flush_lock:
-            for segment in self._segments:
-                if segment.flushed_size < segment.size or segment is self._segments[-1]:
-                    segment.flush(self.engine)
-            files.fsync_dir(self.path)
-            self._recovery_point = self._next_offset
+        # The caller holds _flush_lock and _lock.
+        for segment in self._segments_between(self._recovery_point, self._next_offset + 1):
+            segment.flush(self.engine)
+        files.fsync_dir(self.path)
+        self._recovery_point = self._next_offset
 
     def __enter__(self) -> Log:
         return self

@@ -112,7 +112,6 @@ class LogSegment:
                 oi.close()
             raise
         segment = cls(directory, base_offset, log, oi, ti, config, now_ms)
-        segment.flushed_size = log.size
         if index_ok:
             index_ok = segment._load_from_indexes()
         return segment, index_ok
@@ -237,12 +236,16 @@ class LogSegment:
         self.log.trim()
         self.active = False
 
-    def flush(self, engine) -> None:
-        """fsync the data, then the indexes (Kafka's order)."""
+    def flush(self, engine, indexes: bool = True) -> None:
+        """fsync the data (unless an earlier sync covered it), then the indexes
+        (Kafka's order). The Log skips the indexes of the active segment: after
+        an unclean shutdown that segment is always recovered, which rebuilds them."""
         size = self.size
-        self.log.sync(engine)
-        self.offset_index.flush()
-        self.time_index.flush()
+        if self.flushed_size < size:
+            self.log.sync(engine)
+        if indexes:
+            self.offset_index.flush()
+            self.time_index.flush()
         if self.config.pylog_flush_fadvise_dontneed and size > self.flushed_size:
             self.log.fadvise_dontneed(0, size)
         self.flushed_size = max(self.flushed_size, size)

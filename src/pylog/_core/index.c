@@ -187,11 +187,14 @@ int pylog_index_trim(pylog_index *ix) {
 }
 
 int pylog_index_flush(pylog_index *ix) {
-    if (ix->map && ix->entries > 0 &&
-        msync(ix->map, (size_t)(ix->entries * ix->entry_size), MS_SYNC) < 0)
+    /* msync(MS_SYNC) is an fdatasync of the range: it also makes a changed
+     * file length durable. An index with no mapping (trimmed to nothing)
+     * still needs its new length on disk. */
+    if (ix->map && ix->entries > 0) {
+        if (msync(ix->map, (size_t)(ix->entries * ix->entry_size), MS_SYNC) < 0) return -errno;
+    } else if (fdatasync(ix->fd) < 0) {
         return -errno;
-    /* The file length changes on resize and trim: make it durable too. */
-    if (fsync(ix->fd) < 0) return -errno;
+    }
     return 0;
 }
 

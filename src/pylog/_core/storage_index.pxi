@@ -72,9 +72,9 @@ cdef class _Index:
 
     def flush(self):
         self._check()
-        cdef int rc
-        with nogil:
-            rc = pylog_index_flush(&self.ix)
+        # Keeps the GIL: a roll may trim (remap) this index from another
+        # thread, and the GIL is what keeps the mapping still during msync.
+        rc = pylog_index_flush(&self.ix)
         if rc < 0:
             _raise_os(rc, self.path)
 
