@@ -70,7 +70,8 @@ cdef object _corrupt(pylog_status *st, Py_ssize_t batch_pos, Py_ssize_t field_ba
     cdef str detail = st.detail.decode() if st.detail != NULL else u""
     if st.code == PYLOG_ERR_CRC:
         return _batch_error(
-            batch_pos, f"checksum mismatch: stored crc = 0x{st.stored_crc:08x}, "
+            batch_pos, f"checksum mismatch{'' if inside is None else ' at ' + where}: "
+            f"stored crc = 0x{st.stored_crc:08x}, "
             f"computed crc = 0x{st.computed_crc:08x}", stored_crc=st.stored_crc,
             computed_crc=st.computed_crc)
     if st.code == PYLOG_ERR_LENGTH:
