@@ -355,3 +355,32 @@ def test_v2_log_append_flag_roundtrip_kafka_python():
     batch = records.encode_batch([b"a"], timestamps=5, timestamp_type="log_append")
     assert get_field(batch, ATTRIBUTES) & ATTR_TIMESTAMP_TYPE
     assert 1 == DefaultRecordBatch(batch).timestamp_type
+
+
+class TestLegacyOddities:
+    """Stored legacy data Kafka's v2 builder would refuse: read as it is, not up-converted."""
+
+    def test_timestamp_below_minus_one(self):
+        """records() and decode_arrow return a magic 1 timestamp of -2; upconvert refuses it."""
+        for attributes in (0, ATTR_TIMESTAMP_TYPE):
+            buf = legacy_message(1, 0, None, b"v", timestamp=-2, attributes=attributes)
+            assert [(0, -2, None, b"v", ())] == decoded(buf) == arrow_rows(buf)
+            with pytest.raises(CorruptRecordError, match="invalid timestamp -2; cannot up-convert"):
+                records.upconvert(buf)
+
+    def test_inner_offsets_not_increasing(self):
+        """A magic 0 wrapper whose inner offsets go back reads as written; upconvert refuses it."""
+        inner = b"".join(legacy_message(0, off, None, b"v%d" % off) for off in (5, 3, 4))
+        buf = legacy_message(0, 4, None, pylog_compression.compress(1, inner), attributes=1)
+        want = [(off, -1, None, b"v%d" % off, ()) for off in (5, 3, 4)]
+        assert want == decoded(buf) == arrow_rows(buf) == kafka_read(buf)
+        with pytest.raises(CorruptRecordError, match="do not increase"):
+            records.upconvert(buf)
+
+    def test_inner_offsets_spanning_more_than_int32(self):
+        """Inner offsets further apart than int32 read as written; upconvert refuses them."""
+        inner = b"".join(legacy_message(0, off, None, b"v") for off in (0, 2**40))
+        buf = legacy_message(0, 0, None, pylog_compression.compress(1, inner), attributes=1)
+        assert [0, 2**40] == [r[0] for r in decoded(buf)] == [r[0] for r in arrow_rows(buf)]
+        with pytest.raises(CorruptRecordError, match="span more than int32"):
+            records.upconvert(buf)

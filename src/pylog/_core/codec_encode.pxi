@@ -84,6 +84,17 @@ def encode_batch(values, keys=None, timestamps=None, headers=None, *,
     records) and for ``transactional=True`` without a ``producer_id``, and
     InvalidTimestampError (a ValueError) for a timestamp below -1.
     """
+    return _encode_batch(values, keys, timestamps, headers, base_offset, compression,
+                         timestamp_type, producer_id, producer_epoch, base_sequence, transactional,
+                         partition_leader_epoch, compression_level, offset_deltas, True)
+
+
+cdef bytes _encode_batch(values, keys, timestamps, headers, int64_t base_offset, compression,
+                         timestamp_type, int64_t producer_id, int producer_epoch, int base_sequence,
+                         bint transactional, int partition_leader_epoch, compression_level,
+                         offset_deltas, bint check_timestamps):
+    """encode_batch; without check_timestamps, timestamps below -1 are written as they are
+    (decode_arrow's view of legacy messages, which may hold any int64)."""
     cdef Py_ssize_t n = len(values)
     cdef pylog_record_input inp
     cdef pylog_batch_header h
@@ -104,7 +115,7 @@ def encode_batch(values, keys=None, timestamps=None, headers=None, *,
     cdef _Column value_col = _column(values, n, u"values")
     cdef _Column key_col = _column(keys, n, u"keys")
     cdef _Headers header_col = _headers(headers, n)
-    ts_keep = _timestamps(timestamps, n, &inp)
+    ts_keep = _timestamps(timestamps, n, &inp, check_timestamps)
     delta_keep = _offset_deltas(offset_deltas, n, &inp)
     inp.values = value_col.col
     inp.keys = key_col.col

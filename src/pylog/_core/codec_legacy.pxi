@@ -148,34 +148,48 @@ cdef list _legacy_message_records(_Buffer buf, Py_ssize_t pos, pylog_batch_heade
             for off, its, ikey, ivalue in inner_msgs]
 
 
-cdef bytes _v2_from_records(list recs, int codec, object timestamp_type, Py_ssize_t where):
-    """One v2 batch holding `recs` (from the legacy message(s) at `where`) at their own offsets."""
+cdef bytes _v2_from_records(list recs, int codec, object timestamp_type, Py_ssize_t where,
+                            bint strict=True):
+    """V2 batch(es) holding `recs` (from the legacy message(s) at `where`) at their own offsets.
+
+    strict (upconvert, whose output may be stored): offsets must increase and
+    span at most int32, timestamps must be >= -1, as Kafka's builder demands;
+    the result is one batch. Not strict (decode_arrow, which only reads):
+    what records() returns is kept as it is, split into as many batches as
+    the offsets need.
+    """
+    cdef Py_ssize_t i, start = 0
     base = recs[0].offset
-    prev = None
-    for r in recs:
-        if prev is not None and r.offset <= prev:
-            raise _batch_error(where, f"legacy offsets do not increase ({prev} then {r.offset}); "
-                                      f"cannot up-convert")
-        if r.timestamp < NO_TIMESTAMP:
-            raise _batch_error(where, f"legacy message at offset {r.offset} has invalid timestamp "
-                                      f"{r.timestamp}; cannot up-convert")
-        prev = r.offset
-    if recs[-1].offset - base > INT32_MAX:
-        raise _batch_error(where, f"legacy offsets {base}..{recs[-1].offset} span more than int32; "
-                                  f"cannot up-convert")
-    deltas = [r.offset - base for r in recs]
-    return encode_batch([r.value for r in recs], [r.key for r in recs],
-                        [r.timestamp for r in recs], base_offset=base, compression=codec,
-                        timestamp_type=timestamp_type or CREATE_TIME, offset_deltas=deltas)
+    for i in range(1, len(recs)):
+        prev, off = (<Record>recs[i - 1]).offset, (<Record>recs[i]).offset
+        if off <= prev or off - recs[start].offset > INT32_MAX:
+            if strict:
+                if off <= prev:
+                    raise _batch_error(where, f"legacy offsets do not increase ({prev} then {off}); "
+                                              f"cannot up-convert")
+                raise _batch_error(where, f"legacy offsets {base}..{off} span more than int32; "
+                                          f"cannot up-convert")
+            return _v2_from_records(recs[:i], codec, timestamp_type, where, False) + \
+                _v2_from_records(recs[i:], codec, timestamp_type, where, False)
+    if strict:
+        for r in recs:
+            if r.timestamp < NO_TIMESTAMP:
+                raise _batch_error(where, f"legacy message at offset {r.offset} has invalid "
+                                          f"timestamp {r.timestamp}; cannot up-convert")
+    return _encode_batch([r.value for r in recs], [r.key for r in recs],
+                         [r.timestamp for r in recs], None, base, codec,
+                         timestamp_type or CREATE_TIME, -1, -1, -1, False, -1, None,
+                         [r.offset - base for r in recs], strict)
 
 
 cdef bytes _upconvert_message(const char *base, Py_ssize_t pos, pylog_batch_header *h, object owner,
                               Py_ssize_t where):
+    """decode_arrow's view of one legacy message: v2 batches with exactly its records."""
     cdef _Buffer buf = _Buffer(owner)
     recs = _legacy_message_records(buf, pos, h, where)
-    ts_type = LOG_APPEND_TIME if h.magic == 1 and (h.attributes & LEGACY_ATTR_TIMESTAMP_TYPE) \
-        else CREATE_TIME
-    return _v2_from_records(recs, 0, ts_type, where)
+    # CreateTime: the records already carry a LogAppendTime wrapper's timestamp,
+    # which a v2 LogAppendTime batch could not hold if it were below -1.
+    return _v2_from_records(recs, 0, CREATE_TIME, where, False)
 
 
 def upconvert(buffer, compression=None, *, max_bytes=None):
