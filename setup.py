@@ -31,13 +31,13 @@ macros = [("CYTHON_TRACE_NOGIL", "1")] if debug else []
 
 
 def ext(name, sources, **kw):
+    kw.setdefault("define_macros", macros)
     return Extension(
         f"pylog._core.{name}",
         sources=[f"{CORE}/{s}" for s in sources],
         include_dirs=[CORE],
         extra_compile_args=cflags,
         extra_link_args=ldflags,
-        define_macros=macros,
         **kw,
     )
 
@@ -48,12 +48,19 @@ def have_liburing():
     return any(os.path.exists(f"{d}/liburing.h") for d in ("/usr/include", "/usr/local/include"))
 
 
+URING = have_liburing()
+# Every extension that compiles io_engine.c takes these.
+ENGINE_KW = {"libraries": ["uring"], "define_macros": macros + [("PYLOG_HAVE_IO_URING", "1")]} \
+    if URING else {}
+
 extensions = [
     ext("crc", ["crc.pyx", "crc32c.c"]),
     ext("codec", ["codec.pyx", "records.c", "crc32c.c"]),
+    ext("engine", ["engine.pyx", "io_engine.c"], **ENGINE_KW),
+    ext("storage", ["storage.pyx", "index.c", "segment_io.c", "append.c", "records.c", "crc32c.c"]),
 ]
 
-if not have_liburing():
+if not URING:
     print("pylog: liburing.h not found (or PYLOG_NO_URING=1): building without io_uring; "
           "the portable pwritev engine will be used", file=sys.stderr)
 

@@ -2,16 +2,38 @@
 
 from . import errors, records
 from ._core.crc import crc32c, crc32c_implementation
+from .config import LogConfig
 from .errors import CorruptRecordError, PylogError
+from .file_slice import FileSlice
+from .info import AppendInfo, RecoveryReport, TimestampOffset
+from .log import Log, default_engine
 
 __version__ = "0.1.0"
 
+
+def io_engine(kind: str = "auto") -> str:
+    """Which I/O engine a Log with ``pylog.io.engine=kind`` uses, and why.
+
+    For example ``"io_uring (liburing 2.5, queue depth 64)"`` or
+    ``"portable (pwritev): io_uring_queue_init failed: Operation not permitted"``.
+    The ``PYLOG_IO_ENGINE`` environment variable overrides ``auto``.
+    """
+    return default_engine(kind).why
+
+
 __all__ = [
+    "AppendInfo",
     "CorruptRecordError",
+    "FileSlice",
+    "Log",
+    "LogConfig",
     "PylogError",
+    "RecoveryReport",
+    "TimestampOffset",
     "__version__",
     "crc32c",
     "crc32c_implementation",
     "errors",
+    "io_engine",
     "records",
 ]

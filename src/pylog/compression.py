@@ -1,7 +1,7 @@
 """Kafka's batch compression codecs, on well-kept native libraries.
 
 A compressed v2 batch stores its whole records section as one compressed
-blob (docs/FORMAT.md, section 5). The codec ids are Kafka's attribute bits:
+blob (docs/FORMAT.md, section 4). The codec ids are Kafka's attribute bits:
 
 =====  ======  ==================================================================
 id     name    bytes on disk (what Kafka's Java client writes)

@@ -1,4 +1,4 @@
-# Reading batches back: iter_batches, RecordBatch, Record, scan_batches (docs/FORMAT.md, section 6).
+# Reading batches back: iter_batches, RecordBatch, Record, scan_batches (docs/FORMAT.md, sections 2, 3 and 7).
 
 
 @cython.final

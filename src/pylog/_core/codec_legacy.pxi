@@ -1,4 +1,4 @@
-# Legacy message sets, magic 0 and 1 (docs/FORMAT.md, section 7).
+# Legacy message sets, magic 0 and 1 (docs/FORMAT.md, section 6).
 #
 # Read-only: pylog writes v2 only. A legacy message is
 #   offset:int64 size:int32 crc:uint32 magic:int8 attributes:int8

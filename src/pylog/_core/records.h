@@ -1,6 +1,6 @@
 /* Record batch v2 codec in plain C: batch headers, validation, record
  * encoding and decoding. No Python objects here, so every function can run
- * with the GIL released. See docs/FORMAT.md, sections 2-4.
+ * with the GIL released. See docs/FORMAT.md, sections 2-4 and 7.
  *
  * Conventions: functions return PYLOG_OK (0) or a pylog_code; on failure
  * they fill a pylog_status with the byte position and the numbers involved,

@@ -1,0 +1,672 @@
+/* I/O engine: the contract is in io_engine.h.
+ *
+ * Both kinds walk the caller's iovec array with a `cursor` and cut it into
+ * pieces of at most IOV_MAX iovecs; a piece that starts inside an iovec (after
+ * a short write) is that one iovec's remainder alone. The caller's array is
+ * never modified.
+ *
+ * io_uring: one ring per engine, shared by threads that call without the GIL.
+ *  - e->lock guards the submission queue, `inflight`, `reaping` and `broken`.
+ *    A caller prepares and submits its SQEs without letting go of the lock,
+ *    so its link chain is contiguous and the SQ is empty whenever the lock is
+ *    free (unless the ring is broken).
+ *  - An SQE's user_data points at a `uring_op` in the submitting caller's
+ *    stack frame. Every op posts exactly one CQE (no multishot ops), and a
+ *    caller returns only after each SQE the kernel took from it completed.
+ *  - One thread at a time is the reaper: it waits for CQEs without the lock,
+ *    then, with the lock, stores each result in its uring_op and wakes the
+ *    other waiters (e->progress), who sleep instead of entering the kernel.
+ *  - inflight <= depth = SQ entries = CQ entries / 2: the CQ cannot overflow
+ *    and io_uring_get_sqe cannot fail.
+ *
+ * Known difference, outside the engine's use (regular files): on a pipe or
+ * socket pwritev fails with ESPIPE, while io_uring ignores the position and
+ * writes. Checking every fd would cost an fstat per call.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE             /* GNU strerror_r */
+#endif
+#define _FILE_OFFSET_BITS 64
+
+#include "io_engine.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef PYLOG_HAVE_IO_URING
+#include <liburing.h>
+#include <time.h>
+#endif
+
+#ifndef IOV_MAX
+#define IOV_MAX 1024            /* Linux UIO_MAXIOV */
+#endif
+
+struct pylog_engine {
+    int kind;                   /* PYLOG_ENGINE_PORTABLE or PYLOG_ENGINE_URING */
+    pthread_mutex_t lock;
+    pthread_cond_t idle;        /* broadcast when `active` drops to 0 */
+    unsigned active;            /* callers inside the engine (guarded by lock) */
+    _Atomic uint64_t writes, bytes_written, syncs, submissions, short_writes;
+#ifdef PYLOG_HAVE_IO_URING
+    struct io_uring ring;
+    pthread_cond_t progress;    /* broadcast after each reaping round */
+    unsigned depth;             /* SQ entries; bound on `inflight` */
+    unsigned inflight;          /* SQEs the kernel took whose CQE is not reaped */
+    int reaping;                /* a thread waits for CQEs without the lock */
+    int broken;                 /* 0, or the -errno of a submit that failed for
+                                 * good: SQEs the kernel did not take still point
+                                 * at dead stack frames, so the ring is never
+                                 * submitted to again */
+#endif
+};
+
+static void stat_add(_Atomic uint64_t *counter, uint64_t n)
+{
+    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+static void set_why(char *why, size_t why_len, const char *fmt, ...)
+{
+    va_list ap;
+    if (why == NULL || why_len == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(why, why_len, fmt, ap);
+    va_end(ap);
+}
+
+static void enter(pylog_engine *e)
+{
+    pthread_mutex_lock(&e->lock);
+    e->active++;
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void leave_locked(pylog_engine *e)
+{
+    if (--e->active == 0)
+        pthread_cond_broadcast(&e->idle);
+}
+
+static void leave(pylog_engine *e)
+{
+    pthread_mutex_lock(&e->lock);
+    leave_locked(e);
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- iovec cursor ------------------------------------------------------- */
+
+/* A position in iov[0..cnt): iov[idx] is written up to `off` bytes.
+ * Invariant (after cursor_skip): idx == cnt or iov[idx] has bytes left. */
+struct cursor {
+    const struct iovec *iov;
+    int cnt;
+    int idx;
+    size_t off;
+};
+
+/* Moves the cursor `n` bytes on, past any empty iovecs. */
+static void cursor_skip(struct cursor *c, size_t n)
+{
+    while (c->idx < c->cnt) {
+        size_t left = c->iov[c->idx].iov_len - c->off;
+        if (n < left) {
+            c->off += n;
+            return;
+        }
+        n -= left;
+        c->idx++;
+        c->off = 0;
+    }
+}
+
+static void cursor_init(struct cursor *c, const struct iovec *iov, int cnt)
+{
+    c->iov = iov;
+    c->cnt = cnt;
+    c->idx = 0;
+    c->off = 0;
+    cursor_skip(c, 0);
+}
+
+static int cursor_done(const struct cursor *c)
+{
+    return c->idx == c->cnt;
+}
+
+/* The next piece to write from a cursor that is not done: sets *vec / *n and
+ * returns its byte count (> 0). A partly written iovec goes alone, through
+ * `part`, which must outlive the write. */
+static size_t next_piece(const struct cursor *c, struct iovec *part,
+                         const struct iovec **vec, int *n)
+{
+    const struct iovec *v = &c->iov[c->idx];
+    size_t len = 0;
+    if (c->off > 0) {
+        part->iov_base = (char *)v->iov_base + c->off;
+        part->iov_len = v->iov_len - c->off;
+        *vec = part;
+        *n = 1;
+        return part->iov_len;
+    }
+    *vec = v;
+    *n = c->cnt - c->idx < IOV_MAX ? c->cnt - c->idx : IOV_MAX;
+    for (int i = 0; i < *n; i++)
+        len += v[i].iov_len;
+    return len;
+}
+
+/* ---- portable: pwritev + fdatasync -------------------------------------- */
+
+static int sync_fd(int fd, int full)
+{
+    while ((full ? fsync(fd) : fdatasync(fd)) < 0) {
+        if (errno != EINTR)
+            return -errno;
+    }
+    return 0;
+}
+
+static int portable_writev(pylog_engine *e, int fd, const struct iovec *iov, int iovcnt,
+                           int64_t pos, int flags)
+{
+    struct cursor c;
+    cursor_init(&c, iov, iovcnt);
+    while (!cursor_done(&c)) {
+        struct iovec part;
+        const struct iovec *vec;
+        int n;
+        size_t len = next_piece(&c, &part, &vec, &n);
+        ssize_t w = pwritev(fd, vec, n, pos);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (w == 0)
+            return -EIO;        /* no progress on a non-empty piece: would spin */
+        stat_add(&e->bytes_written, (uint64_t)w);
+        if ((size_t)w < len)
+            stat_add(&e->short_writes, 1);
+        cursor_skip(&c, (size_t)w);
+        pos += w;
+    }
+    if (flags & PYLOG_WRITE_DATASYNC) {
+        int rc = sync_fd(fd, 0);
+        if (rc < 0)
+            return rc;
+        stat_add(&e->syncs, 1);
+    }
+    return 0;
+}
+
+static int portable_sync(pylog_engine *e, const int *fds, int n, int full)
+{
+    int first = 0;
+    for (int i = 0; i < n; i++) {
+        int rc = sync_fd(fds[i], full);
+        if (rc == 0)
+            stat_add(&e->syncs, 1);
+        else if (first == 0)
+            first = rc;
+    }
+    return first;
+}
+
+/* ---- io_uring ----------------------------------------------------------- */
+
+#ifdef PYLOG_HAVE_IO_URING
+
+/* SQEs one caller prepares per round: bounds the uring_op arrays on its
+ * stack (32 writev pieces carry up to 32 * IOV_MAX iovecs). */
+#define URING_MAX_CHAIN 32u
+
+/* Transient submit failures (-EAGAIN: kernel out of memory) are retried this
+ * many times, 1 ms apart, before the ring is declared broken. */
+#define URING_SUBMIT_RETRIES 1000
+
+/* A completion record; `done` and `res` are guarded by e->lock. */
+struct uring_op {
+    int res;
+    int done;
+};
+
+static void uring_fatal(const char *what, int err)
+{
+    char buf[128];
+    fprintf(stderr, "pylog io_engine: %s: %s\n", what, strerror_r(-err, buf, sizeof buf));
+    abort();
+}
+
+/* Appends " (kernel.io_uring_disabled=N)" when the sysctl exists and is set. */
+static void disabled_hint(char *buf, size_t len)
+{
+    int value = 0;
+    FILE *f = fopen("/proc/sys/kernel/io_uring_disabled", "re");
+    buf[0] = '\0';
+    if (f == NULL)
+        return;
+    if (fscanf(f, "%d", &value) == 1 && value != 0)
+        snprintf(buf, len, " (kernel.io_uring_disabled=%d)", value);
+    fclose(f);
+}
+
+static int uring_setup(pylog_engine *e, unsigned queue_depth, char *reason, size_t len)
+{
+    struct io_uring_params p;
+    char hint[48], ebuf[128];
+    int rc;
+    if (queue_depth < 2) {
+        snprintf(reason, len, "queue depth %u is below 2 (a write and its fdatasync "
+                 "are submitted together)", queue_depth);
+        return -EINVAL;
+    }
+    memset(&p, 0, sizeof p);
+    rc = io_uring_queue_init_params(queue_depth, &e->ring, &p);
+    if (rc < 0) {
+        disabled_hint(hint, sizeof hint);
+        snprintf(reason, len, "io_uring_queue_init failed: %s%s",
+                 strerror_r(-rc, ebuf, sizeof ebuf), hint);
+        return rc;
+    }
+    /* NODROP (Linux 5.5) implies WRITEV, FSYNC and IOSQE_IO_LINK. */
+    if (!(p.features & IORING_FEAT_NODROP)) {
+        io_uring_queue_exit(&e->ring);
+        snprintf(reason, len, "kernel lacks IORING_FEAT_NODROP (needs Linux 5.5+)");
+        return -EOPNOTSUPP;
+    }
+    rc = pthread_cond_init(&e->progress, NULL);
+    if (rc != 0) {
+        io_uring_queue_exit(&e->ring);
+        snprintf(reason, len, "pthread_cond_init failed: %s", strerror_r(rc, ebuf, sizeof ebuf));
+        return -rc;
+    }
+    e->depth = p.sq_entries;
+    return 0;
+}
+
+/* Makes completions progress; called with e->lock held, which it drops
+ * meanwhile. Becomes the reaper when nobody is, else sleeps until the reaper
+ * has dispatched a round. Only called while inflight > 0, so a CQE will come. */
+static void uring_progress(pylog_engine *e)
+{
+    struct io_uring_cqe *cqe;
+    unsigned head, n = 0;
+    int rc;
+    if (e->reaping) {
+        pthread_cond_wait(&e->progress, &e->lock);
+        return;
+    }
+    e->reaping = 1;
+    pthread_mutex_unlock(&e->lock);
+    rc = io_uring_wait_cqe(&e->ring, &cqe);     /* submits nothing: to_submit = 0 */
+    pthread_mutex_lock(&e->lock);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
+        uring_fatal("io_uring_wait_cqe", rc);   /* lost CQEs would leave callers hanging */
+    io_uring_for_each_cqe(&e->ring, head, cqe) {
+        struct uring_op *op = io_uring_cqe_get_data(cqe);
+        op->res = cqe->res;
+        op->done = 1;
+        n++;
+    }
+    io_uring_cq_advance(&e->ring, n);
+    e->inflight -= n;
+    e->reaping = 0;
+    pthread_cond_broadcast(&e->progress);
+}
+
+/* Waits (lock held) until ops[0..k) are all done. */
+static void uring_wait(pylog_engine *e, const struct uring_op *ops, unsigned k)
+{
+    for (unsigned i = 0; i < k; i++) {
+        while (!ops[i].done)
+            uring_progress(e);
+    }
+}
+
+/* Waits (lock held) until `want` SQEs may be added without exceeding depth.
+ * Returns 0, or e->broken. */
+static int uring_reserve(pylog_engine *e, unsigned want)
+{
+    while (!e->broken && e->depth - e->inflight < want)
+        uring_progress(e);
+    return e->broken;
+}
+
+/* Never NULL: callers take at most depth - inflight SQEs, and the SQ is empty
+ * whenever the lock is free. */
+static struct io_uring_sqe *uring_sqe(pylog_engine *e, struct uring_op *op)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
+    if (sqe == NULL)
+        uring_fatal("io_uring_get_sqe: SQ full despite reservation", -EBUSY);
+    io_uring_sqe_set_data(sqe, op);
+    op->done = 0;
+    return sqe;
+}
+
+/* Hands the k SQEs just prepared for ops[0..k) to the kernel (lock held).
+ * Those it does not take, because the ring broke, are completed here with
+ * the error. */
+static void uring_submit(pylog_engine *e, struct uring_op *ops, unsigned k)
+{
+    struct timespec pause = {0, 1000000};
+    unsigned taken = 0;
+    int retries = 0;
+    while (taken < k) {
+        int rc = io_uring_submit(&e->ring);
+        stat_add(&e->submissions, 1);
+        if (rc > 0) {
+            taken += (unsigned)rc;
+            e->inflight += (unsigned)rc;
+            continue;
+        }
+        if (rc == -EINTR)
+            continue;
+        if ((rc == 0 || rc == -EAGAIN || rc == -EBUSY) && ++retries < URING_SUBMIT_RETRIES) {
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        e->broken = rc < 0 ? rc : -EAGAIN;
+        for (unsigned i = taken; i < k; i++) {
+            ops[i].res = e->broken;
+            ops[i].done = 1;
+        }
+        return;
+    }
+}
+
+/* One round of uring_writev (lock held): submits up to URING_MAX_CHAIN
+ * pieces from *c as one linked chain, followed by the fdatasync when the
+ * chain reaches the end and *need_sync, then waits for all of them and moves
+ * *c, *pos and *need_sync on. Returns 0 or -errno. */
+static int uring_write_round(pylog_engine *e, int fd, struct cursor *c, int64_t *pos,
+                             int *need_sync)
+{
+    struct uring_op ops[URING_MAX_CHAIN];
+    size_t lens[URING_MAX_CHAIN];
+    struct iovec part;          /* only the chain's first piece can be partial */
+    struct io_uring_sqe *sqe = NULL;
+    struct cursor v = *c;       /* where the chain gets if every write is full */
+    int64_t vpos = *pos;
+    unsigned k = 0, nwrites, slots, want;
+    int sync_at = -1, complete = 1, rc;
+
+    want = (cursor_done(c) ? 0u : 1u) + (*need_sync ? 1u : 0u);
+    rc = uring_reserve(e, want);
+    if (rc < 0)
+        return rc;
+    slots = e->depth - e->inflight;
+    if (slots > URING_MAX_CHAIN)
+        slots = URING_MAX_CHAIN;
+
+    while (!cursor_done(&v) && k < slots) {
+        const struct iovec *vec;
+        int n;
+        size_t len = next_piece(&v, &part, &vec, &n);
+        sqe = uring_sqe(e, &ops[k]);
+        io_uring_prep_writev(sqe, fd, vec, (unsigned)n, (uint64_t)vpos);
+        sqe->flags |= IOSQE_IO_LINK;
+        lens[k++] = len;
+        cursor_skip(&v, len);
+        vpos += (int64_t)len;
+    }
+    nwrites = k;
+    if (cursor_done(&v) && *need_sync && k < slots) {
+        sqe = uring_sqe(e, &ops[k]);
+        io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+        sync_at = (int)k++;
+    }
+    /* The chain ends here: never link into the next caller's SQEs. */
+    sqe->flags &= (__u8)~IOSQE_IO_LINK;
+    uring_submit(e, ops, k);
+    uring_wait(e, ops, k);
+
+    rc = 0;
+    for (unsigned i = 0; i < nwrites; i++) {
+        int res = ops[i].res;
+        if (res > 0)
+            stat_add(&e->bytes_written, (uint64_t)res);
+        if (!complete || rc < 0)
+            continue;           /* count bytes of later pieces, but resume here */
+        if (res >= 0 && (size_t)res == lens[i]) {
+            cursor_skip(c, lens[i]);
+            *pos += (int64_t)lens[i];
+        } else if (res > 0) {
+            /* Short: the kernel cancels the rest of the chain (-ECANCELED);
+             * whatever of it ran anyway is rewritten next round. */
+            stat_add(&e->short_writes, 1);
+            cursor_skip(c, (size_t)res);
+            *pos += res;
+            complete = 0;
+        } else if (res == -EINTR || (res == -ECANCELED && i > 0)) {
+            complete = 0;       /* retried next round */
+        } else {
+            rc = res == 0 ? -EIO : res;     /* 0 bytes: no progress, would spin */
+        }
+    }
+    if (sync_at >= 0) {
+        int res = ops[sync_at].res;
+        if (res == 0 && complete) {
+            *need_sync = 0;
+            stat_add(&e->syncs, 1);
+        } else if (res < 0 && rc == 0 && (res != -ECANCELED || complete)) {
+            /* An fdatasync that ran and failed is reported even when a write
+             * was short: the kernel reports a writeback error only once. */
+            rc = res;
+        }
+    }
+    return rc;
+}
+
+static int uring_writev(pylog_engine *e, int fd, const struct iovec *iov, int iovcnt,
+                        int64_t pos, int flags)
+{
+    struct cursor c;
+    int need_sync = (flags & PYLOG_WRITE_DATASYNC) != 0;
+    int rc = 0;
+    cursor_init(&c, iov, iovcnt);
+    pthread_mutex_lock(&e->lock);
+    e->active++;
+    while (rc == 0 && (!cursor_done(&c) || need_sync))
+        rc = uring_write_round(e, fd, &c, &pos, &need_sync);
+    leave_locked(e);
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+/* Submits up to URING_MAX_CHAIN unlinked fsyncs per round, so they run
+ * concurrently; every fd is attempted unless the ring breaks. */
+static int uring_sync(pylog_engine *e, const int *fds, int n, int full)
+{
+    struct uring_op ops[URING_MAX_CHAIN];
+    int first = 0, i = 0;
+    pthread_mutex_lock(&e->lock);
+    e->active++;
+    while (i < n) {
+        unsigned k;
+        int rc = uring_reserve(e, 1);
+        if (rc < 0) {
+            if (first == 0)
+                first = rc;
+            break;
+        }
+        k = e->depth - e->inflight;
+        if (k > URING_MAX_CHAIN)
+            k = URING_MAX_CHAIN;
+        if (k > (unsigned)(n - i))
+            k = (unsigned)(n - i);
+        for (unsigned j = 0; j < k; j++)
+            io_uring_prep_fsync(uring_sqe(e, &ops[j]), fds[i + (int)j],
+                                full ? 0 : IORING_FSYNC_DATASYNC);
+        uring_submit(e, ops, k);
+        uring_wait(e, ops, k);
+        for (unsigned j = 0; j < k; j++) {
+            if (ops[j].res == 0)
+                stat_add(&e->syncs, 1);
+            else if (first == 0)
+                first = ops[j].res;
+        }
+        i += (int)k;
+    }
+    leave_locked(e);
+    pthread_mutex_unlock(&e->lock);
+    return first;
+}
+
+#endif /* PYLOG_HAVE_IO_URING */
+
+/* ---- public API --------------------------------------------------------- */
+
+/* Also returns NULL (with `why`) for an unknown `kind`. */
+pylog_engine *pylog_engine_new(int kind, unsigned queue_depth, char *why, size_t why_len)
+{
+    char ebuf[128];
+    pylog_engine *e;
+    int rc;
+    if (kind != PYLOG_ENGINE_AUTO && kind != PYLOG_ENGINE_PORTABLE && kind != PYLOG_ENGINE_URING) {
+        set_why(why, why_len, "unknown engine kind %d", kind);
+        return NULL;
+    }
+    e = calloc(1, sizeof *e);
+    if (e == NULL) {
+        set_why(why, why_len, "out of memory");
+        return NULL;
+    }
+    rc = pthread_mutex_init(&e->lock, NULL);
+    if (rc == 0) {
+        rc = pthread_cond_init(&e->idle, NULL);
+        if (rc != 0)
+            pthread_mutex_destroy(&e->lock);
+    }
+    if (rc != 0) {
+        set_why(why, why_len, "pthread init failed: %s", strerror_r(rc, ebuf, sizeof ebuf));
+        free(e);
+        return NULL;
+    }
+    e->kind = PYLOG_ENGINE_PORTABLE;
+
+#ifdef PYLOG_HAVE_IO_URING
+    if (kind == PYLOG_ENGINE_PORTABLE) {
+        set_why(why, why_len, "portable (pwritev): requested");
+        return e;
+    }
+    {
+        char reason[192];
+        if (uring_setup(e, queue_depth, reason, sizeof reason) == 0) {
+            e->kind = PYLOG_ENGINE_URING;
+#ifdef IO_URING_VERSION_MAJOR
+            set_why(why, why_len, "io_uring (liburing %d.%d, queue depth %u)",
+                    IO_URING_VERSION_MAJOR, IO_URING_VERSION_MINOR, e->depth);
+#else
+            set_why(why, why_len, "io_uring (queue depth %u)", e->depth);
+#endif
+            return e;
+        }
+        if (kind == PYLOG_ENGINE_AUTO) {
+            set_why(why, why_len, "portable (pwritev): %s", reason);
+            return e;
+        }
+        set_why(why, why_len, "io_uring unavailable: %s", reason);
+    }
+#else
+    (void)queue_depth;
+    if (kind != PYLOG_ENGINE_URING) {
+        set_why(why, why_len, kind == PYLOG_ENGINE_PORTABLE ? "portable (pwritev): requested"
+                : "portable (pwritev): built without io_uring (liburing not found)");
+        return e;
+    }
+    set_why(why, why_len, "io_uring unavailable: built without io_uring (liburing not found)");
+#endif
+    pthread_cond_destroy(&e->idle);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+    return NULL;
+}
+
+int pylog_engine_kind(const pylog_engine *e)
+{
+    return e->kind;
+}
+
+int pylog_engine_writev(pylog_engine *e, int fd, const struct iovec *iov, int iovcnt,
+                        int64_t pos, int flags)
+{
+    int rc;
+    if (iovcnt < 0 || (iovcnt > 0 && iov == NULL) || pos < 0 || (flags & ~PYLOG_WRITE_DATASYNC))
+        return -EINVAL;
+#ifdef PYLOG_HAVE_IO_URING
+    if (e->kind == PYLOG_ENGINE_URING)
+        rc = uring_writev(e, fd, iov, iovcnt, pos, flags);
+    else
+#endif
+    {
+        enter(e);
+        rc = portable_writev(e, fd, iov, iovcnt, pos, flags);
+        leave(e);
+    }
+    if (rc == 0)
+        stat_add(&e->writes, 1);
+    return rc;
+}
+
+int pylog_engine_sync(pylog_engine *e, const int *fds, int n, int full)
+{
+    int rc;
+    if (n < 0 || (n > 0 && fds == NULL))
+        return -EINVAL;
+#ifdef PYLOG_HAVE_IO_URING
+    if (e->kind == PYLOG_ENGINE_URING)
+        return uring_sync(e, fds, n, full);
+#endif
+    enter(e);
+    rc = portable_sync(e, fds, n, full);
+    leave(e);
+    return rc;
+}
+
+void pylog_engine_get_stats(pylog_engine *e, pylog_engine_stats *out)
+{
+    out->writes = atomic_load_explicit(&e->writes, memory_order_relaxed);
+    out->bytes_written = atomic_load_explicit(&e->bytes_written, memory_order_relaxed);
+    out->syncs = atomic_load_explicit(&e->syncs, memory_order_relaxed);
+    out->submissions = atomic_load_explicit(&e->submissions, memory_order_relaxed);
+    out->short_writes = atomic_load_explicit(&e->short_writes, memory_order_relaxed);
+}
+
+void pylog_engine_free(pylog_engine *e)
+{
+    if (e == NULL)
+        return;
+    pthread_mutex_lock(&e->lock);
+    while (e->active > 0)
+        pthread_cond_wait(&e->idle, &e->lock);
+    pthread_mutex_unlock(&e->lock);
+#ifdef PYLOG_HAVE_IO_URING
+    if (e->kind == PYLOG_ENGINE_URING) {
+        io_uring_queue_exit(&e->ring);
+        pthread_cond_destroy(&e->progress);
+    }
+#endif
+    pthread_cond_destroy(&e->idle);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+int pylog_engine_uring_compiled(void)
+{
+#ifdef PYLOG_HAVE_IO_URING
+    return 1;
+#else
+    return 0;
+#endif
+}

@@ -1,0 +1,70 @@
+# cython: language_level=3, cdivision=True
+"""Storage core: segment indexes, .log file I/O, append preparation, recovery.
+
+The Python face of index.c, segment_io.c and append.c (docs/FORMAT.md,
+sections 8-10). The segment and log layers (pylog/segment.py, pylog/log.py)
+orchestrate these objects; nothing here knows about topics or configs.
+
+C functions return >= 0 or -errno; _raise_os() is the one place that turns
+an errno into an exception. The GIL is released around every system call
+that can block (writes, reads, syncs, recovery); index operations keep it,
+which is also what serialises them.
+
+Files joined here (one translation unit):
+    storage_index.pxi    OffsetIndex, TimeIndex
+    storage_append.pxi   prepare_append, PreparedAppend, index_append
+    storage_logfile.pxi  LogFile: the .log file (append, read, walk, recover)
+"""
+
+cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from libc.errno cimport errno, EILSEQ
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
+from libc.string cimport memset, strerror
+from posix.uio cimport iovec
+
+from pylog._core.includes.ccore cimport pylog_status, pylog_crc32c_init, PYLOG_ERR_CRC as PYLOG_ERR_CRC_CODE
+from pylog._core.includes.cstorage cimport *
+from pylog._core.includes.cengine cimport PYLOG_WRITE_DATASYNC
+from pylog._core.engine cimport IoEngine
+
+import os as _os
+
+from pylog.errors import (CorruptIndexError, CorruptRecordError, InvalidRecordError,
+                          InvalidTimestampError, MessageTooLargeError)
+
+pylog_crc32c_init()
+
+
+cdef extern from "<fcntl.h>" nogil:
+    int posix_fadvise(int fd, long offset, long length, int advice)
+    int sync_file_range(int fd, long offset, long nbytes, unsigned int flags)
+    int posix_fallocate(int fd, long offset, long length)
+    int POSIX_FADV_DONTNEED
+    unsigned int SYNC_FILE_RANGE_WRITE
+    int O_RDWR, O_RDONLY, O_CREAT, O_CLOEXEC
+    int open(const char *path, int flags, int mode)
+
+cdef extern from "<unistd.h>" nogil:
+    int close(int fd)
+    int ftruncate(int fd, long length)
+    int fdatasync(int fd)
+    int fsync(int fd)
+
+cdef extern from "<sys/stat.h>" nogil:
+    cdef struct stat:
+        long st_size
+    int fstat(int fd, stat *buf)
+
+
+cdef int _raise_os(int err, object path) except -1:
+    """The one place a negative errno from the core becomes an exception."""
+    err = -err if err < 0 else err
+    raise OSError(err, strerror(err).decode(), path)
+
+
+include "storage_index.pxi"
+include "storage_append.pxi"
+include "storage_logfile.pxi"

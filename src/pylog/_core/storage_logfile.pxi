@@ -1,0 +1,301 @@
+# LogFile: one segment's .log file (segment_io.h; docs/FORMAT.md, sections 8 and 10).
+
+RECOVERY_REASONS = {
+    PYLOG_RECOVER_CLEAN: "clean",
+    PYLOG_RECOVER_TORN: "torn tail (a partial batch at the end)",
+    PYLOG_RECOVER_CORRUPT: "corrupt batch",
+    PYLOG_RECOVER_OFFSETS: "offsets do not increase",
+    PYLOG_RECOVER_OUT_OF_RANGE: "offset outside the segment's range",
+    PYLOG_RECOVER_IO: "I/O error",
+}
+
+
+@cython.final
+cdef class LogFile:
+    """The .log file of one segment: appends at its end, positional reads.
+
+    ``size`` is the logical size, the end of the last complete batch; the file
+    itself can be longer (preallocated, or not yet truncated after recovery).
+    One writer at a time (the Log's lock); any number of concurrent readers,
+    which only read below the ``size`` they observed. The descriptor stays
+    open while any object (e.g. a FileSlice) references the LogFile, so
+    renaming or unlinking the file never breaks a reader; ``close()`` is for
+    shutdown.
+    """
+
+    cdef int fd
+    cdef readonly str path
+    cdef readonly int64_t size
+    cdef readonly int64_t file_size
+
+    def __init__(self, str path, *, bint create=False, int64_t preallocate=0):
+        """Opens (or creates) the file; size starts as the file's length, or 0 when preallocating."""
+        cdef bytes bpath = _os.fsencode(path)
+        cdef stat st
+        cdef int rc = 0
+        self.path = path
+        self.fd = open(bpath, O_RDWR | O_CLOEXEC | (O_CREAT if create else 0), 0o644)
+        if self.fd < 0:
+            _raise_os(errno, path)
+        if fstat(self.fd, &st) < 0:
+            err = errno
+            self.close()
+            _raise_os(err, path)
+        self.size = st.st_size
+        self.file_size = st.st_size
+        if preallocate > st.st_size:
+            with nogil:
+                rc = posix_fallocate(self.fd, 0, preallocate)
+            if rc != 0:
+                self.close()
+                _raise_os(rc, path)
+            self.size = st.st_size
+            self.file_size = preallocate
+
+    def __dealloc__(self):
+        if self.fd >= 0:
+            close(self.fd)
+            self.fd = -1
+
+    cdef int _check(self) except -1:
+        if self.fd < 0:
+            raise ValueError(f"log file {self.path} is closed")
+        return 0
+
+    def fileno(self):
+        self._check()
+        return self.fd
+
+    @property
+    def closed(self):
+        return self.fd < 0
+
+    def close(self):
+        if self.fd >= 0:
+            close(self.fd)
+            self.fd = -1
+
+    def append(self, IoEngine engine, PreparedAppend prep, bint datasync=False):
+        """Writes the prepared batches at the end in one I/O; returns their position."""
+        self._check()
+        cdef int64_t position = self.size
+        cdef int rc
+        cdef int flags = PYLOG_WRITE_DATASYNC if datasync else 0
+        with nogil:
+            rc = engine.c_writev(self.fd, prep.iov, <int>(2 * prep.count), position, flags)
+        if rc < 0:
+            _raise_os(rc, self.path)
+        self.size = position + prep.size
+        if self.size > self.file_size:
+            self.file_size = self.size
+        return position
+
+    def append_bytes(self, IoEngine engine, data, bint datasync=False):
+        """Writes raw bytes at the end (already-validated batches; used by recovery tools)."""
+        self._check()
+        cdef Py_buffer view
+        cdef iovec iov
+        cdef int rc
+        cdef int64_t position = self.size
+        cdef int flags = PYLOG_WRITE_DATASYNC if datasync else 0
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            iov.iov_base = view.buf
+            iov.iov_len = <size_t>view.len
+            with nogil:
+                rc = engine.c_writev(self.fd, &iov, 1, position, flags)
+            if rc < 0:
+                _raise_os(rc, self.path)
+            self.size = position + view.len
+            if self.size > self.file_size:
+                self.file_size = self.size
+        finally:
+            PyBuffer_Release(&view)
+        return position
+
+    def sync(self, IoEngine engine=None, bint full=False):
+        """fdatasync (fsync when ``full``) through the engine, or directly."""
+        self._check()
+        cdef int rc
+        cdef int fd = self.fd
+        if engine is not None:
+            with nogil:
+                rc = engine.c_sync(&fd, 1, full)
+        else:
+            with nogil:
+                rc = fsync(fd) if full else fdatasync(fd)
+            if rc < 0:
+                rc = -errno
+        if rc < 0:
+            _raise_os(rc, self.path)
+
+    def set_size(self, int64_t size):
+        """Declares [0, size) the valid content (after recovery), without touching the file."""
+        self.size = size
+
+    def truncate(self, int64_t size):
+        """Truncates the file to `size` bytes (and the logical size with it)."""
+        self._check()
+        if ftruncate(self.fd, size) < 0:
+            _raise_os(errno, self.path)
+        self.size = size
+        self.file_size = size
+
+    def trim(self):
+        """Shrinks a preallocated file to its logical size (roll, close)."""
+        self._check()
+        if self.file_size != self.size:
+            self.truncate(self.size)
+
+    def read(self, int64_t position, int64_t length):
+        """Reads up to `length` bytes at `position` (short only at the end of the file)."""
+        self._check()
+        if length < 0 or position < 0:
+            raise ValueError(f"read of {length} bytes at {position} in {self.path}")
+        out = PyBytes_FromStringAndSize(NULL, length)
+        cdef char *buf = PyBytes_AS_STRING(out)
+        cdef int64_t n
+        with nogil:
+            n = pylog_pread_full(self.fd, buf, length, position)
+        if n < 0:
+            _raise_os(n, self.path)
+        return out if n == length else out[:n]
+
+    def readinto(self, int64_t position, buffer):
+        """Fills `buffer` from `position`; returns the bytes read."""
+        self._check()
+        cdef Py_buffer view
+        cdef int64_t n
+        PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+        try:
+            with nogil:
+                n = pylog_pread_full(self.fd, view.buf, view.len, position)
+        finally:
+            PyBuffer_Release(&view)
+        if n < 0:
+            _raise_os(n, self.path)
+        return n
+
+    def slice_info(self, int64_t start, int64_t end, int64_t target, int64_t max_bytes,
+                   int64_t max_offset=INT64_MAX):
+        """Whole batches from the one holding `target`, walking from position `start`
+        up to `end`: (start_position, end_position, first_offset, last_offset, batches),
+        or None if no batch at or after `target` is below max_offset."""
+        self._check()
+        cdef pylog_slice_info info
+        cdef int rc
+        with nogil:
+            rc = pylog_segment_slice(self.fd, start, end, target, max_bytes, max_offset, &info)
+        if rc < 0:
+            _raise_walk(rc, self.path, start)
+        if info.start_position < 0:
+            return None
+        return (info.start_position, info.end_position, info.first_offset, info.last_offset,
+                info.batches)
+
+    def find_timestamp(self, int64_t start, int64_t end, int64_t timestamp, int64_t min_offset):
+        """(position, size, base_offset, last_offset, max_timestamp) of the first batch at or
+        after `start` with max_timestamp >= timestamp and last_offset >= min_offset, or None."""
+        self._check()
+        cdef pylog_batch_meta m
+        cdef int rc
+        with nogil:
+            rc = pylog_segment_find_timestamp(self.fd, start, end, timestamp, min_offset, &m)
+        if rc < 0:
+            _raise_walk(rc, self.path, start)
+        if rc == 0:
+            return None
+        return m.position, m.size, m.base_offset, m.last_offset, m.max_timestamp
+
+    def summarize(self, int64_t start, int64_t end):
+        """Walks the batch headers in [start, end): (batches, end_position, last_offset,
+        max_timestamp, offset_of_max_timestamp, first_batch_max_timestamp)."""
+        self._check()
+        cdef pylog_segment_summary s
+        cdef int rc
+        with nogil:
+            rc = pylog_segment_summarize(self.fd, start, end, &s)
+        if rc < 0:
+            _raise_walk(rc, self.path, start)
+        return (s.batches, s.end_position, s.last_offset, s.max_timestamp,
+                s.offset_of_max_timestamp, s.first_max_timestamp)
+
+    def recover(self, int64_t base_offset, int64_t index_interval, OffsetIndex oi, TimeIndex ti):
+        """Validates every batch of the file and rebuilds both indexes. Returns a dict:
+        valid_bytes, scanned_bytes, batches, records, last_offset, max_timestamp,
+        offset_of_max_timestamp, first_batch_max_timestamp, bytes_since_index_entry,
+        reason (text), error (CorruptRecordError or None). Does not truncate."""
+        self._check()
+        oi._check()
+        ti._check()
+        cdef pylog_recovery r
+        cdef stat st
+        cdef int rc
+        if fstat(self.fd, &st) < 0:
+            _raise_os(errno, self.path)
+        with nogil:
+            rc = pylog_segment_recover(self.fd, st.st_size, base_offset, index_interval,
+                                       &oi.ix, &ti.ix, &r)
+        if rc < 0:
+            _raise_os(rc, self.path)
+        if r.reason == PYLOG_RECOVER_IO:
+            _raise_os(r.io_errno, self.path)
+        error = None
+        if r.reason == PYLOG_RECOVER_CORRUPT:
+            error = _recovery_error(&r, self.path)
+        elif r.reason == PYLOG_RECOVER_OFFSETS:
+            error = CorruptRecordError(
+                f"{self.path}: batch at byte {r.status.position} starts at offset {r.status.value}, "
+                f"below the next expected offset {r.status.limit}", position=r.status.position)
+        elif r.reason == PYLOG_RECOVER_OUT_OF_RANGE:
+            error = CorruptRecordError(
+                f"{self.path}: batch at byte {r.status.position} has offset {r.status.value}, outside "
+                f"the segment's int32 range from base offset {r.status.limit}",
+                position=r.status.position)
+        return {
+            "valid_bytes": r.valid_bytes, "scanned_bytes": r.scanned_bytes,
+            "file_bytes": st.st_size, "batches": r.batches, "records": r.records,
+            "last_offset": r.last_offset, "max_timestamp": r.max_timestamp,
+            "offset_of_max_timestamp": r.offset_of_max_timestamp,
+            "first_batch_max_timestamp": r.first_batch_max_timestamp,
+            "bytes_since_index_entry": r.bytes_since_index_entry,
+            "reason": RECOVERY_REASONS[r.reason], "error": error,
+        }
+
+    def fadvise_dontneed(self, int64_t start, int64_t end):
+        """Drops [start, end) from the page cache (clean pages only)."""
+        self._check()
+        cdef int rc
+        with nogil:
+            rc = posix_fadvise(self.fd, start, end - start, POSIX_FADV_DONTNEED)
+        if rc != 0:
+            _raise_os(rc, self.path)
+
+    def write_behind(self, int64_t start, int64_t end):
+        """Starts asynchronous write-back of [start, end) (sync_file_range WRITE)."""
+        self._check()
+        cdef int rc
+        with nogil:
+            rc = sync_file_range(self.fd, start, end - start, SYNC_FILE_RANGE_WRITE)
+        if rc < 0:
+            _raise_os(errno, self.path)
+
+
+cdef int _raise_walk(int rc, str path, int64_t start) except -1:
+    if rc == -EILSEQ:  # bytes that cannot be a batch header
+        raise CorruptRecordError(f"{path}: bytes after position {start} are not a record batch "
+                                 f"(bad length or magic)", position=start)
+    return _raise_os(rc, path)
+
+
+cdef object _recovery_error(pylog_recovery *r, str path):
+    cdef pylog_status *st = &r.status
+    detail = st.detail.decode() if st.detail != NULL else u""
+    if st.code == PYLOG_ERR_CRC_CODE:
+        return CorruptRecordError(
+            f"{path}: record batch at byte {r.valid_bytes} is corrupt: stored crc = "
+            f"0x{st.stored_crc:08x}, computed crc = 0x{st.computed_crc:08x}",
+            position=r.valid_bytes, stored_crc=st.stored_crc, computed_crc=st.computed_crc)
+    return CorruptRecordError(
+        f"{path}: record batch at byte {r.valid_bytes} is corrupt: bad {detail} ({st.value})",
+        position=st.position)

@@ -1,0 +1,352 @@
+"""Configuration: Kafka's keys, defaults and validation, each defined once.
+
+Topic configs (:class:`LogConfig`) use Kafka's exact keys (``segment.bytes``,
+``retention.ms``, ...); broker-level defaults for them use Kafka's ``log.``
+synonyms (``log.segment.bytes``, ``log.retention.ms``, ``message.max.bytes``,
+...), and broker-only keys (``log.dirs``, ``num.recovery.threads.per.data.dir``,
+...) live in :data:`BROKER_CONFIGS`. Settings that Kafka does not have use the
+``pylog.`` prefix. Every key may also be spelled with underscores
+(``segment_bytes``), for Python keyword arguments.
+
+Unknown keys and out-of-range values raise :class:`pylog.errors.ConfigError`,
+naming the key, the value and what is allowed. Values may be given as Python
+values or as the strings a Kafka properties file would hold.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["ConfigDef", "TOPIC_CONFIGS", "BROKER_CONFIGS", "LogConfig", "BrokerConfig",
+           "LONG_MAX", "normalize_key"]
+
+LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    """One config key: its type, default, validator and documentation."""
+
+    name: str
+    type: str                                  # "int", "float", "bool", "str", "list"
+    default: Any
+    doc: str
+    validator: Callable[[Any], str | None] | None = None   # returns the rule broken, or None
+    broker_synonyms: tuple[str, ...] = ()      # broker-level keys, highest priority first
+    synonym_scale: tuple[int, ...] = ()        # multiplier per synonym (log.retention.hours -> ms)
+
+    def parse(self, value: Any, key: str | None = None) -> Any:
+        key = key or self.name
+        try:
+            parsed = _PARSERS[self.type](value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key} = {value!r}: expected {_TYPE_WORDS[self.type]}") from None
+        if self.validator is not None:
+            problem = self.validator(parsed)
+            if problem:
+                raise ConfigError(f"{key} = {value!r}: {problem}")
+        return parsed
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        return int(value.strip())
+    raise TypeError
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError
+
+
+def _parse_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    if isinstance(value, Iterable):
+        return tuple(str(v) for v in value)
+    raise TypeError
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise TypeError
+    return float(value)
+
+
+def _parse_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError
+    return value
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "int": _parse_int,
+    "float": _parse_float,
+    "bool": _parse_bool,
+    "str": _parse_str,
+    "list": _parse_list,
+}
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
+               "str": "a string", "list": "a comma-separated list"}
+
+
+def at_least(minimum: int | float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= minimum else f"must be at least {minimum}"
+
+
+def between(lo: int | float, hi: int | float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be between {lo} and {hi}"
+
+
+def one_of(*choices: str) -> Callable[[Any], str | None]:
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
+
+
+def subset_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(values: tuple[str, ...]) -> str | None:
+        bad = [v for v in values if v not in choices]
+        if bad or not values:
+            return f"must be a non-empty list of {', '.join(choices)}"
+        return None
+    return check
+
+
+def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
+    return {d.name: d for d in defs}
+
+
+_DAY_MS = 24 * 3600 * 1000
+
+#: Topic-level configs (Kafka's TopicConfig + LogConfig), with their broker synonyms.
+TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
+    ConfigDef("segment.bytes", "int", 1 << 30, "Size of a segment file; the log rolls to a new "
+              "segment when the next append would exceed it.", at_least(14), ("log.segment.bytes",)),
+    ConfigDef("segment.ms", "int", 7 * _DAY_MS, "Roll a new segment after this much time, measured "
+              "from the first batch's timestamp.", at_least(1), ("log.roll.ms", "log.roll.hours"),
+              (1, 3600_000)),
+    ConfigDef("segment.jitter.ms", "int", 0, "Maximum random jitter subtracted from segment.ms.",
+              at_least(0), ("log.roll.jitter.ms", "log.roll.jitter.hours"), (1, 3600_000)),
+    ConfigDef("segment.index.bytes", "int", 10 << 20, "Size each index file is preallocated to; "
+              "trimmed when the segment rolls.", at_least(4), ("log.index.size.max.bytes",)),
+    ConfigDef("index.interval.bytes", "int", 4096, "Bytes appended between two offset index "
+              "entries.", at_least(0), ("log.index.interval.bytes",)),
+    ConfigDef("flush.messages", "int", LONG_MAX, "fsync after this many messages (records); the "
+              "default leaves flushing to the OS.", at_least(1), ("log.flush.interval.messages",)),
+    ConfigDef("flush.ms", "int", LONG_MAX, "fsync when this long has passed since the last "
+              "flush; the default leaves flushing to the OS.", at_least(0),
+              ("log.flush.interval.ms",)),
+    ConfigDef("retention.ms", "int", 7 * _DAY_MS, "Delete segments whose largest timestamp is "
+              "older than this; -1 keeps them forever.", at_least(-1),
+              ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+              (1, 60_000, 3600_000)),
+    ConfigDef("retention.bytes", "int", -1, "Delete the oldest segments while the partition is "
+              "larger than this; -1 means no size limit.", at_least(-1), ("log.retention.bytes",)),
+    ConfigDef("max.message.bytes", "int", (1 << 20) + 12, "Largest record batch the log accepts.",
+              at_least(0), ("message.max.bytes",)),
+    ConfigDef("message.timestamp.type", "str", "CreateTime", "CreateTime keeps the producer's "
+              "timestamps; LogAppendTime stamps each batch with the append time.",
+              one_of("CreateTime", "LogAppendTime"), ("log.message.timestamp.type",)),
+    ConfigDef("message.timestamp.before.max.ms", "int", LONG_MAX, "Reject CreateTime batches "
+              "whose timestamp is more than this far in the past.", at_least(0),
+              ("log.message.timestamp.before.max.ms",)),
+    ConfigDef("message.timestamp.after.max.ms", "int", LONG_MAX, "Reject CreateTime batches "
+              "whose timestamp is more than this far in the future.", at_least(0),
+              ("log.message.timestamp.after.max.ms",)),
+    ConfigDef("file.delete.delay.ms", "int", 60_000, "Delay between renaming a deleted segment "
+              "to .deleted and removing its files.", at_least(0), ("log.segment.delete.delay.ms",)),
+    ConfigDef("preallocate", "bool", False, "Preallocate segment files (fallocate) when they are "
+              "created; trimmed on roll and close.", None, ("log.preallocate",)),
+    ConfigDef("cleanup.policy", "list", ("delete",), "delete, compact, or both.",
+              subset_of("delete", "compact"), ("log.cleanup.policy",)),
+    ConfigDef("compression.type", "str", "producer", "Final compression of the topic's batches; "
+              "producer keeps what the producer sent.",
+              one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+              ("compression.type",)),
+    ConfigDef("delete.retention.ms", "int", _DAY_MS, "How long tombstones are kept in a "
+              "compacted log.", at_least(0), ("log.cleaner.delete.retention.ms",)),
+    ConfigDef("min.cleanable.dirty.ratio", "float", 0.5, "Dirty ratio above which the log is "
+              "compacted.", between(0, 1), ("log.cleaner.min.cleanable.ratio",)),
+    ConfigDef("min.compaction.lag.ms", "int", 0, "Minimum age before a record can be compacted.",
+              at_least(0), ("log.cleaner.min.compaction.lag.ms",)),
+    ConfigDef("max.compaction.lag.ms", "int", LONG_MAX, "Maximum time a record stays "
+              "uncompacted.", at_least(1), ("log.cleaner.max.compaction.lag.ms",)),
+    # --- pylog-only ---
+    ConfigDef("pylog.io.engine", "str", "auto", "I/O engine: auto (io_uring when available), "
+              "io_uring, or portable (pwritev + fdatasync).", one_of("auto", "io_uring", "portable"),
+              ("pylog.io.engine",)),
+    ConfigDef("pylog.flush.fadvise.dontneed", "bool", False, "After a flush, drop the flushed "
+              "data from the page cache (posix_fadvise DONTNEED).", None,
+              ("pylog.flush.fadvise.dontneed",)),
+    ConfigDef("pylog.write.behind.bytes", "int", 0, "Start write-back (sync_file_range) after "
+              "every this many appended bytes; 0 leaves write-back to the OS.", at_least(0),
+              ("pylog.write.behind.bytes",)),
+    ConfigDef("pylog.validate.records", "bool", True, "Parse every record of uncompressed "
+              "batches on append (compressed batches are checked by CRC only).", None,
+              ("pylog.validate.records",)),
+    ConfigDef("pylog.recovery.point.checkpoint.interval.ms", "int", 60_000, "How often a "
+              "standalone Log persists its recovery point (a LogManager uses "
+              "log.flush.offset.checkpoint.interval.ms).", at_least(0),
+              ("log.flush.offset.checkpoint.interval.ms",)),
+)
+
+#: Broker-level configs that have no topic-level key.
+BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
+    ConfigDef("log.dirs", "list", (), "Log directories, one per disk (JBOD)."),
+    ConfigDef("log.dir", "str", "/tmp/kafka-logs", "The log directory when log.dirs is unset."),
+    ConfigDef("num.recovery.threads.per.data.dir", "int", 1, "Threads per log dir that load "
+              "and recover logs at startup and flush them at shutdown.", at_least(1)),
+    ConfigDef("log.flush.scheduler.interval.ms", "int", LONG_MAX, "How often the flusher checks "
+              "whether any log is due for a flush.", at_least(0)),
+    ConfigDef("log.retention.check.interval.ms", "int", 300_000, "How often retention runs.",
+              at_least(1)),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60_000,
+              "How often log start offsets are checkpointed.", at_least(0)),
+    ConfigDef("num.partitions", "int", 1, "Default partition count for new topics.", at_least(1)),
+    ConfigDef("auto.create.topics.enable", "bool", True, "Create topics on first use."),
+    ConfigDef("node.id", "int", 0, "This node's id, written to meta.properties.", at_least(0)),
+    ConfigDef("pylog.io.queue.depth", "int", 64, "io_uring ring size per log dir.", between(1, 4096)),
+)
+
+_BROKER_SYNONYMS: dict[str, tuple[str, int]] = {}
+for _d in TOPIC_CONFIGS.values():
+    scales = _d.synonym_scale or (1,) * len(_d.broker_synonyms)
+    for _syn, _scale in zip(_d.broker_synonyms, scales):
+        _BROKER_SYNONYMS[_syn] = (_d.name, _scale)
+
+
+def normalize_key(key: str) -> str:
+    """``segment_bytes`` -> ``segment.bytes``; Kafka keys pass through."""
+    return key.replace("_", ".") if "_" in key and "." not in key else key
+
+
+def _unknown(key: str, known: Iterable[str], kind: str) -> ConfigError:
+    close = difflib.get_close_matches(key, list(known), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown {kind} config {key!r}{hint}")
+
+
+class LogConfig(Mapping[str, Any]):
+    """Validated topic-level configuration of one log.
+
+    ``LogConfig({"segment.bytes": 1 << 20})`` or ``LogConfig(segment_bytes=1 << 20)``;
+    ``defaults`` (another LogConfig, e.g. from broker settings) fills unset keys.
+    Read values as a mapping (``config["segment.bytes"]``) or as attributes
+    with underscores (``config.segment_bytes``). Immutable: ``with_overrides``
+    returns a new config.
+    """
+
+    __slots__ = ("_values", "_overrides")
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None, *,
+                 defaults: LogConfig | None = None, **kwargs: Any) -> None:
+        given = dict(overrides or {})
+        given.update(kwargs)
+        parsed: dict[str, Any] = {}
+        for raw_key, value in given.items():
+            key = normalize_key(raw_key)
+            definition = TOPIC_CONFIGS.get(key)
+            if definition is None:
+                raise _unknown(key, TOPIC_CONFIGS, "topic")
+            parsed[key] = definition.parse(value, key)
+        base = defaults._values if defaults is not None else {
+            name: d.default for name, d in TOPIC_CONFIGS.items()}
+        self._values = {**base, **parsed}
+        self._overrides = parsed
+        if self._values["segment.index.bytes"] < 8:
+            raise ConfigError(f"segment.index.bytes = {self._values['segment.index.bytes']}: must "
+                              f"hold at least one index entry (8 bytes)")
+
+    @classmethod
+    def from_broker(cls, broker: Mapping[str, Any]) -> LogConfig:
+        """Topic defaults from broker-level synonyms (``log.segment.bytes`` ...)."""
+        values: dict[str, Any] = {}
+        ranked: dict[str, int] = {}
+        for raw_key, value in broker.items():
+            key = normalize_key(raw_key)
+            if key in _BROKER_SYNONYMS:
+                name, scale = _BROKER_SYNONYMS[key]
+                definition = TOPIC_CONFIGS[name]
+                rank = definition.broker_synonyms.index(key)
+                if name in ranked and ranked[name] <= rank:
+                    continue
+                parsed = definition.parse(value, key)
+                values[name] = parsed * scale if scale != 1 else parsed
+                ranked[name] = rank
+        return cls(values)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> LogConfig:
+        return LogConfig(overrides, defaults=self)
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """The keys set explicitly (not defaults)."""
+        return dict(self._overrides)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[normalize_key(key)]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name.replace("_", ".")]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"LogConfig({self._overrides!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LogConfig) and self._values == other._values
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class BrokerConfig(Mapping[str, Any]):
+    """Validated broker-level configuration: broker keys plus ``log.`` topic defaults."""
+
+    __slots__ = ("_values", "log_config")
+
+    def __init__(self, values: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        given = {normalize_key(k): v for k, v in {**dict(values or {}), **kwargs}.items()}
+        parsed: dict[str, Any] = {name: d.default for name, d in BROKER_CONFIGS.items()}
+        topic_level: dict[str, Any] = {}
+        for key, value in given.items():
+            if key in BROKER_CONFIGS:
+                parsed[key] = BROKER_CONFIGS[key].parse(value, key)
+            elif key in _BROKER_SYNONYMS:
+                topic_level[key] = value
+            else:
+                raise _unknown(key, list(BROKER_CONFIGS) + list(_BROKER_SYNONYMS), "broker")
+        self.log_config = LogConfig.from_broker(topic_level)
+        self._values = parsed
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[normalize_key(key)]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"BrokerConfig({self._values!r})"

@@ -1,0 +1,79 @@
+"""Every file name pylog uses, in one place (docs/FORMAT.md, section 8).
+
+Segment files are named by their base offset, zero-padded to 20 digits so
+that ``ls`` sorts them numerically, exactly as Kafka names them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = [
+    "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "TXN_INDEX_SUFFIX", "SNAPSHOT_SUFFIX",
+    "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "DELETE_DIR_SUFFIX",
+    "LOG_STATE_FILE", "filename_prefix_from_offset", "offset_from_filename",
+    "log_file", "index_file", "time_index_file", "partition_dir_name", "parse_partition_dir",
+    "fsync_dir",
+]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"       # producer state
+DELETED_SUFFIX = ".deleted"         # a segment file scheduled for removal
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETE_DIR_SUFFIX = "-delete"       # a partition dir scheduled for removal
+
+#: A standalone Log's own state (recovery point, log start offset, clean shutdown).
+LOG_STATE_FILE = "pylog-log-state"
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.[a-z]+)(\.deleted|\.cleaned|\.swap)?$")
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """``42`` -> ``00000000000000000042``."""
+    if offset < 0:
+        raise ValueError(f"segment base offset {offset} is negative")
+    return f"{offset:020d}"
+
+
+def offset_from_filename(name: str) -> int | None:
+    """The base offset a segment file name encodes, or None if it is not one."""
+    match = _SEGMENT_FILE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def log_file(directory: str, base_offset: int) -> str:
+    return os.path.join(directory, filename_prefix_from_offset(base_offset) + LOG_SUFFIX)
+
+
+def index_file(directory: str, base_offset: int) -> str:
+    return os.path.join(directory, filename_prefix_from_offset(base_offset) + INDEX_SUFFIX)
+
+
+def time_index_file(directory: str, base_offset: int) -> str:
+    return os.path.join(directory, filename_prefix_from_offset(base_offset) + TIME_INDEX_SUFFIX)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """``clicks``, 3 -> ``clicks-3`` (Kafka's topic-partition directory)."""
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``clicks-3`` -> (``clicks``, 3); None for anything else."""
+    match = _PARTITION_DIR.match(name)
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+def fsync_dir(path: str) -> None:
+    """fsync a directory so that entries created or renamed in it are durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

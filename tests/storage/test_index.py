@@ -1,0 +1,182 @@
+"""OffsetIndex and TimeIndex against bisect on real mmap'd files."""
+
+import bisect
+import os
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pylog._core.storage import OffsetIndex, TimeIndex
+from pylog.errors import CorruptIndexError
+
+BASE = 1000
+
+
+def _offset_index(tmp_path, entries, max_size=4096, base=BASE):
+    ix = OffsetIndex.open(str(tmp_path / f"{base:020d}.index"), base, max_size)
+    for offset, position in entries:
+        ix.append(offset, position)
+    return ix
+
+
+increasing_pairs = st.lists(st.tuples(st.integers(1, 50), st.integers(1, 5000)),
+                            max_size=400).map(
+    lambda steps: [(BASE + sum(s[0] for s in steps[:i + 1]), sum(s[1] for s in steps[:i + 1]))
+                   for i in range(len(steps))])
+
+
+@settings(max_examples=60, deadline=None)
+@given(entries=increasing_pairs, targets=st.lists(st.integers(BASE - 5, BASE + 20_000), max_size=40))
+def test_offset_lookup_matches_bisect(tmp_path_factory, entries, targets):
+    tmp = tmp_path_factory.mktemp("ix")
+    ix = _offset_index(tmp, entries, max_size=8 * 1024 * 4)   # > 8 KiB: warm and cold halves
+    keys = [o for o, _ in entries]
+    for target in targets:
+        i = bisect.bisect_right(keys, target) - 1
+        assert ix.lookup(target) == (entries[i] if i >= 0 else (BASE, 0))
+    positions = [p for _, p in entries]
+    for target in targets:
+        i = bisect.bisect_right(positions, target - BASE) - 1
+        assert ix.floor_position(target - BASE) == (entries[i] if i >= 0 else (BASE, 0))
+    ix.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(-3, 40), st.integers(0, 3)), max_size=300),
+       targets=st.lists(st.integers(0, 10_000), max_size=30))
+def test_time_lookup_matches_bisect(tmp_path_factory, steps, targets):
+    tmp = tmp_path_factory.mktemp("tx")
+    ix = TimeIndex.open(str(tmp / f"{BASE:020d}.timeindex"), BASE, 12 * 4000)
+    model, ts, offset = [], 0, BASE
+    for dts, doff in steps:
+        ts += dts
+        offset += doff
+        ix.maybe_append(ts, offset)
+        if not model or ts > model[-1][0]:          # only a new maximum is indexed
+            model.append((ts, offset))
+    assert ix.to_list() == model
+    keys = [t for t, _ in model]
+    for target in targets:
+        i = bisect.bisect_right(keys, target) - 1
+        assert ix.lookup(target) == (model[i] if i >= 0 else (-1, BASE))
+    ix.close()
+
+
+def test_entries_are_big_endian_kafka_layout(tmp_path):
+    ix = _offset_index(tmp_path, [(BASE + 5, 4096), (BASE + 9, 8192)])
+    ix.trim()
+    ix.close()
+    raw = (tmp_path / f"{BASE:020d}.index").read_bytes()
+    assert raw == bytes.fromhex("00000005 00001000 00000009 00002000".replace(" ", ""))
+    tx = TimeIndex.open(str(tmp_path / "t.timeindex"), BASE, 120)
+    tx.maybe_append(1_700_000_000_000, BASE + 3)
+    tx.trim()
+    tx.close()
+    assert (tmp_path / "t.timeindex").read_bytes() == (1_700_000_000_000).to_bytes(8, "big") + \
+        (3).to_bytes(4, "big")
+
+
+def test_preallocated_zero_tail_is_not_entries_and_reopen_finds_entries(tmp_path):
+    path = str(tmp_path / "a.index")
+    ix = _offset_index(tmp_path, [(BASE + 1, 100), (BASE + 2, 200)], max_size=1 << 16)
+    ix.close()
+    assert os.path.getsize(path.replace("a.index", f"{BASE:020d}.index")) == 1 << 16
+    ix = OffsetIndex.open(path.replace("a.index", f"{BASE:020d}.index"), BASE, 0)
+    assert ix.entries == 2 and ix.max_entries == (1 << 16) // 8
+    assert ix.to_list() == [(BASE + 1, 100), (BASE + 2, 200)]
+    ix.sanity_check(log_size=1000)
+    ix.close()
+
+
+def test_resize_and_trim_keep_entries(tmp_path):
+    ix = _offset_index(tmp_path, [(BASE + i, i * 10) for i in range(1, 11)], max_size=800)
+    ix.trim()
+    assert ix.file_size == 80 and ix.is_full
+    with pytest.raises(CorruptIndexError, match="full"):
+        ix.append(BASE + 20, 500)
+    ix.resize(8000)
+    assert ix.file_size == 8000 and not ix.is_full and ix.entries == 10
+    ix.append(BASE + 20, 500)
+    ix.resize(44)                       # rounded down to whole entries, keeps a prefix
+    assert ix.file_size == 40 and ix.entries == 5
+    ix.close()
+
+
+def test_append_rejects_non_increasing_and_out_of_range_offsets(tmp_path):
+    ix = _offset_index(tmp_path, [(BASE + 10, 100)])
+    with pytest.raises(CorruptIndexError, match="no larger"):
+        ix.append(BASE + 10, 200)
+    with pytest.raises(CorruptIndexError, match="int32"):
+        ix.append(BASE + 2**31, 300)
+    with pytest.raises(CorruptIndexError, match="int32"):
+        ix.append(BASE - 1, 300)
+    ix.close()
+
+
+def test_time_index_keeps_last_slot_for_roll(tmp_path):
+    tx = TimeIndex.open(str(tmp_path / "t.timeindex"), BASE, 36)     # 3 slots
+    tx.maybe_append(10, BASE + 1)
+    tx.maybe_append(20, BASE + 2)
+    assert tx.is_full
+    with pytest.raises(CorruptIndexError, match="full"):
+        tx.maybe_append(30, BASE + 3)
+    tx.maybe_append(30, BASE + 3, True)                               # the roll-time entry
+    assert tx.to_list() == [(10, BASE + 1), (20, BASE + 2), (30, BASE + 3)]
+    tx.close()
+
+
+def test_truncate_to_removes_entries_at_and_after_offset(tmp_path):
+    ix = _offset_index(tmp_path, [(BASE + i * 10, i * 100) for i in range(1, 6)])
+    ix.truncate_to(BASE + 30)
+    assert ix.to_list() == [(BASE + 10, 100), (BASE + 20, 200)]
+    ix.append(BASE + 25, 250)           # appends continue after the cut
+    ix.close()
+    tx = TimeIndex.open(str(tmp_path / "t.timeindex"), BASE, 1200)
+    for i in range(1, 6):
+        tx.maybe_append(i * 1000, BASE + i * 10)
+    tx.truncate_to(BASE + 31)
+    assert tx.to_list() == [(1000, BASE + 10), (2000, BASE + 20), (3000, BASE + 30)]
+    tx.close()
+
+
+def test_garbage_index_fails_sanity_check(tmp_path):
+    path = tmp_path / f"{BASE:020d}.index"
+    ix = _offset_index(tmp_path, [(BASE + i, i * 100) for i in range(1, 9)])
+    ix.trim()
+    ix.close()
+    raw = bytearray(path.read_bytes())
+    raw[8 * 4:8 * 5] = bytes.fromhex("00000001 00000050".replace(" ", ""))   # goes backwards
+    path.write_bytes(bytes(raw))
+    ix = OffsetIndex.open(str(path), BASE, 0)
+    assert ix.entries == 4                                # the valid prefix
+    with pytest.raises(CorruptIndexError, match=r"entry 4 of 8 does not follow"):
+        ix.sanity_check(log_size=10_000)
+    ix.close()
+
+
+def test_sanity_check_names_position_beyond_log(tmp_path):
+    ix = _offset_index(tmp_path, [(BASE + 1, 100), (BASE + 2, 5000)])
+    with pytest.raises(CorruptIndexError, match=r"position 5000, beyond the log's 4000 bytes"):
+        ix.sanity_check(log_size=4000)
+    ix.close()
+
+
+def test_index_file_not_multiple_of_entry_size(tmp_path):
+    path = tmp_path / f"{BASE:020d}.index"
+    path.write_bytes(b"\x00\x00\x00\x01\x00\x00\x00\x10\x00\x00")     # 10 bytes
+    ix = OffsetIndex.open(str(path), BASE, 0)
+    with pytest.raises(CorruptIndexError, match="not a multiple of the entry size 8"):
+        ix.sanity_check(log_size=100)
+    ix.close()
+
+
+def test_closed_index_raises(tmp_path):
+    ix = _offset_index(tmp_path, [])
+    ix.close()
+    with pytest.raises(ValueError, match="closed"):
+        ix.lookup(5)
+
+
+def test_cannot_instantiate_directly():
+    with pytest.raises(TypeError, match="not supposed to be instantiated"):
+        OffsetIndex()
