@@ -19,7 +19,7 @@ from codec_support import (
 )
 from pylog import compression as pylog_compression
 from pylog import records
-from pylog.errors import CorruptRecordError, RecordListTooLargeError
+from pylog.errors import CorruptRecordError, InvalidRecordError, RecordListTooLargeError
 
 kafka_codec = pytest.importorskip("kafka.codec", reason="kafka-python is the oracle")
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder  # noqa: E402
@@ -358,14 +358,15 @@ def test_v2_log_append_flag_roundtrip_kafka_python():
 
 
 class TestLegacyOddities:
-    """Stored legacy data Kafka's v2 builder would refuse: read as it is, not up-converted."""
+    """Stored legacy data Kafka's v2 builder would refuse: read as it is; upconvert raises
+    InvalidRecordError (the data is readable, not corrupt, but no v2 batch can hold it)."""
 
     def test_timestamp_below_minus_one(self):
         """records() and decode_arrow return a magic 1 timestamp of -2; upconvert refuses it."""
         for attributes in (0, ATTR_TIMESTAMP_TYPE):
             buf = legacy_message(1, 0, None, b"v", timestamp=-2, attributes=attributes)
             assert [(0, -2, None, b"v", ())] == decoded(buf) == arrow_rows(buf)
-            with pytest.raises(CorruptRecordError, match="invalid timestamp -2; cannot up-convert"):
+            with pytest.raises(InvalidRecordError, match="batch at byte 0: .*invalid timestamp -2; cannot up-convert"):
                 records.upconvert(buf)
 
     def test_inner_offsets_not_increasing(self):
@@ -374,7 +375,7 @@ class TestLegacyOddities:
         buf = legacy_message(0, 4, None, pylog_compression.compress(1, inner), attributes=1)
         want = [(off, -1, None, b"v%d" % off, ()) for off in (5, 3, 4)]
         assert want == decoded(buf) == arrow_rows(buf) == kafka_read(buf)
-        with pytest.raises(CorruptRecordError, match="do not increase"):
+        with pytest.raises(InvalidRecordError, match="batch at byte 0: .*do not increase"):
             records.upconvert(buf)
 
     def test_inner_offsets_spanning_more_than_int32(self):
@@ -382,5 +383,5 @@ class TestLegacyOddities:
         inner = b"".join(legacy_message(0, off, None, b"v") for off in (0, 2**40))
         buf = legacy_message(0, 0, None, pylog_compression.compress(1, inner), attributes=1)
         assert [0, 2**40] == [r[0] for r in decoded(buf)] == [r[0] for r in arrow_rows(buf)]
-        with pytest.raises(CorruptRecordError, match="span more than int32"):
+        with pytest.raises(InvalidRecordError, match="span more than int32"):
             records.upconvert(buf)

@@ -148,6 +148,11 @@ cdef list _legacy_message_records(_Buffer buf, Py_ssize_t pos, pylog_batch_heade
             for off, its, ikey, ivalue in inner_msgs]
 
 
+cdef object _unconvertible(Py_ssize_t where, str problem):
+    """Readable legacy data that a v2 batch cannot hold: InvalidRecordError, "batch at byte N: ..."."""
+    return InvalidRecordError(f"batch at byte {where}: {problem}; cannot up-convert to v2")
+
+
 cdef bytes _v2_from_records(list recs, int codec, object timestamp_type, Py_ssize_t where,
                             bint strict=True):
     """V2 batch(es) holding `recs` (from the legacy message(s) at `where`) at their own offsets.
@@ -165,17 +170,15 @@ cdef bytes _v2_from_records(list recs, int codec, object timestamp_type, Py_ssiz
         if off <= prev or off - recs[start].offset > INT32_MAX:
             if strict:
                 if off <= prev:
-                    raise _batch_error(where, f"legacy offsets do not increase ({prev} then {off}); "
-                                              f"cannot up-convert")
-                raise _batch_error(where, f"legacy offsets {base}..{off} span more than int32; "
-                                          f"cannot up-convert")
+                    raise _unconvertible(where, f"legacy offsets do not increase ({prev} then {off})")
+                raise _unconvertible(where, f"legacy offsets {base}..{off} span more than int32")
             return _v2_from_records(recs[:i], codec, timestamp_type, where, False) + \
                 _v2_from_records(recs[i:], codec, timestamp_type, where, False)
     if strict:
         for r in recs:
             if r.timestamp < NO_TIMESTAMP:
-                raise _batch_error(where, f"legacy message at offset {r.offset} has invalid "
-                                          f"timestamp {r.timestamp}; cannot up-convert")
+                raise _unconvertible(where, f"legacy message at offset {r.offset} has invalid "
+                                            f"timestamp {r.timestamp}")
     return _encode_batch([r.value for r in recs], [r.key for r in recs],
                          [r.timestamp for r in recs], None, base, codec,
                          timestamp_type or CREATE_TIME, -1, -1, -1, False, -1, None,
