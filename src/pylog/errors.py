@@ -98,9 +98,12 @@ class OffsetOutOfRangeError(KafkaError, IndexError):
 class CorruptRecordError(KafkaError, ValueError):
     """Bytes that should hold record batches do not: bad length, magic, CRC or record.
 
-    ``position`` is the byte position of the problem within the buffer or file
-    that was read; for a checksum failure ``stored_crc`` and ``computed_crc``
-    hold both values.
+    The codec's messages all start ``"batch at byte N: "`` and ``position`` is
+    N, the byte position of the batch (or legacy message) holding the problem
+    within the buffer or file that was read: where a log would be truncated.
+    The message names the exact byte of the problem where it is known (within
+    the decompressed data, for a compressed batch). For a checksum failure
+    ``stored_crc`` and ``computed_crc`` hold both values.
     """
 
     code = 2

@@ -31,7 +31,9 @@ import numpy as _np
 import pyarrow as _pa
 
 from pylog import compression as _compression
-from pylog.errors import CorruptRecordError, InvalidRecordError, MessageTooLargeError
+from pylog.errors import (
+    CorruptRecordError, InvalidRecordError, InvalidTimestampError, MessageTooLargeError,
+    RecordListTooLargeError, UnsupportedCompressionTypeError)
 
 pylog_crc32c_init()
 pylog_crc32_ieee(0, NULL, 0)  # builds the legacy CRC-32 table before any thread can race
@@ -51,41 +53,59 @@ cdef enum:
 cdef tuple _EMPTY = ()
 
 
-cdef object _corrupt(pylog_status *st, Py_ssize_t base, str where=u"record batch"):
-    """Builds the CorruptRecordError for a failed C check at buffer position `base`."""
-    cdef int64_t pos = base + st.position
+cdef object _corrupt(pylog_status *st, Py_ssize_t batch_pos, Py_ssize_t field_base=-1,
+                     str inside=None):
+    """Builds the CorruptRecordError for a failed C check of the batch at `batch_pos`.
+
+    Every message starts "batch at byte N: " with N the batch's position in
+    the caller's buffer, and ``position`` is N, where a log would be cut.
+    st.position is relative to `field_base` (the batch itself by default);
+    `inside` names the buffer it points into when that is not the caller's
+    (decompressed data): the byte is then given relative to it.
+    """
+    if field_base < 0:
+        field_base = batch_pos
+    cdef int64_t at = field_base + st.position
+    cdef str where = f"byte {at}" if inside is None else f"byte {at} {inside}"
     cdef str detail = st.detail.decode() if st.detail != NULL else u""
     if st.code == PYLOG_ERR_CRC:
-        return CorruptRecordError(
-            f"{where} at byte {base} is corrupt: stored crc = 0x{st.stored_crc:08x}, "
-            f"computed crc = 0x{st.computed_crc:08x}",
-            position=base, stored_crc=st.stored_crc, computed_crc=st.computed_crc)
+        return _batch_error(
+            batch_pos, f"checksum mismatch{'' if inside is None else ' at ' + where}: "
+            f"stored crc = 0x{st.stored_crc:08x}, "
+            f"computed crc = 0x{st.computed_crc:08x}", stored_crc=st.stored_crc,
+            computed_crc=st.computed_crc)
     if st.code == PYLOG_ERR_LENGTH:
-        return CorruptRecordError(
-            f"{where} at byte {base} has length {st.value}, below the minimum {st.limit} "
-            f"for its format", position=pos)
+        return _batch_error(batch_pos, f"length {st.value} at {where} is below the minimum "
+                                       f"{st.limit} for its format")
     if st.code == PYLOG_ERR_MAGIC:
-        return CorruptRecordError(
-            f"{where} at byte {base} has unknown magic {st.value} (expected 0, 1 or 2)",
-            position=pos)
+        return _batch_error(batch_pos, f"unknown magic {st.value} at {where} (expected 0, 1 or 2)")
     if st.code == PYLOG_ERR_HEADER:
-        return CorruptRecordError(
-            f"{where} at byte {base} has an invalid {detail}: {st.value}", position=pos)
+        return _batch_error(batch_pos, f"invalid {detail} {st.value} at {where}")
     if st.code == PYLOG_ERR_COUNT:
-        return CorruptRecordError(
-            f"{where} at byte {base}: {detail} (declared {st.limit} records, stopped after "
-            f"{st.value} at byte {pos})" if u"fewer" in detail else
-            f"{where} at byte {base}: {detail} ({st.value} bytes left after {st.limit} records, "
-            f"at byte {pos})", position=pos)
+        if u"fewer" in detail:
+            return _batch_error(batch_pos, f"declares {st.limit} records but its records section "
+                                           f"ends after {st.value}, at {where}")
+        return _batch_error(batch_pos, f"{st.value} bytes left after its {st.limit} records, "
+                                       f"at {where}")
     if st.code == PYLOG_ERR_RECORD:
-        return CorruptRecordError(
-            f"malformed record at byte {pos} in {where} at byte {base}: bad {detail}",
-            position=pos)
+        return _batch_error(batch_pos, f"malformed record at {where}: bad {detail}")
     if st.code == PYLOG_INCOMPLETE:
-        return CorruptRecordError(
-            f"{where} at byte {base} is incomplete: {st.value} bytes available, "
-            f"{st.limit} needed", position=base)
-    return CorruptRecordError(f"{where} at byte {base} is corrupt (code {st.code})", position=pos)
+        return _batch_error(batch_pos, f"incomplete: {st.value} bytes available, {st.limit} needed")
+    return _batch_error(batch_pos, f"corrupt at {where} (code {st.code})")
+
+
+cdef object _batch_error(Py_ssize_t batch_pos, str problem, stored_crc=None, computed_crc=None):
+    """CorruptRecordError "batch at byte N: <problem>" with position N."""
+    return CorruptRecordError(f"batch at byte {batch_pos}: {problem}", position=batch_pos,
+                              stored_crc=stored_crc, computed_crc=computed_crc)
+
+
+cdef bytes _decompress_at(int codec, object data, Py_ssize_t batch_pos):
+    """Decompresses a batch's records (or a legacy wrapper's value); errors name the batch."""
+    try:
+        return _compression.decompress(codec, data)
+    except (CorruptRecordError, UnsupportedCompressionTypeError) as exc:
+        raise _batch_error(batch_pos, str(exc)) from exc
 
 
 @cython.final

@@ -31,8 +31,10 @@ cdef struct _Section:
     int32_t count
     int64_t base_offset
     int64_t base_timestamp
+    bint log_append
     int64_t log_append_time
-    int64_t where          # batch position, for errors
+    int64_t where          # batch position in the caller's buffer, for errors
+    bint compressed        # recs points into decompressed data
 
 
 @cython.final
@@ -57,16 +59,22 @@ cdef class _Sections:
 
 
 cdef int _collect(_Sections sections, const char *base, Py_ssize_t size, object owner,
-                  bint validate, bint include_control, Py_ssize_t where_base) except -1:
-    """Pass 1: adds the records section of every complete batch in base[0:size]."""
-    cdef Py_ssize_t pos = 0
+                  bint validate, bint include_control, Py_ssize_t where_base,
+                  bint converted=False) except -1:
+    """Pass 1: adds the records section of every complete batch in base[0:size].
+
+    Batch positions are where_base + pos; for an up-converted legacy message
+    (`converted`) every batch is reported at where_base, the message itself.
+    """
+    cdef Py_ssize_t pos = 0, where
     cdef pylog_batch_header h
     cdef pylog_status st
     cdef _Section *s
     cdef int rc
-    cdef bytes section, converted
+    cdef bytes section, up
     memset(&st, 0, sizeof(st))
     while pos < size:
+        where = where_base if converted else where_base + pos
         if validate and size - pos >= NOGIL_MIN_BYTES:
             with nogil:
                 rc = pylog_batch_check(base + pos, size - pos, 1, &h, &st)
@@ -75,27 +83,29 @@ cdef int _collect(_Sections sections, const char *base, Py_ssize_t size, object 
         if rc == PYLOG_INCOMPLETE:
             break
         if rc != PYLOG_OK:
-            raise _corrupt(&st, where_base + pos)
+            raise _corrupt(&st, where)
         if h.magic < 2:
-            converted = _upconvert_message(base, pos, &h, owner)
-            sections.keep.append(converted)
-            _collect(sections, PyBytes_AS_STRING(converted), PyBytes_GET_SIZE(converted), converted,
-                     False, include_control, where_base + pos)
+            up = _upconvert_message(base, pos, &h, owner, where)
+            sections.keep.append(up)
+            _collect(sections, PyBytes_AS_STRING(up), PyBytes_GET_SIZE(up), up,
+                     False, include_control, where, True)
         elif include_control or not (h.attributes & PYLOG_ATTR_CONTROL):
             s = sections.add()
             s.count = h.records_count
             s.base_offset = h.base_offset
             s.base_timestamp = h.base_timestamp
-            s.log_append_time = h.max_timestamp if h.attributes & PYLOG_ATTR_TIMESTAMP_TYPE else -1
-            s.where = where_base + pos
-            if h.attributes & PYLOG_ATTR_COMPRESSION_MASK:
-                section = _compression.decompress(
+            s.log_append = (h.attributes & PYLOG_ATTR_TIMESTAMP_TYPE) != 0
+            s.log_append_time = h.max_timestamp
+            s.where = where
+            s.compressed = (h.attributes & PYLOG_ATTR_COMPRESSION_MASK) != 0
+            if s.compressed:
+                section = _decompress_at(
                     h.attributes & PYLOG_ATTR_COMPRESSION_MASK,
-                    memoryview(owner).cast("B")[pos + PYLOG_RECORDS_OFFSET:pos + h.length + PYLOG_LOG_OVERHEAD])
+                    memoryview(owner).cast("B")[pos + PYLOG_RECORDS_OFFSET:pos + h.length + PYLOG_LOG_OVERHEAD],
+                    where)
                 sections.keep.append(section)
                 s.recs = PyBytes_AS_STRING(section)
                 s.length = PyBytes_GET_SIZE(section)
-                s.where = -1 - s.where   # marks "position within decompressed data"
             else:
                 s.recs = base + pos + PYLOG_RECORDS_OFFSET
                 s.length = <int64_t>h.length + PYLOG_LOG_OVERHEAD - PYLOG_RECORDS_OFFSET
@@ -143,12 +153,9 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False):
             if rc != PYLOG_OK:
                 break
     if rc != PYLOG_OK:
-        where = sections.items[i].where
-        if where < 0:
-            raise CorruptRecordError(
-                f"malformed record at byte {st.position} of the decompressed records of record "
-                f"batch at byte {-1 - where}: bad {st.detail.decode()}", position=-1 - where)
-        raise _corrupt(&st, where + PYLOG_RECORDS_OFFSET, u"records section of batch")
+        if sections.items[i].compressed:
+            raise _corrupt(&st, sections.items[i].where, 0, u"of the decompressed records section")
+        raise _corrupt(&st, sections.items[i].where, sections.items[i].where + PYLOG_RECORDS_OFFSET)
 
     n = t.records
     wide = max(t.key_bytes, t.value_bytes, t.header_key_bytes, t.header_value_bytes) > INT32_MAX
@@ -172,9 +179,10 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False):
 
     with nogil:
         for i in range(sections.count):
-            pylog_records_fill(sections.items[i].recs, sections.items[i].length,
-                               sections.items[i].count, sections.items[i].base_offset,
-                               sections.items[i].base_timestamp, sections.items[i].log_append_time, &o)
+            pylog_records_fill_ex(sections.items[i].recs, sections.items[i].length,
+                                  sections.items[i].count, sections.items[i].base_offset,
+                                  sections.items[i].base_timestamp, sections.items[i].log_append,
+                                  sections.items[i].log_append_time, &o)
 
     schema = ARROW_SCHEMA_LARGE if wide else ARROW_SCHEMA
     binary = schema.field("key").type

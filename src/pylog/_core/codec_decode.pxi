@@ -77,9 +77,14 @@ cdef tuple _read_headers(const char *p, const char *end, int32_t count):
 
 
 cdef list _decode_records(const char *recs, int64_t length, int32_t count, int64_t base_offset,
-                          int64_t base_timestamp, int64_t log_append_time, Py_ssize_t where,
-                          bint compressed):
-    """Builds Record objects for one records section; raises CorruptRecordError."""
+                          int64_t base_timestamp, bint log_append, int64_t log_append_time,
+                          Py_ssize_t where, bint compressed):
+    """Builds Record objects for one records section; raises CorruptRecordError.
+
+    `where` is the batch's position in the caller's buffer. With `log_append`
+    every record's timestamp is `log_append_time` (the batch's maxTimestamp),
+    as Kafka reads LogAppendTime batches, negative or not.
+    """
     cdef const char *p = recs
     cdef const char *end = recs + length
     cdef pylog_record r
@@ -90,28 +95,24 @@ cdef list _decode_records(const char *recs, int64_t length, int32_t count, int64
     memset(&st, 0, sizeof(st))
     for i in range(count):
         if p >= end:
-            raise CorruptRecordError(
-                f"record batch at byte {where} declares {count} records but its "
-                f"{'decompressed ' if compressed else ''}records section ends after {i}",
-                position=where)
+            raise _batch_error(
+                where, f"declares {count} records but its "
+                f"{'decompressed ' if compressed else ''}records section ends after {i}")
         if pylog_record_read(&p, end, recs, &r, &st) != PYLOG_OK:
             if compressed:
-                raise CorruptRecordError(
-                    f"malformed record at byte {st.position} of the decompressed records of "
-                    f"record batch at byte {where}: bad {st.detail.decode()}", position=where)
-            raise _corrupt(&st, where + PYLOG_RECORDS_OFFSET, u"records section of batch")
+                raise _corrupt(&st, where, 0, u"of the decompressed records section")
+            raise _corrupt(&st, where, where + PYLOG_RECORDS_OFFSET)
         rec = Record.__new__(Record)
         rec.offset = <int64_t>(<uint64_t>base_offset + <uint64_t>r.offset_delta)
-        rec.timestamp = log_append_time if log_append_time >= 0 else \
+        rec.timestamp = log_append_time if log_append else \
             <int64_t>(<uint64_t>base_timestamp + <uint64_t>r.timestamp_delta)
         rec.key = _bytes_or_none(r.key, r.key_len)
         rec.value = _bytes_or_none(r.value, r.value_len)
         rec.headers = _EMPTY if r.header_count == 0 else _read_headers(r.headers, r.end, r.header_count)
         out.append(rec)
     if p != end:
-        raise CorruptRecordError(
-            f"record batch at byte {where} has {end - p} bytes after its {count} records",
-            position=where)
+        raise _batch_error(where, f"{end - p} bytes left after its {count} records"
+                                  f"{' (decompressed)' if compressed else ''}")
     return out
 
 
@@ -265,8 +266,7 @@ cdef class RecordBatch:
             return None
         recs = self.records()
         if not recs or recs[0].key is None or len(recs[0].key) < 4:
-            raise CorruptRecordError(f"control batch at byte {self.position} has no valid control record",
-                                     position=self.position)
+            raise _batch_error(self.position, u"control batch has no valid control record")
         kind = int.from_bytes(recs[0].key[2:4], "big", signed=True)
         return u"commit" if kind == CONTROL_COMMIT else u"abort" if kind == CONTROL_ABORT else kind
 
@@ -274,8 +274,8 @@ cdef class RecordBatch:
         """The records section, decompressed (a copy) when the batch is compressed."""
         cdef Py_ssize_t start = self.position + PYLOG_RECORDS_OFFSET
         cdef Py_ssize_t stop = self.position + self.size_in_bytes
-        return _compression.decompress(self.h.attributes & PYLOG_ATTR_COMPRESSION_MASK,
-                                       memoryview(self._buf.obj).cast("B")[start:stop])
+        return _decompress_at(self.h.attributes & PYLOG_ATTR_COMPRESSION_MASK,
+                              memoryview(self._buf.obj).cast("B")[start:stop], self.position)
 
     cdef list _legacy(self):
         if self._legacy_cache is None:
@@ -285,18 +285,18 @@ cdef class RecordBatch:
     def records(self):
         """Decodes every record of the batch into a list of Record."""
         cdef bytes section
-        cdef int64_t lat = self.h.max_timestamp if self.h.attributes & PYLOG_ATTR_TIMESTAMP_TYPE else -1
+        cdef bint lat = (self.h.attributes & PYLOG_ATTR_TIMESTAMP_TYPE) != 0
         if self.h.magic < 2:
             return list(self._legacy())
         if self.h.attributes & PYLOG_ATTR_COMPRESSION_MASK:
             section = self._section()
             return _decode_records(PyBytes_AS_STRING(section), PyBytes_GET_SIZE(section),
                                    self.h.records_count, self.h.base_offset, self.h.base_timestamp,
-                                   lat, self.position, True)
+                                   lat, self.h.max_timestamp, self.position, True)
         return _decode_records(self._buf.ptr() + self.position + PYLOG_RECORDS_OFFSET,
                                self.h.length + PYLOG_LOG_OVERHEAD - PYLOG_RECORDS_OFFSET,
                                self.h.records_count, self.h.base_offset, self.h.base_timestamp,
-                               lat, self.position, False)
+                               lat, self.h.max_timestamp, self.position, False)
 
     def __iter__(self):
         return iter(self.records())

@@ -79,22 +79,43 @@ def encode_batch(values, keys=None, timestamps=None, headers=None, *,
     ``compression`` is ``"none"``, ``"gzip"``, ``"snappy"``, ``"lz4"`` or
     ``"zstd"``. Offsets are ``base_offset + i`` unless ``offset_deltas``
     gives them. Encoding and checksumming run with the GIL released.
+
+    Raises ValueError for no records (Kafka never writes an empty batch of
+    records) and for ``transactional=True`` without a ``producer_id``, and
+    InvalidTimestampError (a ValueError) for a timestamp below -1.
     """
+    return _encode_batch(values, keys, timestamps, headers, base_offset, compression,
+                         timestamp_type, producer_id, producer_epoch, base_sequence, transactional,
+                         partition_leader_epoch, compression_level, offset_deltas, True)
+
+
+cdef bytes _encode_batch(values, keys, timestamps, headers, int64_t base_offset, compression,
+                         timestamp_type, int64_t producer_id, int producer_epoch, int base_sequence,
+                         bint transactional, int partition_leader_epoch, compression_level,
+                         offset_deltas, bint check_timestamps):
+    """encode_batch; without check_timestamps, timestamps below -1 are written as they are
+    (decode_arrow's view of legacy messages, which may hold any int64)."""
     cdef Py_ssize_t n = len(values)
     cdef pylog_record_input inp
     cdef pylog_batch_header h
     cdef int codec = _compression.codec_id(compression)
+    if n == 0:
+        raise ValueError("encode_batch needs at least one record: Kafka never writes a batch "
+                         "of records with none")
     if n > INT32_MAX:
         raise MessageTooLargeError(f"{n} records do not fit one batch (at most {INT32_MAX})")
     if not -32768 <= producer_epoch <= 32767:
         raise ValueError(f"producer_epoch {producer_epoch} is outside int16")
+    if transactional and producer_id < 0:
+        raise ValueError(f"a transactional batch needs a producer id >= 0, not "
+                         f"producer_id={producer_id}")
     memset(&inp, 0, sizeof(inp))
     memset(&h, 0, sizeof(h))
     inp.count = n
     cdef _Column value_col = _column(values, n, u"values")
     cdef _Column key_col = _column(keys, n, u"keys")
     cdef _Headers header_col = _headers(headers, n)
-    ts_keep = _timestamps(timestamps, n, &inp)
+    ts_keep = _timestamps(timestamps, n, &inp, check_timestamps)
     delta_keep = _offset_deltas(offset_deltas, n, &inp)
     inp.values = value_col.col
     inp.keys = key_col.col
@@ -135,6 +156,10 @@ def encode_control_batch(marker, *, int64_t producer_id, int producer_epoch,
         kind = CONTROL_ABORT
     else:
         raise ValueError(f"marker must be 'commit' or 'abort', not {marker!r}")
+    if producer_id < 0:
+        raise ValueError(f"a control batch needs a producer id >= 0, not producer_id={producer_id}")
+    if not -32768 <= producer_epoch <= 32767:
+        raise ValueError(f"producer_epoch {producer_epoch} is outside int16")
     key = (0).to_bytes(2, "big") + kind.to_bytes(2, "big")
     value = (0).to_bytes(2, "big") + coordinator_epoch.to_bytes(4, "big", signed=True)
     cdef pylog_record_input inp

@@ -214,7 +214,8 @@ cdef _Headers _headers(object headers, Py_ssize_t n):
     return hs
 
 
-cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp):
+cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp,
+                        bint check=True):
     """Sets inp's timestamps; returns the array that must stay alive (or None)."""
     cdef const int64_t[::1] view
     if timestamps is None:
@@ -222,12 +223,23 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
         inp.timestamp_const = <int64_t>(_time.time_ns() // 1_000_000)
         return None
     if isinstance(timestamps, int):
+        if check and timestamps < NO_TIMESTAMP:
+            raise InvalidTimestampError(
+                f"timestamp {timestamps} is invalid: timestamps are milliseconds since the epoch, "
+                f">= 0, or -1 for none")
         inp.timestamps = NULL
         inp.timestamp_const = timestamps
         return None
+    if isinstance(timestamps, _np.integer):      # a numpy scalar: one timestamp for all
+        return _timestamps(int(timestamps), n, inp, check)
     arr = _np.ascontiguousarray(timestamps, dtype=_np.int64)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"timestamps has shape {arr.shape} but there are {n} records")
+    if check and n and arr.min() < NO_TIMESTAMP:
+        bad = int(_np.argmax(arr < NO_TIMESTAMP))
+        raise InvalidTimestampError(
+            f"timestamps[{bad}] = {int(arr[bad])} is invalid: timestamps are milliseconds since "
+            f"the epoch, >= 0, or -1 for none")
     if n == 0:
         inp.timestamps = NULL
         inp.timestamp_const = NO_TIMESTAMP

@@ -364,6 +364,13 @@ static inline void put_binary(void *offsets, int wide, char *data, uint8_t *vali
 
 void pylog_records_fill(const char *recs, int64_t len, int32_t count, int64_t base_offset,
                         int64_t base_timestamp, int64_t log_append_time, pylog_arrow_out *o) {
+    pylog_records_fill_ex(recs, len, count, base_offset, base_timestamp, log_append_time >= 0,
+                          log_append_time, o);
+}
+
+void pylog_records_fill_ex(const char *recs, int64_t len, int32_t count, int64_t base_offset,
+                           int64_t base_timestamp, int log_append, int64_t log_append_time,
+                           pylog_arrow_out *o) {
     const char *p = recs, *end = recs + len;
     pylog_record r;
     pylog_status st;
@@ -372,7 +379,7 @@ void pylog_records_fill(const char *recs, int64_t len, int32_t count, int64_t ba
         pylog_record_read(&p, end, recs, &r, &st);
         int64_t row = o->row++;
         o->offsets[row] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)r.offset_delta);
-        o->timestamps[row] = log_append_time >= 0 ? log_append_time : ts_add(base_timestamp, r.timestamp_delta);
+        o->timestamps[row] = log_append ? log_append_time : ts_add(base_timestamp, r.timestamp_delta);
         put_binary(o->key_offsets, o->wide, o->key_data, o->key_validity, row, &o->key_pos,
                    &o->key_nulls, r.key, r.key_len);
         put_binary(o->value_offsets, o->wide, o->value_data, o->value_validity, row, &o->value_pos,

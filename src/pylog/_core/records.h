@@ -206,4 +206,13 @@ typedef struct {
 void pylog_records_fill(const char *recs, int64_t len, int32_t count, int64_t base_offset,
                         int64_t base_timestamp, int64_t log_append_time, pylog_arrow_out *out);
 
+/* As pylog_records_fill, with the timestamp type explicit: when log_append
+ * is non-zero every record's timestamp is log_append_time (the batch's
+ * maxTimestamp), whatever its sign, as Kafka's DefaultRecordBatch does.
+ * pylog_records_fill(..., t, out) is pylog_records_fill_ex(..., t >= 0, t, out),
+ * so it cannot express a LogAppendTime batch whose maxTimestamp is negative. */
+void pylog_records_fill_ex(const char *recs, int64_t len, int32_t count, int64_t base_offset,
+                           int64_t base_timestamp, int log_append, int64_t log_append_time,
+                           pylog_arrow_out *out);
+
 #endif

@@ -35,6 +35,12 @@ cdef extern from "batch_format.h" nogil:
         PYLOG_ATTR_TRANSACTIONAL
         PYLOG_ATTR_CONTROL
         PYLOG_ATTR_DELETE_HORIZON
+    enum:
+        PYLOG_COMPRESSION_NONE
+        PYLOG_COMPRESSION_GZIP
+        PYLOG_COMPRESSION_SNAPPY
+        PYLOG_COMPRESSION_LZ4
+        PYLOG_COMPRESSION_ZSTD
 
 
 cdef extern from "records.h" nogil:
@@ -169,6 +175,9 @@ cdef extern from "records.h" nogil:
 
     void pylog_records_fill(const char *recs, int64_t length, int32_t count, int64_t base_offset,
                             int64_t base_timestamp, int64_t log_append_time, pylog_arrow_out *out)
+    void pylog_records_fill_ex(const char *recs, int64_t length, int32_t count, int64_t base_offset,
+                               int64_t base_timestamp, int log_append, int64_t log_append_time,
+                               pylog_arrow_out *out)
 
 
 cdef extern from "utf8.h" nogil:

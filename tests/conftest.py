@@ -1,0 +1,17 @@
+"""Suite-wide test settings: Hypothesis profiles.
+
+The default profile keeps the whole suite well under three minutes; pick
+another with ``HYPOTHESIS_PROFILE=thorough`` (many more examples, for a soak
+before a release) or ``HYPOTHESIS_PROFILE=ci`` (derandomised: a CI failure
+reproduces on any machine).
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("default", max_examples=40, **_COMMON)
+settings.register_profile("ci", max_examples=40, derandomize=True, print_blob=True, **_COMMON)
+settings.register_profile("thorough", max_examples=2000, **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "default"))
