@@ -57,6 +57,7 @@ extensions = [
     ext("crc", ["crc.pyx", "crc32c.c"]),
     ext("codec", ["codec.pyx", "records.c", "crc32c.c"]),
     ext("engine", ["engine.pyx", "io_engine.c"], **ENGINE_KW),
+    ext("producer", ["producer.pyx"]),
     ext("storage", ["storage.pyx", "index.c", "segment_io.c", "append.c", "records.c", "crc32c.c"]),
 ]
 

@@ -238,3 +238,8 @@ class CorruptIndexError(PylogError):
 
 class LogDirLockedError(PylogError):
     """Another process holds the lock on a log directory."""
+
+
+class NoOffsetForPartitionError(PylogError):
+    """A consumer has no position for a partition and ``auto.offset.reset`` is
+    ``none`` (Kafka's client-side NoOffsetForPartitionException)."""

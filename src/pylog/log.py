@@ -103,6 +103,7 @@ class Log:
         self._last_checkpoint_ms = clock()
         self._dir_dirty = True                  # new segment files since the last dir fsync
         self._pending_deletes: list[str] = []
+        self._listeners: tuple[threading.Event, ...] = ()   # set after every append
         self.recovery: RecoveryReport = self._open(recovery_point, log_start_offset, clean_shutdown)
 
     # =============================================================== opening
@@ -309,6 +310,8 @@ class Log:
             self._unflushed_records += prepared.records
             segment.maybe_write_behind()
             flush = flush_records or now - self._last_flush_ms >= self.config.flush_ms
+        for event in self._listeners:
+            event.set()
         if flush:
             # Outside the append lock: other appends proceed during the fsync,
             # and one fsync covers every append that landed before it.
@@ -500,6 +503,15 @@ class Log:
                     return found
         last = segments[-1]
         return FileSlice(last.log, last.size, 0, offset, offset - 1)
+
+    def add_listener(self, event: threading.Event) -> None:
+        """Sets `event` after every append (consumers wait on it instead of polling)."""
+        with self._lock:
+            self._listeners = self._listeners + (event,)
+
+    def remove_listener(self, event: threading.Event) -> None:
+        with self._lock:
+            self._listeners = tuple(e for e in self._listeners if e is not event)
 
     def read_records(self, offset: int, max_bytes: int = 1 << 20):
         """Records from `offset` (decoded; records before `offset` in the first batch are skipped)."""
