@@ -42,6 +42,7 @@ __all__ = [
     "CorruptIndexError",
     "ConfigError",
     "LogDirLockedError",
+    "CorruptCheckpointError",
 ]
 
 _BY_CODE: dict[int, type[KafkaError]] = {}
@@ -235,3 +236,8 @@ class CorruptIndexError(PylogError):
 
 class LogDirLockedError(PylogError):
     """Another process holds the lock on a log directory."""
+
+
+class CorruptCheckpointError(PylogError, ValueError):
+    """A checkpoint or metadata file in a log dir cannot be parsed; the message
+    names the file and the line."""

@@ -23,6 +23,7 @@ and reports it to ``on_io_error`` (the LogManager takes the dir offline).
 from __future__ import annotations
 
 import bisect
+import copy
 import errno as errno_mod
 import os
 import threading
@@ -93,6 +94,7 @@ class Log:
         self._lock = threading.RLock()          # appends, rolls, truncation, deletion
         self._flush_lock = threading.Lock()     # one flush at a time
         self._closed = False
+        self._offline: Exception | None = None   # set when its log dir fails or it is deleted
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
         self._next_offset = 0
@@ -258,14 +260,39 @@ class Log:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def offline(self) -> bool:
+        """True once the log is unavailable: its log dir failed or its topic was
+        deleted (see :meth:`mark_offline`)."""
+        return self._offline is not None
+
     def _publish(self, segments: tuple[LogSegment, ...]) -> None:
         # Readers load _segments then _bases; a mismatched pair is detected in read().
         self._bases = tuple(s.base_offset for s in segments)
         self._segments = segments
 
     def _check_open(self) -> None:
+        if self._offline is not None:
+            raise self._offline_error()
         if self._closed:
             raise ValueError(f"log {self.path} is closed")
+
+    def _offline_error(self) -> Exception:
+        # A fresh copy each time, so tracebacks do not pile up on one instance.
+        cause = self._offline
+        err = copy.copy(cause)
+        err.__cause__ = cause.__cause__
+        return err
+
+    def mark_offline(self, error: Exception) -> None:
+        """Makes the log unavailable: every later call raises a copy of `error`
+        (KafkaStorageError when its log dir failed, UnknownTopicOrPartitionError
+        when its topic was deleted). Takes no lock: the LogManager calls it from
+        any thread, possibly while another log of the same dir holds its own
+        lock. Open files stay open (a FileSlice already handed out stays
+        readable); :meth:`abandon` closes them."""
+        if self._offline is None:
+            self._offline = error
 
     def _storage_error(self, exc: OSError, action: str) -> KafkaStorageError:
         if self.on_io_error is not None:
@@ -383,7 +410,8 @@ class Log:
     def maybe_roll_by_time(self) -> bool:
         """Rolls the active segment if segment.ms has passed (LogManager's periodic check)."""
         with self._lock:
-            if self._closed or not self._segments[-1].should_roll_by_time(self.clock()):
+            if self._closed or self._offline is not None or \
+                    not self._segments[-1].should_roll_by_time(self.clock()):
                 return False
             self._roll(self.clock())
             return True
@@ -400,7 +428,7 @@ class Log:
 
     def _background_flush(self, offset: int) -> None:
         with self._lock:
-            if self._closed:
+            if self._closed or self._offline is not None:
                 return
             try:
                 self._flush_locked(offset, self.clock())
@@ -439,7 +467,7 @@ class Log:
     def maybe_flush(self) -> bool:
         """Flushes if flush.ms has passed since the last flush (the flusher thread's check)."""
         with self._lock:
-            if self._closed or self._recovery_point >= self._next_offset:
+            if self._closed or self._offline is not None or self._recovery_point >= self._next_offset:
                 return False
             now = self.clock()
             if now - self._last_flush_ms < self.config.flush_ms:
@@ -459,6 +487,8 @@ class Log:
         segments = self._segments
         bases = self._bases
         start = self._log_start_offset
+        if self._offline is not None:
+            raise self._offline_error()
         if self._closed:
             raise ValueError(f"log {self.path} is closed")
         if offset < start or offset > end:
@@ -666,6 +696,20 @@ class Log:
                 self._closed = True
                 for segment in self._segments:
                     segment.close()
+
+    def abandon(self) -> None:
+        """Closes the files without trimming or flushing anything (the log dir
+        failed, or the log is being deleted). Never raises."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for segment in self._segments:
+                for handle in (segment.offset_index, segment.time_index, segment.log):
+                    try:
+                        handle.close()
+                    except Exception:  # noqa: BLE001 - best effort on a failed disk
+                        pass
 
     def _flush_all_for_close(self) -> None:
         with self._flush_lock:
