@@ -494,6 +494,8 @@ class LogManager:
     def log(self, topic: str, partition: int) -> Log:
         """The Log of one partition. UnknownTopicOrPartitionError if it does not
         exist; KafkaStorageError if its log dir is offline."""
+        if self._closed:
+            raise ValueError("this LogManager is closed")
         tp = (topic, partition)
         lg = self._logs.get(tp)
         if lg is not None:
@@ -503,8 +505,6 @@ class LogManager:
             if lg.offline:
                 lg._check_open()
             return lg
-        if self._closed:
-            raise ValueError("this LogManager is closed")
         t = self._topics.topics.get(topic)
         if t is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
