@@ -659,8 +659,10 @@ class LogManager:
         return sorted(n for n in self._topics.topics if include_internal or n not in INTERNAL_TOPICS)
 
     def describe_topic(self, name: str) -> TopicDescription:
+        """The topic's id, partitions (dir, online, offsets, size) and configs."""
         topic = self._topics.topics.get(name)
-        if topic is None:
+        config = self._topic_configs.get(name)
+        if topic is None or config is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         parts = []
         for p in range(topic.partitions):
@@ -672,7 +674,6 @@ class LogManager:
             segments = lg.segments
             parts.append(PartitionDescription(p, d.path, True, lg.log_start_offset, lg.log_end_offset,
                                               sum(s.size for s in segments), len(segments)))
-        config = self._topic_configs[name]
         return TopicDescription(name, topic.topic_id, name in INTERNAL_TOPICS, tuple(parts),
                                 dict(config.items()), dict(topic.config))
 

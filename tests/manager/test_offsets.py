@@ -119,3 +119,14 @@ def test_reads_offsets_written_with_other_versions(dirs, open_manager):
     manager.close()
     again = open_manager(dirs[:1], {"offsets.topic.num.partitions": 1})
     assert 77 == again.committed("g", "t", 0)
+
+
+def test_format_doc_worked_example_matches_the_encoder():
+    """docs/FORMAT.md section 11's hex dump of a commit is what the encoder writes."""
+    import os
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "FORMAT.md")) as f:
+        doc = f.read()
+    lines = {line.split(":", 1)[0]: bytes.fromhex(line.split(":", 1)[1].replace("|", ""))
+             for line in doc.splitlines() if line.startswith(("key:   00", "value: 00"))}
+    assert encode_offset_key("etl", "clicks", 7) == lines["key"]
+    assert encode_offset_value(OffsetAndMetadata(42, "m", -1, 1_700_000_000_000)) == lines["value"]
