@@ -127,6 +127,22 @@ def open_once(dirs: list[str], threads: int, case: str, drop: bool) -> dict:
             "bytes_scanned": report.bytes_scanned, "summary": report.summary()}
 
 
+def raise_file_limit(segments: int) -> str:
+    """pylog keeps 3 descriptors per segment open (.log, .index, .timeindex);
+    raise RLIMIT_NOFILE as Kafka's operations guide tells brokers to."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 3 * segments + 1024
+    if soft >= want:
+        return f"open files limit {soft}"
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(want, soft), max(want, hard)))
+    except (ValueError, OSError) as exc:
+        sys.exit(f"need about {want} open files, the limit is {soft}/{hard} and cannot be raised "
+                 f"({exc}); run as root or with a higher ulimit -n, or use fewer segments")
+    return f"open files limit raised from {soft} to {want}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=1000)
@@ -144,6 +160,7 @@ def main() -> None:
     dirs = [os.path.join(root, f"disk{i}") for i in range(args.dirs)]
     try:
         print(setup_block(root))
+        print(raise_file_limit(args.partitions * args.segments + 200))
         segments, size, seconds = build(dirs, args.partitions, args.segments, args.seed)
         print(f"store: {args.partitions} partitions, {segments} segments, {size / 2**20:.0f} MiB "
               f"in {args.dirs} log dir(s); built in {seconds:.1f}s\n")

@@ -60,6 +60,8 @@ log = logging.getLogger("pylog.manager")
 
 TopicPartition = tuple[str, int]
 
+_PROCESS_LIMIT_ERRNOS = frozenset({errno_mod.EMFILE, errno_mod.ENFILE, errno_mod.ENOMEM})
+
 
 @dataclass(frozen=True, slots=True)
 class StartupReport:
@@ -317,6 +319,7 @@ class LogManager:
         for d in self._online_dirs():
             self._write_checkpoints(d)
         self._load_committed_offsets()
+        self._warn_about_file_limit(sum(r.segments for r in reports))
         return StartupReport(
             log_dirs=len(self.dirs), offline_dirs=tuple(d.path for d in self.dirs if not d.online),
             clean_dirs=sum(d.had_clean_shutdown for d in self.dirs),
@@ -325,6 +328,19 @@ class LogManager:
             bytes_scanned=sum(r.bytes_scanned for r in reports),
             bytes_truncated=sum(r.bytes_truncated for r in reports),
             seconds=time.monotonic() - started)
+
+    @staticmethod
+    def _warn_about_file_limit(segments: int) -> None:
+        """Each segment holds its .log and both indexes open (3 descriptors)."""
+        try:
+            import resource
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        except (ImportError, OSError, ValueError):
+            return
+        if soft != resource.RLIM_INFINITY and 3 * segments > 0.8 * soft:
+            log.warning("%d segments hold about %d open files, close to this process's limit of %d "
+                        "(ulimit -n): raise it, or use fewer, larger segments", segments,
+                        3 * segments, soft)
 
     def _prepare_dir(self, d: LogDir) -> tuple[dict, dict]:
         """Reads the marker and the checkpoints, then deletes the marker (so a crash
@@ -432,8 +448,17 @@ class LogManager:
     def _fail_dir(self, d: LogDir, exc: OSError, where: str) -> None:
         """Takes `d` offline (Kafka's LogDirFailureChannel). Safe to call while any
         Log lock is held: it only sets flags here, and a separate thread closes
-        the dir's files and releases its lock."""
+        the dir's files and releases its lock.
+
+        **Divergence:** running out of file descriptors or memory (EMFILE,
+        ENFILE, ENOMEM) is a limit of this process, not a failure of the disk:
+        the operation fails with KafkaStorageError but the dir stays online
+        (Kafka takes the dir offline for any IOException)."""
         name = errno_mod.errorcode.get(exc.errno or 0, "")
+        if exc.errno in _PROCESS_LIMIT_ERRNOS:
+            log.error("%s in log dir %s failed: %s (%s); the dir stays online: raise the limit "
+                      "(ulimit -n) or use fewer, larger segments", where, d.path, exc, name)
+            return
         reason = f"{where}: {exc.strerror or exc} ({name})" if name else f"{where}: {exc}"
         if not d.mark_offline(reason):
             return
@@ -593,8 +618,8 @@ class LogManager:
             try:
                 lg = self._guard(d, f"creating {tp[0]}-{tp[1]}", create)
             except KafkaStorageError:
-                if self._online_dirs():
-                    continue
+                if not d.online and self._online_dirs():
+                    continue        # that dir is now offline: try the next one
                 raise
             self._logs[tp] = lg
             self._dir_of[tp] = d

@@ -228,3 +228,22 @@ def test_read_only_remount_takes_its_dir_offline(loop_fs, tmp_path):
             store.log("t", 2)
     finally:
         store.close()
+
+
+def test_running_out_of_file_descriptors_does_not_take_the_dir_offline(dirs, open_manager, monkeypatch):
+    """EMFILE is a limit of the process, not a disk failure (a divergence from Kafka)."""
+    manager = open_manager(dirs[:1])
+    manager.create_topic("t", 1)
+    log = manager.log("t", 0)
+    log.append(batch())
+    real_flush = LogSegment.flush
+
+    def flush(self, engine):
+        raise OSError(errno.EMFILE, "Too many open files")
+    monkeypatch.setattr(LogSegment, "flush", flush)
+    with pytest.raises(KafkaStorageError, match="Too many open files"):
+        log.flush()
+    assert {} == manager.offline_log_dirs
+    monkeypatch.setattr(LogSegment, "flush", real_flush)
+    log.flush()
+    assert 10 == log.recovery_point
