@@ -38,6 +38,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
 import json
+import logging
 import platform
 import random
 import shutil
@@ -155,6 +156,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     args = ap.parse_args()
+    logging.getLogger("pylog.manager").setLevel(logging.ERROR)   # one warning per open otherwise
 
     root = tempfile.mkdtemp(prefix="pylog-bench-startup-", dir=args.dir)
     dirs = [os.path.join(root, f"disk{i}") for i in range(args.dirs)]
