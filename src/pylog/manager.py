@@ -264,7 +264,7 @@ class LogManager:
                 self._topics.topics[topic] = Topic(topic, topic_id or checkpoints.random_uuid(), count)
                 log.warning("adopted topic %r (%d partitions) found in the log dirs", topic, count)
         for name, topic in self._topics.topics.items():
-            self._topic_configs[name] = self._make_config(name, topic.config)
+            self._topic_configs[name] = self._make_config(topic.config)
         # 5. Load the logs, every dir in parallel.
         progress = _Progress(len(found))
         threads = self.config["num.recovery.threads.per.data.dir"]
@@ -429,7 +429,7 @@ class LogManager:
         except OSError as exc:
             raise ConfigError(f"pylog.io.engine = {kind!r} is unavailable here: {exc}") from None
 
-    def _make_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
+    def _make_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig(overrides, defaults=self.defaults)
 
     # ========================================================= offline dirs
@@ -560,7 +560,7 @@ class LogManager:
         count = self.config["num.partitions"] if partitions is None else partitions
         self._check_partition_count(name, count)
         overrides = config_to_strings(LogConfig(config or {}).overrides)
-        topic_config = self._make_config(name, overrides)
+        topic_config = self._make_config(overrides)
         with self._lock:
             self._check_open()
             if name in self._topics.topics:
@@ -721,7 +721,7 @@ class LogManager:
                 else:
                     merged[key] = value
             overrides = config_to_strings(LogConfig(merged).overrides)
-            new_config = self._make_config(name, overrides)
+            new_config = self._make_config(overrides)
             table = copy.deepcopy(self._topics)
             table.topics[name].config = overrides
             table.epoch += 1
