@@ -7,6 +7,10 @@ from .errors import CorruptRecordError, PylogError
 from .file_slice import FileSlice
 from .info import AppendInfo, RecoveryReport, TimestampOffset
 from .log import Log, default_engine
+from .manager import LogManager, StartupReport
+from .manager import open  # noqa: A004 - pylog.open(...) is the friendly entry point
+from .offsets import OffsetAndMetadata
+from .topics import TopicDescription
 
 __version__ = "0.1.0"
 
@@ -27,13 +31,18 @@ __all__ = [
     "FileSlice",
     "Log",
     "LogConfig",
+    "LogManager",
+    "OffsetAndMetadata",
     "PylogError",
     "RecoveryReport",
+    "StartupReport",
     "TimestampOffset",
+    "TopicDescription",
     "__version__",
     "crc32c",
     "crc32c_implementation",
     "errors",
     "io_engine",
+    "open",
     "records",
 ]

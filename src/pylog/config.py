@@ -219,6 +219,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("auto.create.topics.enable", "bool", True, "Create topics on first use."),
     ConfigDef("node.id", "int", 0, "This node's id, written to meta.properties.", at_least(0)),
     ConfigDef("pylog.io.queue.depth", "int", 64, "io_uring ring size per log dir.", between(1, 4096)),
+    ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets "
+              "(fixed when the topic is created).", at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", "int", 100 << 20, "segment.bytes of "
+              "__consumer_offsets.", at_least(14)),
+    ConfigDef("pylog.background.poll.ms", "int", 500, "Longest the LogManager's background "
+              "thread sleeps before it re-reads the clock.", between(1, 60_000)),
 )
 
 _BROKER_SYNONYMS: dict[str, tuple[str, int]] = {}

@@ -42,6 +42,7 @@ __all__ = [
     "CorruptIndexError",
     "ConfigError",
     "LogDirLockedError",
+    "CorruptCheckpointError",
 ]
 
 _BY_CODE: dict[int, type[KafkaError]] = {}
@@ -243,3 +244,8 @@ class LogDirLockedError(PylogError):
 class NoOffsetForPartitionError(PylogError):
     """A consumer has no position for a partition and ``auto.offset.reset`` is
     ``none`` (Kafka's client-side NoOffsetForPartitionException)."""
+
+
+class CorruptCheckpointError(PylogError, ValueError):
+    """A checkpoint or metadata file in a log dir cannot be parsed; the message
+    names the file and the line."""

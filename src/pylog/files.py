@@ -14,7 +14,9 @@ __all__ = [
     "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "DELETE_DIR_SUFFIX",
     "LOG_STATE_FILE", "filename_prefix_from_offset", "offset_from_filename",
     "log_file", "index_file", "time_index_file", "partition_dir_name", "parse_partition_dir",
-    "fsync_dir",
+    "fsync_dir", "LOCK_FILE", "META_PROPERTIES_FILE", "CLEAN_SHUTDOWN_FILE",
+    "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE", "PARTITION_METADATA_FILE",
+    "TOPICS_FILE", "STRAY_DIR_SUFFIX", "renamed_dir_name", "write_file_atomically",
 ]
 
 LOG_SUFFIX = ".log"
@@ -26,6 +28,18 @@ DELETED_SUFFIX = ".deleted"         # a segment file scheduled for removal
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETE_DIR_SUFFIX = "-delete"       # a partition dir scheduled for removal
+
+STRAY_DIR_SUFFIX = "-stray"         # a partition dir no topic claims, set aside
+
+# --- log dir root (docs/FORMAT.md, section 11) ---
+LOCK_FILE = ".lock"                                         # flock'ed while open; holds the pid
+META_PROPERTIES_FILE = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+TOPICS_FILE = "pylog-topics.json"                          # pylog's topic metadata (copy per dir)
+# --- partition dir ---
+PARTITION_METADATA_FILE = "partition.metadata"             # Kafka's "version: 0 / topic_id: ..."
 
 #: A standalone Log's own state (recovery point, log start offset, clean shutdown).
 LOG_STATE_FILE = "pylog-log-state"
@@ -77,3 +91,30 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def renamed_dir_name(topic: str, partition: int, unique_id: str, suffix: str) -> str:
+    """Kafka's name for a partition dir being deleted or set aside:
+    ``<topic>-<partition>.<unique id><suffix>``, the topic cut short so that the
+    name fits in 255 bytes (a 249-character topic would not)."""
+    tail = f"-{partition}.{unique_id}{suffix}"
+    return topic[: max(1, 255 - len(tail))] + tail
+
+
+def write_file_atomically(path: str, data: bytes, *, sync: bool = True) -> None:
+    """Writes `path` as Kafka writes its checkpoints: ``<path>.tmp``, fsync, rename
+    over `path`, fsync of the directory. A crash leaves the old or the new file,
+    never a mix (a stray ``.tmp`` is ignored by readers)."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        fsync_dir(os.path.dirname(path) or ".")

@@ -23,6 +23,7 @@ and reports it to ``on_io_error`` (the LogManager takes the dir offline).
 from __future__ import annotations
 
 import bisect
+import copy
 import errno as errno_mod
 import os
 import threading
@@ -93,6 +94,7 @@ class Log:
         self._lock = threading.RLock()          # appends, rolls, truncation, deletion
         self._flush_lock = threading.Lock()     # one flush at a time; taken before _lock
         self._closed = False
+        self._offline: Exception | None = None   # set when its log dir fails or it is deleted
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
         self._next_offset = 0
@@ -104,6 +106,7 @@ class Log:
         self._dir_dirty = True                  # new segment files since the last dir fsync
         self._pending_deletes: list[str] = []
         self._listeners: tuple[threading.Event, ...] = ()   # set after every append
+        self._rolled: list[LogSegment] = []     # rolled segments awaiting their flush task
         self.recovery: RecoveryReport = self._open(recovery_point, log_start_offset, clean_shutdown)
 
     # =============================================================== opening
@@ -263,14 +266,39 @@ class Log:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def offline(self) -> bool:
+        """True once the log is unavailable: its log dir failed or its topic was
+        deleted (see :meth:`mark_offline`)."""
+        return self._offline is not None
+
     def _publish(self, segments: tuple[LogSegment, ...]) -> None:
         # Readers load _segments then _bases; a mismatched pair is detected in read().
         self._bases = tuple(s.base_offset for s in segments)
         self._segments = segments
 
     def _check_open(self) -> None:
+        if self._offline is not None:
+            raise self._offline_error()
         if self._closed:
             raise ValueError(f"log {self.path} is closed")
+
+    def _offline_error(self) -> Exception:
+        # A fresh copy each time, so tracebacks do not pile up on one instance.
+        cause = self._offline
+        err = copy.copy(cause)
+        err.__cause__ = cause.__cause__
+        return err
+
+    def mark_offline(self, error: Exception) -> None:
+        """Makes the log unavailable: every later call raises a copy of `error`
+        (KafkaStorageError when its log dir failed, UnknownTopicOrPartitionError
+        when its topic was deleted). Takes no lock: the LogManager calls it from
+        any thread, possibly while another log of the same dir holds its own
+        lock. Open files stay open (a FileSlice already handed out stays
+        readable); :meth:`abandon` closes them."""
+        if self._offline is None:
+            self._offline = error
 
     def _storage_error(self, exc: OSError, action: str) -> KafkaStorageError:
         if self.on_io_error is not None:
@@ -383,26 +411,33 @@ class Log:
         self._publish(self._segments + (new,))
         self._dir_dirty = True
         # Kafka flushes the rolled segment asynchronously; the flush advances
-        # the recovery point to the new segment's base offset.
-        self.scheduler.schedule(0, lambda: self._flush_rolled(old, new.base_offset))
+        # the recovery point past it. Rolls in quick succession share one task.
+        self._rolled.append(old)
+        if len(self._rolled) == 1:
+            self.scheduler.schedule(0, self._flush_rolled)
         return new
 
-    def _flush_rolled(self, old: LogSegment, target: int) -> None:
-        """After a roll: flush up to the new segment, and the old segment's indexes
-        even if its data was already synced while it was active."""
-        self._background_flush(target)
+    def _flush_rolled(self) -> None:
+        """After rolls: flush the log, and the rolled segments' indexes even if
+        their data was already synced while they were active."""
+        with self._lock:
+            rolled, self._rolled = self._rolled, []
+        self._background_flush(None)
         with self._flush_lock:
-            if self._closed or old not in self._segments:
-                return
-            try:
-                old.flush(self.engine, indexes=True)
-            except OSError as exc:
-                self._storage_error(exc, "flush")   # reported; the next open rebuilds the index
+            for old in rolled:
+                if self._closed or self._offline is not None or old not in self._segments:
+                    continue
+                try:
+                    old.flush(self.engine, indexes=True)
+                except OSError as exc:
+                    self._storage_error(exc, "flush")   # reported; the next open rebuilds the index
+                    return
 
     def maybe_roll_by_time(self) -> bool:
         """Rolls the active segment if segment.ms has passed (LogManager's periodic check)."""
         with self._lock:
-            if self._closed or not self._segments[-1].should_roll_by_time(self.clock()):
+            if self._closed or self._offline is not None or \
+                    not self._segments[-1].should_roll_by_time(self.clock()):
                 return False
             self._roll(self.clock())
             return True
@@ -451,7 +486,7 @@ class Log:
         i = max(bisect.bisect_right(self._bases, start) - 1, 0)
         return [s for s in segments[i:] if s.base_offset < end]
 
-    def _background_flush(self, offset: int) -> None:
+    def _background_flush(self, offset: int | None) -> None:
         try:
             self.flush(offset)
         except (KafkaStorageError, ValueError):
@@ -467,7 +502,8 @@ class Log:
     def maybe_flush(self) -> bool:
         """Flushes if flush.ms has passed since the last flush (the flusher thread's check)."""
         with self._lock:
-            if self._closed or self._recovery_point >= self._next_offset or \
+            if self._closed or self._offline is not None or \
+                    self._recovery_point >= self._next_offset or \
                     self.clock() - self._last_flush_ms < self.config.flush_ms:
                 return False
         self.flush()
@@ -485,6 +521,8 @@ class Log:
         segments = self._segments
         bases = self._bases
         start = self._log_start_offset
+        if self._offline is not None:
+            raise self._offline_error()
         if self._closed:
             raise ValueError(f"log {self.path} is closed")
         if offset < start or offset > end:
@@ -701,6 +739,20 @@ class Log:
                 self._closed = True
                 for segment in self._segments:
                     segment.close()
+
+    def abandon(self) -> None:
+        """Closes the files without trimming or flushing anything (the log dir
+        failed, or the log is being deleted). Never raises."""
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for segment in self._segments:
+                for handle in (segment.offset_index, segment.time_index, segment.log):
+                    try:
+                        handle.close()
+                    except Exception:  # noqa: BLE001 - best effort on a failed disk
+                        pass
 
     def _flush_all_for_close(self) -> None:
         # The caller holds _flush_lock and _lock.

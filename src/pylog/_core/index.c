@@ -74,11 +74,12 @@ static int entry_follows(const pylog_index *ix, int64_t i) {
     return pylog_load_i64(p) > pylog_load_i64(q) && rel >= pylog_load_i32(q + 8);
 }
 
-/* Entries = the strictly increasing prefix before the zero tail. The zero
+/* Entries = the strictly increasing prefix before the zero tail, among the
+ * first `limit` slots (those that existed on disk before preallocation). The zero
  * tail is found by binary search (zeros are a suffix in any index pylog
  * wrote); the prefix is then verified entry by entry. */
-static void count_entries(pylog_index *ix) {
-    int64_t lo = 0, hi = ix->max_entries;
+static void count_entries(pylog_index *ix, int64_t limit) {
+    int64_t lo = 0, hi = limit < ix->max_entries ? limit : ix->max_entries;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
         if (entry_is_zero(ix, mid)) hi = mid;
@@ -153,7 +154,9 @@ int pylog_index_open(pylog_index *ix, const char *path, int kind, int64_t base_o
     }
     int rc = map_file(ix);
     if (rc < 0) { errno = -rc; goto fail; }
-    count_entries(ix);
+    /* Slots beyond the length the file had on disk were just allocated and are
+     * zero: only the old length can hold entries (a new index has none). */
+    count_entries(ix, st.st_size / ix->entry_size);
     return 0;
 fail: {
         int err = errno;

@@ -1,0 +1,12 @@
+"""A real store (LogManager) per test, closed afterwards."""
+
+import pytest
+
+import pylog
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = pylog.open(str(tmp_path / "data"))
+    yield s
+    s.close()

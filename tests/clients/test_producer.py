@@ -1,0 +1,198 @@
+"""Producer against a real store: futures, ordering, durability, back-pressure."""
+
+import concurrent.futures
+import hashlib
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+from pylog.errors import KafkaTimeoutError, MessageTooLargeError, UnknownTopicOrPartitionError
+from pylog.errors import ConfigError
+from pylog.partitioner import RoundRobinPartitioner, key_partition
+from pylog.producer import Producer, RecordMetadata
+
+
+def read_all(store, topic, partition):
+    log = store.log(topic, partition)
+    out, offset = [], log.log_start_offset
+    while offset < log.log_end_offset:
+        got = [r for r in log.read(offset, 1 << 20).records() if r.offset >= offset]
+        out += got
+        offset = got[-1].offset + 1
+    return out
+
+
+def test_send_returns_metadata_and_keeps_order(store):
+    store.create_topic("t", 3)
+    with Producer(store, linger_ms=1) as producer:
+        futures = [producer.send("t", b"v%d" % i, key=b"k%d" % (i % 5)) for i in range(300)]
+        producer.flush()
+        metas = [f.result(5) for f in futures]
+    assert all(isinstance(m, RecordMetadata) and m.topic == "t" for m in metas)
+    for i, m in enumerate(metas):
+        assert m.partition == key_partition(b"k%d" % (i % 5), 3)
+        assert m.serialized_value_size == len(b"v%d" % i)
+    for p in range(3):
+        mine = [(m.offset, i) for i, m in enumerate(metas) if m.partition == p]
+        assert [o for o, _ in mine] == list(range(len(mine)))          # dense, in send order
+        stored = read_all(store, "t", p)
+        assert [r.value for r in stored] == [b"v%d" % i for _, i in mine]
+
+
+def test_acks_all_completes_after_fsync(store):
+    store.create_topic("d", 1)
+    with Producer(store, acks="all", linger_ms=0) as producer:
+        meta = producer.send("d", b"x").result(5)
+        assert store.log("d", 0).recovery_point > meta.offset
+    with Producer(store, acks="1", linger_ms=0) as producer:
+        meta = producer.send("d", b"y").result(5)
+        assert store.log("d", 0).log_end_offset > meta.offset
+
+
+def test_callback_and_record_too_large(store):
+    store.create_topic("c", 1)
+    seen = []
+    with Producer(store, max_request_size=1000) as producer:
+        producer.send("c", b"ok", callback=lambda m, e: seen.append((m, e))).result(5)
+        failed = producer.send("c", b"x" * 2000, callback=lambda m, e: seen.append((m, e)))
+        with pytest.raises(MessageTooLargeError, match=r"larger than max.request.size \(1000\)"):
+            failed.result(1)
+    assert seen[0][0].offset == 0 and seen[0][1] is None
+    assert seen[1][0] is None and isinstance(seen[1][1], MessageTooLargeError)
+    assert store.log("c", 0).log_end_offset == 1
+
+
+def test_unknown_topic_and_partition(store):
+    store.create_topic("u", 2)
+    with Producer(store) as producer:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            producer.send("nope", b"x")
+        with pytest.raises(UnknownTopicOrPartitionError, match="partitions 0..1, not 5"):
+            producer.send("u", b"x", partition=5).result(1)
+
+
+def test_bad_config_names_the_key(store):
+    with pytest.raises(ConfigError, match="linger.mss"):
+        Producer(store, **{"linger.mss": 5})
+    with pytest.raises(ConfigError, match="acks"):
+        Producer(store, acks="2")
+    with pytest.raises(ConfigError, match="requires acks = all"):
+        Producer(store, acks="1", enable_idempotence=True)
+
+
+def test_linger_batches_records_then_sends(store):
+    store.create_topic("l", 1)
+    with Producer(store, linger_ms=300, batch_size=1 << 20) as producer:
+        first = producer.send("l", b"a")
+        second = producer.send("l", b"b")
+        time.sleep(0.05)
+        assert not first.done()                      # still lingering
+        assert second.result(5).offset == 1
+        batches = list(store.log("l", 0).read(0).batches())
+        assert len(batches) == 1 and batches[0].records_count == 2   # one batch
+
+
+def test_futures_work_with_concurrent_futures_wait(store):
+    store.create_topic("w", 2)
+    with Producer(store, linger_ms=20) as producer:
+        futures = [producer.send("w", b"%d" % i) for i in range(50)]
+        done, not_done = concurrent.futures.wait(futures, timeout=10)
+        assert len(done) == 50 and not not_done
+        assert sorted(f.result().offset for f in concurrent.futures.as_completed(futures) if
+                      f.result().partition == futures[0].result().partition)[0] == 0
+
+
+def test_buffer_memory_blocks_then_times_out(store):
+    store.create_topic("b", 1)
+    log = store.log("b", 0)
+    producer = Producer(store, buffer_memory=20_000, max_block_ms=200, linger_ms=0, batch_size=1000)
+    log._lock.acquire()                # the sender's append waits on the real log lock
+    try:
+        with pytest.raises(KafkaTimeoutError, match=r"buffer.memory \(20000\) is full"):
+            for _ in range(1000):
+                producer.send("b", b"x" * 100)
+    finally:
+        log._lock.release()
+    producer.flush(10)
+    assert log.log_end_offset > 0
+    producer.close()
+
+
+def test_close_delivers_pending(store):
+    store.create_topic("p", 1)
+    producer = Producer(store, linger_ms=10_000, batch_size=1 << 20)
+    futures = [producer.send("p", b"%d" % i) for i in range(100)]
+    producer.close()
+    assert [f.result(0).offset for f in futures] == list(range(100))
+    with pytest.raises(RuntimeError, match="closed"):
+        producer.send("p", b"late")
+
+
+def test_sticky_partitioning_for_null_keys(store):
+    store.create_topic("s", 4)
+    with Producer(store, batch_size=2000, linger_ms=1000) as producer:
+        metas = [producer.send("s", b"x" * 100) for _ in range(100)]
+        producer.flush()
+        parts = [f.result().partition for f in metas]
+    runs = [p for i, p in enumerate(parts) if i == 0 or parts[i - 1] != p]
+    assert 3 <= len(runs) <= 10            # switches every ~batch.size bytes, not per record
+    assert all(a != b for a, b in zip(runs, runs[1:]))
+
+
+def test_custom_partitioners(store):
+    store.create_topic("r", 3)
+    with Producer(store, partitioner=RoundRobinPartitioner()) as producer:
+        parts = [producer.send("r", b"x", key=b"same").result(5).partition for _ in range(6)]
+    assert parts == [0, 1, 2, 0, 1, 2]
+    with Producer(store, partitioner=lambda topic, key, value, n: n - 1) as producer:
+        assert producer.send("r", b"x").result(5).partition == 2
+
+
+def test_send_batch_lists_and_arrow(store):
+    store.create_topic("sb", 4)
+    values = [b"value-%d" % i for i in range(10_000)]
+    keys = [b"key-%d" % (i % 97) for i in range(10_000)]
+    with Producer(store, max_request_size=64 * 1024) as producer:
+        result = producer.send_batch("sb", values, keys).result(10)
+        arrow_result = producer.send_batch("sb", pa.array(values), pa.array(keys)).result(10)
+    assert result.count == 10_000
+    expected_parts = [key_partition(k, 4) for k in keys]
+    assert result.partitions.tolist() == expected_parts
+    assert arrow_result.partitions.tolist() == expected_parts
+    for p in range(4):
+        stored = read_all(store, "sb", p)
+        rows = [i for i, q in enumerate(expected_parts) if q == p]
+        assert [r.value for r in stored] == [values[i] for i in rows] * 2    # both calls, in order
+        offsets = result.offsets[[i for i in rows]]
+        assert offsets.tolist() == list(range(len(rows)))
+
+
+def test_send_batch_after_send_keeps_partition_order(store):
+    store.create_topic("o", 1)
+    with Producer(store, linger_ms=10_000, batch_size=1 << 20) as producer:
+        first = producer.send("o", b"first")
+        producer.send_batch("o", [b"a", b"b"]).result(5)
+        assert first.result(5).offset == 0
+    assert [r.value for r in read_all(store, "o", 0)] == [b"first", b"a", b"b"]
+
+
+def test_concurrent_producers_no_loss_no_duplicates(store):
+    store.create_topic("n", 4)
+    sent = [hashlib.sha256() for _ in range(4)]
+    per_thread = 5000
+
+    def produce(t):
+        with Producer(store, linger_ms=2) as producer:
+            for i in range(per_thread):
+                producer.send("n", b"%d-%d" % (t, i), key=b"%d" % i)
+    threads = [threading.Thread(target=produce, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    stored = sorted(r.value for p in range(4) for r in read_all(store, "n", p))
+    expected = sorted(b"%d-%d" % (t, i) for t in range(4) for i in range(per_thread))
+    assert stored == expected
+    assert sent
