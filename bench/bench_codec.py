@@ -221,6 +221,7 @@ class CodecResult:
     k_encode: float
     k_decode: float
     lib: dict = field(default_factory=dict)   # compress/decompress times over the same sections
+    others: float = 0.0                        # % CPU other processes used meanwhile
 
     def rate(self, t):
         return self.records / t
@@ -384,6 +385,40 @@ def verdict(ok):
     return "PASS" if ok else "**MISS**"
 
 
+def cpu_snapshot():
+    """(busy, steal, total) jiffies over all CPUs, and this process's CPU seconds."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = v
+    t = os.times()
+    return user + nice + system + irq + softirq, steal, sum(v), t.user + t.system
+
+
+def cpu_report(before, after):
+    """% of all CPUs used by other processes in this VM, and stolen by the host."""
+    hz = os.sysconf("SC_CLK_TCK")
+    busy, steal, total = (after[i] - before[i] for i in range(3))
+    mine = (after[3] - before[3]) * hz
+    if total <= 0:
+        return 0.0, 0.0
+    return max(0.0, 100 * (busy - mine) / total), 100 * steal / total
+
+
+def wait_for_quiet(max_wait, say, threshold=10.0):
+    """Waits (up to max_wait s) for a 1 s window in which other processes use < threshold %."""
+    t0 = perf_counter()
+    while True:
+        before = cpu_snapshot()
+        time.sleep(1.0)
+        others, _ = cpu_report(before, cpu_snapshot())
+        if others < threshold:
+            return others, perf_counter() - t0
+        if perf_counter() - t0 >= max_wait:
+            say(f"machine still busy ({others:.0f}% CPU used by other processes); going ahead")
+            return others, perf_counter() - t0
+        say(f"waiting for a quiet machine ({others:.0f}% CPU used by other processes) ...")
+
+
 def machine_info():
     cpu = "?"
     try:
@@ -426,10 +461,14 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smaller data and N (< 60 s)")
     ap.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     ap.add_argument("-n", "--repeat", type=int, default=None, help="timed trials per figure (best of N)")
+    ap.add_argument("--wait-idle", type=float, default=None,
+                    help="seconds to wait for other processes to go quiet (default 10 quick, 60 full)")
     ap.add_argument("--codecs", default=",".join(CODECS), help="comma-separated subset of codecs")
     args = ap.parse_args(argv)
 
     snappy_impl = _kafka_python_snappy_shim()
+    say = (lambda *a: None) if args.markdown else (lambda *a: print(*a, file=sys.stderr, flush=True))
+    md = args.markdown
     quick = args.quick
     n = args.repeat or (3 if quick else 9)
     kn = max(1, min(n, 3 if quick else 5))
@@ -442,9 +481,10 @@ def main(argv=None):
     crc_total = 64 << 20
     codecs = [c for c in args.codecs.split(",") if c]
 
+    quiet_at_start, waited = wait_for_quiet(args.wait_idle if args.wait_idle is not None
+                                            else (10 if quick else 60), say)
     t_start = perf_counter()
-    say = (lambda *a: None) if args.markdown else (lambda *a: print(*a, file=sys.stderr, flush=True))
-    md = args.markdown
+    cpu_before = cpu_snapshot()
 
     say(f"memory copy ({memcpy_bytes >> 20} MiB, best of {n}) ...")
     memcpy_np, memcpy_mv = measure_memcpy(memcpy_bytes, n)
@@ -470,16 +510,20 @@ def main(argv=None):
         ds = make_dataset(size, per_batch, nb, kb, seed=size)
         for codec in codecs:
             say(f"  {codec} {size} B ...")
-            results.append(measure_codec(ds, codec, n, kn))
+            before = cpu_snapshot()
+            res = measure_codec(ds, codec, n, kn)
+            res.others = cpu_report(before, cpu_snapshot())[0]
+            results.append(res)
         del ds
 
     memcpy_np_end, _ = measure_memcpy(memcpy_bytes, n)
     elapsed = perf_counter() - t_start
+    others, stolen = cpu_report(cpu_before, cpu_snapshot())
 
     # ---- main table
     header = ["operation", "value", "codec", "records/s", "MB/s", "% of memcpy",
               "kafka-python rec/s", "× kafka-python", "rate target", "≥ 20× kafka-python",
-              "ceiling of × kafka-python"]
+              "ceiling of × kafka-python", "other procs' CPU"]
     rows = []
     for r in results:
         k_enc = r.kafka_records / r.k_encode
@@ -502,7 +546,8 @@ def main(argv=None):
                 bound = f"memcpy {memcpy_rate / k_rate:,.0f}×"
             rows.append([op, size_label, r.codec, fmt_rate(rate), fmt_mbs(r.mbs(t)),
                          f"{100 * r.mbs(t) / memcpy_mbs:.0f}%", fmt_rate(k_rate),
-                         f"{ratio:,.1f}×", rt, verdict(ratio >= TARGET_VS_KAFKA), bound])
+                         f"{ratio:,.1f}×", rt, verdict(ratio >= TARGET_VS_KAFKA), bound,
+                         f"{r.others:.0f}%" + (" ⚠" if r.others >= 10 else "")])
 
     # ---- compression library table
     lib_header = ["codec", "value", "ratio", "library compress MB/s", "pylog encode MB/s",
@@ -530,6 +575,10 @@ def main(argv=None):
                    f"{time.strftime('%Y-%m-%d %H:%M')}, {elapsed:.0f} s")
         out.append(f"best of N = {n} timed trials after 1 warm-up (kafka-python: best of {kn})")
     out.append(f"{'- ' if md else ''}machine: {machine_info()}")
+    out.append(f"{'- ' if md else ''}CPU used during the run by other processes in this VM: "
+               f"{others:.1f}% of all CPUs (waited {waited:.0f} s for a quiet start: "
+               f"{quiet_at_start:.0f}%); stolen by the host: {stolen:.1f}% (host-side "
+               f"contention for cores or memory bandwidth is not visible from inside the VM)")
     out.append(f"{'- ' if md else ''}versions: {versions(snappy_impl)}")
     data_desc = "; ".join(f"{nb} batches × {per_batch} records × {s} B values "
                           f"({nb * per_batch * s / 1e6:.0f} MB; kafka-python: {kb} batches)"
@@ -574,6 +623,9 @@ def main(argv=None):
                           "kafka-python's gzip is the zlib `gzip` module at level 9; pylog's is "
                           "ISA-L at level 2, so gzip ratios mostly compare libraries.",
                           "Rate targets (issue 2) apply to 100-byte values, uncompressed.",
+                          "other procs' CPU: % of all CPUs that other processes in this VM used "
+                          "while the row's codec was measured; ⚠ marks ≥ 10% (expect slower "
+                          "figures there).",
                           "ceiling: the × kafka-python pylog would reach if it cost nothing but "
                           "the compression library's own call on the same sections (compressed "
                           "rows; from the table below) or one memory copy of the payload at the "
