@@ -34,8 +34,9 @@ PRODUCER_CONFIGS: dict[str, ConfigDef] = _defs(
               "blocks when they are used up.", at_least(1)),
     ConfigDef("max.block.ms", "int", 60000, "How long send() blocks for buffer memory or "
               "metadata before it raises KafkaTimeoutError.", at_least(0)),
-    ConfigDef("enable.idempotence", "bool", False, "Producer id and sequence numbers: "
-              "duplicates of a batch are not appended twice (requires acks=all)."),
+    ConfigDef("enable.idempotence", "bool", True, "Producer id and sequence numbers: "
+              "duplicates of a batch are not appended twice (requires acks=all; as in "
+              "Kafka, turned off when acks is set otherwise and this key is not)."),
     ConfigDef("partitioner.ignore.keys", "bool", False, "Treat every record as keyless "
               "(sticky partitioning)."),
     ConfigDef("delivery.timeout.ms", "int", 120000, "Upper bound on the time between send() "
@@ -85,8 +86,10 @@ class ClientConfig(Mapping[str, Any]):
     def __init__(self, kind: str, values: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         defs = PRODUCER_CONFIGS if kind == "producer" else CONSUMER_CONFIGS
         parsed = {name: d.default for name, d in defs.items()}
+        given = set()
         for raw_key, value in {**dict(values or {}), **kwargs}.items():
             key = normalize_key(raw_key)
+            given.add(key)
             if key in _IGNORED:
                 continue
             definition = defs.get(key)
@@ -98,6 +101,8 @@ class ClientConfig(Mapping[str, Any]):
         if kind == "producer":
             if parsed["acks"] == "-1":
                 parsed["acks"] = "all"
+            if parsed["acks"] != "all" and "enable.idempotence" not in given:
+                parsed["enable.idempotence"] = False
             if parsed["enable.idempotence"] and parsed["acks"] != "all":
                 raise ConfigError(f"enable.idempotence = true requires acks = all, not "
                                   f"{parsed['acks']}")

@@ -38,6 +38,7 @@ from .errors import (CorruptRecordError, InvalidRecordError, KafkaStorageError,
                      OffsetOutOfRangeError, RecordListTooLargeError)
 from .file_slice import FileSlice
 from .info import AppendInfo, RecoveryReport, SegmentRecovery, TimestampOffset
+from .producer_state import ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
 from .segment import LogSegment
 
@@ -107,6 +108,7 @@ class Log:
         self._pending_deletes: list[str] = []
         self._listeners: tuple[threading.Event, ...] = ()   # set after every append
         self._rolled: list[LogSegment] = []     # rolled segments awaiting their flush task
+        self.producer_state = ProducerStateManager(self.path)
         self.recovery: RecoveryReport = self._open(recovery_point, log_start_offset, clean_shutdown)
 
     # =============================================================== opening
@@ -165,6 +167,7 @@ class Log:
         # they may still be in the page cache only, so the next flush syncs them.
         for segment in segments:
             segment.flushed_size = segment.size if clean_shutdown else 0
+        self._load_producer_state()
         self._last_checkpoint_ms = self.clock()
         if self.standalone:
             self._write_state(self._recovery_point, self._log_start_offset, clean=False)
@@ -174,6 +177,18 @@ class Log:
             indexes_rebuilt=rebuilt, bytes_scanned=sum(r.scanned_bytes for r in recovered),
             bytes_truncated=sum(r.truncated_bytes for r in recovered),
             seconds=time.monotonic() - started)
+
+    def _load_producer_state(self) -> None:
+        """The newest snapshot at or below the log end, then the batches after it
+        (from the active segment's start when there is no snapshot)."""
+        state = self.producer_state
+        start = state.load(self._next_offset)
+        if start < 0:
+            start = self._segments[-1].base_offset
+        for segment in self._segments:
+            if segment.next_offset > start and segment.size:
+                state.replay(b for b in segment.log.producer_batches(0, segment.size)
+                             if b[0] >= start)
 
     def _remove_temporary_files(self) -> None:
         """Kafka's first loading step: finish interrupted deletes, drop orphans."""
@@ -323,6 +338,17 @@ class Log:
             self._check_open()
             now = self.clock()
             prepared = self._prepare(batches, now, origin)
+            if prepared.has_producer_ids and origin == "client":
+                producers = [prepared.batch(i) for i in range(prepared.batch_count)]
+                duplicate = self.producer_state.check_append(
+                    [(b[5], b[6], b[7], b[3]) for b in producers])
+                if duplicate is not None:
+                    # A retry of a batch already in the log: nothing is written.
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                      duplicate.timestamp, duplicate.last_offset, -1,
+                                      self._log_start_offset,
+                                      duplicate.last_offset - duplicate.first_offset + 1, 1, 0,
+                                      self._recovery_point > duplicate.last_offset)
             if prepared.size > self.config.segment_bytes:
                 raise RecordListTooLargeError(
                     f"append of {prepared.size} bytes to {self.path} exceeds segment.bytes "
@@ -336,6 +362,11 @@ class Log:
                 raise self._storage_error(exc, "append") from exc
             self._next_offset = prepared.last_offset + 1
             self._unflushed_records += prepared.records
+            if prepared.has_producer_ids:
+                for i in range(prepared.batch_count):
+                    base, last, max_ts, records, _, pid, epoch, seq = prepared.batch(i)
+                    if pid >= 0 and seq >= 0:
+                        self.producer_state.update(pid, epoch, seq, records, base, last, max_ts)
             segment.maybe_write_behind()
             flush = flush_records or now - self._last_flush_ms >= self.config.flush_ms
         for event in self._listeners:
@@ -410,6 +441,11 @@ class Log:
         old.on_become_inactive()
         self._publish(self._segments + (new,))
         self._dir_dirty = True
+        if self.producer_state.producers or self.producer_state.snapshot_offsets():
+            try:
+                self.producer_state.write_snapshot(new.base_offset)
+            except OSError as exc:
+                raise self._storage_error(exc, "producer state snapshot") from exc
         # Kafka flushes the rolled segment asynchronously; the flush advances
         # the recovery point past it. Rolls in quick succession share one task.
         self._rolled.append(old)
@@ -619,6 +655,7 @@ class Log:
                 last.truncate_to(offset)
                 self._publish(tuple(keep))
                 self._next_offset = last.next_offset
+                self.producer_state.truncate(self._next_offset)
                 self._recovery_point = min(self._recovery_point, self._next_offset)
                 self._log_start_offset = min(self._log_start_offset, self._next_offset)
                 self._dir_dirty = True
@@ -695,6 +732,7 @@ class Log:
             remaining = segments[len(doomed):]
             self._publish(remaining)
             self._log_start_offset = max(self._log_start_offset, remaining[0].base_offset)
+            self.producer_state.delete_snapshots_below(remaining[0].base_offset)
             delay = self.config.file_delete_delay_ms / 1000
             for segment in doomed:
                 renamed = segment.rename_to_deleted()
@@ -730,6 +768,8 @@ class Log:
                     active.time_index.trim()
                     active.log.trim()
                     active.active = False
+                # At the log end, so the next open replays nothing.
+                self.producer_state.write_snapshot(self._next_offset)
                 self._flush_all_for_close()
                 if self.standalone:
                     self._write_state(self._next_offset, self._log_start_offset, clean=True)

@@ -50,6 +50,7 @@ from .log import Log
 from .log_dir import LogDir
 from .offsets import OffsetAndMetadata, OffsetStore, encode_offset_key, encode_offset_value, \
     partition_for_group
+from .producer_ids import ProducerIdAllocator
 from .topics import (INTERNAL_TOPICS, OFFSETS_TOPIC, PartitionDescription, Topic,
                      TopicDescription, TopicTable, collision_key, config_to_strings,
                      validate_topic_name)
@@ -176,6 +177,7 @@ class LogManager:
         except BaseException:
             self._abort_open()
             raise
+        self._producer_ids = ProducerIdAllocator([d.path for d in self._online_dirs()])
         log.info(self.startup.summary())
         self._schedule_periodic_work()
         if background:
@@ -848,6 +850,12 @@ class LogManager:
                         "compression.type": "producer"}, -1, internal=True)
                 topic = self._topics.topics[OFFSETS_TOPIC]
         return self.log(OFFSETS_TOPIC, partition_for_group(group, topic.partitions))
+
+    def init_producer_id(self) -> tuple[int, int]:
+        """(producer_id, epoch) for a new idempotent producer (Kafka's InitProducerId):
+        an id no producer of this store had before, epoch 0."""
+        self._check_open()
+        return self._producer_ids.allocate([d.path for d in self._online_dirs()]), 0
 
     def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
                        metadata: str = "") -> None:

@@ -120,6 +120,12 @@ class Producer:
                                 self._max_request, self._ignore_keys, partitioner, RecordFuture,
                                 self._wait_for_space, self._failed)
         self._topics: dict[str, TopicState] = self._acc.topics
+        self._producer_id = self._producer_epoch = -1
+        if c.enable_idempotence:
+            # Every batch carries (producer id, epoch, sequence); the log writes a
+            # retried batch once and answers with its original offsets.
+            self._producer_id, self._producer_epoch = store.init_producer_id()
+            self._acc.idempotent = True
         self._rng = random.Random()
         self._flushed_upto = 0     # every batch created before this seq is complete
         self._flush_wanted = 0     # a flush() waits for batches up to this seq
@@ -220,16 +226,22 @@ class Producer:
                 rows = np.arange(n) if rows is None else rows
                 for chunk in self._chunks(values, keys, rows):
                     # Encode (GIL released in C), then queue at once: the sender
-                    # appends this chunk while the next one is encoded.
-                    data = self._encode_rows(values, keys, timestamps, headers, chunk)
+                    # appends this chunk while the next one is encoded. An
+                    # idempotent producer encodes under the lock instead, since
+                    # the sequence numbers must follow the queue order.
+                    data = None if acc.idempotent else \
+                        self._encode_rows(values, keys, timestamps, headers, chunk)
                     with self._lock:
                         if acc.closing:
                             raise RuntimeError("send_batch() on a closed Producer")
-                        if acc.buffered + len(data) > self._buffer_memory:
-                            self._wait_for_space(len(data))
                         open_batch = state.open[p]
                         if open_batch is not None:
                             acc.seal(state, open_batch)      # earlier records of p go first
+                        if data is None:
+                            data = self._encode_rows(values, keys, timestamps, headers, chunk,
+                                                     acc.reserve_sequence(state, p, len(chunk)))
+                        if acc.buffered + len(data) > self._buffer_memory:
+                            self._wait_for_space(len(data))
                         batch = ProducerBatch(topic, p)
                         batch.encoded = data
                         batch.count = len(chunk)
@@ -269,7 +281,15 @@ class Producer:
             yield rows[start:end]
             start = end
 
-    def _encode_rows(self, values, keys, timestamps, headers, rows: np.ndarray) -> bytes:
+    def _encode(self, values, keys, timestamps, headers, base_sequence: int = -1) -> bytes:
+        if base_sequence < 0:
+            return encode_batch(values, keys, timestamps, headers, compression=self._compression)
+        return encode_batch(values, keys, timestamps, headers, compression=self._compression,
+                            producer_id=self._producer_id, producer_epoch=self._producer_epoch,
+                            base_sequence=base_sequence)
+
+    def _encode_rows(self, values, keys, timestamps, headers, rows: np.ndarray,
+                     base_sequence: int = -1) -> bytes:
         first, last = int(rows[0]), int(rows[-1])
         if last - first + 1 == len(rows):        # contiguous rows: slices, no gather
             v = values[first:last + 1]
@@ -281,7 +301,7 @@ class Producer:
             k = None if keys is None else _take(keys, rows)
             t = timestamps[rows]
             h = None if headers is None else [headers[i] for i in rows]
-        return encode_batch(v, k, t, h, compression=self._compression)
+        return self._encode(v, k, t, h, base_sequence)
 
     # ======================================================== flush, close
 
@@ -404,8 +424,8 @@ class Producer:
             try:
                 log = self.store.log(topic, partition)
                 payload = [b.encoded if b.encoded is not None else
-                           encode_batch(b.values, b.keys, b.timestamps, b.headers,
-                                        compression=self._compression) for b in group]
+                           self._encode(b.values, b.keys, b.timestamps, b.headers, b.base_sequence)
+                           for b in group]
                 info = log.append(payload[0] if len(payload) == 1 else b"".join(payload))
             except Exception as exc:    # noqa: BLE001 - delivered through the futures
                 for b in group:

@@ -170,6 +170,7 @@ cdef class ProducerBatch:
     cdef public double created
     cdef public int64_t seq              # creation order within its producer
     cdef public bint sealed              # no more records join it
+    cdef public int32_t base_sequence    # idempotence: assigned when sealed, else -1
     cdef public object encoded
     cdef public int64_t count
     cdef public str state
@@ -190,6 +191,7 @@ cdef class ProducerBatch:
         self.state = u"PENDING"
         self.base_offset = -1
         self.log_append_time = -1
+        self.base_sequence = -1
         self.watched = []
 
     @property
@@ -205,6 +207,7 @@ cdef class TopicState:
     cdef public int32_t num_partitions
     cdef public list open                # ProducerBatch or None per partition
     cdef public int32_t sticky           # partition for null-key records (KIP-480/794)
+    cdef public list sequences           # idempotence: next sequence per partition
     cdef int64_t sticky_bytes
     cdef int64_t batch_size
     cdef object rng
@@ -213,6 +216,7 @@ cdef class TopicState:
         self.name = name
         self.num_partitions = num_partitions
         self.open = [None] * num_partitions
+        self.sequences = [0] * num_partitions
         self.batch_size = max(batch_size, 1)
         self.rng = rng
         self.sticky = rng.randrange(num_partitions)
@@ -243,6 +247,7 @@ cdef class Accumulator:
     cdef public object ready, lingering
     cdef public int64_t buffered, buffer_memory, batch_size, max_request, seq
     cdef public bint closing, ignore_keys
+    cdef public bint idempotent          # stamp sequences when batches are sealed
     cdef public object partitioner       # None: Kafka's default rule
     cdef object future_cls, wait_for_space, fail
 
@@ -275,6 +280,7 @@ cdef class Accumulator:
         batch.state = u"PENDING"
         batch.base_offset = -1
         batch.log_append_time = -1
+        batch.base_sequence = -1
         batch.watched = []
         batch.seq = self.seq
         self.seq += 1
@@ -284,10 +290,20 @@ cdef class Accumulator:
             self.wakeup.notify()         # the sender starts its linger timer
         return batch
 
+    cpdef int32_t reserve_sequence(self, TopicState state, int32_t partition, int64_t records):
+        """The next `records` sequence numbers of a partition (lock held); they wrap
+        at int32 max as Kafka's do."""
+        cdef int64_t first = state.sequences[partition]
+        state.sequences[partition] = (first + records) % 2147483648
+        return <int32_t>first
+
     cpdef seal(self, TopicState state, ProducerBatch batch):
-        """Moves a batch to the ready queue (lock held)."""
+        """Moves a batch to the ready queue (lock held). Sequences are assigned
+        here, in queue order, which is the order the sender appends in."""
         if state.open[batch.partition] is batch:
             state.open[batch.partition] = None
+        if self.idempotent and batch.encoded is None:
+            batch.base_sequence = self.reserve_sequence(state, batch.partition, len(batch.values))
         batch.sealed = True
         self.ready.append(batch)
         self.wakeup.notify()

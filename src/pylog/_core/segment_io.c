@@ -85,12 +85,18 @@ int pylog_walker_next(pylog_walker *w, pylog_batch_meta *m) {
         m->max_timestamp = pylog_load_i64(p + PYLOG_MAX_TIMESTAMP_OFFSET);
         m->attributes = pylog_load_i16(p + PYLOG_ATTRIBUTES_OFFSET);
         m->records_count = pylog_load_i32(p + PYLOG_RECORDS_COUNT_OFFSET);
+        m->producer_id = pylog_load_i64(p + PYLOG_PRODUCER_ID_OFFSET);
+        m->producer_epoch = pylog_load_i16(p + PYLOG_PRODUCER_EPOCH_OFFSET);
+        m->base_sequence = pylog_load_i32(p + PYLOG_BASE_SEQUENCE_OFFSET);
     } else {
         /* A legacy message (or compressed wrapper) carries its last offset. */
         m->base_offset = m->last_offset = pylog_load_i64(p);
         m->attributes = (int16_t)(uint8_t)p[PYLOG_MAGIC_OFFSET + 1];
         m->max_timestamp = magic == 1 ? pylog_load_i64(p + PYLOG_MAGIC_OFFSET + 2) : PYLOG_NO_TIMESTAMP;
         m->records_count = 1;
+        m->producer_id = -1;
+        m->producer_epoch = -1;
+        m->base_sequence = -1;
     }
     w->pos = pos + size;
     return 1;

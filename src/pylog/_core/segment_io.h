@@ -22,6 +22,9 @@ typedef struct {
     int8_t magic;
     int16_t attributes;
     int32_t records_count;  /* legacy: 1 */
+    int64_t producer_id;    /* -1: none (and always for legacy messages) */
+    int16_t producer_epoch;
+    int32_t base_sequence;
 } pylog_batch_meta;
 
 typedef struct {

@@ -21,6 +21,7 @@ cdef class PreparedAppend:
     cdef readonly int64_t offset_of_max_timestamp
     cdef readonly int64_t records
     cdef readonly int64_t size
+    cdef readonly bint has_producer_ids     # some batch carries a producer id (idempotence)
 
     def __init__(self):
         raise TypeError("use prepare_append()")
@@ -103,6 +104,8 @@ def prepare_append(buffer, int64_t next_offset, *, int32_t leader_epoch=0,
     p.max_timestamp = -1
     p.offset_of_max_timestamp = p.first_offset
     for i in range(p.count):
+        if p.batches[i].producer_id >= 0:
+            p.has_producer_ids = True
         p.records += p.batches[i].records
         p.size += p.batches[i].size
         if p.batches[i].max_timestamp > p.max_timestamp:

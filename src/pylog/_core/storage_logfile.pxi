@@ -207,6 +207,32 @@ cdef class LogFile:
             return None
         return m.position, m.size, m.base_offset, m.last_offset, m.max_timestamp
 
+    def producer_batches(self, int64_t start, int64_t end):
+        """The idempotent/transactional batches in [start, end), from their headers:
+        a list of (base_offset, last_offset, max_timestamp, producer_id,
+        producer_epoch, base_sequence). Rebuilds producer state after a restart."""
+        self._check()
+        cdef pylog_walker w
+        cdef pylog_batch_meta m
+        cdef int rc
+        out = []
+        if pylog_walker_init(&w, self.fd, start, end, 1 << 20) < 0:
+            raise MemoryError()
+        try:
+            while True:
+                with nogil:
+                    rc = pylog_walker_next(&w, &m)
+                if rc != 1:
+                    break
+                if m.producer_id >= 0:
+                    out.append((m.base_offset, m.last_offset, m.max_timestamp, m.producer_id,
+                                m.producer_epoch, m.base_sequence))
+        finally:
+            pylog_walker_free(&w)
+        if rc < 0:
+            _raise_walk(rc, self.path, start)
+        return out
+
     def summarize(self, int64_t start, int64_t end):
         """Walks the batch headers in [start, end): (batches, end_position, last_offset,
         max_timestamp, offset_of_max_timestamp, first_batch_max_timestamp)."""

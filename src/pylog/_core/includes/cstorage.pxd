@@ -60,6 +60,16 @@ cdef extern from "segment_io.h" nogil:
         int8_t magic
         int16_t attributes
         int32_t records_count
+        int64_t producer_id
+        int16_t producer_epoch
+        int32_t base_sequence
+
+    ctypedef struct pylog_walker:
+        pass
+
+    int pylog_walker_init(pylog_walker *w, int fd, int64_t start, int64_t end, int64_t window)
+    void pylog_walker_free(pylog_walker *w)
+    int pylog_walker_next(pylog_walker *w, pylog_batch_meta *m)
 
     ctypedef struct pylog_slice_info:
         int64_t start_position
