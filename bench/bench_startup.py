@@ -133,7 +133,7 @@ def raise_file_limit(segments: int) -> str:
     raise RLIMIT_NOFILE as Kafka's operations guide tells brokers to."""
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 3 * segments + 1024
+    want = segments + 4096           # one descriptor per inactive segment
     if soft >= want:
         return f"open files limit {soft}"
     try:

@@ -147,6 +147,8 @@ class Log:
                     recovered.append(result)
                     if result.truncated_bytes and next_base is not None:
                         truncated_at = base   # everything after a truncation is dropped
+                if next_base is not None:
+                    segment.release_index_fds()   # one descriptor per inactive segment
                 segments.append(segment)
         except BaseException:
             for segment in segments:
@@ -157,6 +159,8 @@ class Log:
             segments.append(LogSegment.create(self.path, start, self.config, now))
         else:
             segments[-1].make_active()
+        for segment in segments[:-1]:
+            segment.release_index_fds()   # the last loaded one, if later ones were dropped
         self._publish(tuple(segments))
         self._next_offset = segments[-1].next_offset
         self._log_start_offset = min(max(log_start_offset or 0, segments[0].base_offset), self._next_offset)

@@ -333,16 +333,17 @@ class LogManager:
 
     @staticmethod
     def _warn_about_file_limit(segments: int) -> None:
-        """Each segment holds its .log and both indexes open (3 descriptors)."""
+        """Each inactive segment holds one descriptor (its .log; the index mappings
+        need none), the active one three."""
         try:
             import resource
             soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         except (ImportError, OSError, ValueError):
             return
-        if soft != resource.RLIM_INFINITY and 3 * segments > 0.8 * soft:
+        if soft != resource.RLIM_INFINITY and segments > 0.8 * soft:
             log.warning("%d segments hold about %d open files, close to this process's limit of %d "
                         "(ulimit -n): raise it, or use fewer, larger segments", segments,
-                        3 * segments, soft)
+                        segments, soft)
 
     def _prepare_dir(self, d: LogDir) -> tuple[dict, dict]:
         """Reads the marker and the checkpoints, then deletes the marker (so a crash

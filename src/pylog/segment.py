@@ -235,6 +235,13 @@ class LogSegment:
         self.time_index.trim()
         self.log.trim()
         self.active = False
+        self.release_index_fds()
+
+    def release_index_fds(self) -> None:
+        """An inactive segment keeps one descriptor (its .log): the index mappings
+        stay valid without theirs (reopened by path if the segment becomes active)."""
+        self.offset_index.release_fd()
+        self.time_index.release_fd()
 
     def flush(self, engine, indexes: bool = True) -> None:
         """fsync the data (unless an earlier sync covered it), then the indexes

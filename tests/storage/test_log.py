@@ -377,3 +377,20 @@ def test_concurrent_flushes_group_commit(log_dir, engine_kind):
     assert log.recovery_point == log.log_end_offset == 4 * calls * 5
     assert 0 < syncs < 0.8 * 4 * calls, syncs
     log.close()
+
+
+def test_inactive_segments_hold_one_descriptor(open_log):
+    """Index mappings outlive their descriptors, so a log with many segments
+    needs about one open file per segment (Kafka's ulimit advice scales with it)."""
+    def open_fds():
+        return len(os.listdir(f"/proc/{os.getpid()}/fd"))
+    before = open_fds()
+    log = open_log({"segment.bytes": 8000})
+    for _ in range(200):
+        log.append(batch(5))
+    segments = len(log.segments)
+    assert segments > 50
+    assert open_fds() - before <= segments + 2 + 3
+    log.truncate_to(13)                  # makes an old segment active: its index files reopen
+    log.append(batch(5))
+    assert [r.offset for r in log.read(0, 1 << 20).records()][-1] >= 10

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -109,6 +110,19 @@ static int map_file(pylog_index *ix) {
     return 0;
 }
 
+/* The descriptor, reopened if it was released. Returns 0 or -errno. */
+static int need_fd(pylog_index *ix) {
+    if (ix->fd >= 0) return 0;
+    ix->fd = open(ix->path, (ix->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    return ix->fd < 0 ? -errno : 0;
+}
+
+int pylog_index_release_fd(pylog_index *ix) {
+    if (ix->fd >= 0) close(ix->fd);
+    ix->fd = -1;
+    return 0;
+}
+
 static void unmap_file(pylog_index *ix) {
     if (ix->map) munmap(ix->map, (size_t)ix->map_size);
     ix->map = NULL;
@@ -141,8 +155,15 @@ int pylog_index_open(pylog_index *ix, const char *path, int kind, int64_t base_o
     ix->entry_size = kind == PYLOG_INDEX_OFFSET ? PYLOG_OFFSET_ENTRY_SIZE : PYLOG_TIME_ENTRY_SIZE;
     ix->base_offset = base_offset;
     ix->writable = writable;
+    ix->path = strdup(path);
+    if (!ix->path) return -ENOMEM;
     ix->fd = open(path, (writable ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC, 0644);
-    if (ix->fd < 0) return -errno;
+    if (ix->fd < 0) {
+        int err = errno;
+        free(ix->path);
+        ix->path = NULL;
+        return -err;
+    }
     struct stat st;
     if (fstat(ix->fd, &st) < 0) goto fail;
     ix->file_size = st.st_size;
@@ -162,6 +183,8 @@ fail: {
         int err = errno;
         close(ix->fd);
         ix->fd = -1;
+        free(ix->path);
+        ix->path = NULL;
         return -err;
     }
 }
@@ -170,12 +193,16 @@ void pylog_index_close(pylog_index *ix) {
     unmap_file(ix);
     if (ix->fd >= 0) close(ix->fd);
     ix->fd = -1;
+    free(ix->path);
+    ix->path = NULL;
 }
 
 int pylog_index_resize(pylog_index *ix, int64_t new_size) {
     int64_t size = new_size - new_size % ix->entry_size;
     if (size < 0) size = 0;
     if (size == ix->file_size) return 0;
+    int rc0 = need_fd(ix);
+    if (rc0 < 0) return rc0;
     unmap_file(ix);
     int rc = set_length(ix, size);
     int rc2 = map_file(ix);
@@ -195,8 +222,10 @@ int pylog_index_flush(pylog_index *ix) {
      * still needs its new length on disk. */
     if (ix->map && ix->entries > 0) {
         if (msync(ix->map, (size_t)(ix->entries * ix->entry_size), MS_SYNC) < 0) return -errno;
-    } else if (fdatasync(ix->fd) < 0) {
-        return -errno;
+    } else {
+        int rc = need_fd(ix);
+        if (rc < 0) return rc;
+        if (fdatasync(ix->fd) < 0) return -errno;
     }
     return 0;
 }

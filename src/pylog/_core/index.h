@@ -38,6 +38,7 @@ typedef struct {
     int64_t entries;       /* valid entries at the start of the mapping */
     int64_t max_entries;   /* file_size / entry_size */
     int64_t base_offset;
+    char *path;            /* to reopen the file after pylog_index_release_fd */
 } pylog_index;
 
 /* Opens (creating if absent when writable) an index file. When writable
@@ -48,6 +49,12 @@ int pylog_index_open(pylog_index *ix, const char *path, int kind, int64_t base_o
                      int64_t max_size, int writable);
 
 void pylog_index_close(pylog_index *ix);
+
+/* Closes the file descriptor but keeps the mapping (valid without it), so an
+ * inactive segment costs no descriptor for its indexes. The functions that
+ * need the file (resize, trim, flush of an empty index) reopen it by path.
+ * Returns 0. */
+int pylog_index_release_fd(pylog_index *ix);
 
 /* Resizes the file (and mapping) to new_size rounded down to the entry size,
  * keeping min(entries, new max) entries. Returns 0 or -errno. */

@@ -63,6 +63,12 @@ cdef class _Index:
         if rc < 0:
             _raise_os(rc, self.path)
 
+    def release_fd(self):
+        """Closes the descriptor, keeping the mapping (inactive segments); the file
+        is reopened by path when a resize or trim needs it."""
+        self._check()
+        pylog_index_release_fd(&self.ix)
+
     def trim(self):
         """Shrinks the file to the valid entries (roll, close)."""
         self._check()

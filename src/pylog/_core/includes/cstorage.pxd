@@ -33,6 +33,7 @@ cdef extern from "index.h" nogil:
     int pylog_index_open(pylog_index *ix, const char *path, int kind, int64_t base_offset,
                          int64_t max_size, int writable)
     void pylog_index_close(pylog_index *ix)
+    int pylog_index_release_fd(pylog_index *ix)
     int pylog_index_resize(pylog_index *ix, int64_t new_size)
     int pylog_index_trim(pylog_index *ix)
     int pylog_index_flush(pylog_index *ix)
