@@ -385,7 +385,7 @@ def test_inactive_segments_hold_one_descriptor(open_log):
     def open_fds():
         return len(os.listdir(f"/proc/{os.getpid()}/fd"))
     before = open_fds()
-    log = open_log({"segment.bytes": 8000})
+    log = open_log({"segment.bytes": 2000})
     for _ in range(200):
         log.append(batch(5))
     segments = len(log.segments)
