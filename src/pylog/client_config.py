@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .config import ConfigDef, _defs, _unknown, at_least, between, normalize_key, one_of
+from .config import ConfigDef, ConfigMapping, _defs, _unknown, at_least, between, normalize_key, one_of
 from .errors import ConfigError
 
 __all__ = ["PRODUCER_CONFIGS", "CONSUMER_CONFIGS", "ClientConfig"]
@@ -77,11 +77,11 @@ _IGNORED = frozenset({
 })
 
 
-class ClientConfig(Mapping[str, Any]):
+class ClientConfig(ConfigMapping):
     """Validated producer or consumer config; read as a mapping or as attributes
     with underscores (``config.batch_size``)."""
 
-    __slots__ = ("_values", "_kind")
+    __slots__ = ("_kind",)
 
     def __init__(self, kind: str, values: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         defs = PRODUCER_CONFIGS if kind == "producer" else CONSUMER_CONFIGS
@@ -113,21 +113,6 @@ class ClientConfig(Mapping[str, Any]):
                 if name not in ("range", "roundrobin"):
                     raise ConfigError(f"partition.assignment.strategy = {name!r}: expected range "
                                       f"or roundrobin")
-
-    def __getitem__(self, key: str) -> Any:
-        return self._values[normalize_key(key)]
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name.replace("_", ".")]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __iter__(self):
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
 
     def __repr__(self) -> str:
         return f"ClientConfig({self._kind!r}, {self._values!r})"

@@ -22,7 +22,7 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["ConfigDef", "TOPIC_CONFIGS", "BROKER_CONFIGS", "LogConfig", "BrokerConfig",
+__all__ = ["ConfigDef", "ConfigMapping", "TOPIC_CONFIGS", "BROKER_CONFIGS", "LogConfig", "BrokerConfig",
            "LONG_MAX", "normalize_key"]
 
 LONG_MAX = 2**63 - 1
@@ -245,7 +245,32 @@ def _unknown(key: str, known: Iterable[str], kind: str) -> ConfigError:
     return ConfigError(f"unknown {kind} config {key!r}{hint}")
 
 
-class LogConfig(Mapping[str, Any]):
+class ConfigMapping(Mapping[str, Any]):
+    """Read access shared by every validated config: a mapping by Kafka key
+    (``config["segment.bytes"]``) and attributes with underscores
+    (``config.segment_bytes``). Subclasses fill ``_values`` once; immutable."""
+
+    __slots__ = ("_values",)
+
+    _values: dict[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[normalize_key(key)]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name.replace("_", ".")]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+class LogConfig(ConfigMapping):
     """Validated topic-level configuration of one log.
 
     ``LogConfig({"segment.bytes": 1 << 20})`` or ``LogConfig(segment_bytes=1 << 20)``;
@@ -255,7 +280,7 @@ class LogConfig(Mapping[str, Any]):
     returns a new config.
     """
 
-    __slots__ = ("_values", "_overrides")
+    __slots__ = ("_overrides",)
 
     def __init__(self, overrides: Mapping[str, Any] | None = None, *,
                  defaults: LogConfig | None = None, **kwargs: Any) -> None:
@@ -302,21 +327,6 @@ class LogConfig(Mapping[str, Any]):
         """The keys set explicitly (not defaults)."""
         return dict(self._overrides)
 
-    def __getitem__(self, key: str) -> Any:
-        return self._values[normalize_key(key)]
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name.replace("_", ".")]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __iter__(self):
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
     def __repr__(self) -> str:
         return f"LogConfig({self._overrides!r})"
 
@@ -326,10 +336,10 @@ class LogConfig(Mapping[str, Any]):
     __hash__ = None  # type: ignore[assignment]
 
 
-class BrokerConfig(Mapping[str, Any]):
+class BrokerConfig(ConfigMapping):
     """Validated broker-level configuration: broker keys plus ``log.`` topic defaults."""
 
-    __slots__ = ("_values", "log_config")
+    __slots__ = ("log_config",)
 
     def __init__(self, values: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         given = {normalize_key(k): v for k, v in {**dict(values or {}), **kwargs}.items()}
@@ -344,15 +354,6 @@ class BrokerConfig(Mapping[str, Any]):
                 raise _unknown(key, list(BROKER_CONFIGS) + list(_BROKER_SYNONYMS), "broker")
         self.log_config = LogConfig.from_broker(topic_level)
         self._values = parsed
-
-    def __getitem__(self, key: str) -> Any:
-        return self._values[normalize_key(key)]
-
-    def __iter__(self):
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
 
     def __repr__(self) -> str:
         return f"BrokerConfig({self._values!r})"

@@ -6,7 +6,8 @@
 - A record without a key is *sticky* (KIP-480, refined by KIP-794): all
   null-key records of a topic go to one partition until a batch's worth of
   bytes (``batch.size``) went there, then the next partition is picked at
-  random. Batches fill up instead of every partition getting a trickle.
+  random (``TopicState.produced`` in ``_core/producer.pyx``). Batches fill up
+  instead of every partition getting a trickle.
 
 A custom partitioner is any object with ``partition(topic, key, value,
 num_partitions) -> int`` (or a plain callable with that signature);
@@ -15,13 +16,12 @@ returning None defers to the default rule for that record.
 
 from __future__ import annotations
 
-import random
 from typing import Protocol
 
 from ._core.producer import key_partition, murmur2, partition_keys
 
-__all__ = ["Partitioner", "DefaultPartitioner", "RoundRobinPartitioner", "StickyPartition",
-           "key_partition", "murmur2", "partition_keys"]
+__all__ = ["Partitioner", "DefaultPartitioner", "RoundRobinPartitioner", "key_partition",
+           "murmur2", "partition_keys"]
 
 
 class Partitioner(Protocol):
@@ -48,30 +48,3 @@ class RoundRobinPartitioner:
         n = self._next.get(topic, 0)
         self._next[topic] = n + 1
         return n % num_partitions
-
-
-class StickyPartition:
-    """The sticky choice for one topic's null-key records (KIP-794).
-
-    ``current`` is the partition in use; ``produced(nbytes)`` counts bytes sent
-    there and switches to another random partition after ``batch_size``.
-    """
-
-    __slots__ = ("num_partitions", "batch_size", "current", "_bytes", "_rng")
-
-    def __init__(self, num_partitions: int, batch_size: int, rng: random.Random | None = None) -> None:
-        self.num_partitions = num_partitions
-        self.batch_size = max(batch_size, 1)
-        self._rng = rng or random.Random()
-        self.current = self._rng.randrange(num_partitions)
-        self._bytes = 0
-
-    def produced(self, nbytes: int) -> None:
-        self._bytes += nbytes
-        if self._bytes >= self.batch_size:
-            self._bytes = 0
-            if self.num_partitions > 1:
-                nxt = self._rng.randrange(self.num_partitions - 1)
-                self.current = nxt if nxt < self.current else nxt + 1
-
-

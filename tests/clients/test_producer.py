@@ -13,15 +13,11 @@ from pylog.errors import ConfigError
 from pylog.partitioner import RoundRobinPartitioner, key_partition
 from pylog.producer import Producer, RecordMetadata
 
+from log_support import all_records
+
 
 def read_all(store, topic, partition):
-    log = store.log(topic, partition)
-    out, offset = [], log.log_start_offset
-    while offset < log.log_end_offset:
-        got = [r for r in log.read(offset, 1 << 20).records() if r.offset >= offset]
-        out += got
-        offset = got[-1].offset + 1
-    return out
+    return all_records(store.log(topic, partition))
 
 
 def test_send_returns_metadata_and_keeps_order(store):

@@ -8,20 +8,7 @@ from pylog.manager import LogManager
 
 ENGINES = ("portable", "io_uring")
 
-T0 = 1_700_000_000_000
-
-
-class Clock:
-    """An injectable clock (ms); tests move it with ``advance``."""
-
-    def __init__(self, now=T0):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, ms):
-        self.now += ms
+from log_support import T0, Clock  # noqa: F401 - re-exported to the manager tests
 
 
 @pytest.fixture(params=ENGINES)

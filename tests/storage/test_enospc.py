@@ -16,7 +16,7 @@ from pylog import records
 from pylog.errors import KafkaStorageError
 from pylog.log import Log
 
-from .test_log import ManualScheduler
+from log_support import ManualScheduler
 
 
 def _loop_fs_or_skip(tmp_path, size_mb=48):

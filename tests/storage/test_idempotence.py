@@ -10,7 +10,7 @@ from pylog import records
 from pylog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from pylog.log import Log
 
-from .test_log import ManualScheduler, read_file
+from log_support import ManualScheduler, read_file
 
 
 def pbatch(n, pid=7, epoch=0, seq=0, tag=b""):

@@ -12,33 +12,8 @@ from pylog.errors import (ConfigError, CorruptRecordError, InvalidRecordError,
                           InvalidTimestampError, MessageTooLargeError, OffsetOutOfRangeError,
                           RecordListTooLargeError)
 from pylog.log import Log
-from pylog.scheduler import Scheduler
 
-T0 = 1_700_000_000_000
-
-
-class Clock:
-    def __init__(self, now=T0):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-
-class ManualScheduler(Scheduler):
-    """Runs scheduled work only when told to (no threads, no sleeping)."""
-
-    def __init__(self):
-        self.tasks = []
-
-    def schedule(self, delay, fn):
-        self.tasks.append((delay, fn))
-
-    def run(self, max_delay=float("inf")):
-        due = [t for t in self.tasks if t[0] <= max_delay]
-        self.tasks = [t for t in self.tasks if t[0] > max_delay]
-        for _, fn in due:
-            fn()
+from log_support import T0, Clock, ManualScheduler, all_records, read_file
 
 
 def batch(n=10, size=100, ts=T0, **kw):
@@ -59,20 +34,6 @@ def open_log(log_dir, engine_kind):
     yield make
     for log in opened:
         log.close()
-
-
-def all_records(log, start=None):
-    out, offset = [], log.log_start_offset if start is None else start
-    while offset < log.log_end_offset:
-        got = [r for r in log.read(offset, 1 << 20).records() if r.offset >= offset]
-        out += got
-        offset = got[-1].offset + 1
-    return out
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def test_append_assigns_offsets_and_reads_back(open_log):

@@ -13,7 +13,7 @@ from pylog.errors import OffsetOutOfRangeError
 from pylog.log import Log
 
 from .conftest import io_uring_available
-from .test_log import ManualScheduler
+from log_support import ManualScheduler
 
 CONFIG = {"segment.bytes": 3000, "index.interval.bytes": 300, "segment.index.bytes": 8 * 16}
 

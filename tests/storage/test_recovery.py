@@ -11,7 +11,9 @@ import pytest
 from pylog import records
 from pylog.log import Log
 
-from .test_log import ManualScheduler, T0, batch, read_file
+from log_support import T0, ManualScheduler, all_records, read_file
+
+from .test_log import batch
 
 SEGMENT = 20_000
 
@@ -24,7 +26,7 @@ def build(log_dir, engine_kind, batches=60, **config):
         b = batch(5, size=50 + i, ts=T0 + i)
         log.append(b)
         sizes.append(len(b))
-    expected = [(r.offset, r.value) for r in _all(log)]
+    expected = [(r.offset, r.value) for r in all_records(log)]
     log.close()
     _mark_unclean(log_dir)
     return expected, sizes
@@ -35,15 +37,6 @@ def _mark_unclean(log_dir):
     path = os.path.join(log_dir, "pylog-log-state")
     with open(path, "w") as f:
         f.write("0\n3\nrecovery-point 0\nlog-start-offset 0\nclean-shutdown 0\n")
-
-
-def _all(log):
-    out, offset = [], log.log_start_offset
-    while offset < log.log_end_offset:
-        got = [r for r in log.read(offset, 1 << 20).records() if r.offset >= offset]
-        out += got
-        offset = got[-1].offset + 1
-    return out
 
 
 def reopen(log_dir, engine_kind):
@@ -61,7 +54,7 @@ def test_unclean_reopen_without_damage_keeps_everything(log_dir, engine_kind):
         assert not log.recovery.clean_shutdown
         assert log.recovery.bytes_truncated == 0
         assert log.recovery.bytes_scanned == sum(os.path.getsize(p) for p in segment_files(log_dir))
-        assert [(r.offset, r.value) for r in _all(log)] == expected
+        assert [(r.offset, r.value) for r in all_records(log)] == expected
 
 
 @pytest.mark.parametrize("cut", [1, 11, 12, 60, 61, 100])
@@ -74,7 +67,7 @@ def test_torn_tail_truncated_at_last_whole_batch(log_dir, engine_kind, cut):
         seg = log.recovery.segments_recovered[-1]
         assert seg.truncated_bytes == cut and seg.valid_bytes == full - sizes[-1]
         assert seg.reason.startswith("torn")
-        assert [(r.offset, r.value) for r in _all(log)] == expected[:-5]
+        assert [(r.offset, r.value) for r in all_records(log)] == expected[:-5]
         assert log.log_end_offset == expected[-5][0]
         assert os.path.getsize(last) == full - sizes[-1]
         log.append(batch(2))                            # appends continue at the cut
@@ -99,7 +92,7 @@ def test_bit_flip_truncates_at_the_corrupt_batch_and_drops_later_segments(log_di
         assert f"record batch at byte {position} is corrupt: stored crc" in first.error
         assert log.recovery.segments_deleted == len(logs) - 1
         assert segment_files(log_dir) == [victim]
-        assert [(r.offset, r.value) for r in _all(log)] == expected[:15]
+        assert [(r.offset, r.value) for r in all_records(log)] == expected[:15]
         assert log.log_end_offset == 15
 
 
@@ -113,7 +106,7 @@ def test_garbage_appended_past_the_end(log_dir, engine_kind):
     with reopen(log_dir, engine_kind) as log:
         seg = log.recovery.segments_recovered[-1]
         assert seg.valid_bytes == size and seg.truncated_bytes == 3000
-        assert [(r.offset, r.value) for r in _all(log)] == expected
+        assert [(r.offset, r.value) for r in all_records(log)] == expected
 
 
 def test_zero_filled_tail_is_cut(log_dir, engine_kind):
@@ -124,7 +117,7 @@ def test_zero_filled_tail_is_cut(log_dir, engine_kind):
     with reopen(log_dir, engine_kind) as log:
         seg = log.recovery.segments_recovered[-1]
         assert seg.valid_bytes == size and seg.reason.startswith("torn")
-        assert [(r.offset, r.value) for r in _all(log)] == expected
+        assert [(r.offset, r.value) for r in all_records(log)] == expected
 
 
 def test_offsets_going_backwards_are_cut(log_dir, engine_kind):
@@ -136,7 +129,7 @@ def test_offsets_going_backwards_are_cut(log_dir, engine_kind):
         seg = log.recovery.segments_recovered[-1]
         assert seg.reason == "offsets do not increase"
         assert "below the next expected offset 15" in seg.error
-        assert [(r.offset, r.value) for r in _all(log)] == expected
+        assert [(r.offset, r.value) for r in all_records(log)] == expected
 
 
 @pytest.mark.parametrize("damage", ["missing", "short", "garbage", "empty"])
@@ -162,7 +155,7 @@ def test_bad_index_files_are_rebuilt_not_trusted(log_dir, engine_kind, damage):
         if damage != "empty":   # an empty index is valid (lookups scan from position 0)
             assert log.recovery.indexes_rebuilt == 1
             assert read_file(index) == original          # rebuilt byte for byte
-        assert [(r.offset, r.value) for r in _all(log)] == expected
+        assert [(r.offset, r.value) for r in all_records(log)] == expected
         for offset in range(0, 400, 7):
             assert log.read(offset, 1).first_offset == offset // 5 * 5
 
@@ -207,4 +200,4 @@ def test_compressed_batches_recover(log_dir, engine_kind):
     _mark_unclean(log_dir)
     with reopen(log_dir, engine_kind) as log:
         assert log.recovery.bytes_truncated == 0 and log.log_end_offset == 80
-        assert len(_all(log)) == 80
+        assert len(all_records(log)) == 80

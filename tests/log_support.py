@@ -1,0 +1,50 @@
+"""Helpers shared by the storage, manager and client tests: an injectable
+clock, a scheduler that runs only when told to, and reading a whole log."""
+
+from pylog.scheduler import Scheduler
+
+T0 = 1_700_000_000_000
+
+
+class Clock:
+    """An injectable clock (ms since the epoch); tests move it."""
+
+    def __init__(self, now=T0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, ms):
+        self.now += ms
+
+
+class ManualScheduler(Scheduler):
+    """Runs scheduled work only when told to (no threads, no sleeping)."""
+
+    def __init__(self):
+        self.tasks = []
+
+    def schedule(self, delay, fn):
+        self.tasks.append((delay, fn))
+
+    def run(self, max_delay=float("inf")):
+        due = [t for t in self.tasks if t[0] <= max_delay]
+        self.tasks = [t for t in self.tasks if t[0] > max_delay]
+        for _, fn in due:
+            fn()
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def all_records(log, start=None):
+    """Every record of `log` from `start` (default: the log start), read as a consumer would."""
+    out, offset = [], log.log_start_offset if start is None else start
+    while offset < log.log_end_offset:
+        got = [r for r in log.read(offset, 1 << 20).records() if r.offset >= offset]
+        out += got
+        offset = got[-1].offset + 1
+    return out
