@@ -280,7 +280,9 @@ class LogConfig(ConfigMapping):
     returns a new config.
     """
 
-    __slots__ = ("_overrides",)
+    # Every key is also a slot (segment.bytes -> segment_bytes), so attribute
+    # reads on the append path are plain slot loads, not __getattr__ misses.
+    __slots__ = ("_overrides", *(name.replace(".", "_") for name in TOPIC_CONFIGS))
 
     def __init__(self, overrides: Mapping[str, Any] | None = None, *,
                  defaults: LogConfig | None = None, **kwargs: Any) -> None:
@@ -297,6 +299,8 @@ class LogConfig(ConfigMapping):
             name: d.default for name, d in TOPIC_CONFIGS.items()}
         self._values = {**base, **parsed}
         self._overrides = parsed
+        for name, value in self._values.items():
+            object.__setattr__(self, name.replace(".", "_"), value)
         if self._values["segment.index.bytes"] < 8:
             raise ConfigError(f"segment.index.bytes = {self._values['segment.index.bytes']}: must "
                               f"hold at least one index entry (8 bytes)")

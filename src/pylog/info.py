@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["AppendInfo", "TimestampOffset", "RecoveryReport", "SegmentRecovery"]
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What one Log.append wrote."""
+class AppendInfo(NamedTuple):
+    """What one Log.append wrote (a tuple: built once per append, cheaply)."""
 
     first_offset: int
     last_offset: int

@@ -397,21 +397,27 @@ class Log:
         return now if self.config.message_timestamp_type == "LogAppendTime" else -1
 
     def _prepare(self, batches, now: int, origin: str):
-        before = self.config.message_timestamp_before_max_ms
-        after = self.config.message_timestamp_after_max_ms
-        kwargs = dict(
-            leader_epoch=self.leader_epoch, log_append_time=self._log_append_time(now),
-            max_batch_size=self.config.max_message_bytes,
-            min_timestamp=now - before if before < LONG_MAX and now - before > -LONG_MAX else -LONG_MAX - 1,
-            max_timestamp=now + after if after < LONG_MAX - now else LONG_MAX,
-            allow_control=origin != "client", validate_records=self.config.pylog_validate_records)
+        config = self.config
+        before = config.message_timestamp_before_max_ms
+        after = config.message_timestamp_after_max_ms
+        min_ts = now - before if before < LONG_MAX and now - before > -LONG_MAX else -LONG_MAX - 1
+        max_ts = now + after if after < LONG_MAX - now else LONG_MAX
+        lat = now if config.message_timestamp_type == "LogAppendTime" else -1
         try:
-            return prepare_append(batches, self._next_offset, **kwargs)
+            return prepare_append(batches, self._next_offset, leader_epoch=self.leader_epoch,
+                                  log_append_time=lat, max_batch_size=config.max_message_bytes,
+                                  min_timestamp=min_ts, max_timestamp=max_ts,
+                                  allow_control=origin != "client",
+                                  validate_records=config.pylog_validate_records)
         except InvalidRecordError as exc:
             if "magic" not in str(exc):
                 raise
         from .records import upconvert
-        return prepare_append(upconvert(batches), self._next_offset, **kwargs)
+        return prepare_append(upconvert(batches), self._next_offset, leader_epoch=self.leader_epoch,
+                              log_append_time=lat, max_batch_size=config.max_message_bytes,
+                              min_timestamp=min_ts, max_timestamp=max_ts,
+                              allow_control=origin != "client",
+                              validate_records=config.pylog_validate_records)
 
     def _undo_partial_write(self, segment: LogSegment) -> None:
         """After a failed write, cut any partial bytes so the file ends on a batch."""
@@ -504,7 +510,7 @@ class Log:
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
             try:
                 for segment in segments:
-                    if segment.flushed_size < segment.size or not segment.active:
+                    if segment.needs_flush():
                         segment.flush(self.engine, indexes=not segment.active)
                 if dir_dirty:
                     files.fsync_dir(self.path)

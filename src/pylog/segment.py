@@ -33,7 +33,7 @@ class LogSegment:
     __slots__ = ("directory", "base_offset", "log", "offset_index", "time_index", "config",
                  "next_offset", "max_timestamp", "offset_of_max_timestamp",
                  "rolling_based_timestamp", "created_ms", "bytes_since_index_entry",
-                 "roll_jitter_ms", "flushed_size", "write_behind_size", "active")
+                 "roll_jitter_ms", "flushed_size", "dropped_size", "write_behind_size", "active")
 
     def __init__(self, directory: str, base_offset: int, log: LogFile, offset_index: OffsetIndex,
                  time_index: TimeIndex, config: LogConfig, created_ms: int) -> None:
@@ -52,6 +52,7 @@ class LogSegment:
         jitter = min(config.segment_jitter_ms, config.segment_ms)
         self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
         self.flushed_size = 0                   # bytes known to be on disk
+        self.dropped_size = 0                   # bytes dropped from the page cache (fadvise)
         self.write_behind_size = 0              # bytes handed to sync_file_range
         self.active = False
 
@@ -173,6 +174,7 @@ class LogSegment:
         self.rolling_based_timestamp = result["first_batch_max_timestamp"]
         self.bytes_since_index_entry = result["bytes_since_index_entry"]
         self.flushed_size = min(self.flushed_size, valid)
+        self.dropped_size = min(self.dropped_size, valid)
         if not self.active:
             self.offset_index.trim()
             self.time_index.trim()
@@ -243,6 +245,11 @@ class LogSegment:
         self.offset_index.release_fd()
         self.time_index.release_fd()
 
+    def needs_flush(self) -> bool:
+        """Unsynced bytes, an inactive segment's indexes, or synced pages to drop."""
+        return (self.flushed_size < self.size or not self.active or
+                (self.config.pylog_flush_fadvise_dontneed and self.dropped_size < self.size))
+
     def flush(self, engine, indexes: bool = True) -> None:
         """fsync the data (unless an earlier sync covered it), then the indexes
         (Kafka's order). The Log skips the indexes of the active segment: after
@@ -253,9 +260,12 @@ class LogSegment:
         if indexes:
             self.offset_index.flush()
             self.time_index.flush()
-        if self.config.pylog_flush_fadvise_dontneed and size > self.flushed_size:
-            self.log.fadvise_dontneed(0, size)
         self.flushed_size = max(self.flushed_size, size)
+        if self.config.pylog_flush_fadvise_dontneed and self.flushed_size > self.dropped_size:
+            # Behind every flush, however it came (flush.messages syncs with the
+            # write itself): only pages already on disk can be dropped.
+            self.log.fadvise_dontneed(self.dropped_size, self.flushed_size)
+            self.dropped_size = self.flushed_size
 
     def maybe_write_behind(self) -> None:
         """Starts write-back of appended bytes once pylog.write.behind.bytes accumulated."""
@@ -281,6 +291,7 @@ class LogSegment:
         if not self._load_from_indexes():
             self.recover()
         self.flushed_size = min(self.flushed_size, position)
+        self.dropped_size = min(self.dropped_size, position)
         self.write_behind_size = min(self.write_behind_size, position)
         return size - position
 

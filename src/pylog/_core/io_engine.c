@@ -605,7 +605,12 @@ int pylog_engine_writev(pylog_engine *e, int fd, const struct iovec *iov, int io
     if (iovcnt < 0 || (iovcnt > 0 && iov == NULL) || pos < 0 || (flags & ~PYLOG_WRITE_DATASYNC))
         return -EINVAL;
 #ifdef PYLOG_HAVE_IO_URING
-    if (e->kind == PYLOG_ENGINE_URING)
+    /* io_uring only where it measurably helps (bench/RESULTS.md): a write that
+     * must be synced goes out as one linked write+fdatasync chain. A plain
+     * buffered write completes in the caller's context with pwritev; through
+     * the ring, filesystems hand it to an io-wq worker thread, which cost up
+     * to 2x on appends to the page cache. */
+    if (e->kind == PYLOG_ENGINE_URING && (flags & PYLOG_WRITE_DATASYNC))
         rc = uring_writev(e, fd, iov, iovcnt, pos, flags);
     else
 #endif

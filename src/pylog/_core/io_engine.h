@@ -5,7 +5,9 @@
  *   io_uring  liburing ring; a write and its fdatasync are submitted together
  *             as one linked chain (IOSQE_IO_LINK), so the sync is ordered after
  *             the write without a second system call round trip; several fds
- *             are synced concurrently with one submission.
+ *             are synced concurrently with one submission. A write without
+ *             PYLOG_WRITE_DATASYNC uses pwritev(2) directly: a buffered write
+ *             through the ring is punted to a kernel worker and was slower.
  *   portable  pwritev(2) + fdatasync(2), for kernels or sandboxes without
  *             io_uring (seccomp-filtered containers, io_uring_disabled=2, ...).
  *
