@@ -133,7 +133,7 @@ def raise_file_limit(segments: int) -> str:
     raise RLIMIT_NOFILE as Kafka's operations guide tells brokers to."""
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = segments + 4096           # one descriptor per inactive segment
+    want = segments + 1024           # one descriptor per inactive segment (+2 per active)
     if soft >= want:
         return f"open files limit {soft}"
     try:

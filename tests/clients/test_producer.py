@@ -174,24 +174,54 @@ def test_send_batch_after_send_keeps_partition_order(store):
     assert [r.value for r in read_all(store, "o", 0)] == [b"first", b"a", b"b"]
 
 
-def test_concurrent_producers_no_loss_no_duplicates(store):
+def test_concurrent_producers_and_consumers_no_loss_no_duplicates(store):
+    """4 producer threads and 2 consumers of one group run together; a checksum
+    of everything sent equals one of everything received, and per-partition
+    order holds for each producer's records."""
+    from pylog.consumer import Consumer
     store.create_topic("n", 4)
-    sent = [hashlib.sha256() for _ in range(4)]
     per_thread = 5000
+    received: list = []
+    lock = threading.Lock()
+    done = threading.Event()
 
     def produce(t):
         with Producer(store, linger_ms=2) as producer:
             for i in range(per_thread):
-                producer.send("n", b"%d-%d" % (t, i), key=b"%d" % i)
-    threads = [threading.Thread(target=produce, args=(t,)) for t in range(4)]
-    for th in threads:
+                producer.send("n", b"%d-%d" % (t, i), key=b"%d" % (i % 13))
+
+    def consume():
+        with Consumer(store, "n", group_id="sum", auto_offset_reset="earliest") as c:
+            while not done.is_set() or c.poll(0):
+                got = c.poll(0.05)
+                with lock:
+                    received.extend(got)
+
+    consumers = [threading.Thread(target=consume) for _ in range(2)]
+    for th in consumers:
         th.start()
-    for th in threads:
+    producers = [threading.Thread(target=produce, args=(t,)) for t in range(4)]
+    for th in producers:
+        th.start()
+    for th in producers:
         th.join()
-    stored = sorted(r.value for p in range(4) for r in read_all(store, "n", p))
-    expected = sorted(b"%d-%d" % (t, i) for t in range(4) for i in range(per_thread))
-    assert stored == expected
-    assert sent
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with lock:
+            if len(received) >= 4 * per_thread:
+                break
+        time.sleep(0.05)
+    done.set()
+    for th in consumers:
+        th.join()
+    sent = sorted(b"%d-%d" % (t, i) for t in range(4) for i in range(per_thread))
+    got = sorted(r.value for r in received)
+    assert hashlib.sha256(b"\n".join(got)).digest() == hashlib.sha256(b"\n".join(sent)).digest()
+    for p in range(4):       # in each partition, each producer's records keep their order
+        in_partition = sorted((r.offset, r.value) for r in received if r.partition == p)
+        for t in range(4):
+            seq = [int(v.split(b"-")[1]) for _, v in in_partition if v.startswith(b"%d-" % t)]
+            assert seq == sorted(seq)
 
 
 def test_idempotent_producer_stamps_ids_and_sequences(store):
