@@ -222,10 +222,15 @@ int pylog_index_flush(pylog_index *ix) {
      * still needs its new length on disk. */
     if (ix->map && ix->entries > 0) {
         if (msync(ix->map, (size_t)(ix->entries * ix->entry_size), MS_SYNC) < 0) return -errno;
-    } else {
-        int rc = need_fd(ix);
-        if (rc < 0) return rc;
+    } else if (ix->fd >= 0) {
         if (fdatasync(ix->fd) < 0) return -errno;
+    } else {
+        /* A released descriptor stays released: sync through a temporary one. */
+        int fd = open(ix->path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return -errno;
+        int rc = fdatasync(fd) < 0 ? -errno : 0;
+        close(fd);
+        if (rc < 0) return rc;
     }
     return 0;
 }
