@@ -39,14 +39,17 @@ class TestCrc32c:
         assert pylog.crc32c is crc32c
 
     def test_hardware_path_chosen(self):
-        """On x86-64 with SSE4.2 the hardware path passes its self-test and is used."""
+        """On x86-64 with SSE4.2 a hardware path passes its self-test and is used:
+        VPCLMULQDQ folding when the CPU has it with AVX-512, else the crc32 instruction."""
         flags = ""
         if os.path.exists("/proc/cpuinfo"):
             with open("/proc/cpuinfo") as f:
                 flags = f.read()
         if " sse4_2" not in flags:
             pytest.skip("CPU has no SSE4.2")
-        assert "sse4.2" == crc32c_implementation()
+        vpclmul = all(f" {f}" in flags for f in ("vpclmulqdq", "pclmulqdq", "avx512f",
+                                                  "avx512vl", "avx512bw"))
+        assert ("avx512-vpclmulqdq" if vpclmul else "sse4.2") == crc32c_implementation()
 
     @pytest.mark.parametrize("length", [0, 1, 7, 8, 255, 256, 767, 768, 769, 4096, 16384,
                                         24575, 24576, 24577, 65536 + 13, 1 << 20])
