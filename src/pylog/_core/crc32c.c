@@ -257,20 +257,39 @@ static uint32_t crc32c_vpclmul(uint32_t crc, const void *buf, size_t len) {
     const unsigned char *p = (const unsigned char *)buf;
     if (len < FOLD_MIN) return crc32c_hw(crc, buf, len);
 
-    __m512i x0 = _mm512_xor_si512(_mm512_loadu_si512(p),
-                                  _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)~crc)));
+    /* Loads that straddle two cache lines cost twice: read whole aligned
+     * 64-byte lines. The first one starts z bytes before the data; those bytes
+     * are masked to zero, which leaves the CRC unchanged (a zero register stays
+     * zero over zero bytes) as long as the starting register is xored into the
+     * first four bytes of the data, at offset z (a rotated broadcast, masked).
+     * With z > 60 those four bytes would straddle two lines: the crc32
+     * instruction takes the 1-3 bytes up to the boundary instead. */
+    uint32_t c0 = ~crc;
+    size_t z = (uintptr_t)p & 63;
+    if (z > 60) {
+        for (; z < 64; z++, len--) c0 = _mm_crc32_u8(c0, *p++);
+        z = 0;
+        if (len < FOLD_MIN) return crc32c_hw(~c0, p, len);
+    }
+    unsigned rot = 8 * (unsigned)(z & 3);
+    uint32_t c_rot = rot ? (c0 << rot) | (c0 >> (32 - rot)) : c0;
+    p -= z;
+    len += z;
+    __m512i x0 = _mm512_xor_si512(
+        _mm512_maskz_loadu_epi8(~0ULL << z, p),
+        _mm512_maskz_mov_epi8(0xFULL << z, _mm512_set1_epi32((int)c_rot)));
     if (len >= 256) {
-        __m512i x1 = _mm512_loadu_si512(p + 64);
-        __m512i x2 = _mm512_loadu_si512(p + 128);
-        __m512i x3 = _mm512_loadu_si512(p + 192);
+        __m512i x1 = _mm512_load_si512(p + 64);
+        __m512i x2 = _mm512_load_si512(p + 128);
+        __m512i x3 = _mm512_load_si512(p + 192);
         p += 256;
         len -= 256;
         const __m512i k = bcast_k(k_fold256);
         while (len >= 256) {
-            x0 = fold512(x0, k, _mm512_loadu_si512(p));
-            x1 = fold512(x1, k, _mm512_loadu_si512(p + 64));
-            x2 = fold512(x2, k, _mm512_loadu_si512(p + 128));
-            x3 = fold512(x3, k, _mm512_loadu_si512(p + 192));
+            x0 = fold512(x0, k, _mm512_load_si512(p));
+            x1 = fold512(x1, k, _mm512_load_si512(p + 64));
+            x2 = fold512(x2, k, _mm512_load_si512(p + 128));
+            x3 = fold512(x3, k, _mm512_load_si512(p + 192));
             p += 256;
             len -= 256;
         }
@@ -284,7 +303,7 @@ static uint32_t crc32c_vpclmul(uint32_t crc, const void *buf, size_t len) {
     }
     const __m512i k64 = bcast_k(k_fold64);
     while (len >= 64) {
-        x0 = fold512(x0, k64, _mm512_loadu_si512(p));
+        x0 = fold512(x0, k64, _mm512_load_si512(p));
         p += 64;
         len -= 64;
     }
@@ -345,30 +364,34 @@ static int self_test(uint32_t (*fn)(uint32_t, const void *, size_t)) {
     return 1;
 }
 
-/* The hardware path must agree with the table path on lengths and
- * alignments that reach every branch (both three-way block sizes). */
+/* A hardware path must agree with the table path on lengths and alignments
+ * that reach every branch (both three-way block sizes; every folding loop and
+ * tail; data starting on, just after and just before a 64-byte boundary). */
 static int agrees_with_sw(uint32_t (*fn)(uint32_t, const void *, size_t)) {
     size_t n = 3 * LONG_BLOCK + 3 * SHORT_BLOCK + 64;
-    unsigned char *buf = (unsigned char *)malloc(n);
-    if (!buf) return 0;
+    unsigned char *mem = (unsigned char *)malloc(n + 64);
+    if (!mem) return 0;
+    unsigned char *buf = mem + ((64 - ((uintptr_t)mem & 63)) & 63);
     uint32_t x = 2463534242u;
     for (size_t i = 0; i < n; i++) {
         x ^= x << 13; x ^= x >> 17; x ^= x << 5;
         buf[i] = (unsigned char)x;
     }
-    static const size_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 63, 64, 65, 79, 80, 127, 128,
-                                  255, 256, 257, 319, 320, 511, 512, 527, 3 * SHORT_BLOCK - 1,
-                                  3 * SHORT_BLOCK, 3 * SHORT_BLOCK + 13, 4096, 16384 + 3,
-                                  3 * LONG_BLOCK, 3 * LONG_BLOCK + 777};
+    static const size_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 63, 64, 65, 66, 67, 79, 80,
+                                  127, 128, 255, 256, 257, 319, 320, 511, 512, 527,
+                                  3 * SHORT_BLOCK - 1, 3 * SHORT_BLOCK, 3 * SHORT_BLOCK + 13,
+                                  4096, 16384 + 3, 3 * LONG_BLOCK, 3 * LONG_BLOCK + 777};
+    static const size_t offs[] = {0, 1, 3, 60, 61, 63};
     int ok = 1;
-    for (size_t off = 0; off < 4 && ok; off++) {
+    for (size_t o = 0; o < sizeof(offs) / sizeof(offs[0]) && ok; o++) {
+        size_t off = offs[o];
         for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]) && ok; k++) {
             size_t len = lens[k];
             if (off + len > n) continue;
             ok = fn(0x12345678u, buf + off, len) == pylog_crc32c_extend_sw(0x12345678u, buf + off, len);
         }
     }
-    free(buf);
+    free(mem);
     return ok;
 }
 
