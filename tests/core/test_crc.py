@@ -2,6 +2,8 @@
 
 import os
 import random
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -39,16 +41,20 @@ class TestCrc32c:
         assert pylog.crc32c is crc32c
 
     def test_hardware_path_chosen(self):
-        """On x86-64 with SSE4.2 the hardware path passes its self-test and is used."""
+        """On x86-64 with SSE4.2 a hardware path passes its self-test and is used:
+        VPCLMULQDQ folding when the CPU has it with AVX-512, else the crc32 instruction."""
         flags = ""
         if os.path.exists("/proc/cpuinfo"):
             with open("/proc/cpuinfo") as f:
                 flags = f.read()
         if " sse4_2" not in flags:
             pytest.skip("CPU has no SSE4.2")
-        assert "sse4.2" == crc32c_implementation()
+        vpclmul = all(f" {f}" in flags for f in ("vpclmulqdq", "pclmulqdq", "avx512f",
+                                                  "avx512vl", "avx512bw"))
+        assert ("avx512-vpclmulqdq" if vpclmul else "sse4.2") == crc32c_implementation()
 
-    @pytest.mark.parametrize("length", [0, 1, 7, 8, 255, 256, 767, 768, 769, 4096, 16384,
+    @pytest.mark.parametrize("length", [0, 1, 7, 8, 15, 16, 17, 63, 64, 65, 79, 127, 128, 255,
+                                        256, 257, 319, 511, 512, 767, 768, 769, 4096, 16384,
                                         24575, 24576, 24577, 65536 + 13, 1 << 20])
     @pytest.mark.parametrize("offset", [0, 1, 3, 7])
     def test_lengths_and_alignments(self, length, offset):
@@ -57,6 +63,14 @@ class TestCrc32c:
         view = memoryview(data)[offset:]
         assert crc32c_oracle(view) == crc32c(view)
         assert crc32c_oracle(view) == crc32c_portable(view)
+
+    @pytest.mark.parametrize("length", [64, 65, 67, 100, 255, 256, 300, 4096 + 5, 16384])
+    def test_every_alignment(self, length):
+        """Data starting at each of the 64 offsets in a cache line agrees with the oracle."""
+        data = bytearray(random.Random(length).randbytes(length + 64))
+        for offset in range(64):
+            view = memoryview(data)[offset:offset + length]
+            assert crc32c_oracle(view, offset) == crc32c(view, offset)
 
     @settings(max_examples=300)
     @given(st.binary(max_size=5000), st.integers(0, 2**32 - 1))
@@ -83,3 +97,22 @@ class TestCrc32c:
         """A str is not bytes: TypeError."""
         with pytest.raises(TypeError):
             crc32c("text")
+
+    @pytest.mark.parametrize("env", ["PYLOG_CRC32C_NO_VPCLMUL", "PYLOG_CRC32C_NO_HW"])
+    def test_other_paths(self, env):
+        """The implementations not chosen on this CPU (the crc32 instruction when the
+        folding path is used, and the table) agree with the oracle too."""
+        code = (
+            "import random, crc32c, pylog\n"
+            "r = random.Random(7)\n"
+            "for n in list(range(0, 1100)) + [4096, 16384, 24577, 65536 + 13, 1 << 20]:\n"
+            "    for off in (0, 1, 5):\n"
+            "        v = memoryview(r.randbytes(n + off))[off:]\n"
+            "        seed = r.getrandbits(32)\n"
+            "        assert pylog.crc32c(v, seed) == crc32c.crc32c(v, seed), (n, off)\n"
+            "print(pylog.crc32c_implementation())\n")
+        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, env: "1"},
+                             capture_output=True, text=True, check=True).stdout.strip()
+        assert out != "avx512-vpclmulqdq"
+        if env == "PYLOG_CRC32C_NO_HW":
+            assert out == "table"

@@ -5,9 +5,13 @@
  *
  * pylog_crc32c_extend(crc, buf, len) continues a checksum:
  *   extend(extend(0, a), b) == extend(0, a || b).
- * The implementation is chosen once by pylog_crc32c_init(): the SSE4.2 crc32
- * instruction over three interleaved streams when the CPU has it and it
- * reproduces the RFC 3720 test vectors, else a portable slicing-by-8 table. */
+ * The implementation is chosen once by pylog_crc32c_init(), each candidate
+ * only if it reproduces the RFC 3720 test vectors and agrees with the table:
+ * carry-less multiply folding on 512-bit vectors when the CPU has VPCLMULQDQ
+ * and AVX-512 (F, VL, BW), else the SSE4.2 crc32 instruction over three
+ * interleaved streams, else a portable slicing-by-8 table. The environment
+ * variables PYLOG_CRC32C_NO_VPCLMUL and PYLOG_CRC32C_NO_HW rule out the first
+ * or both hardware paths. */
 #ifndef PYLOG_CRC32C_H
 #define PYLOG_CRC32C_H
 
@@ -22,7 +26,8 @@ uint32_t pylog_crc32c_extend(uint32_t crc, const void *buf, size_t len);
 /* The portable implementation, always available (used by tests as an oracle). */
 uint32_t pylog_crc32c_extend_sw(uint32_t crc, const void *buf, size_t len);
 
-/* "sse4.2" or "table": which implementation pylog_crc32c_extend uses. */
+/* "avx512-vpclmulqdq", "sse4.2" or "table": which implementation
+ * pylog_crc32c_extend uses. */
 const char *pylog_crc32c_implementation(void);
 
 #endif
