@@ -409,6 +409,14 @@ def trial_naive(env: Env, w: Workload) -> float:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def trial_encode(env: Env, w: Workload) -> float:
+    """encode_batch alone on the same chunks (what send_batch adds to raw append)."""
+    def one_thread(i):
+        for chunk in w.chunks:
+            encode_batch(chunk)
+    return _run_threads([lambda i=i: one_thread(i) for i in range(w.threads)])
+
+
 @dataclass
 class ProducerRow:
     sweep: str
@@ -418,6 +426,7 @@ class ProducerRow:
     send_batch: float = float("nan")
     raw: float = float("nan")
     naive: float = float("nan")
+    encode: float = float("nan")
     others_cpu: float = 0.0
     memory: str = "recently freed"
 
@@ -429,13 +438,14 @@ class ProducerRow:
 
 
 def measure_producer(env: Env, sweep: str, x: str, w: Workload, n: int, warmup: int,
-                     cold_wait: float = 0.0, kinds=("send", "send_batch", "raw", "naive")) -> ProducerRow:
+                     cold_wait: float = 0.0, kinds=("send", "send_batch", "raw", "naive", "encode")) -> ProducerRow:
     row = ProducerRow(sweep, x, w)
     fns = {
         "send": lambda: trial_send(env, w, batch_mode=False),
         "send_batch": lambda: trial_send(env, w, batch_mode=True),
         "raw": lambda: trial_raw(env, w),
         "naive": lambda: trial_naive(env, w),
+        "encode": lambda: trial_encode(env, w),
     }
     w.encode()
     best = {k: float("inf") for k in kinds}
@@ -715,14 +725,14 @@ def cpu_mark(pct):
 
 def producer_table(rows: list[ProducerRow], markdown: bool) -> str:
     header = ["sweep", "value", "send() rec/s", "send() MB/s", "send_batch rec/s", "send_batch MB/s",
-              "raw append rec/s", "naive rec/s", "send_batch ÷ raw", "send_batch ÷ naive",
+              "raw append rec/s", "naive rec/s", "encode_batch alone rec/s", "send_batch ÷ raw", "send_batch ÷ naive",
               "send() ÷ raw", "memory", "other procs' CPU"]
     body = []
     for r in rows:
         body.append([f"{r.sweep} = {r.x}", f"{r.w.size} B",
                      fmt_rate(r.rate(r.send)), f"{r.mbs(r.send):,.0f}",
                      fmt_rate(r.rate(r.send_batch)), f"{r.mbs(r.send_batch):,.0f}",
-                     fmt_rate(r.rate(r.raw)), fmt_rate(r.rate(r.naive)),
+                     fmt_rate(r.rate(r.raw)), fmt_rate(r.rate(r.naive)), fmt_rate(r.rate(r.encode)),
                      fmt_ratio(r.raw / r.send_batch), fmt_ratio(r.naive / r.send_batch),
                      fmt_ratio(r.raw / r.send), r.memory, cpu_mark(r.others_cpu)])
     notes = [
@@ -733,6 +743,8 @@ def producer_table(rows: list[ProducerRow], markdown: bool) -> str:
         "raw append: the same records pre-encoded (not timed) into those batches, one "
         "Log.append per batch. naive: struct.pack('>iq', len, offset) + value into a "
         "bytearray, one write() per batch to a plain file (the limits page's peer 2).",
+        "encode_batch alone: the encoding that send_batch does on the calling thread and "
+        "raw append does not (raw append's batches are encoded before the timing).",
         "The ratios divide rates (÷ raw = pylog rate ÷ raw-append rate, ÷ naive likewise).",
         "Producers: acks=1, linger.ms=5, no compression, null keys. threads > 1: one Producer "
         "per thread, one topic with one partition per thread, send(..., partition=i); "
@@ -970,14 +982,16 @@ def main(argv=None):
                     help="comma-separated subset of producer,consumer,latency")
     ap.add_argument("--wait-idle", type=float, default=None,
                     help="seconds to wait for a quiet machine before starting (default 5 quick, 60 full)")
+    ap.add_argument("--row-wait", type=float, default=5.0,
+                    help="full run: seconds to wait for a quiet machine before each row (default 5)")
     ap.add_argument("--cold-wait", type=float, default=None,
-                    help="idle seconds before each trial of the cold-memory row (full run: 4; 0 = no cold row)")
+                    help="idle seconds before each trial of the cold-memory row (full run: 3; 0 = no cold row)")
     args = ap.parse_args(argv)
     quick = args.quick
     sections = set(args.sections.split(","))
     n = args.repeat or (1 if quick else 3)
     warmup = 0 if quick else 1
-    cold_wait = args.cold_wait if args.cold_wait is not None else (0 if quick else 4)
+    cold_wait = args.cold_wait if args.cold_wait is not None else (0 if quick else 3)
 
     def say(msg):
         print(msg, file=sys.stderr, flush=True)
@@ -1022,7 +1036,7 @@ def main(argv=None):
             for sweep, x, w in plan:
                 w.label = f"{sweep}={x}"
                 if not quick:
-                    wait_for_quiet(20, say)
+                    wait_for_quiet(args.row_wait, say)
                 row = measure_producer(env, sweep, x, w, n, warmup)
                 prod_rows.append(row)
                 say(f"  producer {sweep}={x} ({w.size} B, {w.total_records:,} records): "
@@ -1031,7 +1045,8 @@ def main(argv=None):
                     f" [others {row.others_cpu:.0f}%]")
             if cold_wait:
                 w = Workload("cold", 100, fixed_batch, 1, 1, records_for(100))
-                row = measure_producer(env, "record size", "100 B (cold)", w, n, 0, cold_wait=cold_wait)
+                row = measure_producer(env, "record size", "100 B (cold)", w, min(n, 2), 0,
+                                       cold_wait=cold_wait)
                 prod_rows.append(row)
                 say(f"  producer cold 100 B: send {fmt_rate(row.rate(row.send))}/s, send_batch "
                     f"{fmt_rate(row.rate(row.send_batch))}/s, raw {fmt_rate(row.rate(row.raw))}/s, "
@@ -1040,8 +1055,8 @@ def main(argv=None):
             gc.collect()
         if "consumer" in sections:
             if not quick:
-                wait_for_quiet(20, say)
-            per_partition = 100_000 if quick else 500_000
+                wait_for_quiet(args.row_wait, say)
+            per_partition = 100_000 if quick else 250_000
             cons_rows, cons_info = measure_consumer(
                 env, 4, per_partition, 100, [1, 2] if quick else [1, 2, 4], n, warmup,
                 max_poll_records, say)
@@ -1051,7 +1066,7 @@ def main(argv=None):
             duration = 2.5 if quick else 6.0
             for rate, linger, acks in configs:
                 if not quick:
-                    wait_for_quiet(20, say)
+                    wait_for_quiet(args.row_wait, say)
                 row = measure_latency(env, rate, linger, acks, duration)
                 lat_rows.append(row)
                 say(f"  latency {rate:,}/s linger {linger} acks={acks}: e2e p50/p99/p99.9 "
