@@ -724,12 +724,12 @@ def cpu_mark(pct):
 
 
 def producer_table(rows: list[ProducerRow], markdown: bool) -> str:
-    header = ["sweep", "value", "send() rec/s", "send() MB/s", "send_batch rec/s", "send_batch MB/s",
+    header = ["sweep", "value", "records", "send() rec/s", "send() MB/s", "send_batch rec/s", "send_batch MB/s",
               "raw append rec/s", "naive rec/s", "encode_batch alone rec/s", "send_batch ÷ raw", "send_batch ÷ naive",
               "send() ÷ raw", "memory", "other procs' CPU"]
     body = []
     for r in rows:
-        body.append([f"{r.sweep} = {r.x}", f"{r.w.size} B",
+        body.append([f"{r.sweep} = {r.x}", f"{r.w.size} B", f"{r.w.total_records:,}",
                      fmt_rate(r.rate(r.send)), f"{r.mbs(r.send):,.0f}",
                      fmt_rate(r.rate(r.send_batch)), f"{r.mbs(r.send_batch):,.0f}",
                      fmt_rate(r.rate(r.raw)), fmt_rate(r.rate(r.naive)), fmt_rate(r.rate(r.encode)),
@@ -1018,22 +1018,25 @@ def main(argv=None):
             cap = 200_000 if quick else 1_000_000
             fixed_batch = 256 * KiB
 
-            def records_for(size):
-                return int(min(cap, budget // size))
+            max_batches = 10_000 if quick else 40_000   # small batches: ~50 µs per send_batch call
+
+            def records_for(size, batch=fixed_batch):
+                return int(min(cap, budget // size, max_batches * per_batch(batch, size)))
 
             plan = []
             batch_sizes = [1 * KiB, 16 * KiB, 256 * KiB, 1 * MiB] if quick else \
                 [1 * KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB]
             for b in batch_sizes:
-                plan.append(("batch size", size_label(b), Workload("batch", 100, b, 1, 1, records_for(100))))
+                plan.append(("batch size", size_label(b), lambda b=b: Workload("batch", 100, b, 1, 1, records_for(100, b))))
             for s in ([10, 100, 1000, 10 * KiB] if quick else [10, 100, 1 * KiB, 10 * KiB]):
-                plan.append(("record size", size_label(s), Workload("size", s, fixed_batch, 1, 1, records_for(s))))
+                plan.append(("record size", size_label(s), lambda s=s: Workload("size", s, fixed_batch, 1, 1, records_for(s))))
             for t in ([2] if quick else [1, 2, 4]):
-                plan.append(("threads", str(t), Workload("threads", 100, fixed_batch, t, 1,
-                                                         records_for(100) // t)))
+                plan.append(("threads", str(t), lambda t=t: Workload("threads", 100, fixed_batch, t, 1,
+                                                                   records_for(100) // t)))
             for k in ([10, 100] if quick else [1, 10, 100]):
-                plan.append(("topics", str(k), Workload("topics", 100, fixed_batch, 1, k, records_for(100))))
-            for sweep, x, w in plan:
+                plan.append(("topics", str(k), lambda k=k: Workload("topics", 100, fixed_batch, 1, k, records_for(100))))
+            for sweep, x, make in plan:
+                w = make()              # built one at a time: values take ~130 B per record
                 w.label = f"{sweep}={x}"
                 if not quick:
                     wait_for_quiet(args.row_wait, say)
@@ -1043,6 +1046,8 @@ def main(argv=None):
                     f"send {fmt_rate(row.rate(row.send))}/s, send_batch {fmt_rate(row.rate(row.send_batch))}/s, "
                     f"raw {fmt_rate(row.rate(row.raw))}/s, naive {fmt_rate(row.rate(row.naive))}/s"
                     f" [others {row.others_cpu:.0f}%]")
+                row.w.values = row.w.chunks = row.w.encoded = None
+                gc.collect()
             if cold_wait:
                 w = Workload("cold", 100, fixed_batch, 1, 1, records_for(100))
                 row = measure_producer(env, "record size", "100 B (cold)", w, min(n, 2), 0,
