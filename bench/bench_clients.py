@@ -797,7 +797,8 @@ def latency_table(rows: list[LatencyRow], markdown: bool) -> str:
         f"One Producer (batch.size 16 KiB, 100 B values, one partition) sending at the fixed rate "
         f"for {r0.duration:g} s in bursts of whatever is due (sleeping in between), and one "
         f"Consumer thread calling poll(0.2), in the same process. The first 0.5 s are not counted "
-        f"({r0.samples:,} e2e samples per row).",
+        f"(e2e samples per row: rate × {r0.duration - 0.5:g} s, "
+        + ", ".join(sorted({f"{r.samples:,} at {r.rate:,}/s" for r in rows})) + ").",
         "e2e = time poll() returned the record − time send() was called (monotonic clock; the "
         "send time is in the value). ack = time the record's future completed − send time "
         "(every 16th record): acks=all includes the fsync.",
