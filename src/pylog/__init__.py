@@ -3,6 +3,7 @@
 from . import errors, records
 from ._core.crc import crc32c, crc32c_implementation
 from .config import LogConfig
+from .consumer import Consumer, ConsumerRecord
 from .errors import CorruptRecordError, PylogError
 from .file_slice import FileSlice
 from .info import AppendInfo, RecoveryReport, TimestampOffset
@@ -10,6 +11,8 @@ from .log import Log, default_engine
 from .manager import LogManager, StartupReport
 from .manager import open  # noqa: A004 - pylog.open(...) is the friendly entry point
 from .offsets import OffsetAndMetadata
+from .producer import Producer, RecordMetadata
+from .topic_partition import TopicPartition
 from .topics import TopicDescription
 
 __version__ = "0.1.0"
@@ -27,6 +30,11 @@ def io_engine(kind: str = "auto") -> str:
 
 __all__ = [
     "AppendInfo",
+    "Consumer",
+    "ConsumerRecord",
+    "Producer",
+    "RecordMetadata",
+    "TopicPartition",
     "CorruptRecordError",
     "FileSlice",
     "Log",

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 from .client_config import ClientConfig
@@ -44,6 +45,9 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+
+
+_new_record = tuple.__new__
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -336,21 +340,20 @@ class Consumer:
         """The records of one poll as a pyarrow.RecordBatch: columns topic
         (dictionary), partition, offset, timestamp, key, value, headers."""
         fetches = self._poll(timeout, max_records or self._max_records, arrow=True)
-        parts = []
-        for f in fetches:
-            rb = f.payload
-            n = rb.num_rows
-            parts.append(pa.RecordBatch.from_arrays(
-                [pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()) if n else
-                                                pa.array([], pa.int32()), pa.array([f.tp.topic])),
-                 pa.array([f.tp.partition] * n, pa.int32()) if n else pa.array([], pa.int32())]
-                + rb.columns,
-                names=["topic", "partition"] + rb.schema.names))
-        if not parts:
+        if not fetches:
             return _empty_arrow()
-        if len(parts) == 1:
-            return parts[0]
-        return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+        batches = [f.payload for f in fetches]
+        body = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+        counts = np.fromiter((b.num_rows for b in batches), dtype=np.int64, count=len(batches))
+        topics = sorted({f.tp.topic for f in fetches})
+        slot = {t: i for i, t in enumerate(topics)}
+        topic_ids = np.repeat(np.fromiter((slot[f.tp.topic] for f in fetches), dtype=np.int32,
+                                          count=len(fetches)), counts)
+        partitions = np.repeat(np.fromiter((f.tp.partition for f in fetches), dtype=np.int32,
+                                           count=len(fetches)), counts)
+        topic = pa.DictionaryArray.from_arrays(pa.array(topic_ids), pa.array(topics, pa.string()))
+        return pa.RecordBatch.from_arrays([topic, pa.array(partitions)] + body.columns,
+                                          names=["topic", "partition"] + body.schema.names)
 
     def _poll(self, timeout: float, max_records: int, arrow: bool) -> list[_Fetch]:
         self._check_open()
@@ -422,8 +425,10 @@ class Consumer:
                     for r in batch.records():
                         if r.offset < position:
                             continue
-                        got.append(ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key,
-                                                  r.value, r.headers))
+                        # tuple.__new__ skips the NamedTuple's Python-level __new__.
+                        got.append(_new_record(ConsumerRecord, (topic, partition, r.offset,
+                                                                r.timestamp, r.key, r.value,
+                                                                r.headers)))
                         if len(got) >= records_left:
                             break
                     if len(got) >= records_left:
