@@ -69,6 +69,14 @@ from pylog.consumer import Consumer
 from pylog.producer import Producer
 from pylog.records import decode_arrow, encode_batch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import render as _render, verdict  # noqa: E402
+
+
+def render(title, header, rows, markdown, notes=()):
+    return _render(title, header, rows, markdown, notes, heading="####", text_columns=2)
+
+
 perf_counter = time.perf_counter
 monotonic_ns = time.monotonic_ns
 
@@ -686,37 +694,6 @@ def fmt_rate(x):
 
 def fmt_ratio(x):
     return f"{x:.2f}×"
-
-
-def verdict(ok):
-    return "PASS" if ok else "**MISS**"
-
-
-def render(title, header, rows, markdown, notes=()):
-    out = []
-    if markdown:
-        out.append(f"#### {title}\n")
-        out.append("| " + " | ".join(header) + " |")
-        out.append("|" + "|".join("---" for _ in header) + "|")
-        for r in rows:
-            out.append("| " + " | ".join(str(c) for c in r) + " |")
-        if notes:
-            out.append("")
-            for line in notes:
-                out.append(f"- {line}")
-    else:
-        out.append(title)
-        out.append("=" * len(title))
-        widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-        out.append("  ".join(h.ljust(wd) for h, wd in zip(header, widths)))
-        out.append("  ".join("-" * wd for wd in widths))
-        for r in rows:
-            out.append("  ".join(str(c).rjust(wd) if i >= 2 else str(c).ljust(wd)
-                                 for i, (c, wd) in enumerate(zip(r, widths))))
-        for line in notes:
-            out.append(f"  * {line}")
-    out.append("")
-    return "\n".join(out)
 
 
 def cpu_mark(pct):

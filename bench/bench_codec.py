@@ -58,6 +58,14 @@ import kafka.codec as kafka_codec
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import render as _render, verdict  # noqa: E402
+
+
+def render(title, header, rows, markdown, notes=()):
+    return _render(title, header, rows, markdown, notes, heading="###", text_columns=3)
+
+
 perf_counter = time.perf_counter
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -356,37 +364,6 @@ def fmt_rate(x):
 
 def fmt_mbs(x):
     return f"{x:,.0f}"
-
-
-def render(title, header, rows, markdown, notes=()):
-    out = []
-    if markdown:
-        out.append(f"### {title}\n")
-        out.append("| " + " | ".join(header) + " |")
-        out.append("|" + "|".join("---" for _ in header) + "|")
-        for r in rows:
-            out.append("| " + " | ".join(str(c) for c in r) + " |")
-        if notes:
-            out.append("")
-            for nline in notes:
-                out.append(f"- {nline}")
-    else:
-        out.append(title)
-        out.append("=" * len(title))
-        widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-        out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
-        out.append("  ".join("-" * w for w in widths))
-        for r in rows:
-            out.append("  ".join(str(c).rjust(w) if i >= 3 else str(c).ljust(w)
-                                 for i, (c, w) in enumerate(zip(r, widths))))
-        for nline in notes:
-            out.append(f"  * {nline}")
-    out.append("")
-    return "\n".join(out)
-
-
-def verdict(ok):
-    return "PASS" if ok else "**MISS**"
 
 
 def cpu_snapshot():
