@@ -336,13 +336,15 @@ class Log:
         Every batch is validated (length, magic, CRC-32C, ``max.message.bytes``,
         record count vs lastOffsetDelta, records of uncompressed batches). Magic
         0/1 message sets are up-converted first, as Kafka does. ``origin`` is
-        ``"client"`` (control batches refused) or ``"coordinator"``.
+        ``"client"`` (control batches refused), ``"producer"`` (an in-process
+        pylog Producer, whose batches pylog's own encoder just built: their
+        records are not walked again, the CRC still is) or ``"coordinator"``.
         """
         with self._lock:
             self._check_open()
             now = self.clock()
             prepared = self._prepare(batches, now, origin)
-            if prepared.has_producer_ids and origin == "client":
+            if prepared.has_producer_ids and origin != "coordinator":
                 producers = [prepared.batch(i) for i in range(prepared.batch_count)]
                 duplicate = self.producer_state.check_append(
                     [(b[5], b[6], b[7], b[3]) for b in producers])
@@ -407,8 +409,9 @@ class Log:
             return prepare_append(batches, self._next_offset, leader_epoch=self.leader_epoch,
                                   log_append_time=lat, max_batch_size=config.max_message_bytes,
                                   min_timestamp=min_ts, max_timestamp=max_ts,
-                                  allow_control=origin != "client",
-                                  validate_records=config.pylog_validate_records)
+                                  allow_control=origin == "coordinator",
+                                  validate_records=config.pylog_validate_records and
+                                  origin != "producer")
         except InvalidRecordError as exc:
             if "magic" not in str(exc):
                 raise
@@ -416,7 +419,7 @@ class Log:
         return prepare_append(upconvert(batches), self._next_offset, leader_epoch=self.leader_epoch,
                               log_append_time=lat, max_batch_size=config.max_message_bytes,
                               min_timestamp=min_ts, max_timestamp=max_ts,
-                              allow_control=origin != "client",
+                              allow_control=origin == "coordinator",
                               validate_records=config.pylog_validate_records)
 
     def _undo_partial_write(self, segment: LogSegment) -> None:

@@ -218,13 +218,17 @@ class Producer:
         row_chunks: list[np.ndarray] = []
         acc = self._acc
         total = 0
+        # Each record's framed size, once for the whole call (chunks are cut by it).
+        record_sizes = _column_sizes(values) + _RECORD_OVERHEAD
+        if keys is not None:
+            record_sizes += _column_sizes(keys)
         try:
             for p, rows in groups.items():
                 if not 0 <= p < state.num_partitions:
                     raise UnknownTopicOrPartitionError(
                         f"topic {topic!r} has partitions 0..{state.num_partitions - 1}, not {p}")
                 rows = np.arange(n) if rows is None else rows
-                for chunk in self._chunks(values, keys, rows):
+                for chunk in self._chunks(record_sizes, rows):
                     # Encode (GIL released in C), then queue at once: the sender
                     # appends this chunk while the next one is encoded. An
                     # idempotent producer encodes under the lock instead, since
@@ -262,13 +266,10 @@ class Producer:
             state.produced(total)
         return result_future
 
-    def _chunks(self, values, keys, rows: np.ndarray):
+    def _chunks(self, record_sizes: np.ndarray, rows: np.ndarray):
         """Splits rows so each encoded batch stays under max.request.size."""
         limit = max(self._max_request - _BATCH_OVERHEAD, 1)
-        sizes = _column_sizes(values)[rows]
-        if keys is not None:
-            sizes = sizes + _column_sizes(keys)[rows]
-        sizes = sizes + _RECORD_OVERHEAD
+        sizes = record_sizes if len(rows) == len(record_sizes) else record_sizes[rows]
         cum = np.cumsum(sizes)
         start = 0
         while start < len(rows):
@@ -423,15 +424,22 @@ class Producer:
         for (topic, partition), group in by_partition.items():
             try:
                 log = self.store.log(topic, partition)
-                payload = [b.encoded if b.encoded is not None else
-                           self._encode(b.values, b.keys, b.timestamps, b.headers, b.base_sequence)
-                           for b in group]
-                info = log.append(payload[0] if len(payload) == 1 else b"".join(payload))
             except Exception as exc:    # noqa: BLE001 - delivered through the futures
                 for b in group:
                     complete_batch(b, -1, exception=exc)
                 continue
-            appended.append((group, log, info))
+            for run in _append_runs(group):
+                try:
+                    payload = [b.encoded if b.encoded is not None else
+                               self._encode(b.values, b.keys, b.timestamps, b.headers,
+                                            b.base_sequence) for b in run]
+                    info = log.append(payload[0] if len(payload) == 1 else b"".join(payload),
+                                      origin="producer")
+                except Exception as exc:    # noqa: BLE001 - delivered through the futures
+                    for b in run:
+                        complete_batch(b, -1, exception=exc)
+                    continue
+                appended.append((run, log, info))
         if self._acks == "all":
             flushed: dict[int, BaseException | None] = {}
             for _, log, info in appended:
@@ -447,6 +455,24 @@ class Producer:
             for b in group:
                 complete_batch(b, offset, info.log_append_time, error)
                 offset += b.record_count
+
+
+_JOIN_LIMIT = 1 << 20     # small batches of one partition are joined into writes of about this
+
+
+def _append_runs(group: list[ProducerBatch]):
+    """Consecutive batches of one partition, grouped into appends: small ones
+    joined (one write for many), a big pre-encoded one on its own (no copy)."""
+    run: list[ProducerBatch] = []
+    size = 0
+    for b in group:
+        if run and size + b.size > _JOIN_LIMIT:
+            yield run
+            run, size = [], 0
+        run.append(b)
+        size += b.size
+    if run:
+        yield run
 
 
 def _callback_adapter(callback):
