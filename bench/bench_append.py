@@ -497,7 +497,7 @@ def run(root, quick, layouts, records, batches, flushes, engines, volume, peer_v
             " (previous run's files deleted just before each timed run: recycled guest memory)"
             if state == "warm" else f" (drop_caches + {sc.COLD_WAIT:.0f} s idle before each run)"),
         "volume per row": ", ".join(f"flush {k}: {v / MiB:,.0f} MiB" for k, v in volume.items())
-        + f"; peers: " + ", ".join(f"{k}: {v / MiB:,.0f} MiB" for k, v in peer_volume.items()),
+        + "; peers: " + ", ".join(f"{k}: {v / MiB:,.0f} MiB" for k, v in peer_volume.items()),
         "repetitions": f"warm-up + best of {reps} (no flush) / {flush_reps} (flush rows)",
     })))
     print()

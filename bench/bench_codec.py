@@ -55,7 +55,7 @@ import pylog
 from pylog import records
 
 import kafka.codec as kafka_codec
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

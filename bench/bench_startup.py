@@ -177,8 +177,8 @@ def main() -> None:
                     print(json.dumps(best))
         if not args.json:
             base = rows[0]["open_s"]
-            print(f"| shutdown before open | threads/dir | open (s) | vs. clean | segments scanned "
-                  f"| MiB scanned | close (s) |")
+            print("| shutdown before open | threads/dir | open (s) | vs. clean | segments scanned "
+                  "| MiB scanned | close (s) |")
             print("|---|---:|---:|---:|---:|---:|---:|")
             for r in rows:
                 print(f"| {r['case']} | {r['threads']} | {r['open_s']:.2f} | {r['open_s'] / base:.1f}x "

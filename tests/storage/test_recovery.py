@@ -185,7 +185,7 @@ def test_recovery_point_limits_the_scan(log_dir, engine_kind):
     log.close()
     state = os.path.join(log_dir, "pylog-log-state")
     with open(state, "w") as f:
-        f.write(f"0\n3\nrecovery-point 300\nlog-start-offset 0\nclean-shutdown 0\n")
+        f.write("0\n3\nrecovery-point 300\nlog-start-offset 0\nclean-shutdown 0\n")
     with reopen(log_dir, engine_kind) as log:
         recovered = [s.base_offset for s in log.recovery.segments_recovered]
         assert recovered == [s.base_offset for s in log.segments][flushed_segments - 1:]
