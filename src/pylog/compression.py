@@ -102,7 +102,9 @@ def _snappy_decompress(data) -> bytes:
         return bytes(cramjam.snappy.decompress_raw(view))
     if len(view) < 16:
         raise ValueError("xerial snappy header is truncated")
-    pos, parts = 16, []
+    # Find the blocks and their decompressed lengths first, then decompress each
+    # straight into its place in one output buffer.
+    pos, blocks, total = 16, [], 0
     while pos < len(view):
         if pos + 4 > len(view):
             raise ValueError(f"xerial snappy block length truncated at byte {pos}")
@@ -110,9 +112,19 @@ def _snappy_decompress(data) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(view):
             raise ValueError(f"xerial snappy block of {size} bytes at byte {pos - 4} overruns the data")
-        parts.append(bytes(cramjam.snappy.decompress_raw(view[pos:pos + size])))
+        block = view[pos:pos + size]
+        length = cramjam.snappy.decompress_raw_len(block)
+        blocks.append((block, total, length))
+        total += length
         pos += size
-    return b"".join(parts)
+    if len(blocks) == 1:
+        return bytes(cramjam.snappy.decompress_raw(blocks[0][0]))
+    out = bytearray(total)
+    target = memoryview(out)
+    for block, start, length in blocks:
+        if cramjam.snappy.decompress_raw_into(block, target[start:start + length]) != length:
+            raise ValueError(f"xerial snappy block at byte {start} decompressed short")
+    return bytes(out)       # the decoders hold bytes; one copy instead of one per block
 
 
 def compress(codec: int, data, level: int | None = None) -> bytes:
