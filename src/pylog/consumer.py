@@ -63,11 +63,10 @@ def _tp(item) -> TopicPartition:
 
 
 class _Fetch(NamedTuple):
-    """What one poll read from one partition: records, or an Arrow batch."""
+    """What one poll took from one partition: how many records, and where to go on."""
 
     tp: TopicPartition
     next_position: int
-    payload: Any
     count: int
 
 
@@ -330,32 +329,18 @@ class Consumer:
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the assigned partitions, at most max.poll.records; waits up
         to `timeout` seconds for an append when there are none."""
-        fetches = self._poll(timeout, max_records or self._max_records, arrow=False)
-        out: list[ConsumerRecord] = []
-        for f in fetches:
-            out.extend(f.payload)
-        return out
+        records = self._poll(timeout, max_records or self._max_records, self._fetch_records)
+        return records if records is not None else []
 
     def poll_arrow(self, timeout: float = 0.0, max_records: int | None = None) -> pa.RecordBatch:
         """The records of one poll as a pyarrow.RecordBatch: columns topic
         (dictionary), partition, offset, timestamp, key, value, headers."""
-        fetches = self._poll(timeout, max_records or self._max_records, arrow=True)
-        if not fetches:
-            return _empty_arrow()
-        batches = [f.payload for f in fetches]
-        body = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
-        counts = np.fromiter((b.num_rows for b in batches), dtype=np.int64, count=len(batches))
-        topics = sorted({f.tp.topic for f in fetches})
-        slot = {t: i for i, t in enumerate(topics)}
-        topic_ids = np.repeat(np.fromiter((slot[f.tp.topic] for f in fetches), dtype=np.int32,
-                                          count=len(fetches)), counts)
-        partitions = np.repeat(np.fromiter((f.tp.partition for f in fetches), dtype=np.int32,
-                                           count=len(fetches)), counts)
-        topic = pa.DictionaryArray.from_arrays(pa.array(topic_ids), pa.array(topics, pa.string()))
-        return pa.RecordBatch.from_arrays([topic, pa.array(partitions)] + body.columns,
-                                          names=["topic", "partition"] + body.schema.names)
+        batch = self._poll(timeout, max_records or self._max_records, self._fetch_arrow)
+        return batch if batch is not None else _empty_arrow()
 
-    def _poll(self, timeout: float, max_records: int, arrow: bool) -> list[_Fetch]:
+    def _poll(self, timeout: float, max_records: int, fetch):
+        """Runs `fetch(partitions, positions, max_records)` -> (fetches, result) until it
+        finds records or `timeout` passes; records its new positions. Returns result or None."""
         self._check_open()
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
@@ -363,81 +348,135 @@ class Consumer:
             self._maybe_auto_commit()
             generation, mine, positions = self._snapshot()
             self._sync_listeners(mine)
-            fetches = self._fetch(mine, positions, max_records, arrow)
+            fetches, result = fetch(mine, positions, max_records)
             if fetches:
-                accepted = self._store_positions(generation, {f.tp: f.next_position for f in fetches})
-                fetches = [f for f in fetches if f.tp in accepted]
-                if fetches:
-                    return fetches
-                continue
+                if self._store_positions(generation, {f.tp: f.next_position for f in fetches}):
+                    return result
+                continue        # a rebalance happened meanwhile: read again
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return []
+                return None
             self._event.wait(min(remaining, 0.5))   # 0.5 s: also notices rebalances
 
-    def _fetch(self, mine: list[TopicPartition], positions: dict[TopicPartition, int],
-               max_records: int, arrow: bool) -> list[_Fetch]:
-        out: list[_Fetch] = []
+    def _slices(self, mine: list[TopicPartition], positions: dict[TopicPartition, int]):
+        """(tp, position, FileSlice) for the partitions with data, round robin from a
+        different partition each poll, within fetch.max.bytes (at least one slice)."""
         budget = self._fetch_max
-        records_left = max_records
         if not mine:
-            return out
+            return
         start = self._next_partition % len(mine)
-        order = mine[start:] + mine[:start]
         self._next_partition += 1
-        for tp in order:
-            if records_left <= 0 or (budget <= 0 and out):
-                break
+        first = True
+        for tp in mine[start:] + mine[:start]:
+            if budget <= 0 and not first:
+                return
             if tp in self._paused:
                 continue
             log = self.store.log(tp.topic, tp.partition)
             position = positions.get(tp)
-            if position is None:
-                continue
-            if position >= log.log_end_offset:
+            if position is None or position >= log.log_end_offset:
                 continue
             try:
                 slice_ = log.read(position, max(min(self._partition_max, budget), 1))
             except OffsetOutOfRangeError:
-                position = self._reset_position(tp, log)
-                self._set_position(tp, position)
+                self._set_position(tp, self._reset_position(tp, log))
                 continue
             if slice_.size == 0:
                 continue
             budget -= slice_.size
-            data = slice_.read()
-            if arrow:
-                rb = decode_arrow(data, validate=self._validate)
-                offsets = rb.column(0).to_numpy()
-                lo = int((offsets < position).sum())
-                rb = rb.slice(lo, records_left)
-                if rb.num_rows == 0:
+            first = False
+            yield tp, position, slice_
+
+    def _fetch_records(self, mine, positions, max_records):
+        fetches: list[_Fetch] = []
+        out: list[ConsumerRecord] = []
+        for tp, position, slice_ in self._slices(mine, positions):
+            if len(out) >= max_records:
+                break
+            topic, partition = tp
+            before = len(out)
+            for batch in iter_batches(slice_.read(), validate=self._validate):
+                if batch.is_control:
                     continue
-                nxt = int(rb.column(0)[rb.num_rows - 1].as_py()) + 1
-                out.append(_Fetch(tp, nxt, rb, rb.num_rows))
-                records_left -= rb.num_rows
-            else:
-                got: list[ConsumerRecord] = []
-                topic, partition = tp
-                for batch in iter_batches(data, validate=self._validate):
-                    if batch.is_control:
+                for r in batch.records():
+                    if r.offset < position:
                         continue
-                    for r in batch.records():
-                        if r.offset < position:
-                            continue
-                        # tuple.__new__ skips the NamedTuple's Python-level __new__.
-                        got.append(_new_record(ConsumerRecord, (topic, partition, r.offset,
-                                                                r.timestamp, r.key, r.value,
-                                                                r.headers)))
-                        if len(got) >= records_left:
-                            break
-                    if len(got) >= records_left:
+                    # tuple.__new__ skips the NamedTuple's Python-level __new__.
+                    out.append(_new_record(ConsumerRecord, (topic, partition, r.offset,
+                                                            r.timestamp, r.key, r.value,
+                                                            r.headers)))
+                    if len(out) >= max_records:
                         break
-                if not got:
-                    continue
-                out.append(_Fetch(tp, got[-1].offset + 1, got, len(got)))
-                records_left -= len(got)
-        return out
+                if len(out) >= max_records:
+                    break
+            if len(out) > before:
+                fetches.append(_Fetch(tp, out[-1].offset + 1, len(out) - before))
+        return fetches, out
+
+    def _fetch_arrow(self, mine, positions, max_records):
+        """Reads every slice into one buffer and decodes it with one decode_arrow call;
+        the result is a zero-copy slice of it unless rows must be skipped."""
+        picked = []
+        estimate = 0
+        for tp, position, slice_ in self._slices(mine, positions):
+            picked.append((tp, position, slice_))
+            estimate += slice_.last_offset - max(position, slice_.first_offset) + 1
+            if estimate >= max_records:
+                break
+        if not picked:
+            return [], None
+        buf = bytearray(sum(s.size for _, _, s in picked))
+        view = memoryview(buf)
+        at = 0
+        for _, _, s in picked:
+            at += s.readinto(view[at:at + s.size])
+        body = decode_arrow(buf, validate=self._validate)
+        counts = [s.last_offset - s.first_offset + 1 for _, _, s in picked]
+        if sum(counts) != body.num_rows:
+            # Offset gaps or control batches: cut each slice by its offsets instead.
+            return self._fetch_arrow_by_offsets(picked, view, max_records)
+        fetches: list[_Fetch] = []
+        rows: list[np.ndarray] = []
+        row = taken_to = 0          # taken_to: end of the rows taken so far, if contiguous
+        contiguous = True
+        left = max_records
+        for (tp, position, s), count in zip(picked, counts):
+            skip = max(position - s.first_offset, 0)     # records before the position
+            take = min(count - skip, left)
+            if take > 0:
+                contiguous = contiguous and row + skip == taken_to
+                taken_to = row + skip + take
+                rows.append(np.arange(row + skip, taken_to))
+                fetches.append(_Fetch(tp, position + take, take))
+                left -= take
+            row += count
+        if not fetches:
+            return [], None
+        taken = sum(f.count for f in fetches)
+        body = body.slice(0, taken) if contiguous else body.take(pa.array(np.concatenate(rows)))
+        return fetches, _with_partition_columns(fetches, body)
+
+    def _fetch_arrow_by_offsets(self, picked, view, max_records):
+        fetches: list[_Fetch] = []
+        parts = []
+        at = 0
+        left = max_records
+        for tp, position, s in picked:
+            rb = decode_arrow(view[at:at + s.size], validate=self._validate)
+            at += s.size
+            lo = int((rb.column(0).to_numpy() < position).sum())
+            rb = rb.slice(lo, left)
+            if rb.num_rows:
+                fetches.append(_Fetch(tp, int(rb.column(0)[rb.num_rows - 1].as_py()) + 1,
+                                      rb.num_rows))
+                parts.append(rb)
+                left -= rb.num_rows
+            if left <= 0:
+                break
+        if not fetches:
+            return [], None
+        body = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
+        return fetches, _with_partition_columns(fetches, body)
 
     def _sync_listeners(self, mine: list[TopicPartition] | None = None) -> None:
         """Registers the wake-up event on exactly the assigned partitions' logs."""
@@ -481,6 +520,20 @@ class Consumer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _with_partition_columns(fetches: list[_Fetch], body: pa.RecordBatch) -> pa.RecordBatch:
+    """Prepends the topic (dictionary) and partition columns, built with numpy."""
+    counts = np.fromiter((f.count for f in fetches), dtype=np.int64, count=len(fetches))
+    topics = sorted({f.tp.topic for f in fetches})
+    slot = {t: i for i, t in enumerate(topics)}
+    topic_ids = np.repeat(np.fromiter((slot[f.tp.topic] for f in fetches), dtype=np.int32,
+                                      count=len(fetches)), counts)
+    partitions = np.repeat(np.fromiter((f.tp.partition for f in fetches), dtype=np.int32,
+                                       count=len(fetches)), counts)
+    topic = pa.DictionaryArray.from_arrays(pa.array(topic_ids), pa.array(topics, pa.string()))
+    return pa.RecordBatch.from_arrays([topic, pa.array(partitions)] + body.columns,
+                                      names=["topic", "partition"] + body.schema.names)
 
 
 def _empty_arrow() -> pa.RecordBatch:

@@ -190,3 +190,29 @@ def test_group_members_consume_everything_exactly_once(store):
         th.join()
     assert len(received) == total
     assert len(set(received)) == total                 # no duplicates
+
+
+def test_poll_arrow_skips_records_before_the_position_and_control_batches(store):
+    from pylog import records
+    store.create_topic("s", 2)
+    for p in range(2):
+        store.log("s", p).append(records.encode_batch([b"%d-%d" % (p, i) for i in range(10)]))
+    # A control batch (commit marker) in partition 1: offsets are no longer one per row.
+    store.log("s", 1).append(records.encode_control_batch("commit", producer_id=1, producer_epoch=0),
+                             origin="coordinator")
+    store.log("s", 1).append(records.encode_batch([b"1-%d" % i for i in range(11, 15)]))
+    c = Consumer(store, auto_offset_reset="earliest", max_poll_records=7)
+    c.assign([("s", 0), ("s", 1)])
+    c.seek(("s", 0), 5)                       # the middle of partition 0's only batch
+    c.seek(("s", 1), 8)
+    got = []
+    while True:
+        rb = c.poll_arrow(0)
+        if rb.num_rows == 0:
+            break
+        assert rb.num_rows <= 7
+        got += list(zip(rb.column("partition").to_pylist(), rb.column("offset").to_pylist(),
+                        rb.column("value").to_pylist()))
+    assert sorted(got) == sorted([(0, o, b"0-%d" % o) for o in range(5, 10)] +
+                                 [(1, o, b"1-%d" % o) for o in (8, 9, 11, 12, 13, 14)])
+    c.close()
