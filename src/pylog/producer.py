@@ -235,17 +235,21 @@ class Producer:
                     # the sequence numbers must follow the queue order.
                     data = None if acc.idempotent else \
                         self._encode_rows(values, keys, timestamps, headers, chunk)
+                    need = len(data) if data is not None else \
+                        int(record_sizes[chunk].sum()) + _BATCH_OVERHEAD
                     with self._lock:
                         if acc.closing:
                             raise RuntimeError("send_batch() on a closed Producer")
+                        # Wait first: the wait releases the lock, and nothing may
+                        # be sealed between the sequence reservation and the queue.
+                        if acc.buffered + need > self._buffer_memory:
+                            self._wait_for_space(need)
                         open_batch = state.open[p]
                         if open_batch is not None:
                             acc.seal(state, open_batch)      # earlier records of p go first
                         if data is None:
                             data = self._encode_rows(values, keys, timestamps, headers, chunk,
                                                      acc.reserve_sequence(state, p, len(chunk)))
-                        if acc.buffered + len(data) > self._buffer_memory:
-                            self._wait_for_space(len(data))
                         batch = ProducerBatch(topic, p)
                         batch.encoded = data
                         batch.count = len(chunk)

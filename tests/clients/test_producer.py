@@ -269,3 +269,33 @@ def test_retried_batch_after_store_restart_is_not_duplicated(tmp_path):
     info = store.log("rt", 0).append(retry_bytes)
     assert (info.first_offset, store.log("rt", 0).log_end_offset) == (last.base_offset, end)
     store.close()
+
+
+def test_idempotent_send_and_send_batch_race_under_back_pressure(store):
+    """send() and send_batch() from two threads into one partition with a small
+    buffer.memory: sequences must still reach the log in order (no
+    OutOfOrderSequenceError), and every record lands once."""
+    store.create_topic("race", 1)
+    producer = Producer(store, buffer_memory=24 * 1024, max_request_size=16 * 1024,
+                        linger_ms=0, batch_size=200)
+    errors = []
+
+    def singles():
+        futures = [producer.send("race", b"s%d" % i) for i in range(3000)]
+        errors.extend(f.exception(30) for f in futures if f.exception(30) is not None)
+
+    def batches():
+        for i in range(20):
+            try:
+                producer.send_batch("race", [b"b%d-%d" % (i, j) for j in range(300)]).result(30)
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=singles), threading.Thread(target=batches)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    producer.close()
+    assert errors == []
+    assert len(read_all(store, "race", 0)) == 3000 + 20 * 300
