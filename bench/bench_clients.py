@@ -70,7 +70,7 @@ from pylog.producer import Producer
 from pylog.records import decode_arrow, encode_batch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import render as _render, verdict  # noqa: E402
+from report import cpu_report, cpu_snapshot, render as _render, verdict, wait_for_quiet  # noqa: E402
 
 
 def render(title, header, rows, markdown, notes=()):
@@ -98,39 +98,6 @@ NAIVE_HDR = struct.Struct(">iq")
 
 
 # =========================================================================== machine
-
-def cpu_snapshot():
-    """(busy, steal, total) jiffies over all CPUs, and this process's CPU seconds."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    user, nice, system, idle, iowait, irq, softirq, steal = v
-    t = os.times()
-    return user + nice + system + irq + softirq, steal, sum(v), t.user + t.system
-
-
-def cpu_report(before, after):
-    """(% of all CPUs used by other processes in this VM, % stolen by the host)."""
-    hz = os.sysconf("SC_CLK_TCK")
-    busy, steal, total = (after[i] - before[i] for i in range(3))
-    mine = (after[3] - before[3]) * hz
-    if total <= 0:
-        return 0.0, 0.0
-    return max(0.0, 100 * (busy - mine) / total), 100 * steal / total
-
-
-def wait_for_quiet(max_wait, say, threshold=10.0):
-    """Waits (up to max_wait s) for a 1 s window in which other processes use < threshold %."""
-    t0 = perf_counter()
-    while True:
-        before = cpu_snapshot()
-        time.sleep(1.0)
-        others, _ = cpu_report(before, cpu_snapshot())
-        if others < threshold or perf_counter() - t0 >= max_wait:
-            if others >= threshold:
-                say(f"machine still busy ({others:.0f}% CPU used by other processes); going ahead")
-            return others, perf_counter() - t0
-        say(f"waiting for a quiet machine ({others:.0f}% CPU used by other processes) ...")
-
 
 def machine_info():
     cpu = mem = "?"
