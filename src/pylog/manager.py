@@ -51,6 +51,7 @@ from .log_dir import LogDir
 from .offsets import OffsetAndMetadata, OffsetStore, encode_offset_key, encode_offset_value, \
     partition_for_group
 from .producer_ids import ProducerIdAllocator
+from .records import encode_batch
 from .topics import (INTERNAL_TOPICS, OFFSETS_TOPIC, PartitionDescription, Topic,
                      TopicDescription, TopicTable, collision_key, config_to_strings,
                      validate_topic_name)
@@ -798,7 +799,8 @@ class LogManager:
 
     def _retention(self, now: int) -> None:
         """Time-based roll, then retention (``retention.ms``, ``retention.bytes``, log
-        start offset) for every log whose cleanup.policy includes delete."""
+        start offset) for every log whose cleanup.policy includes delete, then the
+        compaction of ``__consumer_offsets``."""
         for _, lg in self._live_logs():
             try:
                 lg.maybe_roll_by_time()
@@ -806,6 +808,40 @@ class LogManager:
                     lg.apply_retention(now)
             except (KafkaStorageError, ValueError):
                 pass     # its dir went offline (reported) or it was deleted meanwhile
+        self.compact_committed_offsets()
+
+    def compact_committed_offsets(self) -> int:
+        """Keeps ``__consumer_offsets`` bounded. pylog has no general log cleaner
+        yet; for this topic the live offsets are all in memory, so each partition
+        that has rolled gets them rewritten as fresh records at its end (flushed),
+        and its log start offset then moves to the first of them, deleting the
+        older segments. A crash in between leaves old and new records, which
+        replay to the same state. Returns the number of segments deleted."""
+        topic = self._topics.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return 0
+        deleted = 0
+        with self._offsets_lock:
+            for p in range(topic.partitions):
+                lg = self._logs.get((OFFSETS_TOPIC, p))
+                if lg is None or lg.offline or lg.closed or len(lg.segments) < 2:
+                    continue
+                try:
+                    start = lg.log_end_offset
+                    for group in self._offsets.groups():
+                        if partition_for_group(group, topic.partitions) != p:
+                            continue
+                        live = self._offsets.group(group)
+                        if live:
+                            lg.append(encode_batch(
+                                [encode_offset_value(v) for v in live.values()],
+                                [encode_offset_key(group, t, q) for t, q in live],
+                                [self.clock()] * len(live)), origin="coordinator")
+                    lg.flush()
+                    deleted += lg.advance_log_start_offset(start)
+                except (KafkaStorageError, ValueError):
+                    continue     # its dir went offline (reported) or it closed meanwhile
+        return deleted
 
     def _checkpoint_all(self, which: str | None = None) -> None:
         for d in self._online_dirs():
@@ -888,7 +924,6 @@ class LogManager:
         self._offsets.put(group, entries)
 
     def _append_offsets(self, group: str, keys: list[bytes], values: list[bytes | None], now: int) -> None:
-        from .records import encode_batch
         with self._offsets_lock:
             lg = self._offsets_log(group, create=True)
             lg.append(encode_batch(values, keys, [now] * len(keys)), origin="coordinator")

@@ -130,3 +130,25 @@ def test_format_doc_worked_example_matches_the_encoder():
              for line in doc.splitlines() if line.startswith(("key:   00", "value: 00"))}
     assert encode_offset_key("etl", "clicks", 7) == lines["key"]
     assert encode_offset_value(OffsetAndMetadata(42, "m", -1, 1_700_000_000_000)) == lines["value"]
+
+
+def test_consumer_offsets_stay_bounded_and_survive_compaction(dirs, open_manager):
+    """Many commits roll __consumer_offsets; compaction rewrites the live offsets
+    and deletes the old segments; a restart reads the same state back."""
+    config = {"offsets.topic.num.partitions": 1, "offsets.topic.segment.bytes": 4096}
+    manager = open_manager(dirs, config)
+    manager.create_topic("t", 4)
+    for i in range(400):
+        manager.commit_offsets("g", {("t", i % 4): i})
+        manager.commit_offsets("h", {("t", 0): 1000 + i})
+    offsets_log = manager.log("__consumer_offsets", 0)
+    before = len(offsets_log.segments)
+    assert before > 10
+    assert manager.compact_committed_offsets() >= before - 2
+    assert len(offsets_log.segments) <= 2
+    expected = {("t", p): 396 + p for p in range(4)}
+    assert {tp: o.offset for tp, o in manager.committed_offsets("g").items()} == expected
+    manager.close()
+    again = open_manager(dirs, config)
+    assert {tp: o.offset for tp, o in again.committed_offsets("g").items()} == expected
+    assert again.committed("h", "t", 0) == 1399
