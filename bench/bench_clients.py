@@ -798,6 +798,21 @@ def write_plots(outdir, prod_rows, cons_rows, lat_rows, say):
     import matplotlib.pyplot as plt
     os.makedirs(outdir, exist_ok=True)
     written = []
+
+    def write(fig, name):
+        fig.tight_layout()
+        path = os.path.join(outdir, name)
+        fig.savefig(path)
+        plt.close(fig)
+        return path
+
+    def _save(fig, ax, path):
+        """Zero-based y axis, grid, legend, then written (the line plots)."""
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        return write(fig, os.path.basename(path))
+
     sweeps = [("batch size", "batch size", True), ("record size", "value size", True),
               ("threads", "producer threads", False), ("topics", "topics", True)]
     fig, axes = plt.subplots(2, 2, figsize=(10, 7.2), dpi=80)
@@ -821,11 +836,7 @@ def write_plots(outdir, prod_rows, cons_rows, lat_rows, say):
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=8)
-    fig.tight_layout()
-    p = os.path.join(outdir, "producer_throughput.png")
-    fig.savefig(p)
-    plt.close(fig)
-    written.append(p)
+    written.append(write(fig, "producer_throughput.png"))
 
     # MB/s vs record size (the records/s plot hides the bytes).
     rows = [r for r in prod_rows if r.sweep == "record size" and r.memory == "recently freed"]
@@ -841,14 +852,7 @@ def write_plots(outdir, prod_rows, cons_rows, lat_rows, say):
         ax.set_xlabel("value size")
         ax.set_ylabel("MB/s of values")
         ax.set_title("producer MB/s vs record size", fontsize=10)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        p = os.path.join(outdir, "producer_mbps_vs_record_size.png")
-        fig.savefig(p)
-        plt.close(fig)
-        written.append(p)
+        written.append(_save(fig, ax, os.path.join(outdir, "producer_mbps_vs_record_size.png")))
 
     if cons_rows:
         fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=80)
@@ -861,14 +865,7 @@ def write_plots(outdir, prod_rows, cons_rows, lat_rows, say):
         ax.set_xlabel("consumer threads (one Consumer each, one group)")
         ax.set_ylabel("M records/s (100 B)")
         ax.set_title("consumer throughput vs threads", fontsize=10)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        p = os.path.join(outdir, "consumer_throughput.png")
-        fig.savefig(p)
-        plt.close(fig)
-        written.append(p)
+        written.append(_save(fig, ax, os.path.join(outdir, "consumer_throughput.png")))
 
     if lat_rows:
         fig, ax = plt.subplots(figsize=(7.5, 3.8), dpi=80)
@@ -886,11 +883,7 @@ def write_plots(outdir, prod_rows, cons_rows, lat_rows, say):
         ax.set_title("end-to-end latency (l = linger.ms, a = acks)", fontsize=10)
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        p = os.path.join(outdir, "latency.png")
-        fig.savefig(p)
-        plt.close(fig)
-        written.append(p)
+        written.append(write(fig, "latency.png"))
     for p in written:
         say(f"wrote {p} ({os.path.getsize(p) // 1024} KiB)")
     return written

@@ -270,18 +270,7 @@ cdef class Accumulator:
         self.fail = fail
 
     cdef ProducerBatch open_batch(self, TopicState state, int32_t partition):
-        cdef ProducerBatch batch = ProducerBatch.__new__(ProducerBatch, state.name, partition)
-        batch.topic = state.name
-        batch.partition = partition
-        batch.values = []
-        batch.keys = []
-        batch.timestamps = []
-        batch.created = _monotonic()
-        batch.state = u"PENDING"
-        batch.base_offset = -1
-        batch.log_append_time = -1
-        batch.base_sequence = -1
-        batch.watched = []
+        cdef ProducerBatch batch = ProducerBatch(state.name, partition)
         batch.seq = self.seq
         self.seq += 1
         state.open[partition] = batch
