@@ -1,7 +1,8 @@
-"""Helpers shared by the storage, manager and client tests: an injectable
-clock, a scheduler that runs only when told to, and reading a whole log."""
+"""Helpers shared by the storage, coordinator and client tests: an injectable
+clock, a scheduler that runs only when told to, managers closed at teardown,
+and reading a whole log."""
 
-from pylog.scheduler import Scheduler
+from pylog.storage.scheduler import Scheduler
 
 T0 = 1_700_000_000_000
 
@@ -48,3 +49,18 @@ def all_records(log, start=None):
         out += got
         offset = got[-1].offset + 1
     return out
+
+
+def manager_factory(cls, clock):
+    """Generator behind the ``open_manager`` fixtures: yields
+    ``make(dirs, config=None, *, background=False, **kw)`` building `cls` with
+    the fake clock, then closes every manager it made."""
+    opened = []
+
+    def make(log_dirs, config=None, *, background=False, **kw):
+        manager = cls(log_dirs, config, clock=kw.pop("clock", clock), background=background, **kw)
+        opened.append(manager)
+        return manager
+    yield make
+    for manager in opened:
+        manager.close()

@@ -27,6 +27,6 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q "setuptools>=68" wheel "Cython>=3.0,<3.4"
+.venv/bin/python -m pip install -q "setuptools>=77" wheel "Cython>=3.0,<3.4"
 .venv/bin/python -m pip install -q --no-build-isolation -e ".[dev]"
 .venv/bin/python -c "import pylog; print('pylog setup: ready;', 'crc32c:', pylog.crc32c_implementation())"

@@ -1,19 +1,33 @@
-"""pylog: a Kafka-compatible log storage engine for Python with a C core."""
+"""pylog: a Kafka-compatible log storage engine for Python with a C core.
 
-from . import errors, records
+The public API. The layers behind it (docs/ARCHITECTURE.md): ``record``
+(batch bytes), ``storage`` (logs and log dirs), ``coordinator`` (groups and
+committed offsets), ``client`` (Producer, Consumer), ``store`` (the store
+``open`` returns), over the compiled core ``_core``.
+"""
+
+from . import errors
+from . import record as records
 from ._core.crc import crc32c, crc32c_implementation
-from .config import LogConfig
-from .consumer import Consumer, ConsumerRecord
+from .client import Consumer, ConsumerRecord, Producer, RecordMetadata
+from .common import TopicPartition
+from .coordinator import OffsetAndMetadata
 from .errors import CorruptRecordError, PylogError
-from .file_slice import FileSlice
-from .info import AppendInfo, RecoveryReport, TimestampOffset
-from .log import Log, default_engine
-from .manager import LogManager, StartupReport
-from .manager import open  # noqa: A004 - pylog.open(...) is the friendly entry point
-from .offsets import OffsetAndMetadata
-from .producer import Producer, RecordMetadata
-from .topic_partition import TopicPartition
-from .topics import TopicDescription
+from .storage import (
+    AppendInfo,
+    FileSlice,
+    Log,
+    LogConfig,
+    RecoveryReport,
+    StartupReport,
+    TimestampOffset,
+    TopicDescription,
+    default_engine,
+)
+from .store import (
+    LogManager,
+    open,  # noqa: A004 - pylog.open(...) is the friendly entry point
+)
 
 __version__ = "0.1.0"
 

@@ -8,9 +8,9 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pylog._core.crc import crc32c, crc32c_implementation, crc32c_portable
 
 import pylog
-from pylog._core.crc import crc32c, crc32c_implementation, crc32c_portable
 
 crc32c_oracle = pytest.importorskip("crc32c", reason="the crc32c package is the oracle").crc32c
 

@@ -1,10 +1,13 @@
-"""Fixtures for the storage tests: every Log test runs once per I/O engine."""
+"""Fixtures for the storage tests: every Log test runs once per I/O engine;
+LogManagers (storage only, no coordinator) with a fake clock, always closed."""
 
 import os
 
 import pytest
+from log_support import Clock, manager_factory
 
 from pylog._core.engine import IoEngine
+from pylog.storage import LogManager
 
 ENGINES = ("portable", "io_uring")
 
@@ -35,3 +38,21 @@ def engine_kind(request) -> str:
 def log_dir(tmp_path) -> str:
     """A fresh topic-partition directory path (not created yet)."""
     return os.path.join(tmp_path, "events-0")
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    """Three log dir paths (not created yet), like three disks."""
+    return [str(tmp_path / f"disk{i}") for i in range(3)]
+
+
+@pytest.fixture
+def open_manager(clock):
+    """``open_manager(dirs, **config)``: a storage LogManager with the fake clock and
+    no background thread (tests call run_background_tasks); closed at teardown."""
+    yield from manager_factory(LogManager, clock)

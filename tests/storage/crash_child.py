@@ -13,7 +13,7 @@ import random
 import sys
 
 from pylog import records
-from pylog.log import Log
+from pylog.storage.log import Log
 
 
 def expected_value(offset: int) -> bytes:

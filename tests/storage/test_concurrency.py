@@ -9,8 +9,8 @@ import threading
 
 from pylog import records
 from pylog.errors import OffsetOutOfRangeError
-from pylog.log import Log
-from pylog.scheduler import Scheduler
+from pylog.storage.log import Log
+from pylog.storage.scheduler import Scheduler
 
 
 class ImmediateScheduler(Scheduler):

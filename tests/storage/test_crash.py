@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from pylog.log import Log
+from pylog.storage.log import Log
 
 from .crash_child import expected_value
 

@@ -11,12 +11,11 @@ import subprocess
 import uuid
 
 import pytest
+from log_support import ManualScheduler
 
 from pylog import records
 from pylog.errors import KafkaStorageError
-from pylog.log import Log
-
-from log_support import ManualScheduler
+from pylog.storage.log import Log
 
 
 def _loop_fs_or_skip(tmp_path, size_mb=48):

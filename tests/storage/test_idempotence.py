@@ -5,12 +5,11 @@ import struct
 
 import crc32c as crc32c_oracle
 import pytest
+from log_support import ManualScheduler, read_file
 
 from pylog import records
 from pylog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from pylog.log import Log
-
-from log_support import ManualScheduler, read_file
+from pylog.storage.log import Log
 
 
 def pbatch(n, pid=7, epoch=0, seq=0, tag=b""):

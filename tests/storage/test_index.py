@@ -4,9 +4,10 @@ import bisect
 import os
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pylog._core.storage import OffsetIndex, TimeIndex
+
 from pylog.errors import CorruptIndexError
 
 BASE = 1000

@@ -6,14 +6,19 @@ import struct
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
+from log_support import T0, Clock, ManualScheduler, all_records, read_file
 
 from pylog import records
-from pylog.errors import (ConfigError, CorruptRecordError, InvalidRecordError,
-                          InvalidTimestampError, MessageTooLargeError, OffsetOutOfRangeError,
-                          RecordListTooLargeError)
-from pylog.log import Log
-
-from log_support import T0, Clock, ManualScheduler, all_records, read_file
+from pylog.errors import (
+    ConfigError,
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from pylog.storage.log import Log
 
 
 def batch(n=10, size=100, ts=T0, **kw):
@@ -318,6 +323,7 @@ def test_concurrent_flushes_group_commit(log_dir, engine_kind):
     """Appends continue while a flush runs, and one fsync serves every append
     that landed before it: far fewer syncs than flush() calls."""
     import threading
+
     from pylog._core.engine import IoEngine
     engine = IoEngine(engine_kind)
     log = Log(log_dir, {"pylog.io.engine": engine_kind}, engine=engine, scheduler=ManualScheduler())

@@ -5,15 +5,22 @@ import shutil
 import tempfile
 
 import pytest
-from hypothesis import settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+from log_support import ManualScheduler
 
 from pylog import records
 from pylog.errors import OffsetOutOfRangeError
-from pylog.log import Log
+from pylog.storage.log import Log
 
 from .conftest import io_uring_available
-from log_support import ManualScheduler
 
 CONFIG = {"segment.bytes": 3000, "index.interval.bytes": 300, "segment.index.bytes": 8 * 16}
 

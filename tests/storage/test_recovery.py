@@ -7,11 +7,10 @@ truncation point and that every record returned is intact."""
 import os
 
 import pytest
+from log_support import T0, ManualScheduler, all_records, read_file
 
 from pylog import records
-from pylog.log import Log
-
-from log_support import T0, ManualScheduler, all_records, read_file
+from pylog.storage.log import Log
 
 from .test_log import batch
 

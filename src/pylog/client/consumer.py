@@ -1,0 +1,548 @@
+"""Consumer: Kafka's consumer API over an embedded store.
+
+``assign`` takes partitions explicitly; ``subscribe`` joins the consumer to
+its ``group.id`` in this process (pylog/group.py), which shares the topics'
+partitions among the group's members and rebalances when one joins or
+leaves. ``poll`` reads from each assigned partition's position, returns at
+most ``max.poll.records`` records, and when nothing is there waits for an
+append (an event the logs set) instead of busy-looping. ``poll_arrow``
+returns the same records as one ``pyarrow.RecordBatch``, decoded in C.
+
+Positions start at the committed offset of the group, else at
+``auto.offset.reset``; commits go to the store's ``__consumer_offsets``.
+
+A Consumer is used from one thread at a time (as Kafka's); several
+Consumers of one group may run in several threads.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from pylog.common.topic_partition import TopicPartition
+from pylog.coordinator.group import ConsumerGroup
+from pylog.errors import (
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from pylog.record import decode_arrow, iter_batches
+
+from .config import ClientConfig
+
+__all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
+
+
+class ConsumerRecord(NamedTuple):
+    """One record as poll() returns it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+_new_record = tuple.__new__
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+def _tp(item) -> TopicPartition:
+    if isinstance(item, TopicPartition):
+        return item
+    topic, partition = item
+    return TopicPartition(topic, int(partition))
+
+
+class _Fetch(NamedTuple):
+    """What one poll took from one partition: how many records, and where to go on."""
+
+    tp: TopicPartition
+    next_position: int
+    count: int
+
+
+class Consumer:
+    """``Consumer(store, *topics, **config)`` with Kafka's consumer config names.
+
+    ``store`` is a :class:`pylog.LogManager`. Topics given here are subscribed
+    (as ``subscribe(topics)``). Config: ``group.id``, ``auto.offset.reset``,
+    ``enable.auto.commit``, ``auto.commit.interval.ms``, ``max.poll.records``,
+    ``fetch.max.bytes``, ``max.partition.fetch.bytes``,
+    ``partition.assignment.strategy``; also as Python keywords.
+    """
+
+    def __init__(self, store: Any, *topics: str, config: dict | None = None, **kwargs: Any) -> None:
+        self.store = store
+        self.config = ClientConfig("consumer", config, **kwargs)
+        c = self.config
+        self.group_id: str = c.group_id
+        self._reset = c.auto_offset_reset
+        self._auto_commit = c.enable_auto_commit and bool(self.group_id)
+        self._commit_interval = c.auto_commit_interval_ms / 1000
+        self._max_records = c.max_poll_records
+        self._fetch_max = c.fetch_max_bytes
+        self._partition_max = c.max_partition_fetch_bytes
+        self._validate = c.check_crcs
+        self._strategies = tuple(c.partition_assignment_strategy)
+        self._event = threading.Event()
+        self._listening: set[TopicPartition] = set()
+        self._manual: list[TopicPartition] = []        # assign()
+        self._positions: dict[TopicPartition, int] = {}  # assign() mode
+        self._paused: set[TopicPartition] = set()
+        self._group: ConsumerGroup | None = None
+        self._member: str | None = None
+        self._subscription: list[str] | re.Pattern | None = None
+        self._next_partition = 0                      # round-robin start across polls
+        self._last_commit = time.monotonic()
+        self._closed = False
+        if topics:
+            self.subscribe(list(topics))
+
+    # ========================================================= assignment
+
+    def assign(self, partitions: Iterable) -> None:
+        """Takes these partitions (no group membership); positions come from the
+        group's committed offsets (if group.id is set) or auto.offset.reset."""
+        self._check_open()
+        self._leave_group()
+        tps = [_tp(p) for p in partitions]
+        for tp in tps:
+            self._check_partition(tp)
+        self._manual = tps
+        self._positions = {tp: pos for tp, pos in self._positions.items() if tp in tps}
+        self._sync_listeners()
+
+    def subscribe(self, topics: list[str] | str | re.Pattern) -> None:
+        """Joins ``group.id`` with a topic list, or a regex (a string is a pattern
+        when it is not a plain topic name, as Kafka's whitelist). Rebalances the
+        group: every subscribed partition goes to exactly one member."""
+        self._check_open()
+        if not self.group_id:
+            raise ValueError("subscribe() needs a group.id (or use assign())")
+        if isinstance(topics, str):
+            topics = re.compile(topics) if re.search(r"[\\^$*+?{}\[\]|()]", topics) else [topics]
+        elif not isinstance(topics, re.Pattern):
+            topics = list(topics)
+        self._leave_group()
+        self._manual = []
+        self._positions = {}
+        self._subscription = topics
+        self._group = self.store.coordinator.group(self.group_id)
+        self._member = self._group.join(topics, self._strategies, self._list_topics(),
+                                        self._partition_count)
+        self._sync_listeners()
+
+    def unsubscribe(self) -> None:
+        self._leave_group()
+        self._manual = []
+        self._positions = {}
+        self._sync_listeners()
+
+    def assignment(self) -> set[TopicPartition]:
+        if self._group is not None:
+            with self._group.lock:
+                return set(self._group.assignment.get(self._member, ()))
+        return set(self._manual)
+
+    def subscription(self) -> set[str]:
+        if isinstance(self._subscription, re.Pattern):
+            return {t for t in self._list_topics() if self._subscription.fullmatch(t)}
+        return set(self._subscription or ())
+
+    def _leave_group(self) -> None:
+        if self._group is not None and self._member is not None:
+            if self._auto_commit:
+                self._commit_positions(self._snapshot()[2])
+            self._group.leave(self._member, self._list_topics(), self._partition_count)
+        self._group = None
+        self._member = None
+        self._subscription = None
+
+    def _list_topics(self) -> list[str]:
+        return list(self.store.list_topics())
+
+    def _partition_count(self, topic: str) -> int:
+        try:
+            return len(self.store.describe_topic(topic).partitions)
+        except UnknownTopicOrPartitionError:
+            return 0
+
+    def _check_partition(self, tp: TopicPartition) -> None:
+        count = self._partition_count(tp.topic)
+        if not 0 <= tp.partition < count:
+            raise UnknownTopicOrPartitionError(f"{tp.topic}-{tp.partition} does not exist")
+
+    # ============================================================ positions
+
+    def _snapshot(self) -> tuple[int, list[TopicPartition], dict[TopicPartition, int]]:
+        """(generation, my partitions, their positions) — positions resolved."""
+        if self._group is not None:
+            group = self._group
+            with group.lock:
+                generation = group.generation
+                mine = list(group.assignment.get(self._member, ()))
+                missing = [tp for tp in mine if tp not in group.positions]
+            resolved = {tp: self._initial_position(tp) for tp in missing}
+            with group.lock:
+                for tp, pos in resolved.items():
+                    if group.generation == generation:
+                        group.positions.setdefault(tp, pos)
+                return generation, mine, {tp: group.positions[tp] for tp in mine
+                                          if tp in group.positions}
+        for tp in self._manual:
+            if tp not in self._positions:
+                self._positions[tp] = self._initial_position(tp)
+        return 0, list(self._manual), dict(self._positions)
+
+    def _store_positions(self, generation: int, updates: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Records new positions; returns those accepted (partitions still ours)."""
+        if self._group is not None:
+            with self._group.lock:
+                if self._group.generation != generation:
+                    # A rebalance happened during the read: the partitions may
+                    # have new owners reading from these positions. Drop it all;
+                    # the caller reads again under the new generation.
+                    return {}
+                self._group.positions.update(updates)
+            return updates
+        self._positions.update(updates)
+        return updates
+
+    def _initial_position(self, tp: TopicPartition) -> int:
+        committed = self.committed(tp) if self.group_id else None
+        log = self.store.log(tp.topic, tp.partition)
+        if committed is not None and log.log_start_offset <= committed <= log.log_end_offset:
+            return committed
+        return self._reset_position(tp, log)
+
+    def _reset_position(self, tp: TopicPartition, log) -> int:
+        if self._reset == "earliest":
+            return log.log_start_offset
+        if self._reset == "latest":
+            return log.log_end_offset
+        raise NoOffsetForPartitionError(f"no valid position for {tp} and auto.offset.reset is none")
+
+    def position(self, partition) -> int:
+        """The offset of the next record poll() returns from `partition`."""
+        tp = _tp(partition)
+        _, mine, positions = self._snapshot()
+        if tp not in mine:
+            raise ValueError(f"{tp} is not assigned to this consumer")
+        return positions[tp]
+
+    def seek(self, partition, offset: int) -> None:
+        tp = _tp(partition)
+        _, mine, _ = self._snapshot()
+        if tp not in mine:
+            raise ValueError(f"{tp} is not assigned to this consumer")
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, not {offset}")
+        self._set_position(tp, offset)
+
+    def _set_position(self, tp: TopicPartition, offset: int) -> None:
+        if self._group is not None:
+            with self._group.lock:
+                self._group.positions[tp] = offset
+        else:
+            self._positions[tp] = offset
+
+    def seek_to_beginning(self, *partitions) -> None:
+        for tp in self._targets(partitions):
+            self._set_position(tp, self.store.log(tp.topic, tp.partition).log_start_offset)
+
+    def seek_to_end(self, *partitions) -> None:
+        for tp in self._targets(partitions):
+            self._set_position(tp, self.store.log(tp.topic, tp.partition).log_end_offset)
+
+    def _targets(self, partitions: tuple) -> list[TopicPartition]:
+        """seek_to_*(): no argument means every assigned partition; one list means its items."""
+        if len(partitions) == 1 and isinstance(partitions[0], (list, set, frozenset)):
+            partitions = tuple(partitions[0])
+        return [_tp(p) for p in partitions] if partitions else sorted(self.assignment())
+
+    def offsets_for_times(self, timestamps: dict) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the earliest offset whose timestamp is >= the given one."""
+        out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+        for partition, ts in timestamps.items():
+            tp = _tp(partition)
+            found = self.store.log(tp.topic, tp.partition).offset_for_timestamp(ts)
+            out[tp] = None if found is None else OffsetAndTimestamp(found.offset, found.timestamp)
+        return out
+
+    def beginning_offsets(self, partitions) -> dict[TopicPartition, int]:
+        return {tp: self.store.log(tp.topic, tp.partition).log_start_offset
+                for tp in map(_tp, partitions)}
+
+    def end_offsets(self, partitions) -> dict[TopicPartition, int]:
+        return {tp: self.store.log(tp.topic, tp.partition).log_end_offset
+                for tp in map(_tp, partitions)}
+
+    def pause(self, *partitions) -> None:
+        self._paused.update(_tp(p) for p in partitions)
+
+    def resume(self, *partitions) -> None:
+        self._paused.difference_update(_tp(p) for p in partitions)
+
+    # ============================================================== commits
+
+    def committed(self, partition) -> int | None:
+        tp = _tp(partition)
+        if not self.group_id:
+            raise ValueError("committed() needs a group.id")
+        found = self.store.committed(self.group_id, tp.topic, tp.partition)
+        return getattr(found, "offset", found)
+
+    def commit(self, offsets: dict | None = None, asynchronous: bool = False) -> None:
+        """Commits `offsets` ({partition: offset}) or the current positions.
+        ``asynchronous=True`` commits on a background thread and returns at once."""
+        if not self.group_id:
+            raise ValueError("commit() needs a group.id")
+        target = {_tp(p): int(o) for p, o in offsets.items()} if offsets is not None \
+            else self._snapshot()[2]
+        if asynchronous:
+            threading.Thread(target=self._commit_positions, args=(target,), daemon=True,
+                             name="pylog-consumer-commit").start()
+        else:
+            self._commit_positions(target)
+
+    def _commit_positions(self, positions: dict[TopicPartition, int]) -> None:
+        if positions:
+            self.store.commit_offsets(self.group_id, {(tp.topic, tp.partition): pos
+                                                      for tp, pos in positions.items()})
+        self._last_commit = time.monotonic()
+
+    def _maybe_auto_commit(self) -> None:
+        if self._auto_commit and time.monotonic() - self._last_commit >= self._commit_interval:
+            self._commit_positions(self._snapshot()[2])
+
+    # ================================================================= poll
+
+    def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records from the assigned partitions, at most max.poll.records; waits up
+        to `timeout` seconds for an append when there are none."""
+        records = self._poll(timeout, max_records or self._max_records, self._fetch_records)
+        return records if records is not None else []
+
+    def poll_arrow(self, timeout: float = 0.0, max_records: int | None = None) -> pa.RecordBatch:
+        """The records of one poll as a pyarrow.RecordBatch: columns topic
+        (dictionary), partition, offset, timestamp, key, value, headers."""
+        batch = self._poll(timeout, max_records or self._max_records, self._fetch_arrow)
+        return batch if batch is not None else _empty_arrow()
+
+    def _poll(self, timeout: float, max_records: int, fetch):
+        """Runs `fetch(partitions, positions, max_records)` -> (fetches, result) until it
+        finds records or `timeout` passes; records its new positions. Returns result or None."""
+        self._check_open()
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            self._event.clear()
+            self._maybe_auto_commit()
+            generation, mine, positions = self._snapshot()
+            self._sync_listeners(mine)
+            fetches, result = fetch(mine, positions, max_records)
+            if fetches:
+                if self._store_positions(generation, {f.tp: f.next_position for f in fetches}):
+                    return result
+                continue        # a rebalance happened meanwhile: read again
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._event.wait(min(remaining, 0.5))   # 0.5 s: also notices rebalances
+
+    def _slices(self, mine: list[TopicPartition], positions: dict[TopicPartition, int]):
+        """(tp, position, FileSlice) for the partitions with data, round robin from a
+        different partition each poll, within fetch.max.bytes (at least one slice)."""
+        budget = self._fetch_max
+        if not mine:
+            return
+        start = self._next_partition % len(mine)
+        self._next_partition += 1
+        first = True
+        for tp in mine[start:] + mine[:start]:
+            if budget <= 0 and not first:
+                return
+            if tp in self._paused:
+                continue
+            log = self.store.log(tp.topic, tp.partition)
+            position = positions.get(tp)
+            if position is None or position >= log.log_end_offset:
+                continue
+            try:
+                slice_ = log.read(position, max(min(self._partition_max, budget), 1))
+            except OffsetOutOfRangeError:
+                self._set_position(tp, self._reset_position(tp, log))
+                continue
+            if slice_.size == 0:
+                continue
+            budget -= slice_.size
+            first = False
+            yield tp, position, slice_
+
+    def _fetch_records(self, mine, positions, max_records):
+        fetches: list[_Fetch] = []
+        out: list[ConsumerRecord] = []
+        for tp, position, slice_ in self._slices(mine, positions):
+            if len(out) >= max_records:
+                break
+            topic, partition = tp
+            before = len(out)
+            for batch in iter_batches(slice_.read(), validate=self._validate):
+                if batch.is_control:
+                    continue
+                for r in batch.records():
+                    if r.offset < position:
+                        continue
+                    # tuple.__new__ skips the NamedTuple's Python-level __new__.
+                    out.append(_new_record(ConsumerRecord, (topic, partition, r.offset,
+                                                            r.timestamp, r.key, r.value,
+                                                            r.headers)))
+                    if len(out) >= max_records:
+                        break
+                if len(out) >= max_records:
+                    break
+            if len(out) > before:
+                fetches.append(_Fetch(tp, out[-1].offset + 1, len(out) - before))
+        return fetches, out
+
+    def _fetch_arrow(self, mine, positions, max_records):
+        """Reads every slice into one buffer and decodes it with one decode_arrow call;
+        the result is a zero-copy slice of it unless rows must be skipped."""
+        picked = []
+        estimate = 0
+        for tp, position, slice_ in self._slices(mine, positions):
+            picked.append((tp, position, slice_))
+            estimate += slice_.last_offset - max(position, slice_.first_offset) + 1
+            if estimate >= max_records:
+                break
+        if not picked:
+            return [], None
+        buf = bytearray(sum(s.size for _, _, s in picked))
+        view = memoryview(buf)
+        at = 0
+        for _, _, s in picked:
+            at += s.readinto(view[at:at + s.size])
+        body = decode_arrow(buf, validate=self._validate)
+        counts = [s.last_offset - s.first_offset + 1 for _, _, s in picked]
+        if sum(counts) != body.num_rows:
+            # Offset gaps or control batches: cut each slice by its offsets instead.
+            return self._fetch_arrow_by_offsets(picked, view, max_records)
+        fetches: list[_Fetch] = []
+        rows: list[np.ndarray] = []
+        row = taken_to = 0          # taken_to: end of the rows taken so far, if contiguous
+        contiguous = True
+        left = max_records
+        for (tp, position, s), count in zip(picked, counts):
+            skip = max(position - s.first_offset, 0)     # records before the position
+            take = min(count - skip, left)
+            if take > 0:
+                contiguous = contiguous and row + skip == taken_to
+                taken_to = row + skip + take
+                rows.append(np.arange(row + skip, taken_to))
+                fetches.append(_Fetch(tp, position + take, take))
+                left -= take
+            row += count
+        if not fetches:
+            return [], None
+        taken = sum(f.count for f in fetches)
+        body = body.slice(0, taken) if contiguous else body.take(pa.array(np.concatenate(rows)))
+        return fetches, _with_partition_columns(fetches, body)
+
+    def _fetch_arrow_by_offsets(self, picked, view, max_records):
+        fetches: list[_Fetch] = []
+        parts = []
+        at = 0
+        left = max_records
+        for tp, position, s in picked:
+            rb = decode_arrow(view[at:at + s.size], validate=self._validate)
+            at += s.size
+            lo = int((rb.column(0).to_numpy() < position).sum())
+            rb = rb.slice(lo, left)
+            if rb.num_rows:
+                fetches.append(_Fetch(tp, int(rb.column(0)[rb.num_rows - 1].as_py()) + 1,
+                                      rb.num_rows))
+                parts.append(rb)
+                left -= rb.num_rows
+            if left <= 0:
+                break
+        if not fetches:
+            return [], None
+        body = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
+        return fetches, _with_partition_columns(fetches, body)
+
+    def _sync_listeners(self, mine: list[TopicPartition] | None = None) -> None:
+        """Registers the wake-up event on exactly the assigned partitions' logs."""
+        if mine is None:
+            mine = list(self.assignment()) if not self._closed else []
+        wanted = set(mine)
+        if wanted == self._listening:
+            return
+        for tp in self._listening - wanted:
+            try:
+                self.store.log(tp.topic, tp.partition).remove_listener(self._event)
+            except Exception:  # noqa: BLE001 - the partition may be gone or offline
+                pass
+        for tp in wanted - self._listening:
+            self.store.log(tp.topic, tp.partition).add_listener(self._event)
+        self._listening = wanted
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Yields records forever (until close())."""
+        while not self._closed:
+            yield from self.poll(1.0)
+
+    # =========================================================== lifecycle
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this Consumer is closed")
+
+    def close(self) -> None:
+        """Commits positions (enable.auto.commit), leaves the group, stops listening."""
+        if self._closed:
+            return
+        if self._auto_commit and self._group is None and self._manual:
+            self._commit_positions(self._snapshot()[2])
+        self._leave_group()
+        self._closed = True
+        self._sync_listeners([])
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _with_partition_columns(fetches: list[_Fetch], body: pa.RecordBatch) -> pa.RecordBatch:
+    """Prepends the topic (dictionary) and partition columns, built with numpy."""
+    counts = np.fromiter((f.count for f in fetches), dtype=np.int64, count=len(fetches))
+    topics = sorted({f.tp.topic for f in fetches})
+    slot = {t: i for i, t in enumerate(topics)}
+    topic_ids = np.repeat(np.fromiter((slot[f.tp.topic] for f in fetches), dtype=np.int32,
+                                      count=len(fetches)), counts)
+    partitions = np.repeat(np.fromiter((f.tp.partition for f in fetches), dtype=np.int32,
+                                       count=len(fetches)), counts)
+    topic = pa.DictionaryArray.from_arrays(pa.array(topic_ids), pa.array(topics, pa.string()))
+    return pa.RecordBatch.from_arrays([topic, pa.array(partitions)] + body.columns,
+                                      names=["topic", "partition"] + body.schema.names)
+
+
+def _empty_arrow() -> pa.RecordBatch:
+    schema = decode_arrow(b"").schema
+    schema = pa.schema([pa.field("topic", pa.dictionary(pa.int32(), pa.string())),
+                        pa.field("partition", pa.int32())] + list(schema))
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)

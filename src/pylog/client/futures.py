@@ -1,0 +1,200 @@
+"""Futures for produced records: ``concurrent.futures.Future`` without per-record cost.
+
+``Producer.send`` returns one future per record, at up to millions per
+second, and almost nobody waits on most of them. A stock Future costs a
+``threading.Condition`` (two locks) at creation and a lock round trip at
+completion. ``RecordFuture`` is a real ``Future`` subclass, accepted by
+``concurrent.futures.wait``/``as_completed``, whose state lives in the
+shared ``ProducerBatch`` (``_core/producer.pyx``): creating one stores two references, and
+completing a batch completes all of its futures at once. The condition,
+waiter list and callbacks are created only for futures that someone
+actually waits on or registers a callback with ("watched" futures), and
+only those are notified one by one.
+
+Invariants: a future becomes watched (under ``_WATCH_LOCK``) either while
+its batch is pending, and is then in the batch's ``watched`` list, or after
+it finished, and then starts FINISHED. ``complete_batch`` sets the
+batch state and takes the watched list in one step under that lock. A
+watched future has its own ``_state``, which flips to FINISHED under its
+condition together with the waiter notifications, exactly as a stock Future
+does, so ``wait``/``as_completed`` never see a state change they were not
+told about.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from concurrent.futures._base import FINISHED, PENDING  # the states Future uses
+from typing import NamedTuple
+
+from pylog._core.producer import ProducerBatch
+
+__all__ = ["RecordMetadata", "ProducerBatch", "RecordFuture", "complete_batch"]
+
+_WATCH_LOCK = threading.Lock()
+
+
+class RecordMetadata(NamedTuple):
+    """Where a record landed (Kafka's RecordMetadata)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int              # CreateTime as sent, or the log append time
+    serialized_key_size: int    # -1 for a null key
+    serialized_value_size: int  # -1 for a null value
+
+
+def complete_batch(batch: ProducerBatch, base_offset: int, log_append_time: int = -1,
+                   exception: BaseException | None = None) -> None:
+    """Completes every future of a batch: successfully (base_offset) or with exception."""
+    with _WATCH_LOCK:
+        batch.base_offset = base_offset
+        batch.log_append_time = log_append_time
+        batch.exception = exception
+        batch.state = FINISHED
+        watched, batch.watched = batch.watched, None
+    for future in watched or ():
+        future._notify()
+
+
+class RecordFuture(Future):
+    """The future of one record: resolves to its RecordMetadata.
+
+    Cannot be cancelled (like the Java client's): the record may already be
+    in the log.
+    """
+
+    __slots__ = ("_batch", "_index", "_cond", "_waiter_list", "_callbacks", "_own_state")
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:  # noqa: D107 - no Future.__init__
+        self._batch = batch
+        self._index = index
+        self._cond = None
+        self._waiter_list = None
+        self._callbacks = None
+        self._own_state = PENDING
+
+    # --- the attributes concurrent.futures reads, backed by the batch -------
+
+    def _watch(self) -> None:
+        """Called with _WATCH_LOCK held: make this future notified on completion."""
+        if self._cond is None:
+            self._cond = threading.Condition()
+            self._waiter_list = []
+            self._callbacks = []
+            self._own_state = self._batch.state
+            if self._batch.watched is not None:
+                self._batch.watched.append(self)
+
+    @property
+    def _condition(self) -> threading.Condition:
+        with _WATCH_LOCK:
+            self._watch()
+        return self._cond
+
+    @property
+    def _waiters(self) -> list:
+        with _WATCH_LOCK:
+            self._watch()
+        return self._waiter_list
+
+    @property
+    def _state(self) -> str:
+        return self._batch.state if self._cond is None else self._own_state
+
+    @property
+    def _exception(self) -> BaseException | None:
+        return self._batch.exception
+
+    @property
+    def _result(self) -> RecordMetadata | None:
+        batch = self._batch
+        if batch.state != FINISHED or batch.exception is not None:
+            return None
+        i = self._index
+        if batch.encoded is not None:
+            timestamp = batch.log_append_time
+            key_size = value_size = -1
+        else:
+            timestamp = batch.log_append_time if batch.log_append_time >= 0 else batch.timestamps[i]
+            key, value = batch.keys[i], batch.values[i]
+            key_size = -1 if key is None else len(key)
+            value_size = -1 if value is None else len(value)
+        return RecordMetadata(batch.topic, batch.partition, batch.base_offset + i, timestamp,
+                              key_size, value_size)
+
+    # --- Future API ------------------------------------------------------------
+
+    def cancel(self) -> bool:
+        return False
+
+    def cancelled(self) -> bool:
+        return False
+
+    def running(self) -> bool:
+        return False
+
+    def done(self) -> bool:
+        return self._state == FINISHED
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        if self._state != FINISHED:
+            return super().result(timeout)
+        if self._batch.exception is not None:
+            raise self._batch.exception
+        return self._result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self._state != FINISHED:
+            return super().exception(timeout)
+        return self._batch.exception
+
+    def add_done_callback(self, fn) -> None:
+        with _WATCH_LOCK:
+            if self._batch.state != FINISHED:
+                self._watch()
+                self._callbacks.append(fn)
+                return
+        self._invoke(fn)
+
+    def set_running_or_notify_cancel(self) -> bool:
+        return True
+
+    def set_result(self, result) -> None:
+        raise RuntimeError("a RecordFuture is completed by its producer")
+
+    def set_exception(self, exception) -> None:
+        raise RuntimeError("a RecordFuture is completed by its producer")
+
+    # --- completion --------------------------------------------------------------
+
+    def _notify(self) -> None:
+        """Wakes waiters and runs callbacks (the batch is already FINISHED)."""
+        with self._cond:
+            self._own_state = FINISHED
+            for waiter in self._waiter_list:
+                if self._batch.exception is not None:
+                    waiter.add_exception(self)
+                else:
+                    waiter.add_result(self)
+            self._cond.notify_all()
+        for fn in self._callbacks:
+            self._invoke(fn)
+
+    def _invoke(self, fn) -> None:
+        try:
+            fn(self)
+        except Exception:  # noqa: BLE001 - as Future does: a callback's error is logged, not raised
+            import logging
+            logging.getLogger("pylog.producer").exception("exception calling callback for %r", self)
+
+    def __repr__(self) -> str:
+        batch = self._batch
+        if batch.state != FINISHED:
+            return f"<RecordFuture at {id(self):#x} state=pending>"
+        if batch.exception is not None:
+            return f"<RecordFuture at {id(self):#x} state=finished raised {type(batch.exception).__name__}>"
+        return f"<RecordFuture at {id(self):#x} state=finished offset={batch.base_offset + self._index}>"
+

@@ -1,0 +1,542 @@
+"""Producer: Kafka's producer API over an embedded store.
+
+``send`` adds a record to its partition's open batch in the accumulator and
+returns a future; a background sender thread appends batches to the logs
+when they fill up (``batch.size``) or have waited ``linger.ms``, fsyncs them
+when ``acks=all`` (one flush per log per round serves every batch in it:
+group commit), and completes the futures. ``send_batch`` takes whole columns
+(lists or Arrow arrays), partitions and encodes them in C, and queues the
+encoded batches behind the partition's pending records, so ordering per
+partition always holds.
+
+Thread-safe: any number of threads may send through one Producer.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Callable
+
+import numpy as np
+
+from pylog._core.producer import (
+    Accumulator,
+    ProducerBatch,
+    TopicState,
+    column_lengths,
+    take_list,
+)
+from pylog.errors import (
+    KafkaTimeoutError,
+    MessageTooLargeError,
+    UnknownTopicOrPartitionError,
+)
+from pylog.record import encode_batch
+
+from .config import ClientConfig
+from .futures import RecordFuture, RecordMetadata, complete_batch
+from .partitioner import DefaultPartitioner, partition_keys
+
+__all__ = ["Producer", "RecordMetadata", "BatchResult"]
+
+# As in _core/producer.pyx: per-record framing and the batch header, in bytes.
+_RECORD_OVERHEAD = 21
+_BATCH_OVERHEAD = 61
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class BatchResult:
+    """Where the records of one ``send_batch`` call landed.
+
+    ``ranges`` maps partition -> list of (base_offset, count) in send order;
+    ``partitions`` and ``offsets`` are numpy arrays aligned with the input rows.
+    """
+
+    __slots__ = ("topic", "ranges", "_rows")
+
+    def __init__(self, topic: str, ranges: dict[int, list[tuple[int, int]]],
+                 rows: dict[int, np.ndarray]) -> None:
+        self.topic = topic
+        self.ranges = ranges
+        self._rows = rows
+
+    @property
+    def count(self) -> int:
+        return sum(n for chunks in self.ranges.values() for _, n in chunks)
+
+    @property
+    def partitions(self) -> np.ndarray:
+        out = np.empty(self.count, dtype=np.int32)
+        for p, rows in self._rows.items():
+            out[rows] = p
+        return out
+
+    @property
+    def offsets(self) -> np.ndarray:
+        out = np.empty(self.count, dtype=np.int64)
+        for p, rows in self._rows.items():
+            offs = np.concatenate([np.arange(b, b + n, dtype=np.int64) for b, n in self.ranges[p]])
+            out[rows] = offs
+        return out
+
+    def __repr__(self) -> str:
+        return f"BatchResult({self.topic!r}, {self.count} records, partitions={sorted(self.ranges)})"
+
+
+class Producer:
+    """``Producer(store, **config)`` with Kafka's producer config names.
+
+    ``store`` is a :class:`pylog.LogManager` (or anything with
+    ``log(topic, partition)`` and ``describe_topic(topic)``). Config keys:
+    ``batch.size``, ``linger.ms``, ``compression.type``, ``acks``,
+    ``max.request.size``, ``buffer.memory``, ``max.block.ms``,
+    ``enable.idempotence``, ``partitioner`` (an object with
+    ``partition(topic, key, value, num_partitions)`` or such a callable),
+    also as Python keywords (``batch_size=...``).
+    """
+
+    def __init__(self, store: Any, config: dict | None = None, *,
+                 partitioner: Any = None, **kwargs: Any) -> None:
+        self.store = store
+        self.config = ClientConfig("producer", config, **kwargs)
+        c = self.config
+        self._batch_size = c.batch_size
+        self._linger = c.linger_ms / 1000
+        self._compression = c.compression_type
+        self._acks = c.acks
+        self._max_request = c.max_request_size
+        self._buffer_memory = c.buffer_memory
+        self._max_block = c.max_block_ms / 1000
+        self._ignore_keys = c.partitioner_ignore_keys
+        if partitioner is not None and not hasattr(partitioner, "partition"):
+            fn = partitioner
+            partitioner = type("CallablePartitioner", (), {"partition": staticmethod(fn)})()
+        if isinstance(partitioner, DefaultPartitioner):
+            partitioner = None
+        self._lock = threading.Lock()
+        self._wakeup = threading.Condition(self._lock)     # sender waits for work
+        self._space = threading.Condition(self._lock)      # send() waits for buffer memory
+        self._done = threading.Condition(self._lock)       # flush() waits for rounds
+        self._ready: deque[ProducerBatch] = deque()        # sealed batches, in send order
+        self._lingering: deque[ProducerBatch] = deque()    # open batches, oldest first
+        self._acc = Accumulator(self._lock, self._wakeup, self._space, self._ready,
+                                self._lingering, self._batch_size, self._buffer_memory,
+                                self._max_request, self._ignore_keys, partitioner, RecordFuture,
+                                self._wait_for_space, self._failed)
+        self._topics: dict[str, TopicState] = self._acc.topics
+        self._producer_id = self._producer_epoch = -1
+        if c.enable_idempotence:
+            # Every batch carries (producer id, epoch, sequence); the log writes a
+            # retried batch once and answers with its original offsets.
+            self._producer_id, self._producer_epoch = store.init_producer_id()
+            self._acc.idempotent = True
+        self._rng = random.Random()
+        self._flushed_upto = 0     # every batch created before this seq is complete
+        self._flush_wanted = 0     # a flush() waits for batches up to this seq
+        self._closed = False
+        self._error: BaseException | None = None
+        self._sender = threading.Thread(target=self._run, name="pylog-producer-sender", daemon=True)
+        self._sender.start()
+
+    # ================================================================ send
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+             headers: list[tuple[str, bytes]] | None = None, partition: int | None = None,
+             timestamp: int | None = None,
+             callback: Callable[[RecordMetadata | None, BaseException | None], Any] | None = None
+             ) -> Future:
+        """Queues one record; returns a Future of its RecordMetadata.
+
+        ``callback(metadata, exception)`` runs on the sender thread when the
+        record is appended (and fsynced with acks=all), or failed."""
+        state = self._topics.get(topic) or self._topic_state(topic)
+        future = self._acc.append(state, value, key, headers, partition, timestamp)
+        if callback is not None:
+            future.add_done_callback(_callback_adapter(callback))
+        return future
+
+    def _wait_for_space(self, size: int) -> None:
+        """Blocks send() until buffer.memory has room (lock held), up to max.block.ms."""
+        acc = self._acc
+        deadline = time.monotonic() + self._max_block
+        while acc.buffered + size > self._buffer_memory and acc.buffered > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"failed to allocate {size} bytes within max.block.ms "
+                    f"({int(self._max_block * 1000)}): buffer.memory ({self._buffer_memory}) is "
+                    f"full with {acc.buffered} bytes waiting to be sent")
+            self._wakeup.notify()
+            self._space.wait(remaining)
+
+    def _failed(self, topic: str, partition: int | None, size: int) -> Future:
+        """A future that failed at send(): a record too large, or a bad partition."""
+        if size >= 0:
+            exc: BaseException = MessageTooLargeError(
+                f"the record is {size} bytes when serialized, larger than max.request.size "
+                f"({self._max_request})")
+        else:
+            count = self._topics[topic].num_partitions
+            exc = UnknownTopicOrPartitionError(
+                f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
+        batch = ProducerBatch(topic, -1 if partition is None else partition)
+        batch.values.append(None)
+        batch.keys.append(None)
+        batch.timestamps.append(-1)
+        complete_batch(batch, -1, exception=exc)
+        return RecordFuture(batch, 0)
+
+    # ========================================================== send_batch
+
+    def send_batch(self, topic: str, values, keys=None, timestamps=None, headers=None, *,
+                   partition: int | None = None) -> Future:
+        """Queues many records at once (the fast path): ``values``/``keys`` are lists
+        of bytes or Arrow binary arrays, ``timestamps`` ints (ms) or a numpy array.
+        Records are partitioned by key (Kafka's murmur2) or, without keys, go to
+        one sticky partition; each partition's records are encoded in C into
+        batches of at most max.request.size. Returns a Future of a BatchResult."""
+        state = self._topics.get(topic) or self._topic_state(topic)
+        n = len(values)
+        if keys is not None and len(keys) != n:
+            raise ValueError(f"{len(keys)} keys for {n} values")
+        if timestamps is None:
+            timestamps = np.full(n, _now_ms(), dtype=np.int64)
+        else:
+            timestamps = np.asarray(timestamps, dtype=np.int64)
+            if len(timestamps) != n:
+                raise ValueError(f"{len(timestamps)} timestamps for {n} values")
+        if partition is not None:
+            groups = {partition: None}
+        elif keys is None or self._ignore_keys:
+            groups = {state.sticky: None}
+        else:
+            parts = partition_keys(keys, state.num_partitions)
+            if (parts < 0).any():
+                parts[parts < 0] = state.sticky
+            order = np.argsort(parts, kind="stable")
+            bounds = np.searchsorted(parts[order], np.arange(state.num_partitions + 1))
+            groups = {p: order[bounds[p]:bounds[p + 1]] for p in range(state.num_partitions)
+                      if bounds[p + 1] > bounds[p]}
+        result_future: Future = Future()
+        batches: list[ProducerBatch] = []
+        row_chunks: list[np.ndarray] = []
+        acc = self._acc
+        total = 0
+        # Each record's framed size, once for the whole call (chunks are cut by it).
+        record_sizes = _column_sizes(values) + _RECORD_OVERHEAD
+        if keys is not None:
+            record_sizes += _column_sizes(keys)
+        try:
+            for p, rows in groups.items():
+                if not 0 <= p < state.num_partitions:
+                    raise UnknownTopicOrPartitionError(
+                        f"topic {topic!r} has partitions 0..{state.num_partitions - 1}, not {p}")
+                rows = np.arange(n) if rows is None else rows
+                for chunk in self._chunks(record_sizes, rows):
+                    # Encode (GIL released in C), then queue at once: the sender
+                    # appends this chunk while the next one is encoded. An
+                    # idempotent producer encodes under the lock instead, since
+                    # the sequence numbers must follow the queue order.
+                    data = None if acc.idempotent else \
+                        self._encode_rows(values, keys, timestamps, headers, chunk)
+                    need = len(data) if data is not None else \
+                        int(record_sizes[chunk].sum()) + _BATCH_OVERHEAD
+                    with self._lock:
+                        if acc.closing:
+                            raise RuntimeError("send_batch() on a closed Producer")
+                        # Wait first: the wait releases the lock, and nothing may
+                        # be sealed between the sequence reservation and the queue.
+                        if acc.buffered + need > self._buffer_memory:
+                            self._wait_for_space(need)
+                        open_batch = state.open[p]
+                        if open_batch is not None:
+                            acc.seal(state, open_batch)      # earlier records of p go first
+                        if data is None:
+                            data = self._encode_rows(values, keys, timestamps, headers, chunk,
+                                                     acc.reserve_sequence(state, p, len(chunk)))
+                        batch = ProducerBatch(topic, p)
+                        batch.encoded = data
+                        batch.count = len(chunk)
+                        batch.size = len(data)
+                        batch.seq = acc.seq
+                        batch.sealed = True
+                        acc.seq += 1
+                        acc.buffered += len(data)
+                        self._ready.append(batch)
+                        self._wakeup.notify()
+                    batches.append(batch)
+                    row_chunks.append(chunk)
+                    total += len(data)
+        finally:
+            # Whatever was queued is delivered; the result reports the first error.
+            _gather(topic, batches, row_chunks, result_future)
+        if keys is None and partition is None:
+            state.produced(total)
+        return result_future
+
+    def _chunks(self, record_sizes: np.ndarray, rows: np.ndarray):
+        """Splits rows so each encoded batch stays under max.request.size."""
+        limit = max(self._max_request - _BATCH_OVERHEAD, 1)
+        sizes = record_sizes if len(rows) == len(record_sizes) else record_sizes[rows]
+        cum = np.cumsum(sizes)
+        start = 0
+        while start < len(rows):
+            base = cum[start - 1] if start else 0
+            end = int(np.searchsorted(cum, base + limit, side="right"))
+            if end <= start:
+                raise MessageTooLargeError(
+                    f"record {int(rows[start])} is {int(sizes[start]) + _BATCH_OVERHEAD} bytes when "
+                    f"serialized, larger than max.request.size ({self._max_request})")
+            yield rows[start:end]
+            start = end
+
+    def _encode(self, values, keys, timestamps, headers, base_sequence: int = -1) -> bytes:
+        if base_sequence < 0:
+            return encode_batch(values, keys, timestamps, headers, compression=self._compression)
+        return encode_batch(values, keys, timestamps, headers, compression=self._compression,
+                            producer_id=self._producer_id, producer_epoch=self._producer_epoch,
+                            base_sequence=base_sequence)
+
+    def _encode_rows(self, values, keys, timestamps, headers, rows: np.ndarray,
+                     base_sequence: int = -1) -> bytes:
+        first, last = int(rows[0]), int(rows[-1])
+        if last - first + 1 == len(rows):        # contiguous rows: slices, no gather
+            v = values[first:last + 1]
+            k = None if keys is None else keys[first:last + 1]
+            t = timestamps[first:last + 1]
+            h = None if headers is None else headers[first:last + 1]
+        else:
+            v = _take(values, rows)
+            k = None if keys is None else _take(keys, rows)
+            t = timestamps[rows]
+            h = None if headers is None else [headers[i] for i in rows]
+        return self._encode(v, k, t, h, base_sequence)
+
+    # ======================================================== flush, close
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Sends everything queued so far and waits until it completed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            target = self._acc.seq
+            self._flush_wanted = max(self._flush_wanted, target)
+            self._wakeup.notify()
+            while self._flushed_upto < target:
+                if self._error is not None:
+                    raise RuntimeError("the producer's sender thread failed") from self._error
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise KafkaTimeoutError(f"flush() did not complete within {timeout} s")
+                self._done.wait(remaining)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Delivers everything pending, then stops the sender thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._acc.closing = True
+            self._wakeup.notify()
+        self._sender.join(timeout)
+        self._closed = not self._sender.is_alive()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The partitions of `topic` (its metadata is cached on first use)."""
+        state = self._topics.get(topic) or self._topic_state(topic)
+        return list(range(state.num_partitions))
+
+    # ============================================================ metadata
+
+    def _topic_state(self, topic: str) -> TopicState:
+        try:
+            count = len(self.store.describe_topic(topic).partitions)
+        except UnknownTopicOrPartitionError:
+            auto = getattr(self.store, "auto_create_topic", None)
+            if auto is None:
+                raise
+            count = len(auto(topic).partitions)
+        with self._lock:
+            state = self._topics.get(topic)
+            if state is None:
+                state = self._topics[topic] = TopicState(topic, count, self._batch_size, self._rng)
+        return state
+
+    # ============================================================== sender
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    batches, upto = self._next_round()
+                    if batches is None:
+                        return
+                self._send_round(batches)
+                with self._lock:
+                    if upto is not None:
+                        self._flushed_upto = max(self._flushed_upto, upto)
+                    self._acc.buffered -= sum(b.size for b in batches)
+                    self._space.notify_all()
+                    self._done.notify_all()
+        except BaseException as exc:   # noqa: BLE001 - reported to flush()/close()
+            with self._lock:
+                self._error = exc
+                self._done.notify_all()
+            raise
+
+    def _next_round(self) -> tuple[list[ProducerBatch] | None, int | None]:
+        """Waits for work (lock held); returns the batches to send and, when every
+        batch created so far is among them, that creation count."""
+        acc = self._acc
+        while True:
+            force = acc.closing or self._flush_wanted > self._flushed_upto or \
+                acc.buffered >= self._buffer_memory
+            now = time.monotonic()
+            while self._lingering and self._lingering[0].sealed:
+                self._lingering.popleft()
+            if force or (self._lingering and now - self._lingering[0].created >= self._linger):
+                for state in self._topics.values():
+                    for batch in state.open:
+                        if batch is not None and (force or now - batch.created >= self._linger):
+                            acc.seal(state, batch)
+                while self._lingering and self._lingering[0].sealed:
+                    self._lingering.popleft()
+            if self._ready:
+                batches = list(self._ready)
+                self._ready.clear()
+                return batches, (acc.seq if not self._lingering else None)
+            if acc.closing:
+                self._flushed_upto = acc.seq
+                self._done.notify_all()
+                return None, None
+            if self._flush_wanted > self._flushed_upto and not self._lingering:
+                self._flushed_upto = acc.seq
+                self._done.notify_all()
+                continue
+            timeout = None
+            if self._lingering:
+                timeout = max(self._lingering[0].created + self._linger - now, 0.0005)
+            self._wakeup.wait(timeout)
+
+    def _send_round(self, batches: list[ProducerBatch]) -> None:
+        """Appends the round's batches (one write per partition), fsyncs each log
+        once when acks=all, then completes the futures."""
+        by_partition: dict[tuple[str, int], list[ProducerBatch]] = {}
+        for batch in batches:
+            by_partition.setdefault((batch.topic, batch.partition), []).append(batch)
+        appended: list[tuple[list[ProducerBatch], Any, Any]] = []
+        for (topic, partition), group in by_partition.items():
+            try:
+                log = self.store.log(topic, partition)
+            except Exception as exc:    # noqa: BLE001 - delivered through the futures
+                for b in group:
+                    complete_batch(b, -1, exception=exc)
+                continue
+            for run in _append_runs(group):
+                try:
+                    payload = [b.encoded if b.encoded is not None else
+                               self._encode(b.values, b.keys, b.timestamps, b.headers,
+                                            b.base_sequence) for b in run]
+                    info = log.append(payload[0] if len(payload) == 1 else b"".join(payload),
+                                      origin="producer")
+                except Exception as exc:    # noqa: BLE001 - delivered through the futures
+                    for b in run:
+                        complete_batch(b, -1, exception=exc)
+                    continue
+                appended.append((run, log, info))
+        if self._acks == "all":
+            flushed: dict[int, BaseException | None] = {}
+            for _, log, info in appended:
+                if id(log) not in flushed:
+                    try:
+                        log.flush(info.last_offset + 1)
+                        flushed[id(log)] = None
+                    except Exception as exc:  # noqa: BLE001
+                        flushed[id(log)] = exc
+        for group, log, info in appended:
+            error = flushed.get(id(log)) if self._acks == "all" else None
+            offset = info.first_offset
+            for b in group:
+                complete_batch(b, offset, info.log_append_time, error)
+                offset += b.record_count
+
+
+_JOIN_LIMIT = 1 << 20     # small batches of one partition are joined into writes of about this
+
+
+def _append_runs(group: list[ProducerBatch]):
+    """Consecutive batches of one partition, grouped into appends: small ones
+    joined (one write for many), a big pre-encoded one on its own (no copy)."""
+    run: list[ProducerBatch] = []
+    size = 0
+    for b in group:
+        if run and size + b.size > _JOIN_LIMIT:
+            yield run
+            run, size = [], 0
+        run.append(b)
+        size += b.size
+    if run:
+        yield run
+
+
+def _callback_adapter(callback):
+    def done(future: RecordFuture) -> None:
+        exc = future.exception()
+        callback(None if exc is not None else future.result(), exc)
+    return done
+
+
+def _column_sizes(column) -> np.ndarray:
+    """Byte length of each entry of a list or Arrow binary column (0 for null)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if isinstance(column, (pa.Array, pa.ChunkedArray)):
+        return pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return column_lengths(column)
+
+
+def _take(column, rows: np.ndarray):
+    import pyarrow as pa
+    if isinstance(column, (pa.Array, pa.ChunkedArray)):
+        return column.take(pa.array(rows))
+    return take_list(column if isinstance(column, list) else list(column),
+                     np.ascontiguousarray(rows, dtype=np.int64))
+
+
+def _gather(topic: str, batches: list[ProducerBatch], rows: list[np.ndarray], out: Future) -> None:
+    """Completes `out` with a BatchResult once every batch completed."""
+    remaining = [len(batches)]
+    lock = threading.Lock()
+
+    def one_done(_):
+        with lock:
+            remaining[0] -= 1
+            if remaining[0]:
+                return
+        errors = [b.exception for b in batches if b.exception is not None]
+        if errors:
+            out.set_exception(errors[0])
+            return
+        ranges: dict[int, list[tuple[int, int]]] = {}
+        row_map: dict[int, list[np.ndarray]] = {}
+        for b, r in zip(batches, rows):
+            ranges.setdefault(b.partition, []).append((b.base_offset, b.count))
+            row_map.setdefault(b.partition, []).append(r)
+        out.set_result(BatchResult(topic, ranges, {p: np.concatenate(rs) for p, rs in row_map.items()}))
+
+    if not batches:
+        out.set_result(BatchResult(topic, {}, {}))
+        return
+    for b in batches:
+        RecordFuture(b, 0).add_done_callback(one_done)

@@ -1,0 +1,197 @@
+"""GroupCoordinator: consumer groups and their committed offsets, over a storage LogManager.
+
+The one coordinator of a store (Kafka's ``GroupCoordinator`` plus its
+``GroupMetadataManager``): in-process consumers use it today, and the broker
+will serve the same object to remote clients. It owns
+
+- the **groups** of this process (:class:`~pylog.coordinator.group.ConsumerGroup`,
+  one per ``group.id``): members, generations, assignment, positions;
+- the **committed offsets**: every commit is appended to the internal
+  compacted topic ``__consumer_offsets`` (Kafka's record schemas,
+  :mod:`pylog.coordinator.offsets`) and then applied to an in-memory table,
+  which is replayed from that topic when the store opens;
+- keeping ``__consumer_offsets`` bounded (:meth:`compact_committed_offsets`).
+
+It uses storage only through :class:`pylog.storage.LogManager`'s public
+methods (``ensure_internal_topic``, ``partition_count``, ``log``,
+``add_periodic_task``), so storage never imports it (docs/ARCHITECTURE.md,
+"What may import what").
+
+Thread safety: every method may be called from any thread. ``_lock``
+serialises the appends to ``__consumer_offsets`` and its compaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+
+from pylog.common.topic_partition import TopicPartition
+from pylog.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from pylog.record import encode_batch
+from pylog.storage import OFFSETS_TOPIC, Log, LogManager
+
+from .group import ConsumerGroup
+from .offsets import (
+    OffsetAndMetadata,
+    OffsetStore,
+    encode_offset_key,
+    encode_offset_value,
+    partition_for_group,
+)
+
+__all__ = ["GroupCoordinator"]
+
+log = logging.getLogger("pylog.coordinator")
+
+
+class GroupCoordinator:
+    """Consumer groups and committed offsets of one store: ``GroupCoordinator(storage)``.
+
+    Replays ``__consumer_offsets`` at construction and registers its periodic
+    compaction with the store's background tasks.
+    """
+
+    def __init__(self, storage: LogManager) -> None:
+        self.storage = storage
+        self._offsets = OffsetStore()
+        self._lock = threading.Lock()             # appends to __consumer_offsets, compaction
+        self._groups: dict[str, ConsumerGroup] = {}
+        self._groups_lock = threading.Lock()
+        self._load_committed_offsets()
+        storage.add_periodic_task("offsets-compaction",
+                                  storage.config["log.retention.check.interval.ms"],
+                                  lambda now: self.compact_committed_offsets())
+
+    # ================================================================= groups
+
+    def group(self, group_id: str) -> ConsumerGroup:
+        """The group `group_id` of this store (created on first use)."""
+        with self._groups_lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                group = self._groups[group_id] = ConsumerGroup(group_id)
+            return group
+
+    # ====================================================== committed offsets
+
+    def _offsets_log(self, group: str) -> Log:
+        c = self.storage.config
+        partitions = self.storage.ensure_internal_topic(
+            OFFSETS_TOPIC, c["offsets.topic.num.partitions"],
+            {"cleanup.policy": "compact", "segment.bytes": c["offsets.topic.segment.bytes"],
+             "compression.type": "producer"})
+        return self.storage.log(OFFSETS_TOPIC, partition_for_group(group, partitions))
+
+    def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+                       metadata: str = "") -> None:
+        """Stores committed offsets of `group`: ``{(topic, partition): offset}``
+        (or OffsetAndMetadata values), as one record batch in
+        ``__consumer_offsets``. Durable as the topic's flush policy says."""
+        if not isinstance(group, str) or not group:
+            raise ValueError("group id must be a non-empty string")
+        now = self.storage.clock()
+        entries: dict[TopicPartition, OffsetAndMetadata] = {}
+        for (topic, partition), value in offsets.items():
+            count = self.storage.partition_count(topic)
+            if count is None or not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(f"cannot commit an offset for {topic}-{partition}: "
+                                                   f"no such partition")
+            if isinstance(value, OffsetAndMetadata):
+                entry = OffsetAndMetadata(value.offset, value.metadata, value.leader_epoch,
+                                          value.commit_timestamp if value.commit_timestamp >= 0 else now)
+            else:
+                entry = OffsetAndMetadata(int(value), metadata, -1, now)
+            if entry.offset < 0:
+                raise ValueError(f"committed offset for {topic}-{partition} must be >= 0, "
+                                 f"not {entry.offset}")
+            entries[(topic, partition)] = entry
+        if not entries:
+            return
+        self._append_offsets(group, [encode_offset_key(group, t, p) for t, p in entries],
+                             [encode_offset_value(v) for v in entries.values()], now)
+        self._offsets.put(group, entries)
+
+    def _append_offsets(self, group: str, keys: list[bytes], values: list[bytes | None], now: int) -> None:
+        with self._lock:
+            lg = self._offsets_log(group)
+            lg.append(encode_batch(values, keys, [now] * len(keys)), origin="coordinator")
+
+    def committed(self, group: str, topic: str, partition: int) -> int | None:
+        """The committed offset of `group` for one partition, or None."""
+        found = self._offsets.get(group, topic, partition)
+        return None if found is None else found.offset
+
+    def committed_offsets(self, group: str) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Every committed offset of `group`."""
+        return self._offsets.group(group)
+
+    def consumer_groups(self) -> list[str]:
+        """The groups that have committed offsets."""
+        return self._offsets.groups()
+
+    def remove_offsets_of(self, topic: str) -> None:
+        """Tombstones for the offsets of a deleted topic (Kafka's coordinator does the same)."""
+        for group, tps in self._offsets.for_topic(topic).items():
+            try:
+                self._append_offsets(group, [encode_offset_key(group, t, p) for t, p in tps],
+                                     [None] * len(tps), self.storage.clock())
+            except (KafkaStorageError, UnknownTopicOrPartitionError) as exc:
+                log.warning("could not remove offsets of %s for group %s: %s", topic, group, exc)
+            self._offsets.remove(group, tps)
+
+    def _load_committed_offsets(self) -> None:
+        partitions = self.storage.partition_count(OFFSETS_TOPIC)
+        for p in range(partitions or 0):
+            try:
+                lg = self.storage.log(OFFSETS_TOPIC, p)
+            except KafkaStorageError:
+                continue            # its dir is offline: reported by the storage layer
+            offset = lg.log_start_offset
+            while offset < lg.log_end_offset:
+                batches = lg.read(offset, 1 << 20).batches()
+                if not batches:
+                    break
+                for batch in batches:
+                    if not batch.is_control:
+                        for record in batch.records():
+                            if record.offset >= offset:
+                                self._offsets.apply(record.key, record.value)
+                    offset = batch.last_offset + 1
+
+    def compact_committed_offsets(self) -> int:
+        """Keeps ``__consumer_offsets`` bounded. pylog has no general log cleaner
+        yet; for this topic the live offsets are all in memory, so each partition
+        that has rolled gets them rewritten as fresh records at its end (flushed),
+        and its log start offset then moves to the first of them, deleting the
+        older segments. A crash in between leaves old and new records, which
+        replay to the same state. Returns the number of segments deleted."""
+        partitions = self.storage.partition_count(OFFSETS_TOPIC)
+        if not partitions:
+            return 0
+        deleted = 0
+        with self._lock:
+            for p in range(partitions):
+                try:
+                    lg = self.storage.log(OFFSETS_TOPIC, p)
+                except (KafkaStorageError, UnknownTopicOrPartitionError, ValueError):
+                    continue         # offline, or the store is closing
+                if lg.offline or lg.closed or len(lg.segments) < 2:
+                    continue
+                try:
+                    start = lg.log_end_offset
+                    for group in self._offsets.groups():
+                        if partition_for_group(group, partitions) != p:
+                            continue
+                        live = self._offsets.group(group)
+                        if live:
+                            lg.append(encode_batch(
+                                [encode_offset_value(v) for v in live.values()],
+                                [encode_offset_key(group, t, q) for t, q in live],
+                                [self.storage.clock()] * len(live)), origin="coordinator")
+                    lg.flush()
+                    deleted += lg.advance_log_start_offset(start)
+                except (KafkaStorageError, ValueError):
+                    continue     # its dir went offline (reported) or it closed meanwhile
+        return deleted

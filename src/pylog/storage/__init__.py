@@ -1,0 +1,48 @@
+"""The storage layer: Kafka's log, segments, indexes and log dirs.
+
+Knows bytes, files, partitions and topics; never imports the client or
+coordinator packages (docs/ARCHITECTURE.md, "What may import what"). The
+layers above use these names only.
+"""
+
+from .config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, LogConfig
+from .file_slice import FileSlice
+from .info import AppendInfo, RecoveryReport, SegmentRecovery, TimestampOffset
+from .log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+    default_engine,
+)
+from .manager import LogManager
+from .startup import StartupReport
+from .topics import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    PartitionDescription,
+    TopicDescription,
+)
+
+__all__ = [
+    "AppendInfo",
+    "BROKER_CONFIGS",
+    "BrokerConfig",
+    "EARLIEST_TIMESTAMP",
+    "FileSlice",
+    "INTERNAL_TOPICS",
+    "LATEST_TIMESTAMP",
+    "Log",
+    "LogConfig",
+    "LogManager",
+    "MAX_TIMESTAMP",
+    "OFFSETS_TOPIC",
+    "PartitionDescription",
+    "RecoveryReport",
+    "SegmentRecovery",
+    "StartupReport",
+    "TOPIC_CONFIGS",
+    "TimestampOffset",
+    "TopicDescription",
+    "default_engine",
+]

@@ -1,0 +1,232 @@
+"""Configuration: Kafka's keys, defaults and validation, each defined once.
+
+Topic configs (:class:`LogConfig`) use Kafka's exact keys (``segment.bytes``,
+``retention.ms``, ...); broker-level defaults for them use Kafka's ``log.``
+synonyms (``log.segment.bytes``, ``log.retention.ms``, ``message.max.bytes``,
+...), and broker-only keys (``log.dirs``, ``num.recovery.threads.per.data.dir``,
+...) live in :data:`BROKER_CONFIGS`. Settings that Kafka does not have use the
+``pylog.`` prefix. Every key may also be spelled with underscores
+(``segment_bytes``), for Python keyword arguments.
+
+Unknown keys and out-of-range values raise :class:`pylog.errors.ConfigError`,
+naming the key, the value and what is allowed. Values may be given as Python
+values or as the strings a Kafka properties file would hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pylog.common.config import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigMapping,
+    at_least,
+    between,
+    config_defs,
+    normalize_key,
+    one_of,
+    subset_of,
+    unknown_key,
+)
+from pylog.errors import ConfigError
+
+__all__ = ["TOPIC_CONFIGS", "BROKER_CONFIGS", "LogConfig", "BrokerConfig", "LONG_MAX"]
+
+_DAY_MS = 24 * 3600 * 1000
+
+#: Topic-level configs (Kafka's TopicConfig + LogConfig), with their broker synonyms.
+TOPIC_CONFIGS: dict[str, ConfigDef] = config_defs(
+    ConfigDef("segment.bytes", "int", 1 << 30, "Size of a segment file; the log rolls to a new "
+              "segment when the next append would exceed it.", at_least(14), ("log.segment.bytes",)),
+    ConfigDef("segment.ms", "int", 7 * _DAY_MS, "Roll a new segment after this much time, measured "
+              "from the first batch's timestamp.", at_least(1), ("log.roll.ms", "log.roll.hours"),
+              (1, 3600_000)),
+    ConfigDef("segment.jitter.ms", "int", 0, "Maximum random jitter subtracted from segment.ms.",
+              at_least(0), ("log.roll.jitter.ms", "log.roll.jitter.hours"), (1, 3600_000)),
+    ConfigDef("segment.index.bytes", "int", 10 << 20, "Size each index file is preallocated to; "
+              "trimmed when the segment rolls.", at_least(4), ("log.index.size.max.bytes",)),
+    ConfigDef("index.interval.bytes", "int", 4096, "Bytes appended between two offset index "
+              "entries.", at_least(0), ("log.index.interval.bytes",)),
+    ConfigDef("flush.messages", "int", LONG_MAX, "fsync after this many messages (records); the "
+              "default leaves flushing to the OS.", at_least(1), ("log.flush.interval.messages",)),
+    ConfigDef("flush.ms", "int", LONG_MAX, "fsync when this long has passed since the last "
+              "flush; the default leaves flushing to the OS.", at_least(0),
+              ("log.flush.interval.ms",)),
+    ConfigDef("retention.ms", "int", 7 * _DAY_MS, "Delete segments whose largest timestamp is "
+              "older than this; -1 keeps them forever.", at_least(-1),
+              ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+              (1, 60_000, 3600_000)),
+    ConfigDef("retention.bytes", "int", -1, "Delete the oldest segments while the partition is "
+              "larger than this; -1 means no size limit.", at_least(-1), ("log.retention.bytes",)),
+    ConfigDef("max.message.bytes", "int", (1 << 20) + 12, "Largest record batch the log accepts.",
+              at_least(0), ("message.max.bytes",)),
+    ConfigDef("message.timestamp.type", "str", "CreateTime", "CreateTime keeps the producer's "
+              "timestamps; LogAppendTime stamps each batch with the append time.",
+              one_of("CreateTime", "LogAppendTime"), ("log.message.timestamp.type",)),
+    ConfigDef("message.timestamp.before.max.ms", "int", LONG_MAX, "Reject CreateTime batches "
+              "whose timestamp is more than this far in the past.", at_least(0),
+              ("log.message.timestamp.before.max.ms",)),
+    ConfigDef("message.timestamp.after.max.ms", "int", LONG_MAX, "Reject CreateTime batches "
+              "whose timestamp is more than this far in the future.", at_least(0),
+              ("log.message.timestamp.after.max.ms",)),
+    ConfigDef("file.delete.delay.ms", "int", 60_000, "Delay between renaming a deleted segment "
+              "to .deleted and removing its files.", at_least(0), ("log.segment.delete.delay.ms",)),
+    ConfigDef("preallocate", "bool", False, "Preallocate segment files (fallocate) when they are "
+              "created; trimmed on roll and close.", None, ("log.preallocate",)),
+    ConfigDef("cleanup.policy", "list", ("delete",), "delete, compact, or both.",
+              subset_of("delete", "compact"), ("log.cleanup.policy",)),
+    ConfigDef("compression.type", "str", "producer", "Final compression of the topic's batches; "
+              "producer keeps what the producer sent.",
+              one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+              ("compression.type",)),
+    ConfigDef("delete.retention.ms", "int", _DAY_MS, "How long tombstones are kept in a "
+              "compacted log.", at_least(0), ("log.cleaner.delete.retention.ms",)),
+    ConfigDef("min.cleanable.dirty.ratio", "float", 0.5, "Dirty ratio above which the log is "
+              "compacted.", between(0, 1), ("log.cleaner.min.cleanable.ratio",)),
+    ConfigDef("min.compaction.lag.ms", "int", 0, "Minimum age before a record can be compacted.",
+              at_least(0), ("log.cleaner.min.compaction.lag.ms",)),
+    ConfigDef("max.compaction.lag.ms", "int", LONG_MAX, "Maximum time a record stays "
+              "uncompacted.", at_least(1), ("log.cleaner.max.compaction.lag.ms",)),
+    # --- pylog-only ---
+    ConfigDef("pylog.io.engine", "str", "auto", "I/O engine: auto (io_uring when available), "
+              "io_uring, or portable (pwritev + fdatasync).", one_of("auto", "io_uring", "portable"),
+              ("pylog.io.engine",)),
+    ConfigDef("pylog.flush.fadvise.dontneed", "bool", False, "After a flush, drop the flushed "
+              "data from the page cache (posix_fadvise DONTNEED).", None,
+              ("pylog.flush.fadvise.dontneed",)),
+    ConfigDef("pylog.write.behind.bytes", "int", 0, "Start write-back (sync_file_range) after "
+              "every this many appended bytes; 0 leaves write-back to the OS.", at_least(0),
+              ("pylog.write.behind.bytes",)),
+    ConfigDef("pylog.validate.records", "bool", True, "Parse every record of uncompressed "
+              "batches on append (compressed batches are checked by CRC only).", None,
+              ("pylog.validate.records",)),
+    ConfigDef("pylog.recovery.point.checkpoint.interval.ms", "int", 60_000, "How often a "
+              "standalone Log persists its recovery point (a LogManager uses "
+              "log.flush.offset.checkpoint.interval.ms).", at_least(0),
+              ("log.flush.offset.checkpoint.interval.ms",)),
+)
+
+#: Broker-level configs that have no topic-level key.
+BROKER_CONFIGS: dict[str, ConfigDef] = config_defs(
+    ConfigDef("log.dirs", "list", (), "Log directories, one per disk (JBOD)."),
+    ConfigDef("log.dir", "str", "/tmp/kafka-logs", "The log directory when log.dirs is unset."),
+    ConfigDef("num.recovery.threads.per.data.dir", "int", 1, "Threads per log dir that load "
+              "and recover logs at startup and flush them at shutdown.", at_least(1)),
+    ConfigDef("log.flush.scheduler.interval.ms", "int", LONG_MAX, "How often the flusher checks "
+              "whether any log is due for a flush.", at_least(0)),
+    ConfigDef("log.retention.check.interval.ms", "int", 300_000, "How often retention runs.",
+              at_least(1)),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60_000,
+              "How often log start offsets are checkpointed.", at_least(0)),
+    ConfigDef("num.partitions", "int", 1, "Default partition count for new topics.", at_least(1)),
+    ConfigDef("auto.create.topics.enable", "bool", True, "Create topics on first use."),
+    ConfigDef("node.id", "int", 0, "This node's id, written to meta.properties.", at_least(0)),
+    ConfigDef("pylog.io.queue.depth", "int", 64, "io_uring ring size per log dir.", between(1, 4096)),
+    ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets "
+              "(fixed when the topic is created).", at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", "int", 100 << 20, "segment.bytes of "
+              "__consumer_offsets.", at_least(14)),
+    ConfigDef("pylog.background.poll.ms", "int", 500, "Longest the LogManager's background "
+              "thread sleeps before it re-reads the clock.", between(1, 60_000)),
+)
+
+_BROKER_SYNONYMS: dict[str, tuple[str, int]] = {}
+for _d in TOPIC_CONFIGS.values():
+    scales = _d.synonym_scale or (1,) * len(_d.broker_synonyms)
+    for _syn, _scale in zip(_d.broker_synonyms, scales):
+        _BROKER_SYNONYMS[_syn] = (_d.name, _scale)
+
+
+class LogConfig(ConfigMapping):
+    """Validated topic-level configuration of one log.
+
+    ``LogConfig({"segment.bytes": 1 << 20})`` or ``LogConfig(segment_bytes=1 << 20)``;
+    ``defaults`` (another LogConfig, e.g. from broker settings) fills unset keys.
+    Read values as a mapping (``config["segment.bytes"]``) or as attributes
+    with underscores (``config.segment_bytes``). Immutable: ``with_overrides``
+    returns a new config.
+    """
+
+    # Every key is also a slot (segment.bytes -> segment_bytes), so attribute
+    # reads on the append path are plain slot loads, not __getattr__ misses.
+    __slots__ = ("_overrides", *(name.replace(".", "_") for name in TOPIC_CONFIGS))
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None, *,
+                 defaults: LogConfig | None = None, **kwargs: Any) -> None:
+        given = dict(overrides or {})
+        given.update(kwargs)
+        parsed: dict[str, Any] = {}
+        for raw_key, value in given.items():
+            key = normalize_key(raw_key)
+            definition = TOPIC_CONFIGS.get(key)
+            if definition is None:
+                raise unknown_key(key, TOPIC_CONFIGS, "topic")
+            parsed[key] = definition.parse(value, key)
+        base = defaults._values if defaults is not None else {
+            name: d.default for name, d in TOPIC_CONFIGS.items()}
+        self._values = {**base, **parsed}
+        self._overrides = parsed
+        for name, value in self._values.items():
+            object.__setattr__(self, name.replace(".", "_"), value)
+        if self._values["segment.index.bytes"] < 8:
+            raise ConfigError(f"segment.index.bytes = {self._values['segment.index.bytes']}: must "
+                              f"hold at least one index entry (8 bytes)")
+
+    @classmethod
+    def from_broker(cls, broker: Mapping[str, Any]) -> LogConfig:
+        """Topic defaults from broker-level synonyms (``log.segment.bytes`` ...)."""
+        values: dict[str, Any] = {}
+        ranked: dict[str, int] = {}
+        for raw_key, value in broker.items():
+            key = normalize_key(raw_key)
+            if key in _BROKER_SYNONYMS:
+                name, scale = _BROKER_SYNONYMS[key]
+                definition = TOPIC_CONFIGS[name]
+                rank = definition.broker_synonyms.index(key)
+                if name in ranked and ranked[name] <= rank:
+                    continue
+                parsed = definition.parse(value, key)
+                values[name] = parsed * scale if scale != 1 else parsed
+                ranked[name] = rank
+        return cls(values)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> LogConfig:
+        return LogConfig(overrides, defaults=self)
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """The keys set explicitly (not defaults)."""
+        return dict(self._overrides)
+
+    def __repr__(self) -> str:
+        return f"LogConfig({self._overrides!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LogConfig) and self._values == other._values
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class BrokerConfig(ConfigMapping):
+    """Validated broker-level configuration: broker keys plus ``log.`` topic defaults."""
+
+    __slots__ = ("log_config",)
+
+    def __init__(self, values: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        given = {normalize_key(k): v for k, v in {**dict(values or {}), **kwargs}.items()}
+        parsed: dict[str, Any] = {name: d.default for name, d in BROKER_CONFIGS.items()}
+        topic_level: dict[str, Any] = {}
+        for key, value in given.items():
+            if key in BROKER_CONFIGS:
+                parsed[key] = BROKER_CONFIGS[key].parse(value, key)
+            elif key in _BROKER_SYNONYMS:
+                topic_level[key] = value
+            else:
+                raise unknown_key(key, list(BROKER_CONFIGS) + list(_BROKER_SYNONYMS), "broker")
+        self.log_config = LogConfig.from_broker(topic_level)
+        self._values = parsed
+
+    def __repr__(self) -> str:
+        return f"BrokerConfig({self._values!r})"

@@ -1,0 +1,78 @@
+"""FileSlice: whole batches of one segment file, for zero-copy reads."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+from pylog._core.storage import LogFile
+
+__all__ = ["FileSlice"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """``size`` bytes at ``position`` of a segment's .log file: whole batches
+    holding offsets ``first_offset`` .. ``last_offset``.
+
+    A slice keeps its file open: it stays readable while held, even if the
+    segment is rolled, deleted by retention or renamed (it is invalidated only
+    by closing the Log). ``send_to`` moves the bytes to a socket with
+    sendfile(2), straight from the page cache, as Kafka's FileRecords.writeTo.
+    An empty slice (size 0) means there is nothing at that offset yet.
+    """
+
+    file: LogFile
+    position: int
+    size: int
+    first_offset: int
+    last_offset: int
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def fd(self) -> int:
+        return self.file.fileno()
+
+    def read(self) -> bytes:
+        """The slice's bytes (a copy)."""
+        return self.file.read(self.position, self.size) if self.size else b""
+
+    def readinto(self, buffer) -> int:
+        """Reads the slice into a writable buffer of at least ``size`` bytes."""
+        view = memoryview(buffer).cast("B")[: self.size]
+        return self.file.readinto(self.position, view)
+
+    def send_to(self, sock: socket.socket | int, offset: int = 0) -> int:
+        """Sends the slice (from byte ``offset`` of it) with sendfile(2); returns bytes sent.
+
+        Loops until everything is sent on a blocking socket; on a
+        non-blocking socket returns early with the count sent so far.
+        """
+        out = sock if isinstance(sock, int) else sock.fileno()
+        sent = offset
+        while sent < self.size:
+            try:
+                n = os.sendfile(out, self.fd, self.position + sent, self.size - sent)
+            except BlockingIOError:
+                break
+            if n == 0:
+                raise EOFError(f"{self.file.path} ended inside a slice at byte {self.position + sent}")
+            sent += n
+        return sent - offset
+
+    def batches(self):
+        """The batches, decoded from a copy (see pylog.records.iter_batches)."""
+        from pylog.record import iter_batches
+        return list(iter_batches(self.read()))
+
+    def records(self):
+        """Every record of the slice, as pylog.records.Record."""
+        return [record for batch in self.batches() for record in batch.records()]
+
+    def decode_arrow(self):
+        """The records as one pyarrow.RecordBatch (see pylog.records.decode_arrow)."""
+        from pylog.record import decode_arrow
+        return decode_arrow(self.read())

@@ -1,0 +1,839 @@
+"""Log: one topic-partition directory of segments (docs/ARCHITECTURE.md, "Log").
+
+Appends go to the last (active) segment and are serialised by one lock;
+reads never take it. The segment list is copy-on-write: a reader binary-
+searches an immutable tuple, so appends, rolls and deletions never block or
+break a read, and a FileSlice keeps its file open for as long as it is held.
+
+Durability follows Kafka: appends land in the page cache; ``flush.messages``
+and ``flush.ms`` (default: never) make the log fsync, data before indexes,
+and each flush advances the recovery point. Opening a log after an unclean
+shutdown validates every segment from the recovery point on (length, magic,
+CRC-32C, offsets), truncates at the first invalid batch, drops later
+segments and rebuilds the indexes (docs/FORMAT.md, sections 10-11).
+
+A Log opened on its own keeps its recovery point, log start offset and
+clean-shutdown flag in its directory (``pylog-log-state``); a LogManager
+passes them in instead and keeps Kafka's checkpoint files.
+
+I/O errors: the core raises OSError; the Log turns it into KafkaStorageError
+and reports it to ``on_io_error`` (the LogManager takes the dir offline).
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import errno as errno_mod
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from pylog._core.engine import IoEngine
+from pylog._core.storage import prepare_append
+from pylog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+
+from . import files
+from .config import LONG_MAX, LogConfig
+from .file_slice import FileSlice
+from .info import AppendInfo, RecoveryReport, SegmentRecovery, TimestampOffset
+from .producer_state import ProducerStateManager
+from .scheduler import Scheduler, default_scheduler
+from .segment import LogSegment
+
+__all__ = ["Log", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "default_engine"]
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+_engines: dict[str, IoEngine] = {}
+_engines_lock = threading.Lock()
+
+
+def default_engine(kind: str = "auto") -> IoEngine:
+    """A process-wide engine of `kind`, shared by Logs opened without one."""
+    with _engines_lock:
+        engine = _engines.get(kind)
+        if engine is None:
+            engine = _engines[kind] = IoEngine(kind)
+        return engine
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Log:
+    """One topic-partition: ``Log(path, config)``.
+
+    ``config`` is a LogConfig or a mapping of Kafka topic config keys. Options
+    for embedding: ``engine`` (an IoEngine; default by ``pylog.io.engine``),
+    ``clock`` (ms since the epoch; injectable for tests), ``scheduler`` for
+    delayed deletes and roll flushes, and the LogManager's state
+    (``recovery_point``, ``log_start_offset``, ``clean_shutdown``).
+    """
+
+    def __init__(self, path: str, config: LogConfig | dict | None = None, *,
+                 engine: IoEngine | None = None, clock: Callable[[], int] = _now_ms,
+                 scheduler: Scheduler | None = None, recovery_point: int | None = None,
+                 log_start_offset: int | None = None, clean_shutdown: bool | None = None,
+                 leader_epoch: int = 0, on_io_error: Callable[[OSError], None] | None = None,
+                 topic_partition: tuple[str, int] | None = None) -> None:
+        self.path = os.path.abspath(path)
+        self.config = config if isinstance(config, LogConfig) else LogConfig(config or {})
+        self.engine = engine or default_engine(self.config.pylog_io_engine)
+        self.clock = clock
+        self.scheduler = scheduler or default_scheduler()
+        self.leader_epoch = leader_epoch
+        self.on_io_error = on_io_error
+        self.topic_partition = topic_partition or files.parse_partition_dir(os.path.basename(self.path))
+        self.standalone = recovery_point is None
+        self._lock = threading.RLock()          # appends, rolls, truncation, deletion
+        self._flush_lock = threading.Lock()     # one flush at a time; taken before _lock
+        self._closed = False
+        self._offline: Exception | None = None   # set when its log dir fails or it is deleted
+        self._segments: tuple[LogSegment, ...] = ()
+        self._bases: tuple[int, ...] = ()
+        self._next_offset = 0
+        self._log_start_offset = 0
+        self._recovery_point = 0
+        self._unflushed_records = 0
+        self._last_flush_ms = clock()
+        self._last_checkpoint_ms = clock()
+        self._dir_dirty = True                  # new segment files since the last dir fsync
+        self._pending_deletes: list[str] = []
+        self._listeners: tuple[threading.Event, ...] = ()   # set after every append
+        self._rolled: list[LogSegment] = []     # rolled segments awaiting their flush task
+        self.producer_state = ProducerStateManager(self.path)
+        self.recovery: RecoveryReport = self._open(recovery_point, log_start_offset, clean_shutdown)
+
+    # =============================================================== opening
+
+    def _open(self, recovery_point, log_start_offset, clean_shutdown) -> RecoveryReport:
+        started = time.monotonic()
+        os.makedirs(self.path, exist_ok=True)
+        if self.standalone:
+            state = self._read_state()
+            recovery_point = state.get("recovery-point", 0)
+            log_start_offset = state.get("log-start-offset", 0)
+            clean_shutdown = bool(state.get("clean-shutdown", 0))
+            # From here on a crash counts as unclean, even one during loading.
+            self._write_state(recovery_point, log_start_offset, clean=False)
+        now = self.clock()
+        self._remove_temporary_files()
+        bases = sorted(b for b in (files.offset_from_filename(n) for n in os.listdir(self.path)
+                                   if n.endswith(files.LOG_SUFFIX)) if b is not None)
+        segments: list[LogSegment] = []
+        recovered: list[SegmentRecovery] = []
+        rebuilt = deleted = 0
+        truncated_at: int | None = None
+        try:
+            for i, base in enumerate(bases):
+                if truncated_at is not None:
+                    self._delete_files_now(base)
+                    deleted += 1
+                    continue
+                segment, index_ok = LogSegment.open(self.path, base, self.config, now)
+                next_base = bases[i + 1] if i + 1 < len(bases) else None
+                must_recover = not index_ok or (
+                    not clean_shutdown and (next_base is None or next_base > recovery_point))
+                if must_recover:
+                    rebuilt += not index_ok
+                    result = segment.recover()
+                    recovered.append(result)
+                    if result.truncated_bytes and next_base is not None:
+                        truncated_at = base   # everything after a truncation is dropped
+                if next_base is not None:
+                    segment.release_index_fds()   # one descriptor per inactive segment
+                segments.append(segment)
+        except BaseException:
+            for segment in segments:
+                segment.close()
+            raise
+        if not segments:
+            start = max(log_start_offset or 0, 0)
+            segments.append(LogSegment.create(self.path, start, self.config, now))
+        else:
+            segments[-1].make_active()
+        for segment in segments[:-1]:
+            segment.release_index_fds()   # the last loaded one, if later ones were dropped
+        self._publish(tuple(segments))
+        self._next_offset = segments[-1].next_offset
+        self._log_start_offset = min(max(log_start_offset or 0, segments[0].base_offset), self._next_offset)
+        self._recovery_point = min(recovery_point or 0, self._next_offset)
+        if clean_shutdown:
+            self._recovery_point = self._next_offset
+        # Only a clean shutdown proves the bytes reached the disk; after a crash
+        # they may still be in the page cache only, so the next flush syncs them.
+        for segment in segments:
+            segment.flushed_size = segment.size if clean_shutdown else 0
+        self._load_producer_state()
+        self._last_checkpoint_ms = self.clock()
+        if self.standalone:
+            self._write_state(self._recovery_point, self._log_start_offset, clean=False)
+        return RecoveryReport(
+            clean_shutdown=bool(clean_shutdown), recovery_point=self._recovery_point,
+            segments=len(segments), segments_recovered=tuple(recovered), segments_deleted=deleted,
+            indexes_rebuilt=rebuilt, bytes_scanned=sum(r.scanned_bytes for r in recovered),
+            bytes_truncated=sum(r.truncated_bytes for r in recovered),
+            seconds=time.monotonic() - started)
+
+    def _load_producer_state(self) -> None:
+        """The newest snapshot at or below the log end, then the batches after it
+        (from the active segment's start when there is no snapshot)."""
+        state = self.producer_state
+        start = state.load(self._next_offset)
+        if start < 0:
+            start = self._segments[-1].base_offset
+        for segment in self._segments:
+            if segment.next_offset > start and segment.size:
+                state.replay(b for b in segment.log.producer_batches(0, segment.size)
+                             if b[0] >= start)
+
+    def _remove_temporary_files(self) -> None:
+        """Kafka's first loading step: finish interrupted deletes, drop orphans."""
+        names = os.listdir(self.path)
+        logs = {n[: -len(files.LOG_SUFFIX)] for n in names if n.endswith(files.LOG_SUFFIX)}
+        for name in names:
+            full = os.path.join(self.path, name)
+            if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX)) or name.endswith(".tmp"):
+                os.remove(full)
+            elif name.endswith(files.SWAP_SUFFIX):
+                os.replace(full, full[: -len(files.SWAP_SUFFIX)])
+            elif name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)):
+                if name.rsplit(".", 1)[0] not in logs:
+                    os.remove(full)
+
+    def _delete_files_now(self, base: int) -> None:
+        for path in (files.log_file(self.path, base), files.index_file(self.path, base),
+                     files.time_index_file(self.path, base)):
+            if os.path.exists(path):
+                os.remove(path)
+
+    # ---------------------------------------------------------- state file
+
+    def _state_path(self) -> str:
+        return os.path.join(self.path, files.LOG_STATE_FILE)
+
+    def _read_state(self) -> dict[str, int]:
+        """The standalone state file: Kafka's checkpoint text format (version
+        line, count line, then one ``key value`` line per entry)."""
+        try:
+            with open(self._state_path(), encoding="ascii") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return {}
+        if len(lines) < 2 or lines[0].strip() != "0":
+            raise CorruptRecordError(f"{self._state_path()}: unknown version line {lines[:1]!r}")
+        count = int(lines[1])
+        entries = [line.split() for line in lines[2:] if line.strip()]
+        if len(entries) != count or any(len(e) != 2 for e in entries):
+            raise CorruptRecordError(f"{self._state_path()}: expected {count} 'key value' lines, "
+                                     f"found {len(entries)}")
+        return {key: int(value) for key, value in entries}
+
+    def _write_state(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        body = (f"0\n3\nrecovery-point {recovery_point}\nlog-start-offset {log_start_offset}\n"
+                f"clean-shutdown {int(clean)}\n")
+        tmp = self._state_path() + ".tmp"
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._state_path())
+        files.fsync_dir(self.path)
+
+    # ============================================================ properties
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets (LEO)."""
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Single node: every appended record is committed."""
+        return self._next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below this offset has been fsync'ed."""
+        return self._recovery_point
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size(self) -> int:
+        """Bytes of all segments."""
+        return sum(s.size for s in self._segments)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def offline(self) -> bool:
+        """True once the log is unavailable: its log dir failed or its topic was
+        deleted (see :meth:`mark_offline`)."""
+        return self._offline is not None
+
+    def _publish(self, segments: tuple[LogSegment, ...]) -> None:
+        # Readers load _segments then _bases; a mismatched pair is detected in read().
+        self._bases = tuple(s.base_offset for s in segments)
+        self._segments = segments
+
+    def _check_open(self) -> None:
+        if self._offline is not None:
+            raise self._offline_error()
+        if self._closed:
+            raise ValueError(f"log {self.path} is closed")
+
+    def _offline_error(self) -> Exception:
+        # A fresh copy each time, so tracebacks do not pile up on one instance.
+        cause = self._offline
+        err = copy.copy(cause)
+        err.__cause__ = cause.__cause__
+        return err
+
+    def mark_offline(self, error: Exception) -> None:
+        """Makes the log unavailable: every later call raises a copy of `error`
+        (KafkaStorageError when its log dir failed, UnknownTopicOrPartitionError
+        when its topic was deleted). Takes no lock: the LogManager calls it from
+        any thread, possibly while another log of the same dir holds its own
+        lock. Open files stay open (a FileSlice already handed out stays
+        readable); :meth:`abandon` closes them."""
+        if self._offline is None:
+            self._offline = error
+
+    def _storage_error(self, exc: OSError, action: str) -> KafkaStorageError:
+        if self.on_io_error is not None:
+            self.on_io_error(exc)
+        name = errno_mod.errorcode.get(exc.errno or 0, "")
+        err = KafkaStorageError(exc.errno or 0, f"{action} failed for log {self.path}: "
+                                f"{exc.strerror or exc} ({name})", exc.filename)
+        err.__cause__ = exc
+        return err
+
+    # =============================================================== appends
+
+    def append(self, batches, *, origin: str = "client") -> AppendInfo:
+        """Appends Kafka v2 record batches; assigns their offsets. Returns AppendInfo.
+
+        Every batch is validated (length, magic, CRC-32C, ``max.message.bytes``,
+        record count vs lastOffsetDelta, records of uncompressed batches). Magic
+        0/1 message sets are up-converted first, as Kafka does. ``origin`` is
+        ``"client"`` (control batches refused), ``"producer"`` (an in-process
+        pylog Producer, whose batches pylog's own encoder just built: their
+        records are not walked again, the CRC still is) or ``"coordinator"``.
+        """
+        with self._lock:
+            self._check_open()
+            now = self.clock()
+            prepared = self._prepare(batches, now, origin)
+            if prepared.has_producer_ids and origin != "coordinator":
+                producers = [prepared.batch(i) for i in range(prepared.batch_count)]
+                duplicate = self.producer_state.check_append(
+                    [(b[5], b[6], b[7], b[3]) for b in producers])
+                if duplicate is not None:
+                    # A retry of a batch already in the log: nothing is written.
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                      duplicate.timestamp, duplicate.last_offset, -1,
+                                      self._log_start_offset,
+                                      duplicate.last_offset - duplicate.first_offset + 1, 1, 0,
+                                      self._recovery_point > duplicate.last_offset)
+            if prepared.size > self.config.segment_bytes:
+                raise RecordListTooLargeError(
+                    f"append of {prepared.size} bytes to {self.path} exceeds segment.bytes "
+                    f"({self.config.segment_bytes})")
+            segment = self._maybe_roll(prepared, now)
+            flush_records = self._unflushed_records + prepared.records >= self.config.flush_messages
+            try:
+                segment.append(self.engine, prepared, datasync=flush_records)
+            except OSError as exc:
+                self._undo_partial_write(segment)
+                raise self._storage_error(exc, "append") from exc
+            self._next_offset = prepared.last_offset + 1
+            self._unflushed_records += prepared.records
+            if prepared.has_producer_ids:
+                for i in range(prepared.batch_count):
+                    base, last, max_ts, records, _, pid, epoch, seq = prepared.batch(i)
+                    if pid >= 0 and seq >= 0:
+                        self.producer_state.update(pid, epoch, seq, records, base, last, max_ts)
+            segment.maybe_write_behind()
+            flush = flush_records or now - self._last_flush_ms >= self.config.flush_ms
+        for event in self._listeners:
+            event.set()
+        if flush:
+            # Outside the append lock: other appends proceed during the fsync,
+            # and one fsync covers every append that landed before it.
+            self.flush(prepared.last_offset + 1)
+        lat = prepared.max_timestamp if self._log_append_time(now) >= 0 else -1
+        return AppendInfo(prepared.first_offset, prepared.last_offset, prepared.max_timestamp,
+                          prepared.offset_of_max_timestamp, lat, self._log_start_offset,
+                          prepared.records, prepared.batch_count, prepared.size, flush)
+
+    def append_records(self, values, keys=None, timestamps=None, headers=None, *,
+                       compression: str | None = None) -> AppendInfo:
+        """Encodes records into one batch (pylog.records.encode_batch) and appends it."""
+        from pylog.record import encode_batch
+        if compression is None:
+            topic = self.config.compression_type
+            compression = "none" if topic in ("producer", "uncompressed") else topic
+        return self.append(encode_batch(values, keys, timestamps, headers, compression=compression))
+
+    def _log_append_time(self, now: int) -> int:
+        return now if self.config.message_timestamp_type == "LogAppendTime" else -1
+
+    def _prepare(self, batches, now: int, origin: str):
+        config = self.config
+        before = config.message_timestamp_before_max_ms
+        after = config.message_timestamp_after_max_ms
+        min_ts = now - before if before < LONG_MAX and now - before > -LONG_MAX else -LONG_MAX - 1
+        max_ts = now + after if after < LONG_MAX - now else LONG_MAX
+        lat = now if config.message_timestamp_type == "LogAppendTime" else -1
+        try:
+            return prepare_append(batches, self._next_offset, leader_epoch=self.leader_epoch,
+                                  log_append_time=lat, max_batch_size=config.max_message_bytes,
+                                  min_timestamp=min_ts, max_timestamp=max_ts,
+                                  allow_control=origin == "coordinator",
+                                  validate_records=config.pylog_validate_records and
+                                  origin != "producer")
+        except InvalidRecordError as exc:
+            if "magic" not in str(exc):
+                raise
+        from pylog.record import upconvert
+        return prepare_append(upconvert(batches), self._next_offset, leader_epoch=self.leader_epoch,
+                              log_append_time=lat, max_batch_size=config.max_message_bytes,
+                              min_timestamp=min_ts, max_timestamp=max_ts,
+                              allow_control=origin == "coordinator",
+                              validate_records=config.pylog_validate_records)
+
+    def _undo_partial_write(self, segment: LogSegment) -> None:
+        """After a failed write, cut any partial bytes so the file ends on a batch."""
+        try:
+            segment.log.truncate(segment.size)
+        except OSError:
+            pass  # recovery will cut it at the next open
+
+    # ================================================================= rolls
+
+    def _maybe_roll(self, prepared, now: int) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.should_roll(prepared, now) is None:
+            return segment
+        return self._roll(now)
+
+    def roll(self) -> LogSegment:
+        """Starts a new active segment at the log end offset (if the active one has data)."""
+        with self._lock:
+            self._check_open()
+            if self._segments[-1].size == 0:
+                return self._segments[-1]
+            return self._roll(self.clock())
+
+    def _roll(self, now: int) -> LogSegment:
+        old = self._segments[-1]
+        try:
+            new = LogSegment.create(self.path, self._next_offset, self.config, now)
+        except OSError as exc:
+            raise self._storage_error(exc, "roll") from exc
+        old.on_become_inactive()
+        self._publish(self._segments + (new,))
+        self._dir_dirty = True
+        if self.producer_state.producers or self.producer_state.snapshot_offsets():
+            try:
+                self.producer_state.write_snapshot(new.base_offset)
+            except OSError as exc:
+                raise self._storage_error(exc, "producer state snapshot") from exc
+        # Kafka flushes the rolled segment asynchronously; the flush advances
+        # the recovery point past it. Rolls in quick succession share one task.
+        self._rolled.append(old)
+        if len(self._rolled) == 1:
+            self.scheduler.schedule(0, self._flush_rolled)
+        return new
+
+    def _flush_rolled(self) -> None:
+        """After rolls: flush the log, and the rolled segments' indexes even if
+        their data was already synced while they were active."""
+        with self._lock:
+            rolled, self._rolled = self._rolled, []
+        self._background_flush(None)
+        with self._flush_lock:
+            for old in rolled:
+                if self._closed or self._offline is not None or old not in self._segments:
+                    continue
+                try:
+                    old.flush(self.engine, indexes=True)
+                except OSError as exc:
+                    self._storage_error(exc, "flush")   # reported; the next open rebuilds the index
+                    return
+
+    def maybe_roll_by_time(self) -> bool:
+        """Rolls the active segment if segment.ms has passed (LogManager's periodic check)."""
+        with self._lock:
+            if self._closed or self._offline is not None or \
+                    not self._segments[-1].should_roll_by_time(self.clock()):
+                return False
+            self._roll(self.clock())
+            return True
+
+    # =============================================================== flushes
+
+    def flush(self, offset: int | None = None) -> None:
+        """Makes every record below `offset` durable (default: all): fsyncs the data,
+        then the indexes of inactive segments, then advances (and persists) the
+        recovery point.
+
+        The fsyncs run outside the append lock (appends continue meanwhile);
+        flushes are serialised, and a flush that finds its offset already
+        covered by an earlier one returns at once (group commit)."""
+        with self._flush_lock:
+            with self._lock:
+                self._check_open()
+                if offset is not None and offset <= self._recovery_point:
+                    return                  # an earlier flush covered it
+                target = self._next_offset  # cover every append so far (group commit)
+                if target <= self._recovery_point:
+                    return
+                segments = self._segments_between(self._recovery_point, target)
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
+            try:
+                for segment in segments:
+                    if segment.needs_flush():
+                        segment.flush(self.engine, indexes=not segment.active)
+                if dir_dirty:
+                    files.fsync_dir(self.path)
+            except OSError as exc:
+                self._dir_dirty = self._dir_dirty or dir_dirty
+                raise self._storage_error(exc, "flush") from exc
+            with self._lock:
+                self._recovery_point = max(self._recovery_point, target)
+                self._unflushed_records = max(0, self._next_offset - self._recovery_point)
+                now = self.clock()
+                self._last_flush_ms = now
+                if self.standalone and now - self._last_checkpoint_ms >= \
+                        self.config.pylog_recovery_point_checkpoint_interval_ms:
+                    self._checkpoint(now)
+
+    def _segments_between(self, start: int, end: int) -> list[LogSegment]:
+        """The segments holding any offset in [start, end) (Kafka's logSegments(from, to))."""
+        segments = self._segments
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        return [s for s in segments[i:] if s.base_offset < end]
+
+    def _background_flush(self, offset: int | None) -> None:
+        try:
+            self.flush(offset)
+        except (KafkaStorageError, ValueError):
+            pass  # reported through on_io_error (or the log closed); the next flush retries
+
+    def _checkpoint(self, now: int) -> None:
+        try:
+            self._write_state(self._recovery_point, self._log_start_offset, clean=False)
+        except OSError as exc:
+            raise self._storage_error(exc, "checkpoint") from exc
+        self._last_checkpoint_ms = now
+
+    def maybe_flush(self) -> bool:
+        """Flushes if flush.ms has passed since the last flush (the flusher thread's check)."""
+        with self._lock:
+            if self._closed or self._offline is not None or \
+                    self._recovery_point >= self._next_offset or \
+                    self.clock() - self._last_flush_ms < self.config.flush_ms:
+                return False
+        self.flush()
+        return True
+
+    # ================================================================= reads
+
+    def read(self, offset: int, max_bytes: int = 1 << 20, *, max_offset: int | None = None) -> FileSlice:
+        """Whole batches starting at the batch holding `offset`, at most `max_bytes`
+        but always at least one batch. Only batches whose last offset is below
+        `max_offset` (default: the log end) are included. Raises
+        OffsetOutOfRangeError outside [log_start_offset, log_end_offset]; at the
+        log end the slice is empty. Never blocks on appends."""
+        end = self._next_offset            # read before the segments (see _publish)
+        segments = self._segments
+        bases = self._bases
+        start = self._log_start_offset
+        if self._offline is not None:
+            raise self._offline_error()
+        if self._closed:
+            raise ValueError(f"log {self.path} is closed")
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.path}: log start offset {start}, "
+                f"log end offset {end}", offset=offset, log_start_offset=start, log_end_offset=end)
+        limit = end if max_offset is None else min(max_offset, end)
+        if offset < end and len(bases) == len(segments):
+            i = max(bisect.bisect_right(bases, offset) - 1, 0)
+            for segment in segments[i:]:
+                try:
+                    found = segment.read(offset, max_bytes, limit)
+                except ValueError:          # the segment was closed under us (shutdown)
+                    raise ValueError(f"log {self.path} is closed") from None
+                if found is not None:
+                    return found
+        last = segments[-1]
+        return FileSlice(last.log, last.size, 0, offset, offset - 1)
+
+    def add_listener(self, event: threading.Event) -> None:
+        """Sets `event` after every append (consumers wait on it instead of polling)."""
+        with self._lock:
+            self._listeners = self._listeners + (event,)
+
+    def remove_listener(self, event: threading.Event) -> None:
+        with self._lock:
+            self._listeners = tuple(e for e in self._listeners if e is not event)
+
+    def read_records(self, offset: int, max_bytes: int = 1 << 20):
+        """Records from `offset` (decoded; records before `offset` in the first batch are skipped)."""
+        return [r for r in self.read(offset, max_bytes).records() if r.offset >= offset]
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """Kafka's ListOffsets: -2 earliest, -1 latest, -3 the record with the largest
+        timestamp, otherwise the first record whose timestamp is >= `timestamp`
+        (None if there is none)."""
+        segments = self._segments
+        start = self._log_start_offset
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return TimestampOffset(-1, start)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampOffset(-1, self._next_offset)
+        if timestamp == MAX_TIMESTAMP:
+            best = max(segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp < 0:
+                return None
+            return self._record_at_timestamp(best, best.max_timestamp, start, exact=True)
+        if timestamp < 0:
+            raise ValueError(f"timestamp {timestamp} is neither >= 0 nor -1, -2, -3, -4")
+        for segment in segments:
+            if segment.max_timestamp >= timestamp and segment.next_offset > start:
+                found = self._record_at_timestamp(segment, timestamp, start)
+                if found is not None:
+                    return found
+        return None
+
+    def _record_at_timestamp(self, segment: LogSegment, timestamp: int, start: int,
+                             exact: bool = False) -> TimestampOffset | None:
+        batch = segment.find_batch_by_timestamp(timestamp, start)
+        if batch is None:
+            return None
+        position, size = batch[0], batch[1]
+        from pylog.record import iter_batches
+        for b in iter_batches(segment.log.read(position, size)):
+            for record in b.records():
+                if record.offset >= start and (record.timestamp == timestamp if exact
+                                               else record.timestamp >= timestamp):
+                    return TimestampOffset(record.timestamp, record.offset)
+        return None
+
+    # ====================================================== truncation, delete
+
+    def truncate_to(self, offset: int) -> int:
+        """Removes every record at offsets >= `offset` (whole batches: a batch that
+        straddles `offset` goes too). Returns the new log end offset."""
+        with self._flush_lock, self._lock:
+            self._check_open()
+            if offset >= self._next_offset:
+                return self._next_offset
+            if offset < self._log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"cannot truncate {self.path} to {offset}, below its log start offset "
+                    f"{self._log_start_offset}", offset=offset,
+                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset)
+            try:
+                keep = [s for s in self._segments if s.base_offset < offset] or [self._segments[0]]
+                drop = [s for s in self._segments if s not in keep]
+                for segment in drop:
+                    segment.close()
+                    self._delete_files_now(segment.base_offset)
+                last = keep[-1]
+                if not last.active:
+                    last.make_active()
+                last.truncate_to(offset)
+                self._publish(tuple(keep))
+                self._next_offset = last.next_offset
+                self.producer_state.truncate(self._next_offset)
+                self._recovery_point = min(self._recovery_point, self._next_offset)
+                self._log_start_offset = min(self._log_start_offset, self._next_offset)
+                self._dir_dirty = True
+                if self.standalone:
+                    self._write_state(self._recovery_point, self._log_start_offset, clean=False)
+            except OSError as exc:
+                raise self._storage_error(exc, "truncate") from exc
+            return self._next_offset
+
+    def advance_log_start_offset(self, offset: int) -> int:
+        """Moves the log start offset up to `offset` (Kafka's DeleteRecords) and deletes
+        the segments that lie wholly below it. Returns the number of segments deleted."""
+        with self._lock:
+            self._check_open()
+            if offset > self._next_offset:
+                raise OffsetOutOfRangeError(
+                    f"cannot move the log start offset of {self.path} to {offset}, past its log "
+                    f"end offset {self._next_offset}", offset=offset,
+                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset)
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+            return self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset)
+
+    def delete_segments_before(self, offset: int) -> int:
+        """Deletes every segment whose offsets are all below `offset` and advances the
+        log start offset to the first remaining one. Returns the number deleted."""
+        with self._lock:
+            self._check_open()
+            return self._delete_segments(lambda s, nxt: s.next_offset <= offset and nxt is not None
+                                         and nxt <= max(offset, s.next_offset))
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Kafka's deleteOldSegments: log-start-offset breach, then ``retention.bytes``,
+        then ``retention.ms`` (by each segment's largest timestamp). The active
+        segment is rolled first if it too must go, so one segment always remains.
+        Returns the number of segments deleted."""
+        with self._lock:
+            self._check_open()
+            now = self.clock() if now_ms is None else now_ms
+            deleted = self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset)
+            limit = self.config.retention_bytes
+            if limit >= 0:
+                excess = [self.size - limit]
+
+                def over_size(segment: LogSegment, nxt: int | None) -> bool:
+                    if excess[0] - segment.size < 0:
+                        return False
+                    excess[0] -= segment.size
+                    return True
+                deleted += self._delete_segments(over_size, allow_active=True, now=now)
+            retention_ms = self.config.retention_ms
+            if retention_ms >= 0:
+                deleted += self._delete_segments(
+                    lambda s, nxt: now - s.largest_timestamp > retention_ms, allow_active=True, now=now)
+            return deleted
+
+    def _delete_segments(self, predicate, allow_active: bool = False, now: int | None = None) -> int:
+        """Deletes the oldest segments while `predicate(segment, next_base)` holds."""
+        segments = self._segments
+        doomed: list[LogSegment] = []
+        for i, segment in enumerate(segments):
+            nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            if nxt is None and (not allow_active or segment.size == 0):
+                break
+            if not predicate(segment, nxt):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        try:
+            if doomed[-1] is segments[-1]:
+                self._roll(self.clock() if now is None else now)   # keep one segment
+                segments = self._segments
+            remaining = segments[len(doomed):]
+            self._publish(remaining)
+            self._log_start_offset = max(self._log_start_offset, remaining[0].base_offset)
+            self.producer_state.delete_snapshots_below(remaining[0].base_offset)
+            delay = self.config.file_delete_delay_ms / 1000
+            for segment in doomed:
+                renamed = segment.rename_to_deleted()
+                self.scheduler.schedule(delay, lambda paths=renamed: _remove_files(paths))
+            self._dir_dirty = True
+            if self.standalone:
+                self._write_state(self._recovery_point, self._log_start_offset, clean=False)
+        except OSError as exc:
+            raise self._storage_error(exc, "delete segments") from exc
+        return len(doomed)
+
+    # ============================================================= lifecycle
+
+    def update_config(self, config: LogConfig) -> None:
+        """Applies a new topic config (alter configs); affects future segments and checks."""
+        with self._lock:
+            self.config = config
+            for segment in self._segments:
+                segment.config = config
+
+    def close(self) -> None:
+        """Clean shutdown: trim the active segment, flush everything, persist the
+        recovery point and mark the shutdown clean (standalone)."""
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            try:
+                active = self._segments[-1]
+                # Trim before the final flush, so the flushed length is the true one.
+                if active.active:
+                    active.time_index.maybe_append(active.max_timestamp, active.offset_of_max_timestamp, True)
+                    active.offset_index.trim()
+                    active.time_index.trim()
+                    active.log.trim()
+                    active.active = False
+                # At the log end, so the next open replays nothing.
+                self.producer_state.write_snapshot(self._next_offset)
+                self._flush_all_for_close()
+                if self.standalone:
+                    self._write_state(self._next_offset, self._log_start_offset, clean=True)
+            except OSError as exc:
+                raise self._storage_error(exc, "close") from exc
+            finally:
+                self._closed = True
+                for segment in self._segments:
+                    segment.close()
+
+    def abandon(self) -> None:
+        """Closes the files without trimming or flushing anything (the log dir
+        failed, or the log is being deleted). Never raises."""
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for segment in self._segments:
+                for handle in (segment.offset_index, segment.time_index, segment.log):
+                    try:
+                        handle.close()
+                    except Exception:  # noqa: BLE001 - best effort on a failed disk
+                        pass
+
+    def _flush_all_for_close(self) -> None:
+        # The caller holds _flush_lock and _lock.
+        for segment in self._segments_between(self._recovery_point, self._next_offset + 1):
+            segment.flush(self.engine)
+        files.fsync_dir(self.path)
+        self._recovery_point = self._next_offset
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Log({self.path!r}, log_start_offset={self._log_start_offset}, "
+                f"log_end_offset={self._next_offset}, segments={len(self._segments)})")
+
+
+def _remove_files(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass

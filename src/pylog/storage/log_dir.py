@@ -1,0 +1,151 @@
+"""LogDir: one log directory (one disk) of a LogManager.
+
+A log dir holds partition directories plus Kafka's root files: ``.lock``,
+``meta.properties``, the two offset checkpoints and the clean-shutdown
+marker (docs/FORMAT.md, section 11). It has its own I/O engine, so each disk
+has its own io_uring ring (or its own portable engine) and disks work in
+parallel.
+
+The lock is ``flock(LOCK_EX | LOCK_NB)`` on ``.lock``, which also holds the
+pid of the process that owns it, so a second process (or a second LogManager
+in the same process) fails with a LogDirLockedError naming the holder. The
+kernel drops the lock when the process dies, so a crash never leaves a dir
+locked.
+
+Thread safety: ``online``/``offline_reason`` are set once (online -> offline,
+never back while the process runs, as in Kafka); everything else is called by
+the LogManager under its own locks.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+
+from pylog._core.engine import IoEngine
+from pylog.errors import LogDirLockedError
+
+from . import checkpoints, files
+
+__all__ = ["LogDir"]
+
+
+class LogDir:
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        self.meta: checkpoints.MetaProperties | None = None
+        self.online = True
+        self.offline_reason: str | None = None
+        self.had_clean_shutdown = False
+        self._lock_fd = -1
+        self._engines: dict[tuple[str, int], IoEngine] = {}
+        self._engines_lock = threading.Lock()
+
+    @property
+    def directory_id(self) -> str:
+        return self.meta.directory_id if self.meta else ""
+
+    # ------------------------------------------------------------------ lock
+
+    def lock(self) -> None:
+        """Creates the dir if needed and takes its lock; LogDirLockedError if held."""
+        os.makedirs(self.path, exist_ok=True)
+        path = os.path.join(self.path, files.LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            holder = _read_holder(path)
+            who = f"process {holder}" if holder else "another process"
+            if holder == str(os.getpid()):
+                who = f"this process (pid {holder}; another LogManager has it open)"
+            raise LogDirLockedError(
+                f"log dir {self.path} is locked by {who}: {path} is held; close the other "
+                f"LogManager (or Kafka broker) using this directory first") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd >= 0:
+            try:
+                os.ftruncate(self._lock_fd, 0)
+            except OSError:
+                pass   # a read-only or failed disk: the kernel still drops the lock
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    @property
+    def locked(self) -> bool:
+        return self._lock_fd >= 0
+
+    # -------------------------------------------------------- meta.properties
+
+    def load_meta(self, node_id: int) -> checkpoints.MetaProperties | None:
+        """Reads meta.properties (None if the dir is new); checks the node id."""
+        meta = checkpoints.MetaProperties.read(self.path)
+        if meta is not None and meta.node_id != node_id:
+            raise ValueError(f"{self.path}/{files.META_PROPERTIES_FILE} has node.id "
+                             f"{meta.node_id}, but this LogManager is node.id {node_id}")
+        self.meta = meta
+        return meta
+
+    def init_meta(self, cluster_id: str, node_id: int) -> None:
+        """Writes meta.properties for a new dir, or adds a missing directory.id."""
+        if self.meta is None:
+            self.meta = checkpoints.MetaProperties(cluster_id, node_id, checkpoints.random_uuid())
+            self.meta.write(self.path)
+        elif not self.meta.directory_id:
+            self.meta.directory_id = checkpoints.random_uuid()
+            self.meta.write(self.path)
+
+    # ---------------------------------------------------------- checkpoints
+
+    def read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
+        return checkpoints.read_offset_checkpoint(os.path.join(self.path, name))
+
+    def write_checkpoint(self, name: str, entries: dict[tuple[str, int], int]) -> None:
+        checkpoints.write_offset_checkpoint(os.path.join(self.path, name), entries)
+
+    # ------------------------------------------------------------- engines
+
+    def engine(self, kind: str, queue_depth: int) -> IoEngine:
+        """This dir's engine of `kind` (one per dir, shared by its partitions)."""
+        key = (kind, queue_depth)
+        with self._engines_lock:
+            engine = self._engines.get(key)
+            if engine is None:
+                engine = self._engines[key] = IoEngine(kind, queue_depth)
+            return engine
+
+    def engine_description(self) -> str:
+        with self._engines_lock:
+            return "; ".join(e.why for e in self._engines.values()) or "none yet"
+
+    # -------------------------------------------------------------- offline
+
+    def mark_offline(self, reason: str) -> bool:
+        """Returns True the first time (the caller then handles the failure)."""
+        if not self.online:
+            return False
+        self.online = False
+        self.offline_reason = reason
+        return True
+
+    def __repr__(self) -> str:
+        state = "online" if self.online else f"offline: {self.offline_reason}"
+        return f"LogDir({self.path!r}, {state})"
+
+
+def _read_holder(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if text.isdigit() else None

@@ -1,0 +1,394 @@
+"""LogManager: every partition of a store, over one or more log dirs (JBOD).
+
+``LogManager(log_dirs, config)`` opens (or creates) the log dirs, one per
+disk, and loads every partition in them; ``close()`` shuts down cleanly.
+In between it owns:
+
+- **topics**: create, delete, list, describe, alter config, add partitions;
+  the topic table is persisted in every log dir (``pylog-topics.json``);
+- **placement**: a new partition goes to the online dir with the fewest
+  partitions; each dir has its own I/O engine;
+- **startup**: the clean-shutdown marker is deleted before loading, logs
+  load in parallel (``num.recovery.threads.per.data.dir`` per dir) from
+  the checkpointed recovery points, and one summary line is logged;
+- **background work** on one thread (:mod:`pylog.background`): flusher,
+  time-based roll and retention, delayed file deletion, checkpoints;
+- **offline dirs**: an I/O error takes its dir offline (its partitions
+  raise KafkaStorageError, code 56), the other dirs keep serving;
+- **services for the layers above**: producer ids (InitProducerId), internal
+  topics, periodic tasks (the group coordinator uses them).
+
+Kafka's files and their bytes: docs/FORMAT.md, section 11.
+
+Thread safety: every public method may be called from any thread. Topic
+changes are serialised by one lock; ``log()`` takes none. Logs serialise
+their own appends.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno as errno_mod
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pylog.errors import (
+    ConfigError,
+    KafkaStorageError,
+    UnknownTopicOrPartitionError,
+)
+
+from . import checkpoints, files
+from .background import BackgroundTasks, wall_clock_ms
+from .config import BrokerConfig, LogConfig
+from .log import Log
+from .log_dir import LogDir
+from .producer_ids import ProducerIdAllocator
+from .startup import LogLoading, StartupReport
+from .topic_admin import TopicAdmin
+from .topics import (
+    TopicTable,
+)
+
+__all__ = ["LogManager", "StartupReport"]
+
+log = logging.getLogger("pylog.manager")
+
+TopicPartition = tuple[str, int]
+
+_PROCESS_LIMIT_ERRNOS = frozenset({errno_mod.EMFILE, errno_mod.ENFILE, errno_mod.ENOMEM})
+
+
+def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    if isinstance(log_dirs, str | os.PathLike):
+        text = os.fspath(log_dirs)
+        return [p.strip() for p in text.split(",") if p.strip()]
+    return [os.fspath(p) for p in log_dirs]
+
+
+class LogManager(LogLoading, TopicAdmin):
+    """The store: ``LogManager(log_dirs, config=None)``.
+
+    ``log_dirs``: a path, a comma-separated string (Kafka's ``log.dirs``) or a
+    list of paths, one per disk; when None, ``log.dirs`` / ``log.dir`` from
+    `config`. ``config``: broker configs (``num.recovery.threads.per.data.dir``,
+    ``log.retention.check.interval.ms``, ...) and topic defaults under Kafka's
+    ``log.`` names (``log.retention.ms``, ``log.segment.bytes``, ...);
+    keyword arguments may spell keys with underscores.
+
+    ``clock`` (ms since the epoch) is injectable; with ``background=False``
+    no thread is started and :meth:`run_background_tasks` runs whatever is
+    due by the clock (tests advance a fake clock and call it).
+    """
+
+    def __init__(self, log_dirs: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+                 config: Mapping[str, Any] | None = None, *, clock: Callable[[], int] | None = None,
+                 background: bool = True, **kwargs: Any) -> None:
+        self.config = BrokerConfig({**dict(config or {}), **kwargs})
+        self.defaults: LogConfig = self.config.log_config
+        if log_dirs is None:
+            log_dirs = self.config["log.dirs"] or (self.config["log.dir"],)
+        paths = _as_dir_list(log_dirs)
+        if not paths:
+            raise ConfigError("log.dirs is empty: give at least one log directory")
+        seen: dict[str, str] = {}
+        for p in paths:
+            real = os.path.realpath(p)
+            if real in seen:
+                raise ConfigError(f"log.dirs names the same directory twice: {seen[real]!r} and {p!r}")
+            seen[real] = p
+        self.clock = clock or wall_clock_ms
+        self.dirs = [LogDir(p) for p in paths]
+        self._lock = threading.RLock()             # topic table and the partition maps
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, LogDir] = {}
+        self._topics = TopicTable()
+        self._topic_configs: dict[str, LogConfig] = {}
+        self._failure_threads: list[threading.Thread] = []
+        self._closed = False
+        self._closing = False
+        self._tasks = BackgroundTasks(self.clock, name="pylog-log-manager",
+                                      poll_s=self.config["pylog.background.poll.ms"] / 1000)
+        try:
+            self.startup = self._open()
+        except BaseException:
+            self._abort_open()
+            raise
+        self._producer_ids = ProducerIdAllocator([d.path for d in self._online_dirs()])
+        log.info(self.startup.summary())
+        self._schedule_periodic_work()
+        if background:
+            self._tasks.start()
+
+    # ================================================================ configs
+
+    def _engine(self, d: LogDir, config: LogConfig):
+        kind = config.pylog_io_engine
+        try:
+            return d.engine(kind, self.config["pylog.io.queue.depth"])
+        except OSError as exc:
+            raise ConfigError(f"pylog.io.engine = {kind!r} is unavailable here: {exc}") from None
+
+    def _make_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        return LogConfig(overrides, defaults=self.defaults)
+
+    # ========================================================= offline dirs
+
+    def _offline_error(self, d: LogDir) -> KafkaStorageError:
+        return KafkaStorageError(errno_mod.EIO, f"log dir {d.path} is offline: {d.offline_reason}",
+                                 d.path)
+
+    def _io_error_handler(self, d: LogDir, tp: TopicPartition) -> Callable[[OSError], None]:
+        def handle(exc: OSError) -> None:
+            if self._closing and not d.online:
+                return
+            self._fail_dir(d, exc, f"{tp[0]}-{tp[1]}")
+        return handle
+
+    def _fail_dir(self, d: LogDir, exc: OSError, where: str) -> None:
+        """Takes `d` offline (Kafka's LogDirFailureChannel). Safe to call while any
+        Log lock is held: it only sets flags here, and a separate thread closes
+        the dir's files and releases its lock.
+
+        **Divergence:** running out of file descriptors or memory (EMFILE,
+        ENFILE, ENOMEM) is a limit of this process, not a failure of the disk:
+        the operation fails with KafkaStorageError but the dir stays online
+        (Kafka takes the dir offline for any IOException)."""
+        name = errno_mod.errorcode.get(exc.errno or 0, "")
+        if exc.errno in _PROCESS_LIMIT_ERRNOS:
+            log.error("%s in log dir %s failed: %s (%s); the dir stays online: raise the limit "
+                      "(ulimit -n) or use fewer, larger segments", where, d.path, exc, name)
+            return
+        reason = f"{where}: {exc.strerror or exc} ({name})" if name else f"{where}: {exc}"
+        if not d.mark_offline(reason):
+            return
+        error = self._offline_error(d)
+        doomed = [lg for tp, lg in list(self._logs.items()) if self._dir_of.get(tp) is d]
+        for lg in doomed:
+            lg.mark_offline(error)
+        online = self._online_dirs()
+        log.error("log dir %s is offline (%s); its %d partitions are unavailable; %d of %d log "
+                  "dirs remain online", d.path, reason, len(doomed), len(online), len(self.dirs))
+        if not online:
+            log.critical("every log dir is offline: the store can no longer serve anything")
+
+        def release() -> None:
+            for lg in doomed:
+                lg.abandon()
+            d.unlock()
+        thread = threading.Thread(target=release, name=f"pylog-log-dir-failure-{d.path}", daemon=True)
+        self._failure_threads.append(thread)
+        thread.start()
+
+    def _guard(self, d: LogDir, where: str, action: Callable[[], Any]) -> Any:
+        """Runs `action`; an OSError takes `d` offline and is raised as KafkaStorageError."""
+        try:
+            return action()
+        except KafkaStorageError:
+            raise
+        except OSError as exc:
+            self._fail_dir(d, exc, where)
+            raise KafkaStorageError(exc.errno or errno_mod.EIO,
+                                    f"{where} failed in log dir {d.path}: {exc}", d.path) from exc
+
+    def _online_dirs(self) -> list[LogDir]:
+        return [d for d in self.dirs if d.online]
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return [d.path for d in self.dirs]
+
+    @property
+    def online_log_dirs(self) -> list[str]:
+        return [d.path for d in self.dirs if d.online]
+
+    @property
+    def offline_log_dirs(self) -> dict[str, str]:
+        """Offline dir -> why it went offline."""
+        return {d.path: d.offline_reason or "" for d in self.dirs if not d.online}
+
+    # =============================================================== topics
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("this LogManager is closed")
+        if not self._online_dirs():
+            raise KafkaStorageError(errno_mod.EIO, "every log dir is offline: " + "; ".join(
+                f"{d.path}: {d.offline_reason}" for d in self.dirs))
+
+    def log(self, topic: str, partition: int) -> Log:
+        """The Log of one partition. UnknownTopicOrPartitionError if it does not
+        exist; KafkaStorageError if its log dir is offline."""
+        if self._closed:
+            raise ValueError("this LogManager is closed")
+        tp = (topic, partition)
+        lg = self._logs.get(tp)
+        if lg is not None:
+            d = self._dir_of.get(tp)
+            if d is not None and not d.online:
+                raise self._offline_error(d)
+            if lg.offline:
+                lg._check_open()
+            return lg
+        t = self._topics.topics.get(topic)
+        if t is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        if not 0 <= partition < t.partitions:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has partitions 0..{t.partitions - 1}, "
+                                               f"not {partition}")
+        offline = [d for d in self.dirs if not d.online]
+        raise KafkaStorageError(errno_mod.EIO, f"partition {topic}-{partition} is offline: it is in "
+                                f"none of the online log dirs; offline: "
+                                + ", ".join(f"{d.path} ({d.offline_reason})" for d in offline))
+
+    # ======================================================= background work
+
+    def _schedule_periodic_work(self) -> None:
+        c = self.config
+        self._tasks.add_periodic("flusher", c["log.flush.scheduler.interval.ms"], self._flush_due)
+        self._tasks.add_periodic("retention", c["log.retention.check.interval.ms"], self._retention)
+        self._tasks.add_periodic("recovery-point-checkpoint",
+                                 self.defaults.pylog_recovery_point_checkpoint_interval_ms,
+                                 lambda now: self._checkpoint_all(files.RECOVERY_POINT_CHECKPOINT_FILE))
+        self._tasks.add_periodic("log-start-offset-checkpoint",
+                                 c["log.flush.start.offset.checkpoint.interval.ms"],
+                                 lambda now: self._checkpoint_all(files.LOG_START_OFFSET_CHECKPOINT_FILE))
+
+    def _live_logs(self) -> list[tuple[TopicPartition, Log]]:
+        return [(tp, lg) for tp, lg in list(self._logs.items())
+                if not lg.offline and not lg.closed and self._dir_of[tp].online]
+
+    def _flush_due(self, now: int) -> None:
+        """The flusher: each log whose ``flush.ms`` has passed is flushed."""
+        for _, lg in self._live_logs():
+            try:
+                lg.maybe_flush()
+            except (KafkaStorageError, ValueError):
+                pass     # its dir went offline (reported) or it was deleted meanwhile
+
+    def _retention(self, now: int) -> None:
+        """Time-based roll, then retention (``retention.ms``, ``retention.bytes``, log
+        start offset) for every log whose cleanup.policy includes delete."""
+        for _, lg in self._live_logs():
+            try:
+                lg.maybe_roll_by_time()
+                if "delete" in lg.config.cleanup_policy:
+                    lg.apply_retention(now)
+            except (KafkaStorageError, ValueError):
+                pass     # its dir went offline (reported) or it was deleted meanwhile
+
+    def _checkpoint_all(self, which: str | None = None) -> None:
+        for d in self._online_dirs():
+            self._write_checkpoints(d, which)
+
+    def _write_checkpoints(self, d: LogDir, which: str | None = None) -> bool:
+        logs = [(tp, lg) for tp, lg in list(self._logs.items())
+                if self._dir_of.get(tp) is d and not lg.offline]
+        try:
+            if which in (None, files.RECOVERY_POINT_CHECKPOINT_FILE):
+                d.write_checkpoint(files.RECOVERY_POINT_CHECKPOINT_FILE,
+                                   {tp: lg.recovery_point for tp, lg in logs})
+            if which in (None, files.LOG_START_OFFSET_CHECKPOINT_FILE):
+                d.write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT_FILE,
+                                   {tp: lg.log_start_offset for tp, lg in logs})
+        except OSError as exc:
+            self._fail_dir(d, exc, "writing checkpoints")
+            return False
+        return True
+
+    def run_background_tasks(self) -> int:
+        """Runs every background task that is due by the clock, now, on this thread
+        (for tests with an injected clock and ``background=False``). Returns how
+        many ran."""
+        return self._tasks.run_due()
+
+    def checkpoint(self) -> None:
+        """Writes both checkpoint files of every online dir now."""
+        self._checkpoint_all()
+
+    # ============================================================= services
+
+    def init_producer_id(self) -> tuple[int, int]:
+        """(producer_id, epoch) for a new idempotent producer (Kafka's InitProducerId):
+        an id no producer of this store had before, epoch 0."""
+        self._check_open()
+        return self._producer_ids.allocate([d.path for d in self._online_dirs()]), 0
+
+    def add_periodic_task(self, name: str, interval_ms: int, task: Callable[[int], None]) -> None:
+        """Runs ``task(now_ms)`` every `interval_ms` on the store's background thread
+        (or from :meth:`run_background_tasks`). The task must not raise."""
+        self._tasks.add_periodic(name, interval_ms, task)
+
+    # ============================================================== lifecycle
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Clean shutdown: stops the background thread, closes (trims and flushes)
+        every log, writes the checkpoints and then the clean-shutdown marker of
+        each dir that had no error, and releases the locks."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closing = True
+            self._tasks.shutdown()
+            for thread in list(self._failure_threads):
+                thread.join()
+            by_dir: dict[str, list[Log]] = {}
+            for tp, lg in self._logs.items():
+                by_dir.setdefault(self._dir_of[tp].path, []).append(lg)
+
+            def close_dir(d: LogDir) -> None:
+                logs = by_dir.get(d.path, [])
+                threads = self.config["num.recovery.threads.per.data.dir"]
+                with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+                    results = list(pool.map(self._close_log, logs))
+                errors = [r for r in results if r is not None]
+                if errors or not d.online:
+                    if errors:
+                        self._fail_dir(d, errors[0], "closing its logs")
+                    return
+                if self._write_checkpoints(d):
+                    try:
+                        checkpoints.write_clean_shutdown(d.path)
+                    except OSError as exc:
+                        self._fail_dir(d, exc, "writing the clean-shutdown marker")
+
+            threads = [threading.Thread(target=close_dir, args=(d,), name=f"pylog-close-{i}")
+                       for i, d in enumerate(self.dirs)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for thread in list(self._failure_threads):
+                thread.join()
+            for d in self.dirs:
+                d.unlock()
+            self._closed = True
+
+    @staticmethod
+    def _close_log(lg: Log) -> OSError | None:
+        if lg.offline:
+            lg.abandon()
+            return None
+        try:
+            lg.close()
+        except OSError as exc:
+            lg.abandon()
+            return exc
+        return None
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"LogManager({self.log_dirs!r}, topics={len(self._topics.topics)}, "
+                f"partitions={len(self._logs)}, offline_dirs={len(self.offline_log_dirs)})")

@@ -1,0 +1,359 @@
+"""LogSegment: one .log file and its .index and .timeindex (docs/FORMAT.md, sections 8-10).
+
+A segment holds a contiguous run of batches whose offsets start at its base
+offset. The last segment of a log is active (appends go there, its indexes
+are preallocated); the others are read-only and trimmed.
+
+Not thread-safe for writers: the owning Log serialises appends, rolls,
+truncations and recovery. Readers may call ``read``/``find_offset_by_timestamp``
+concurrently with one writer: they only look below the ``size`` they read,
+and index operations hold the GIL.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+from pylog._core.storage import (
+    LogFile,
+    OffsetIndex,
+    PreparedAppend,
+    TimeIndex,
+    index_append,
+)
+from pylog.errors import CorruptIndexError, CorruptRecordError
+
+from . import files
+from .config import LogConfig
+from .file_slice import FileSlice
+from .info import SegmentRecovery
+
+__all__ = ["LogSegment"]
+
+INT32_MAX = 2**31 - 1
+
+
+class LogSegment:
+    """One segment. Build with :meth:`create` or :meth:`open`."""
+
+    __slots__ = ("directory", "base_offset", "log", "offset_index", "time_index", "config",
+                 "next_offset", "max_timestamp", "offset_of_max_timestamp",
+                 "rolling_based_timestamp", "created_ms", "bytes_since_index_entry",
+                 "roll_jitter_ms", "flushed_size", "dropped_size", "write_behind_size", "active")
+
+    def __init__(self, directory: str, base_offset: int, log: LogFile, offset_index: OffsetIndex,
+                 time_index: TimeIndex, config: LogConfig, created_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log = log
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.config = config
+        self.next_offset = base_offset          # one past the last offset in the segment
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.rolling_based_timestamp = -1       # first batch's max timestamp (segment.ms)
+        self.created_ms = created_ms
+        self.bytes_since_index_entry = 0
+        jitter = min(config.segment_jitter_ms, config.segment_ms)
+        self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+        self.flushed_size = 0                   # bytes known to be on disk
+        self.dropped_size = 0                   # bytes dropped from the page cache (fadvise)
+        self.write_behind_size = 0              # bytes handed to sync_file_range
+        self.active = False
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def create(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        """A new, empty, active segment (files must not exist yet)."""
+        log_path = files.log_file(directory, base_offset)
+        for path in (log_path, files.index_file(directory, base_offset),
+                     files.time_index_file(directory, base_offset)):
+            if os.path.exists(path):
+                raise FileExistsError(f"segment file {path} already exists")
+        prealloc = config.segment_bytes if config.preallocate else 0
+        log = oi = None
+        try:
+            log = LogFile(log_path, create=True, preallocate=prealloc)
+            oi = OffsetIndex.open(files.index_file(directory, base_offset), base_offset,
+                                  config.segment_index_bytes)
+            ti = TimeIndex.open(files.time_index_file(directory, base_offset), base_offset,
+                                config.segment_index_bytes)
+        except BaseException:
+            # Leave nothing behind (e.g. ENOSPC while preallocating an index),
+            # so a later roll at the same offset can try again.
+            for opened in (oi, log):
+                if opened is not None:
+                    opened.close()
+            for path in (log_path, files.index_file(directory, base_offset),
+                         files.time_index_file(directory, base_offset)):
+                if os.path.exists(path):
+                    os.remove(path)
+            raise
+        segment = cls(directory, base_offset, log, oi, ti, config, now_ms)
+        segment.active = True
+        return segment
+
+    @classmethod
+    def open(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> tuple[LogSegment, bool]:
+        """Opens an existing segment without validating its data.
+
+        Indexes are opened writable at their current size (a missing one is
+        created empty). Returns (segment, index_ok): index_ok is False when an
+        index was missing or fails its sanity check against the .log, in which
+        case the caller must recover the segment (rebuilding the indexes).
+        """
+        log = LogFile(files.log_file(directory, base_offset))
+        index_ok = True
+        oi = ti = None
+        try:
+            paths = (files.index_file(directory, base_offset), files.time_index_file(directory, base_offset))
+            if not all(os.path.exists(p) for p in paths):
+                index_ok = False
+            oi = OffsetIndex.open(paths[0], base_offset, 0)
+            ti = TimeIndex.open(paths[1], base_offset, 0)
+        except BaseException:
+            log.close()
+            if oi is not None:
+                oi.close()
+            raise
+        segment = cls(directory, base_offset, log, oi, ti, config, now_ms)
+        if index_ok:
+            index_ok = segment._load_from_indexes()
+        return segment, index_ok
+
+    def _load_from_indexes(self) -> bool:
+        """Restores the in-memory state from the indexes and the tail of the .log.
+
+        Returns False if the indexes disagree with the .log: then the segment
+        must be recovered.
+        """
+        size = self.log.size
+        try:
+            self.offset_index.sanity_check(size)
+            self.time_index.sanity_check(size)
+            last_offset, position = self.offset_index.last_entry()
+            if self.offset_index.entries:
+                # The last entry must point at a batch that ends at its offset.
+                first = self.log.slice_info(position, size, -1, 1)
+                if first is None or first[3] != last_offset:
+                    return False
+            batches, end, tail_last, tail_max_ts, tail_off_max, first_max = self.log.summarize(position, size)
+        except (CorruptIndexError, CorruptRecordError):
+            return False
+        if end != size:
+            return False                        # a partial batch at the end
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        if self.time_index.entries:
+            ts, ts_offset = self.time_index.last_entry()
+            if ts_offset > (tail_last if tail_last >= 0 else last_offset):
+                return False
+            self.max_timestamp, self.offset_of_max_timestamp = ts, ts_offset
+        if tail_max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = tail_max_ts, tail_off_max
+        self.next_offset = tail_last + 1 if tail_last >= 0 else (
+            last_offset + 1 if self.offset_index.entries else self.base_offset)
+        self.bytes_since_index_entry = size - position if self.offset_index.entries else size
+        self.rolling_based_timestamp = -1
+        if size:
+            first = first_max if position == 0 else self.log.find_timestamp(0, size, -2**63, -1)[4]
+            self.rolling_based_timestamp = first
+        return True
+
+    def recover(self) -> SegmentRecovery:
+        """Validates every batch, rebuilds the indexes and truncates after the last valid batch."""
+        # Room for a full rebuild (the files may be trimmed, short or missing).
+        self.offset_index.resize(self.config.segment_index_bytes)
+        self.time_index.resize(self.config.segment_index_bytes)
+        result = self.log.recover(self.base_offset, self.config.index_interval_bytes,
+                                  self.offset_index, self.time_index)
+        valid = result["valid_bytes"]
+        truncated = result["file_bytes"] - valid
+        reason = result["reason"]
+        if truncated:
+            self.log.truncate(valid)
+        self.log.set_size(valid)
+        self.next_offset = result["last_offset"] + 1 if result["last_offset"] >= 0 else self.base_offset
+        self.max_timestamp = result["max_timestamp"]
+        self.offset_of_max_timestamp = result["offset_of_max_timestamp"]
+        self.rolling_based_timestamp = result["first_batch_max_timestamp"]
+        self.bytes_since_index_entry = result["bytes_since_index_entry"]
+        self.flushed_size = min(self.flushed_size, valid)
+        self.dropped_size = min(self.dropped_size, valid)
+        if not self.active:
+            self.offset_index.trim()
+            self.time_index.trim()
+        error = result["error"]
+        return SegmentRecovery(self.base_offset, result["scanned_bytes"], valid, truncated,
+                               result["batches"], reason, str(error) if error else None)
+
+    # ---------------------------------------------------------------- writes
+
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    def make_active(self) -> None:
+        """Grows the indexes back to segment.index.bytes so appends can continue."""
+        self.offset_index.resize(self.config.segment_index_bytes)
+        self.time_index.resize(self.config.segment_index_bytes)
+        self.active = True
+
+    def should_roll(self, incoming: PreparedAppend, now_ms: int) -> str | None:
+        """Why the segment must roll before taking `incoming`, or None (Kafka's shouldRoll)."""
+        config = self.config
+        if self.size > 0 and self.size + incoming.size > config.segment_bytes:
+            return "segment.bytes"
+        if self.size > 0:
+            incoming_ts = incoming.max_timestamp
+            if self.rolling_based_timestamp >= 0 and incoming_ts >= 0:
+                waited = incoming_ts - self.rolling_based_timestamp
+            else:
+                waited = now_ms - self.created_ms
+            if waited > config.segment_ms - self.roll_jitter_ms:
+                return "segment.ms"
+        if self.offset_index.is_full or self.time_index.is_full:
+            return "index full"
+        if incoming.last_offset - self.base_offset > INT32_MAX:
+            return "relative offset overflow"
+        return None
+
+    def should_roll_by_time(self, now_ms: int) -> bool:
+        """The LogManager's periodic check: has segment.ms passed since creation?"""
+        return self.size > 0 and now_ms - self.created_ms > self.config.segment_ms - self.roll_jitter_ms
+
+    def append(self, engine, prepared: PreparedAppend, datasync: bool) -> int:
+        """Writes the batches in one I/O, then indexes them. Returns their position."""
+        position = self.log.append(engine, prepared, datasync)
+        if self.rolling_based_timestamp < 0 and position == 0:
+            self.rolling_based_timestamp = prepared.first_batch_max_timestamp()
+        self.bytes_since_index_entry, self.max_timestamp, self.offset_of_max_timestamp = index_append(
+            self.offset_index, self.time_index, prepared, position, self.bytes_since_index_entry,
+            self.config.index_interval_bytes, self.max_timestamp, self.offset_of_max_timestamp)
+        self.next_offset = prepared.last_offset + 1
+        if datasync:
+            self.flushed_size = self.size
+        return position
+
+    def on_become_inactive(self) -> None:
+        """At roll: the final time index entry, then trim the indexes and the .log."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, True)
+        self.offset_index.trim()
+        self.time_index.trim()
+        self.log.trim()
+        self.active = False
+        self.release_index_fds()
+
+    def release_index_fds(self) -> None:
+        """An inactive segment keeps one descriptor (its .log): the index mappings
+        stay valid without theirs (reopened by path if the segment becomes active)."""
+        self.offset_index.release_fd()
+        self.time_index.release_fd()
+
+    def needs_flush(self) -> bool:
+        """Unsynced bytes, an inactive segment's indexes, or synced pages to drop."""
+        return (self.flushed_size < self.size or not self.active or
+                (self.config.pylog_flush_fadvise_dontneed and self.dropped_size < self.size))
+
+    def flush(self, engine, indexes: bool = True) -> None:
+        """fsync the data (unless an earlier sync covered it), then the indexes
+        (Kafka's order). The Log skips the indexes of the active segment: after
+        an unclean shutdown that segment is always recovered, which rebuilds them."""
+        size = self.size
+        if self.flushed_size < size:
+            self.log.sync(engine)
+        if indexes:
+            self.offset_index.flush()
+            self.time_index.flush()
+        self.flushed_size = max(self.flushed_size, size)
+        if self.config.pylog_flush_fadvise_dontneed and self.flushed_size > self.dropped_size:
+            # Behind every flush, however it came (flush.messages syncs with the
+            # write itself): only pages already on disk can be dropped.
+            self.log.fadvise_dontneed(self.dropped_size, self.flushed_size)
+            self.dropped_size = self.flushed_size
+
+    def maybe_write_behind(self) -> None:
+        """Starts write-back of appended bytes once pylog.write.behind.bytes accumulated."""
+        step = self.config.pylog_write_behind_bytes
+        if step and self.size - self.write_behind_size >= step:
+            self.log.write_behind(self.write_behind_size, self.size)
+            self.write_behind_size = self.size
+
+    def truncate_to(self, offset: int) -> int:
+        """Removes every batch holding offsets >= offset; returns the bytes removed."""
+        size = self.size
+        info = self.log.slice_info(self.offset_index.lookup(offset)[1], size, offset, 1)
+        if info is None:
+            return 0
+        position = info[0]
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.log.truncate(position)
+        if self.active:
+            self.make_active()
+        # Rebuild the in-memory state from what is left (the indexes were cut
+        # at a batch boundary, so they agree with the .log unless corrupt).
+        if not self._load_from_indexes():
+            self.recover()
+        self.flushed_size = min(self.flushed_size, position)
+        self.dropped_size = min(self.dropped_size, position)
+        self.write_behind_size = min(self.write_behind_size, position)
+        return size - position
+
+    # ----------------------------------------------------------------- reads
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> FileSlice | None:
+        """Whole batches from the one holding `offset` (at least one), or None if none."""
+        size = self.log.size
+        position = self.offset_index.lookup(offset)[1]
+        info = self.log.slice_info(position, size, offset, max_bytes,
+                                   max_offset if max_offset is not None else 2**63 - 1)
+        if info is None:
+            return None
+        start, end, first, last, _ = info
+        return FileSlice(self.log, start, end - start, first, last)
+
+    def find_batch_by_timestamp(self, timestamp: int, starting_offset: int):
+        """The first batch whose max timestamp is >= timestamp (Kafka's searchForTimestamp):
+        (position, size, base_offset, last_offset, max_timestamp) or None."""
+        _, ts_offset = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(ts_offset, starting_offset))[1]
+        return self.log.find_timestamp(position, self.log.size, timestamp, starting_offset)
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The max timestamp in the segment, or the file's mtime if it has none (retention)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return int(os.stat(self.log.path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    # -------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Trims (if active) and closes the files. Trim happens before any final flush."""
+        if self.active and not self.log.closed:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, True)
+            self.offset_index.trim()
+            self.time_index.trim()
+            self.log.trim()
+        self.offset_index.close()
+        self.time_index.close()
+        self.log.close()
+
+    def rename_to_deleted(self) -> list[str]:
+        """Renames the segment's files to *.deleted; returns the new paths."""
+        renamed = []
+        for path in (self.log.path, self.offset_index.path, self.time_index.path):
+            if os.path.exists(path):
+                os.replace(path, path + files.DELETED_SUFFIX)
+                renamed.append(path + files.DELETED_SUFFIX)
+        return renamed
+
+    def __repr__(self) -> str:
+        return (f"LogSegment(base_offset={self.base_offset}, size={self.size}, "
+                f"next_offset={self.next_offset}, active={self.active})")

@@ -1,0 +1,299 @@
+"""Topic administration: create, delete, list, describe, alter, add partitions.
+
+The topic half of :class:`~pylog.storage.manager.LogManager` (Kafka's
+CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and
+(Incremental)AlterConfigs), mixed into it, with partition placement (the
+online dir with the fewest partitions, Kafka's ``nextLogDirs``).
+
+Every change writes a new copy of the topic table (``pylog-topics.json``,
+one higher epoch) to every online dir before it takes effect in memory;
+all of them hold ``LogManager._lock``.
+"""
+
+from __future__ import annotations
+
+import copy
+import errno as errno_mod
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from pylog.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    KafkaStorageError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+from . import checkpoints, files
+from .config import LogConfig, normalize_key
+from .log import Log
+from .log_dir import LogDir
+from .topics import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    PartitionDescription,
+    Topic,
+    TopicDescription,
+    TopicTable,
+    collision_key,
+    config_to_strings,
+    validate_topic_name,
+)
+
+__all__ = ["TopicAdmin"]
+
+TopicPartition = tuple[str, int]
+
+
+class TopicAdmin:
+    """LogManager's topic methods (a mixin: the state is LogManager's)."""
+
+    def create_topic(self, name: str, partitions: int | None = None,
+                     config: Mapping[str, Any] | None = None, *,
+                     replication_factor: int = -1) -> TopicDescription:
+        """Creates a topic (Kafka's CreateTopics). `partitions` defaults to
+        ``num.partitions``; `config` holds topic overrides (``retention.ms``, ...).
+        Raises InvalidTopicError, TopicAlreadyExistsError, InvalidPartitionsError,
+        InvalidReplicationFactorError or ConfigError."""
+        return self._create_topic(name, partitions, config, replication_factor, internal=False)
+
+    def _create_topic(self, name, partitions, config, replication_factor, internal: bool):
+        validate_topic_name(name)
+        if not internal and (name in INTERNAL_TOPICS):
+            raise InvalidTopicError(f"topic name {name!r} is reserved for pylog's internal use")
+        if replication_factor not in (-1, 1):
+            raise InvalidReplicationFactorError(
+                f"replication factor {replication_factor}: pylog is a single node; use 1 (or -1)")
+        count = self.config["num.partitions"] if partitions is None else partitions
+        self._check_partition_count(name, count)
+        overrides = config_to_strings(LogConfig(config or {}).overrides)
+        topic_config = self._make_config(overrides)
+        with self._lock:
+            self._check_open()
+            if name in self._topics.topics:
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            for other in self._topics.topics:
+                if collision_key(other) == collision_key(name):
+                    raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r} "
+                                            f"('.' and '_' are the same in Kafka's metric names)")
+            table = copy.deepcopy(self._topics)
+            table.topics[name] = Topic(name, checkpoints.random_uuid(), count, overrides)
+            table.epoch += 1
+            self._write_topic_table(table)
+            self._topics = table
+            self._topic_configs[name] = topic_config
+            self._create_logs([(name, p) for p in range(count)])
+        return self.describe_topic(name)
+
+    @staticmethod
+    def _check_partition_count(name: str, count: Any) -> None:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidPartitionsError(f"topic {name!r}: partitions must be a positive integer, "
+                                         f"not {count!r}")
+        if len(files.partition_dir_name(name, count - 1)) > 255:
+            raise InvalidPartitionsError(f"topic {name!r}: {count} partitions would make directory "
+                                         f"names longer than 255 bytes")
+
+    def _create_logs(self, tps: list[TopicPartition]) -> None:
+        touched: set[LogDir] = set()
+        for tp in tps:
+            touched.add(self._create_log(tp))
+        for d in touched:
+            if d.online:
+                self._guard(d, "fsync of the log dir", lambda d=d: files.fsync_dir(d.path))
+
+    def _create_log(self, tp: TopicPartition) -> LogDir:
+        """Creates one partition in the online dir with the fewest partitions; a dir
+        that fails goes offline and the next one is tried."""
+        topic = self._topics.topics[tp[0]]
+        config = self._topic_configs[tp[0]]
+        while True:
+            d = self._next_log_dir()
+            path = os.path.join(d.path, files.partition_dir_name(*tp))
+
+            def create() -> Log:
+                lg = Log(path, config, engine=self._engine(d, config), clock=self.clock,
+                         scheduler=self._tasks, recovery_point=0, log_start_offset=0,
+                         clean_shutdown=False, on_io_error=self._io_error_handler(d, tp),
+                         topic_partition=tp)
+                try:
+                    checkpoints.write_partition_metadata(path, topic.topic_id)
+                except BaseException:
+                    lg.abandon()
+                    raise
+                return lg
+            try:
+                lg = self._guard(d, f"creating {tp[0]}-{tp[1]}", create)
+            except KafkaStorageError:
+                if not d.online and self._online_dirs():
+                    continue        # that dir is now offline: try the next one
+                raise
+            self._logs[tp] = lg
+            self._dir_of[tp] = d
+            return d
+
+    def _next_log_dir(self) -> LogDir:
+        """Kafka's nextLogDirs: the online dir with the fewest partitions (ties: the
+        first in log.dirs)."""
+        online = self._online_dirs()
+        if not online:
+            self._check_open()
+        counts = {d.path: 0 for d in online}
+        for d in self._dir_of.values():
+            if d.path in counts:
+                counts[d.path] += 1
+        return min(online, key=lambda d: counts[d.path])
+
+    def delete_topic(self, name: str) -> None:
+        """Deletes a topic: it is gone from the table at once, its partition dirs are
+        renamed ``<topic>-<p>.<id>-delete`` and removed after ``file.delete.delay.ms``.
+        Slices already read stay readable meanwhile."""
+        validate_topic_name(name)
+        if name in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"topic {name!r} is internal and cannot be deleted")
+        with self._lock:
+            self._check_open()
+            topic = self._topics.topics.get(name)
+            if topic is None:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            table = copy.deepcopy(self._topics)
+            del table.topics[name]
+            table.epoch += 1
+            self._write_topic_table(table)
+            self._topics = table
+            config = self._topic_configs.pop(name)
+            gone = UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
+            for p in range(topic.partitions):
+                tp = (name, p)
+                lg = self._logs.pop(tp, None)
+                d = self._dir_of.pop(tp, None)
+                if lg is None or d is None:
+                    continue
+                lg.mark_offline(gone)
+                with lg._lock:          # wait for an append in flight
+                    pass
+                if not d.online:
+                    continue
+                target = os.path.join(d.path, files.renamed_dir_name(
+                    name, p, uuid.uuid4().hex, files.DELETE_DIR_SUFFIX))
+                try:
+                    os.rename(lg.path, target)
+                except OSError as exc:
+                    self._fail_dir(d, exc, f"deleting {name}-{p}")
+                    continue
+                self._tasks.schedule(config.file_delete_delay_ms / 1000,
+                                     lambda target=target: shutil.rmtree(target, ignore_errors=True))
+            for d in self._online_dirs():
+                self._write_checkpoints(d)
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        return sorted(n for n in self._topics.topics if include_internal or n not in INTERNAL_TOPICS)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        """The topic's id, partitions (dir, online, offsets, size) and configs."""
+        topic = self._topics.topics.get(name)
+        config = self._topic_configs.get(name)
+        if topic is None or config is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        parts = []
+        for p in range(topic.partitions):
+            lg = self._logs.get((name, p))
+            d = self._dir_of.get((name, p))
+            if lg is None or d is None or not d.online or lg.offline:
+                parts.append(PartitionDescription(p, d.path if d else None, False, None, None, None, None))
+                continue
+            segments = lg.segments
+            parts.append(PartitionDescription(p, d.path, True, lg.log_start_offset, lg.log_end_offset,
+                                              sum(s.size for s in segments), len(segments)))
+        return TopicDescription(name, topic.topic_id, name in INTERNAL_TOPICS, tuple(parts),
+                                dict(config.items()), dict(topic.config))
+
+    def alter_topic_config(self, name: str, config: Mapping[str, Any], *,
+                           replace: bool = False) -> TopicDescription:
+        """Changes a topic's overrides. By default `config` is merged into the
+        current overrides (Kafka's IncrementalAlterConfigs; a value of None
+        removes that override); with ``replace=True`` it replaces them all
+        (Kafka's AlterConfigs). Applied to the live logs at once."""
+        with self._lock:
+            self._check_open()
+            topic = self._topics.topics.get(name)
+            if topic is None:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            merged: dict[str, Any] = {} if replace else dict(topic.config)
+            for key, value in config.items():
+                key = normalize_key(key)
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            overrides = config_to_strings(LogConfig(merged).overrides)
+            new_config = self._make_config(overrides)
+            table = copy.deepcopy(self._topics)
+            table.topics[name].config = overrides
+            table.epoch += 1
+            self._write_topic_table(table)
+            self._topics = table
+            self._topic_configs[name] = new_config
+            for p in range(topic.partitions):
+                lg = self._logs.get((name, p))
+                if lg is not None and not lg.offline:
+                    lg.update_config(new_config)
+        return self.describe_topic(name)
+
+    def create_partitions(self, name: str, total: int) -> TopicDescription:
+        """Grows a topic to `total` partitions (Kafka's CreatePartitions: the new
+        total, which must be larger than the current count)."""
+        with self._lock:
+            self._check_open()
+            topic = self._topics.topics.get(name)
+            if topic is None:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            self._check_partition_count(name, total)
+            if total <= topic.partitions:
+                raise InvalidPartitionsError(f"topic {name!r} has {topic.partitions} partitions; the "
+                                             f"new count must be larger, not {total}")
+            if name == OFFSETS_TOPIC:
+                raise InvalidPartitionsError(f"the partition count of {name} is fixed")
+            table = copy.deepcopy(self._topics)
+            table.topics[name].partitions = total
+            table.epoch += 1
+            self._write_topic_table(table)
+            self._topics = table
+            self._create_logs([(name, p) for p in range(topic.partitions, total)])
+        return self.describe_topic(name)
+
+    def _write_topic_table(self, table: TopicTable) -> None:
+        written = 0
+        for d in self._online_dirs():
+            try:
+                table.write(d.path)
+                written += 1
+            except OSError as exc:
+                self._fail_dir(d, exc, "writing the topic table")
+        if not written:
+            self._check_open()
+            raise KafkaStorageError(errno_mod.EIO, "the topic table could not be written to any log dir")
+
+    def partition_count(self, topic: str) -> int | None:
+        """The number of partitions of `topic`, or None if it does not exist."""
+        t = self._topics.topics.get(topic)
+        return None if t is None else t.partitions
+
+    def ensure_internal_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> int:
+        """Creates the internal topic `name` (one of INTERNAL_TOPICS) unless it exists;
+        returns its partition count. For the layers above storage (the group
+        coordinator's ``__consumer_offsets``)."""
+        if name not in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"{name!r} is not an internal topic")
+        topic = self._topics.topics.get(name)
+        if topic is None:
+            with self._lock:
+                if name not in self._topics.topics:
+                    self._create_topic(name, partitions, config, -1, internal=True)
+                topic = self._topics.topics[name]
+        return topic.partitions

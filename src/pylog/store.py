@@ -1,0 +1,92 @@
+"""The store a process opens: storage's LogManager plus the group coordinator.
+
+``pylog.open(dirs)`` and ``pylog.LogManager(dirs)`` return this class. It is
+:class:`pylog.storage.LogManager` (log dirs, topics, partitions, background
+work) with the store's one :class:`~pylog.coordinator.GroupCoordinator`
+attached (``store.coordinator``), and the coordinator's offset methods
+(``commit_offsets``, ``committed``, ...) offered on the store itself.
+
+Why a layer of its own: committed offsets live in a topic of the store, but
+keeping them is the coordinator's job, and the storage layer must not
+import the coordinator (docs/ARCHITECTURE.md, "What may import what"). The
+facade is the one place where the two meet; the broker will build on it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pylog.common.topic_partition import TopicPartition
+from pylog.coordinator import GroupCoordinator, OffsetAndMetadata
+from pylog.storage import LogManager as StorageLogManager
+
+__all__ = ["LogManager", "open"]
+
+
+class LogManager(StorageLogManager):
+    """The store: ``LogManager(log_dirs, config=None, *, clock=None, background=True, **configs)``.
+
+    Everything :class:`pylog.storage.LogManager` does (see there for the
+    arguments), plus the consumer groups and committed offsets of
+    ``__consumer_offsets``, replayed when the store opens.
+    """
+
+    coordinator: GroupCoordinator
+
+    def __init__(self, log_dirs: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+                 config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(log_dirs, config, **kwargs)
+        try:
+            self.coordinator = GroupCoordinator(self)
+        except BaseException:
+            self.close()
+            raise
+
+    def delete_topic(self, name: str) -> None:
+        """Deletes a topic (see :meth:`pylog.storage.LogManager.delete_topic`) and
+        tombstones every group's committed offsets of it."""
+        super().delete_topic(name)
+        self.coordinator.remove_offsets_of(name)
+
+    # The coordinator's offset methods, on the store (see GroupCoordinator).
+
+    def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+                       metadata: str = "") -> None:
+        self.coordinator.commit_offsets(group, offsets, metadata)
+
+    commit_offsets.__doc__ = GroupCoordinator.commit_offsets.__doc__
+
+    def committed(self, group: str, topic: str, partition: int) -> int | None:
+        return self.coordinator.committed(group, topic, partition)
+
+    committed.__doc__ = GroupCoordinator.committed.__doc__
+
+    def committed_offsets(self, group: str) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self.coordinator.committed_offsets(group)
+
+    committed_offsets.__doc__ = GroupCoordinator.committed_offsets.__doc__
+
+    def consumer_groups(self) -> list[str]:
+        return self.coordinator.consumer_groups()
+
+    consumer_groups.__doc__ = GroupCoordinator.consumer_groups.__doc__
+
+    def compact_committed_offsets(self) -> int:
+        return self.coordinator.compact_committed_offsets()
+
+    compact_committed_offsets.__doc__ = GroupCoordinator.compact_committed_offsets.__doc__
+
+
+def open(log_dirs: str | os.PathLike | Iterable[str | os.PathLike], **config: Any) -> LogManager:  # noqa: A001
+    """Opens (or creates) a store: ``pylog.open("/data/pylog", log_retention_hours=24)``.
+
+    `log_dirs` is one path, a comma-separated list (Kafka's ``log.dirs``) or a
+    list of paths, one per disk. Keyword arguments are broker configs, with
+    Kafka's names or the same names with underscores
+    (``num_recovery_threads_per_data_dir=4``, ``log_segment_bytes=...``);
+    ``clock`` and ``background`` are passed to :class:`LogManager`.
+    """
+    options = {k: config.pop(k) for k in ("clock", "background") if k in config}
+    return LogManager(log_dirs, config, **options)

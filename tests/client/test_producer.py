@@ -1,0 +1,304 @@
+"""Producer against a real store: futures, ordering, durability, back-pressure."""
+
+import concurrent.futures
+import hashlib
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+from log_support import all_records
+
+from pylog import Producer, RecordMetadata
+from pylog.client.partitioner import RoundRobinPartitioner, key_partition
+from pylog.errors import (
+    ConfigError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+    UnknownTopicOrPartitionError,
+)
+
+
+def read_all(store, topic, partition):
+    return all_records(store.log(topic, partition))
+
+
+def test_send_returns_metadata_and_keeps_order(store):
+    store.create_topic("t", 3)
+    with Producer(store, linger_ms=1) as producer:
+        futures = [producer.send("t", b"v%d" % i, key=b"k%d" % (i % 5)) for i in range(300)]
+        producer.flush()
+        metas = [f.result(5) for f in futures]
+    assert all(isinstance(m, RecordMetadata) and m.topic == "t" for m in metas)
+    for i, m in enumerate(metas):
+        assert m.partition == key_partition(b"k%d" % (i % 5), 3)
+        assert m.serialized_value_size == len(b"v%d" % i)
+    for p in range(3):
+        mine = [(m.offset, i) for i, m in enumerate(metas) if m.partition == p]
+        assert [o for o, _ in mine] == list(range(len(mine)))          # dense, in send order
+        stored = read_all(store, "t", p)
+        assert [r.value for r in stored] == [b"v%d" % i for _, i in mine]
+
+
+def test_acks_all_completes_after_fsync(store):
+    store.create_topic("d", 1)
+    with Producer(store, acks="all", linger_ms=0) as producer:
+        meta = producer.send("d", b"x").result(5)
+        assert store.log("d", 0).recovery_point > meta.offset
+    with Producer(store, acks="1", linger_ms=0) as producer:
+        meta = producer.send("d", b"y").result(5)
+        assert store.log("d", 0).log_end_offset > meta.offset
+
+
+def test_callback_and_record_too_large(store):
+    store.create_topic("c", 1)
+    seen = []
+    with Producer(store, max_request_size=1000) as producer:
+        producer.send("c", b"ok", callback=lambda m, e: seen.append((m, e))).result(5)
+        failed = producer.send("c", b"x" * 2000, callback=lambda m, e: seen.append((m, e)))
+        with pytest.raises(MessageTooLargeError, match=r"larger than max.request.size \(1000\)"):
+            failed.result(1)
+    assert seen[0][0].offset == 0 and seen[0][1] is None
+    assert seen[1][0] is None and isinstance(seen[1][1], MessageTooLargeError)
+    assert store.log("c", 0).log_end_offset == 1
+
+
+def test_unknown_topic_and_partition(store):
+    store.create_topic("u", 2)
+    with Producer(store) as producer:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            producer.send("nope", b"x")
+        with pytest.raises(UnknownTopicOrPartitionError, match="partitions 0..1, not 5"):
+            producer.send("u", b"x", partition=5).result(1)
+
+
+def test_bad_config_names_the_key(store):
+    with pytest.raises(ConfigError, match="linger.mss"):
+        Producer(store, **{"linger.mss": 5})
+    with pytest.raises(ConfigError, match="acks"):
+        Producer(store, acks="2")
+    with pytest.raises(ConfigError, match="requires acks = all"):
+        Producer(store, acks="1", enable_idempotence=True)
+
+
+def test_linger_batches_records_then_sends(store):
+    store.create_topic("l", 1)
+    with Producer(store, linger_ms=300, batch_size=1 << 20) as producer:
+        first = producer.send("l", b"a")
+        second = producer.send("l", b"b")
+        time.sleep(0.05)
+        assert not first.done()                      # still lingering
+        assert second.result(5).offset == 1
+        batches = list(store.log("l", 0).read(0).batches())
+        assert len(batches) == 1 and batches[0].records_count == 2   # one batch
+
+
+def test_futures_work_with_concurrent_futures_wait(store):
+    store.create_topic("w", 2)
+    with Producer(store, linger_ms=20) as producer:
+        futures = [producer.send("w", b"%d" % i) for i in range(50)]
+        done, not_done = concurrent.futures.wait(futures, timeout=10)
+        assert len(done) == 50 and not not_done
+        assert sorted(f.result().offset for f in concurrent.futures.as_completed(futures) if
+                      f.result().partition == futures[0].result().partition)[0] == 0
+
+
+def test_buffer_memory_blocks_then_times_out(store):
+    store.create_topic("b", 1)
+    log = store.log("b", 0)
+    producer = Producer(store, buffer_memory=20_000, max_block_ms=200, linger_ms=0, batch_size=1000)
+    log._lock.acquire()                # the sender's append waits on the real log lock
+    try:
+        with pytest.raises(KafkaTimeoutError, match=r"buffer.memory \(20000\) is full"):
+            for _ in range(1000):
+                producer.send("b", b"x" * 100)
+    finally:
+        log._lock.release()
+    producer.flush(10)
+    assert log.log_end_offset > 0
+    producer.close()
+
+
+def test_close_delivers_pending(store):
+    store.create_topic("p", 1)
+    producer = Producer(store, linger_ms=10_000, batch_size=1 << 20)
+    futures = [producer.send("p", b"%d" % i) for i in range(100)]
+    producer.close()
+    assert [f.result(0).offset for f in futures] == list(range(100))
+    with pytest.raises(RuntimeError, match="closed"):
+        producer.send("p", b"late")
+
+
+def test_sticky_partitioning_for_null_keys(store):
+    store.create_topic("s", 4)
+    with Producer(store, batch_size=2000, linger_ms=1000) as producer:
+        metas = [producer.send("s", b"x" * 100) for _ in range(100)]
+        producer.flush()
+        parts = [f.result().partition for f in metas]
+    runs = [p for i, p in enumerate(parts) if i == 0 or parts[i - 1] != p]
+    assert 3 <= len(runs) <= 10            # switches every ~batch.size bytes, not per record
+    assert all(a != b for a, b in zip(runs, runs[1:]))
+
+
+def test_custom_partitioners(store):
+    store.create_topic("r", 3)
+    with Producer(store, partitioner=RoundRobinPartitioner()) as producer:
+        parts = [producer.send("r", b"x", key=b"same").result(5).partition for _ in range(6)]
+    assert parts == [0, 1, 2, 0, 1, 2]
+    with Producer(store, partitioner=lambda topic, key, value, n: n - 1) as producer:
+        assert producer.send("r", b"x").result(5).partition == 2
+
+
+def test_send_batch_lists_and_arrow(store):
+    store.create_topic("sb", 4)
+    values = [b"value-%d" % i for i in range(10_000)]
+    keys = [b"key-%d" % (i % 97) for i in range(10_000)]
+    with Producer(store, max_request_size=64 * 1024) as producer:
+        result = producer.send_batch("sb", values, keys).result(10)
+        arrow_result = producer.send_batch("sb", pa.array(values), pa.array(keys)).result(10)
+    assert result.count == 10_000
+    expected_parts = [key_partition(k, 4) for k in keys]
+    assert result.partitions.tolist() == expected_parts
+    assert arrow_result.partitions.tolist() == expected_parts
+    for p in range(4):
+        stored = read_all(store, "sb", p)
+        rows = [i for i, q in enumerate(expected_parts) if q == p]
+        assert [r.value for r in stored] == [values[i] for i in rows] * 2    # both calls, in order
+        offsets = result.offsets[[i for i in rows]]
+        assert offsets.tolist() == list(range(len(rows)))
+
+
+def test_send_batch_after_send_keeps_partition_order(store):
+    store.create_topic("o", 1)
+    with Producer(store, linger_ms=10_000, batch_size=1 << 20) as producer:
+        first = producer.send("o", b"first")
+        producer.send_batch("o", [b"a", b"b"]).result(5)
+        assert first.result(5).offset == 0
+    assert [r.value for r in read_all(store, "o", 0)] == [b"first", b"a", b"b"]
+
+
+def test_concurrent_producers_and_consumers_no_loss_no_duplicates(store):
+    """4 producer threads and 2 consumers of one group run together; a checksum
+    of everything sent equals one of everything received, and per-partition
+    order holds for each producer's records."""
+    from pylog import Consumer
+    store.create_topic("n", 4)
+    per_thread = 5000
+    received: list = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def produce(t):
+        with Producer(store, linger_ms=2) as producer:
+            for i in range(per_thread):
+                producer.send("n", b"%d-%d" % (t, i), key=b"%d" % (i % 13))
+
+    def consume():
+        with Consumer(store, "n", group_id="sum", auto_offset_reset="earliest") as c:
+            while not done.is_set() or c.poll(0):
+                got = c.poll(0.05)
+                with lock:
+                    received.extend(got)
+
+    consumers = [threading.Thread(target=consume) for _ in range(2)]
+    for th in consumers:
+        th.start()
+    producers = [threading.Thread(target=produce, args=(t,)) for t in range(4)]
+    for th in producers:
+        th.start()
+    for th in producers:
+        th.join()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with lock:
+            if len(received) >= 4 * per_thread:
+                break
+        time.sleep(0.05)
+    done.set()
+    for th in consumers:
+        th.join()
+    sent = sorted(b"%d-%d" % (t, i) for t in range(4) for i in range(per_thread))
+    got = sorted(r.value for r in received)
+    assert hashlib.sha256(b"\n".join(got)).digest() == hashlib.sha256(b"\n".join(sent)).digest()
+    for p in range(4):       # in each partition, each producer's records keep their order
+        in_partition = sorted((r.offset, r.value) for r in received if r.partition == p)
+        for t in range(4):
+            seq = [int(v.split(b"-")[1]) for _, v in in_partition if v.startswith(b"%d-" % t)]
+            assert seq == sorted(seq)
+
+
+def test_idempotent_producer_stamps_ids_and_sequences(store):
+    store.create_topic("i", 2)
+    with Producer(store, linger_ms=0, batch_size=200) as p1, Producer(store, linger_ms=0) as p2:
+        for i in range(200):
+            p1.send("i", b"%d" % i, key=b"%d" % (i % 7))
+        p1.send_batch("i", [b"x"] * 50, partition=1).result(5)
+        p2.send("i", b"other", partition=0).result(5)
+        p1.flush()
+    for partition in range(2):
+        batches = list(store.log("i", partition).read(0, 1 << 30).batches())
+        ids = {b.producer_id for b in batches}
+        assert len(ids) == 2 - partition and -1 not in ids       # p2 wrote to partition 0 only
+        mine = [b for b in batches if b.producer_id == min(ids)]
+        expected = 0
+        for b in mine:                                  # consecutive sequences per partition
+            assert b.base_sequence == expected
+            expected += b.records_count
+
+
+def test_idempotence_off_when_acks_is_not_all(store):
+    store.create_topic("na", 1)
+    with Producer(store, acks="1", linger_ms=0) as producer:
+        producer.send("na", b"x").result(5)
+    assert next(iter(store.log("na", 0).read(0).batches())).producer_id == -1
+
+
+def test_retried_batch_after_store_restart_is_not_duplicated(tmp_path):
+    """The bytes an idempotent producer wrote, appended again after the store
+    restarted (a retry whose acknowledgement was lost), land only once."""
+    import pylog
+    path = str(tmp_path / "data")
+    store = pylog.open(path)
+    store.create_topic("rt", 1)
+    with Producer(store, linger_ms=0) as producer:
+        for i in range(10):
+            producer.send("rt", b"%d" % i).result(5)
+    log = store.log("rt", 0)
+    last = list(log.read(0, 1 << 20).batches())[-1]
+    retry_bytes = bytes(last.raw)
+    end = log.log_end_offset
+    store.close()
+    store = pylog.open(path)
+    info = store.log("rt", 0).append(retry_bytes)
+    assert (info.first_offset, store.log("rt", 0).log_end_offset) == (last.base_offset, end)
+    store.close()
+
+
+def test_idempotent_send_and_send_batch_race_under_back_pressure(store):
+    """send() and send_batch() from two threads into one partition with a small
+    buffer.memory: sequences must still reach the log in order (no
+    OutOfOrderSequenceError), and every record lands once."""
+    store.create_topic("race", 1)
+    producer = Producer(store, buffer_memory=24 * 1024, max_request_size=16 * 1024,
+                        linger_ms=0, batch_size=200)
+    errors = []
+
+    def singles():
+        futures = [producer.send("race", b"s%d" % i) for i in range(3000)]
+        errors.extend(f.exception(30) for f in futures if f.exception(30) is not None)
+
+    def batches():
+        for i in range(20):
+            try:
+                producer.send_batch("race", [b"b%d-%d" % (i, j) for j in range(300)]).result(30)
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=singles), threading.Thread(target=batches)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    producer.close()
+    assert errors == []
+    assert len(read_all(store, "race", 0)) == 3000 + 20 * 300

@@ -1,0 +1,248 @@
+"""Offline log dirs: an I/O error takes its dir offline, its partitions raise
+KafkaStorageError (code 56), every other dir keeps serving; the store fails
+only when all dirs are offline.
+
+First with an injected error (runs anywhere), then made real on loop-mounted
+ext4 filesystems (root only): one filled up (ENOSPC), one forced read-only
+(ext4's trigger_fs_error with errors=remount-ro, as a failing disk does)."""
+
+import errno
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+from log_support import T0
+
+import pylog
+from pylog import records
+from pylog.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from pylog.storage.segment import LogSegment
+
+
+def batch(n=10, size=100):
+    return records.encode_batch([bytes([i % 256]) * size for i in range(n)], timestamps=[T0] * n)
+
+
+@pytest.fixture
+def failing_dir(monkeypatch):
+    """``fail(path)``: from now on every segment flush under `path` raises EIO."""
+    bad = []
+    real_flush = LogSegment.flush
+
+    def flush(self, engine, indexes=True):
+        if any(self.directory.startswith(p + os.sep) for p in bad):
+            raise OSError(errno.EIO, "Input/output error (injected)", self.log.path)
+        return real_flush(self, engine, indexes)
+    monkeypatch.setattr(LogSegment, "flush", flush)
+    return bad.append
+
+
+def test_injected_error_takes_only_its_dir_offline(dirs, open_manager, failing_dir):
+    manager = open_manager(dirs)
+    manager.create_topic("t", 3)                      # t-0 on disk0, t-1 on disk1, t-2 on disk2
+    for p in range(3):
+        manager.log("t", p).append(batch())
+    held = manager.log("t", 1)
+    failing_dir(dirs[1])
+    with pytest.raises(KafkaStorageError) as err:
+        held.flush()
+    assert 56 == err.value.code and err.value.retriable
+    assert "Input/output error" in str(err.value)
+    assert [os.path.abspath(dirs[1])] == list(manager.offline_log_dirs)
+    assert "t-1" in manager.offline_log_dirs[os.path.abspath(dirs[1])]
+    for call in (lambda: manager.log("t", 1), lambda: held.append(batch()), lambda: held.read(0)):
+        with pytest.raises(KafkaStorageError, match="offline") as err:
+            call()
+        assert 56 == err.value.code
+    # The other dirs keep serving, and new partitions avoid the offline dir.
+    for p in (0, 2):
+        manager.log("t", p).append(batch())
+        assert 20 == manager.log("t", p).log_end_offset
+    manager.create_topic("u", 4)
+    placed = {p.log_dir for p in manager.describe_topic("u").partitions}
+    assert os.path.abspath(dirs[1]) not in placed
+    assert [False] == [p.online for p in manager.describe_topic("t").partitions if p.partition == 1]
+    manager.close()
+    assert not os.path.exists(os.path.join(dirs[1], ".kafka_cleanshutdown"))
+    assert os.path.exists(os.path.join(dirs[0], ".kafka_cleanshutdown"))
+
+
+def test_offline_dir_comes_back_after_restart(dirs, open_manager, failing_dir):
+    """An offline dir stays offline until the next open (Kafka's rule); then it
+    is recovered like any unclean dir."""
+    manager = open_manager(dirs[:2])
+    manager.create_topic("t", 2)
+    manager.log("t", 1).append(batch())
+    failing_dir(dirs[1])
+    with pytest.raises(KafkaStorageError):
+        manager.log("t", 1).flush()
+    manager.close()
+    failing_dir.__self__.clear()                      # the disk is repaired
+    again = open_manager(dirs[:2])
+    assert {} == again.offline_log_dirs
+    assert not again.dirs[1].had_clean_shutdown
+    assert 10 == again.log("t", 1).log_end_offset
+
+
+def test_failed_dir_releases_its_lock(dirs, open_manager, failing_dir):
+    manager = open_manager(dirs[:2])
+    manager.create_topic("t", 2)
+    manager.log("t", 1).append(batch())
+    failing_dir(dirs[1])
+    with pytest.raises(KafkaStorageError):
+        manager.log("t", 1).flush()
+    for thread in manager._failure_threads:
+        thread.join()
+    assert not manager.dirs[1].locked
+
+
+def test_all_dirs_offline_stops_the_store(dirs, open_manager, failing_dir):
+    manager = open_manager(dirs[:2])
+    manager.create_topic("t", 2)
+    for p in range(2):
+        manager.log("t", p).append(batch())
+        failing_dir(dirs[p])
+        with pytest.raises(KafkaStorageError):
+            manager.log("t", p).flush()
+    with pytest.raises(KafkaStorageError, match="every log dir is offline"):
+        manager.create_topic("u", 1)
+    with pytest.raises(KafkaStorageError):
+        manager.log("t", 0)
+
+
+def test_unwritable_dir_at_startup_is_offline(tmp_path, open_manager):
+    """A log dir that cannot be created (a file is in the way) starts offline."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    manager = open_manager([str(tmp_path / "ok"), str(blocker)])
+    assert [str(blocker)] == list(manager.offline_log_dirs)
+    manager.create_topic("t", 2)
+    assert {str(tmp_path / "ok")} == {p.log_dir for p in manager.describe_topic("t").partitions}
+    assert 1 == manager.startup.log_dirs - len(manager.startup.offline_dirs)
+
+
+# ----------------------------------------------------------- loop-mounted filesystems
+
+class LoopFilesystems:
+    def __init__(self, root):
+        self.root = root
+        self.mounts = []
+
+    def make(self, size_mb=32):
+        image = self.root / f"disk{len(self.mounts)}.img"
+        mnt = self.root / f"mnt{len(self.mounts)}"
+        mnt.mkdir()
+        with open(image, "wb") as f:
+            f.truncate(size_mb << 20)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True, capture_output=True)
+        done = subprocess.run(["mount", "-o", "loop,errors=remount-ro", str(image), str(mnt)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a loop device here: {done.stderr.strip()}")
+        self.mounts.append(mnt)
+        return mnt
+
+    def unmount_all(self):
+        for mnt in self.mounts:
+            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.fixture
+def loop_fs(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount loop filesystems (mount -o loop)")
+    for tool in ("mkfs.ext4", "mount", "umount"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    fs = LoopFilesystems(tmp_path)
+    yield fs
+    fs.unmount_all()
+
+
+def test_full_disk_takes_its_dir_offline(loop_fs, tmp_path, engine_kind):
+    disk = loop_fs.make(32)
+    dirs = [str(disk / "pylog"), str(tmp_path / "healthy")]
+    config = {"pylog.io.engine": engine_kind, "log.segment.bytes": 1 << 20,
+              "log.index.size.max.bytes": 64 * 1024}
+    store = pylog.open(dirs, **config)
+    try:
+        store.create_topic("t", 2)                        # t-0 on the small disk, t-1 healthy
+        with open(disk / f"filler-{uuid.uuid4().hex}", "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, shutil.disk_usage(disk).free - (2 << 20))
+        full = store.log("t", 0)
+        acked = 0
+        with pytest.raises(KafkaStorageError) as err:
+            for _ in range(10_000):
+                full.append(batch(10, 1000))
+                acked += 10
+        assert 56 == err.value.code and errno.ENOSPC == err.value.errno
+        assert acked > 0
+        assert [dirs[0]] == list(store.offline_log_dirs)
+        assert "ENOSPC" in store.offline_log_dirs[dirs[0]]
+        with pytest.raises(KafkaStorageError):
+            store.log("t", 0)
+        healthy = store.log("t", 1)
+        for _ in range(50):
+            healthy.append(batch(10, 1000))
+        assert 500 == healthy.log_end_offset
+        assert 10 == len(healthy.read_records(490))
+    finally:
+        store.close()
+    for name in os.listdir(disk):
+        if name.startswith("filler-"):
+            os.remove(disk / name)
+    with pylog.open(dirs, **config) as again:              # space freed: back online
+        assert {} == again.offline_log_dirs
+        assert again.log("t", 0).log_end_offset >= acked
+        assert 500 == again.log("t", 1).log_end_offset
+
+
+def test_read_only_remount_takes_its_dir_offline(loop_fs, tmp_path):
+    disk = loop_fs.make(32)
+    dirs = [str(tmp_path / "healthy"), str(disk / "pylog")]
+    store = pylog.open(dirs)
+    try:
+        store.create_topic("t", 2)                        # t-1 on the loop disk
+        failing = store.log("t", 1)
+        failing.append(batch())
+        dev = os.path.basename(os.path.realpath(subprocess.run(
+            ["findmnt", "-n", "-o", "SOURCE", str(disk)], capture_output=True, text=True,
+            check=True).stdout.strip()))
+        trigger = f"/sys/fs/ext4/{dev}/trigger_fs_error"
+        if not os.path.exists(trigger):
+            pytest.skip(f"{trigger} is missing: this kernel cannot force ext4 read-only")
+        with open(trigger, "w") as f:
+            f.write("1")
+        with pytest.raises(KafkaStorageError) as err:
+            failing.append(batch())
+            failing.flush()
+        assert errno.EROFS == err.value.errno
+        assert [dirs[1]] == list(store.offline_log_dirs)
+        store.log("t", 0).append(batch())
+        assert 10 == store.log("t", 0).log_end_offset
+        with pytest.raises(UnknownTopicOrPartitionError):
+            store.log("t", 2)
+    finally:
+        store.close()
+
+
+def test_running_out_of_file_descriptors_does_not_take_the_dir_offline(dirs, open_manager, monkeypatch):
+    """EMFILE is a limit of the process, not a disk failure (a divergence from Kafka)."""
+    manager = open_manager(dirs[:1])
+    manager.create_topic("t", 1)
+    log = manager.log("t", 0)
+    log.append(batch())
+    real_flush = LogSegment.flush
+
+    def flush(self, engine, indexes=True):
+        raise OSError(errno.EMFILE, "Too many open files")
+    monkeypatch.setattr(LogSegment, "flush", flush)
+    with pytest.raises(KafkaStorageError, match="Too many open files"):
+        log.flush()
+    assert {} == manager.offline_log_dirs
+    monkeypatch.setattr(LogSegment, "flush", real_flush)
+    log.flush()
+    assert 10 == log.recovery_point
