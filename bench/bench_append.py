@@ -59,7 +59,7 @@ import storage_common as sc  # noqa: E402
 from storage_common import MB, MiB, GiB  # noqa: E402
 
 import pylog  # noqa: E402
-from pylog.records import RECORD_BATCH_OVERHEAD, encode_batch, scan_batches  # noqa: E402
+from pylog.record import RECORD_BATCH_OVERHEAD, encode_batch, scan_batches  # noqa: E402
 
 TIMESTAMP = 1_763_856_000_000   # fixed CreateTime (2025-11-23), inside pylog's accepted range
 LAYOUTS = {"1": (1, 1), "8": (8, 1), "8/2thr": (8, 2)}

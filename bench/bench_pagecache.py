@@ -55,7 +55,7 @@ import storage_common as sc  # noqa: E402
 from storage_common import MB, MiB, GiB  # noqa: E402
 
 import pylog  # noqa: E402
-from pylog.records import encode_batch  # noqa: E402
+from pylog.record import encode_batch  # noqa: E402
 
 TIMESTAMP = 1_763_856_000_000
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)

@@ -81,6 +81,21 @@ def test_bad_config_names_the_key(store):
         Producer(store, acks="1", enable_idempotence=True)
 
 
+@pytest.mark.parametrize("given, expected", [(1, "1"), (0, "0"), (-1, "all"), ("all", "all"),
+                                             ("-1", "all"), ("1", "1")])
+def test_acks_accepts_kafkas_forms(store, given, expected):
+    """Kafka's clients take acks as 1, -1, 0 or "all" (kafka-python users pass ints)."""
+    with Producer(store, acks=given) as producer:
+        assert producer.config["acks"] == expected
+        assert producer.config["enable.idempotence"] == (expected == "all")
+
+
+def test_acks_rejects_other_values(store):
+    for bad in (2, True, 1.5, "one"):
+        with pytest.raises(ConfigError, match="acks"):
+            Producer(store, acks=bad)
+
+
 def test_linger_batches_records_then_sends(store):
     store.create_topic("l", 1)
     with Producer(store, linger_ms=300, batch_size=1 << 20) as producer:

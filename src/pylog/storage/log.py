@@ -33,7 +33,6 @@ from collections.abc import Callable
 from pylog._core.engine import IoEngine
 from pylog._core.storage import prepare_append
 from pylog.errors import (
-    CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -43,7 +42,14 @@ from pylog.errors import (
 from . import files
 from .config import LONG_MAX, LogConfig
 from .file_slice import FileSlice
-from .info import AppendInfo, RecoveryReport, SegmentRecovery, TimestampOffset
+from .info import AppendInfo, RecoveryReport, TimestampOffset
+from .log_loader import (
+    delete_segment_files,
+    load_segments,
+    read_log_state,
+    remove_temporary_files,
+    write_log_state,
+)
 from .producer_state import ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
 from .segment import LogSegment
@@ -123,43 +129,16 @@ class Log:
         started = time.monotonic()
         os.makedirs(self.path, exist_ok=True)
         if self.standalone:
-            state = self._read_state()
+            state = read_log_state(self.path)
             recovery_point = state.get("recovery-point", 0)
             log_start_offset = state.get("log-start-offset", 0)
             clean_shutdown = bool(state.get("clean-shutdown", 0))
             # From here on a crash counts as unclean, even one during loading.
-            self._write_state(recovery_point, log_start_offset, clean=False)
+            write_log_state(self.path, recovery_point, log_start_offset, clean=False)
         now = self.clock()
-        self._remove_temporary_files()
-        bases = sorted(b for b in (files.offset_from_filename(n) for n in os.listdir(self.path)
-                                   if n.endswith(files.LOG_SUFFIX)) if b is not None)
-        segments: list[LogSegment] = []
-        recovered: list[SegmentRecovery] = []
-        rebuilt = deleted = 0
-        truncated_at: int | None = None
-        try:
-            for i, base in enumerate(bases):
-                if truncated_at is not None:
-                    self._delete_files_now(base)
-                    deleted += 1
-                    continue
-                segment, index_ok = LogSegment.open(self.path, base, self.config, now)
-                next_base = bases[i + 1] if i + 1 < len(bases) else None
-                must_recover = not index_ok or (
-                    not clean_shutdown and (next_base is None or next_base > recovery_point))
-                if must_recover:
-                    rebuilt += not index_ok
-                    result = segment.recover()
-                    recovered.append(result)
-                    if result.truncated_bytes and next_base is not None:
-                        truncated_at = base   # everything after a truncation is dropped
-                if next_base is not None:
-                    segment.release_index_fds()   # one descriptor per inactive segment
-                segments.append(segment)
-        except BaseException:
-            for segment in segments:
-                segment.close()
-            raise
+        remove_temporary_files(self.path)
+        loaded = load_segments(self.path, self.config, now, recovery_point or 0, bool(clean_shutdown))
+        segments = loaded.segments
         if not segments:
             start = max(log_start_offset or 0, 0)
             segments.append(LogSegment.create(self.path, start, self.config, now))
@@ -181,10 +160,12 @@ class Log:
         self._last_checkpoint_ms = self.clock()
         if self.standalone:
             self._write_state(self._recovery_point, self._log_start_offset, clean=False)
+        recovered = loaded.recovered
         return RecoveryReport(
             clean_shutdown=bool(clean_shutdown), recovery_point=self._recovery_point,
-            segments=len(segments), segments_recovered=tuple(recovered), segments_deleted=deleted,
-            indexes_rebuilt=rebuilt, bytes_scanned=sum(r.scanned_bytes for r in recovered),
+            segments=len(segments), segments_recovered=tuple(recovered),
+            segments_deleted=loaded.deleted, indexes_rebuilt=loaded.indexes_rebuilt,
+            bytes_scanned=sum(r.scanned_bytes for r in recovered),
             bytes_truncated=sum(r.truncated_bytes for r in recovered),
             seconds=time.monotonic() - started)
 
@@ -200,58 +181,8 @@ class Log:
                 state.replay(b for b in segment.log.producer_batches(0, segment.size)
                              if b[0] >= start)
 
-    def _remove_temporary_files(self) -> None:
-        """Kafka's first loading step: finish interrupted deletes, drop orphans."""
-        names = os.listdir(self.path)
-        logs = {n[: -len(files.LOG_SUFFIX)] for n in names if n.endswith(files.LOG_SUFFIX)}
-        for name in names:
-            full = os.path.join(self.path, name)
-            if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX)) or name.endswith(".tmp"):
-                os.remove(full)
-            elif name.endswith(files.SWAP_SUFFIX):
-                os.replace(full, full[: -len(files.SWAP_SUFFIX)])
-            elif name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)):
-                if name.rsplit(".", 1)[0] not in logs:
-                    os.remove(full)
-
-    def _delete_files_now(self, base: int) -> None:
-        for path in (files.log_file(self.path, base), files.index_file(self.path, base),
-                     files.time_index_file(self.path, base)):
-            if os.path.exists(path):
-                os.remove(path)
-
-    # ---------------------------------------------------------- state file
-
-    def _state_path(self) -> str:
-        return os.path.join(self.path, files.LOG_STATE_FILE)
-
-    def _read_state(self) -> dict[str, int]:
-        """The standalone state file: Kafka's checkpoint text format (version
-        line, count line, then one ``key value`` line per entry)."""
-        try:
-            with open(self._state_path(), encoding="ascii") as f:
-                lines = f.read().splitlines()
-        except FileNotFoundError:
-            return {}
-        if len(lines) < 2 or lines[0].strip() != "0":
-            raise CorruptRecordError(f"{self._state_path()}: unknown version line {lines[:1]!r}")
-        count = int(lines[1])
-        entries = [line.split() for line in lines[2:] if line.strip()]
-        if len(entries) != count or any(len(e) != 2 for e in entries):
-            raise CorruptRecordError(f"{self._state_path()}: expected {count} 'key value' lines, "
-                                     f"found {len(entries)}")
-        return {key: int(value) for key, value in entries}
-
     def _write_state(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
-        body = (f"0\n3\nrecovery-point {recovery_point}\nlog-start-offset {log_start_offset}\n"
-                f"clean-shutdown {int(clean)}\n")
-        tmp = self._state_path() + ".tmp"
-        with open(tmp, "w", encoding="ascii") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._state_path())
-        files.fsync_dir(self.path)
+        write_log_state(self.path, recovery_point, log_start_offset, clean)
 
     # ============================================================ properties
 
@@ -667,7 +598,7 @@ class Log:
                 drop = [s for s in self._segments if s not in keep]
                 for segment in drop:
                     segment.close()
-                    self._delete_files_now(segment.base_offset)
+                    delete_segment_files(self.path, segment.base_offset)
                 last = keep[-1]
                 if not last.active:
                     last.make_active()

@@ -1,0 +1,141 @@
+"""Loading a Log's directory: leftover files, segments, recovery, the state file.
+
+Kafka's ``LogLoader``: what ``Log.__init__`` does to the files before the
+log serves anything.
+
+1. :func:`remove_temporary_files`: finish interrupted deletes (``.deleted``),
+   drop half-written files (``.cleaned``, ``.tmp``), complete swaps (``.swap``),
+   remove indexes whose ``.log`` is gone;
+2. :func:`load_segments`: open each segment by base offset; a segment is
+   recovered (scanned batch by batch, truncated at the first invalid one,
+   indexes rebuilt) when its index cannot be trusted, or, after an unclean
+   shutdown, when it may hold data past the recovery point. Segments after a
+   truncation are deleted (docs/FORMAT.md, section 10).
+
+A Log opened on its own keeps its recovery point, log start offset and
+clean-shutdown flag in ``pylog-log-state`` (:func:`read_log_state`,
+:func:`write_log_state`; FORMAT.md, section 11); under a LogManager they come
+from Kafka's checkpoint files instead.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from pylog.errors import CorruptRecordError
+
+from . import files
+from .config import LogConfig
+from .info import SegmentRecovery
+from .segment import LogSegment
+
+__all__ = ["LoadedSegments", "delete_segment_files", "load_segments", "read_log_state",
+           "remove_temporary_files", "write_log_state"]
+
+
+@dataclass
+class LoadedSegments:
+    """What :func:`load_segments` found: the segments in offset order (none for an
+    empty dir), what it recovered, and how many segments it deleted."""
+
+    segments: list[LogSegment] = field(default_factory=list)
+    recovered: list[SegmentRecovery] = field(default_factory=list)
+    indexes_rebuilt: int = 0
+    deleted: int = 0
+
+
+def remove_temporary_files(path: str) -> None:
+    """Kafka's first loading step: finish interrupted deletes, drop orphans."""
+    names = os.listdir(path)
+    logs = {n[: -len(files.LOG_SUFFIX)] for n in names if n.endswith(files.LOG_SUFFIX)}
+    for name in names:
+        full = os.path.join(path, name)
+        if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX)) or name.endswith(".tmp"):
+            os.remove(full)
+        elif name.endswith(files.SWAP_SUFFIX):
+            os.replace(full, full[: -len(files.SWAP_SUFFIX)])
+        elif name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)):
+            if name.rsplit(".", 1)[0] not in logs:
+                os.remove(full)
+
+
+def delete_segment_files(path: str, base: int) -> None:
+    """Removes the ``.log``, ``.index`` and ``.timeindex`` of segment `base` now."""
+    for name in (files.log_file(path, base), files.index_file(path, base),
+                 files.time_index_file(path, base)):
+        if os.path.exists(name):
+            os.remove(name)
+
+
+def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
+                  clean_shutdown: bool) -> LoadedSegments:
+    """Opens every segment of the partition dir `path`, recovering those that need it.
+    Inactive segments come back with their index descriptors released; on an
+    error every segment opened so far is closed."""
+    bases = sorted(b for b in (files.offset_from_filename(n) for n in os.listdir(path)
+                               if n.endswith(files.LOG_SUFFIX)) if b is not None)
+    out = LoadedSegments()
+    truncated_at: int | None = None
+    try:
+        for i, base in enumerate(bases):
+            if truncated_at is not None:
+                delete_segment_files(path, base)
+                out.deleted += 1
+                continue
+            segment, index_ok = LogSegment.open(path, base, config, now)
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            must_recover = not index_ok or (
+                not clean_shutdown and (next_base is None or next_base > recovery_point))
+            if must_recover:
+                out.indexes_rebuilt += not index_ok
+                result = segment.recover()
+                out.recovered.append(result)
+                if result.truncated_bytes and next_base is not None:
+                    truncated_at = base   # everything after a truncation is dropped
+            if next_base is not None:
+                segment.release_index_fds()   # one descriptor per inactive segment
+            out.segments.append(segment)
+    except BaseException:
+        for segment in out.segments:
+            segment.close()
+        raise
+    return out
+
+
+def _state_path(path: str) -> str:
+    return os.path.join(path, files.LOG_STATE_FILE)
+
+
+def read_log_state(path: str) -> dict[str, int]:
+    """The standalone state file of partition dir `path` ({} when there is none):
+    Kafka's checkpoint text format (version line, count line, then one
+    ``key value`` line per entry)."""
+    state = _state_path(path)
+    try:
+        with open(state, encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return {}
+    if len(lines) < 2 or lines[0].strip() != "0":
+        raise CorruptRecordError(f"{state}: unknown version line {lines[:1]!r}")
+    count = int(lines[1])
+    entries = [line.split() for line in lines[2:] if line.strip()]
+    if len(entries) != count or any(len(e) != 2 for e in entries):
+        raise CorruptRecordError(f"{state}: expected {count} 'key value' lines, "
+                                 f"found {len(entries)}")
+    return {key: int(value) for key, value in entries}
+
+
+def write_log_state(path: str, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+    """Replaces the state file atomically (write, fsync, rename, fsync the dir)."""
+    body = (f"0\n3\nrecovery-point {recovery_point}\nlog-start-offset {log_start_offset}\n"
+            f"clean-shutdown {int(clean)}\n")
+    state = _state_path(path)
+    tmp = state + ".tmp"
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, state)
+    files.fsync_dir(path)
