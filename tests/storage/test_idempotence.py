@@ -69,11 +69,7 @@ def test_duplicates_detected_across_restarts(log_dir, engine_kind, shutdown):
         log.close()
     else:
         log.flush()
-        for segment in log.segments:                   # drop without close(): a crash
-            segment.offset_index.close()
-            segment.time_index.close()
-            segment.log.close()
-        log._closed = True
+        log.abandon()                                  # drop without close(): a crash
         state = os.path.join(log_dir, "pylog-log-state")
         with open(state, "w") as f:
             f.write("0\n3\nrecovery-point 0\nlog-start-offset 0\nclean-shutdown 0\n")

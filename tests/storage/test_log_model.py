@@ -113,11 +113,7 @@ class LogModel(RuleBasedStateMachine):
         else:
             self.log.flush()
             # Drop the Log without close(): an unclean shutdown as far as it knows.
-            for segment in self.log.segments:
-                segment.offset_index.close()
-                segment.time_index.close()
-                segment.log.close()
-            self.log._closed = True
+            self.log.abandon()
         self.log = self._open()
 
     @rule(data=st.data())

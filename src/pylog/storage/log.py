@@ -13,8 +13,10 @@ CRC-32C, offsets), truncates at the first invalid batch, drops later
 segments and rebuilds the indexes (docs/FORMAT.md, sections 10-11).
 
 A Log opened on its own keeps its recovery point, log start offset and
-clean-shutdown flag in its directory (``pylog-log-state``); a LogManager
-passes them in instead and keeps Kafka's checkpoint files.
+clean-shutdown flag in its directory (``pylog-log-state``) and locks the
+directory (``.lock``, see :class:`~pylog.storage.log_dir.PartitionDirLock`):
+one writer per partition. A LogManager passes the state in instead, keeps
+Kafka's checkpoint files, and its dir lock covers its Logs.
 
 I/O errors: the core raises OSError; the Log turns it into KafkaStorageError
 and reports it to ``on_io_error`` (the LogManager takes the dir offline).
@@ -43,6 +45,7 @@ from . import files
 from .config import LONG_MAX, LogConfig
 from .file_slice import FileSlice
 from .info import AppendInfo, RecoveryReport, TimestampOffset
+from .log_dir import PartitionDirLock
 from .log_loader import (
     delete_segment_files,
     load_segments,
@@ -120,8 +123,17 @@ class Log:
         self._pending_deletes: list[str] = []
         self._listeners: tuple[threading.Event, ...] = ()   # set after every append
         self._rolled: list[LogSegment] = []     # rolled segments awaiting their flush task
-        self.producer_state = ProducerStateManager(self.path)
-        self.recovery: RecoveryReport = self._open(recovery_point, log_start_offset, clean_shutdown)
+        self._dir_lock: PartitionDirLock | None = None
+        if self.standalone:
+            # One writer per partition dir (a LogManager's Logs are covered by its dir lock).
+            os.makedirs(self.path, exist_ok=True)
+            self._dir_lock = PartitionDirLock(self.path)
+        try:
+            self.producer_state = ProducerStateManager(self.path)
+            self.recovery: RecoveryReport = self._open(recovery_point, log_start_offset, clean_shutdown)
+        except BaseException:
+            self._release_dir_lock()
+            raise
 
     # =============================================================== opening
 
@@ -729,6 +741,7 @@ class Log:
                 self._closed = True
                 for segment in self._segments:
                     segment.close()
+                self._release_dir_lock()
 
     def abandon(self) -> None:
         """Closes the files without trimming or flushing anything (the log dir
@@ -743,6 +756,12 @@ class Log:
                         handle.close()
                     except Exception:  # noqa: BLE001 - best effort on a failed disk
                         pass
+            self._release_dir_lock()
+
+    def _release_dir_lock(self) -> None:
+        if self._dir_lock is not None:
+            self._dir_lock.release()
+            self._dir_lock = None
 
     def _flush_all_for_close(self) -> None:
         # The caller holds _flush_lock and _lock.

@@ -29,7 +29,7 @@ from pylog.errors import LogDirLockedError
 
 from . import checkpoints, files
 
-__all__ = ["LogDir"]
+__all__ = ["LogDir", "PartitionDirLock"]
 
 
 class LogDir:
@@ -66,7 +66,8 @@ class LogDir:
                 who = f"this process (pid {holder}; another LogManager has it open)"
             raise LogDirLockedError(
                 f"log dir {self.path} is locked by {who}: {path} is held; close the other "
-                f"LogManager (or Kafka broker) using this directory first") from None
+                f"LogManager, Kafka broker or standalone pylog.Log using this directory "
+                f"first") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
@@ -140,6 +141,61 @@ class LogDir:
     def __repr__(self) -> str:
         state = "online" if self.online else f"offline: {self.offline_reason}"
         return f"LogDir({self.path!r}, {state})"
+
+
+class PartitionDirLock:
+    """The lock a standalone :class:`~pylog.storage.log.Log` holds on its partition dir.
+
+    ``flock(LOCK_EX | LOCK_NB)`` on ``<partition dir>/.lock`` (which then holds
+    the pid), so that no two writers append to one partition, in one process
+    or in two; and, when the parent is a log dir (it has a ``.lock``),
+    ``flock(LOCK_SH | LOCK_NB)`` on the parent's lock, so that a Log is refused
+    a partition of a live LogManager and a LogManager is refused a log dir one
+    of whose partitions a standalone Log has open. The kernel drops both when
+    the process dies. Raises LogDirLockedError naming the holder's pid.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fds: list[int] = []
+        try:
+            parent = os.path.dirname(os.path.abspath(path))
+            parent_lock = os.path.join(parent, files.LOCK_FILE)
+            if os.path.exists(parent_lock):
+                self._take(parent_lock, fcntl.LOCK_SH, lambda holder: (
+                    f"partition dir {path} is in log dir {parent}, which a LogManager holds "
+                    f"({holder}): use that LogManager's log(), or close it first"), create=False)
+            self._take(os.path.join(path, files.LOCK_FILE), fcntl.LOCK_EX, lambda holder: (
+                f"partition dir {path} is open for writing by {holder}: close that Log first"),
+                create=True)
+        except BaseException:
+            self.release()
+            raise
+
+    def _take(self, lock_path: str, mode: int, message, create: bool) -> None:
+        fd = os.open(lock_path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            holder = _read_holder(lock_path)
+            who = "another process" if not holder else (
+                f"this process (pid {holder})" if holder == str(os.getpid()) else f"pid {holder}")
+            raise LogDirLockedError(message(who)) from None
+        self._fds.append(fd)
+        if create:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        for fd in reversed(self._fds):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
 
 
 def _read_holder(path: str) -> str | None:
