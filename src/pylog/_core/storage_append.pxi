@@ -164,6 +164,10 @@ def index_append(OffsetIndex oi, TimeIndex ti, PreparedAppend p, int64_t start_p
             max_timestamp = b.max_timestamp
             offset_of_max_timestamp = b.last_offset
         if since_entry > index_interval:
+            # segment.bytes is a Kafka INT and a segment never grows past it, so
+            # positions fit an index entry; anything else is a bug, never a wrap.
+            if position > INT32_MAX:
+                raise OverflowError(f"position {position} of {oi.path} does not fit an index entry")
             if pylog_offset_index_append(&oi.ix, b.last_offset, <int32_t>position) == PYLOG_INDEX_OK:
                 pylog_time_index_append(&ti.ix, max_timestamp, offset_of_max_timestamp, 0)
             since_entry = 0

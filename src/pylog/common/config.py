@@ -30,7 +30,7 @@ class ConfigDef:
     """One config key: its type, default, validator and documentation."""
 
     name: str
-    type: str                                  # "int", "float", "bool", "str", "list"
+    type: str              # "int" (Kafka's LONG), "int32" (INT), "float", "bool", "str", "list"
     default: Any
     doc: str
     validator: Callable[[Any], str | None] | None = None   # returns the rule broken, or None
@@ -43,6 +43,12 @@ class ConfigDef:
             parsed = _PARSERS[self.type](value)
         except (TypeError, ValueError):
             raise ConfigError(f"{key} = {value!r}: expected {_TYPE_WORDS[self.type]}") from None
+        if self.type in _INT_RANGES:
+            lo, hi = _INT_RANGES[self.type]
+            if not lo <= parsed <= hi:
+                raise ConfigError(f"{key} = {value!r}: must be at most {hi} (Kafka's "
+                                  f"{'INT' if self.type == 'int32' else 'LONG'} type)"
+                                  if parsed > hi else f"{key} = {value!r}: must be at least {lo}")
         if self.validator is not None:
             problem = self.validator(parsed)
             if problem:
@@ -95,13 +101,15 @@ def _parse_str(value: Any) -> str:
 
 
 _PARSERS: dict[str, Callable[[Any], Any]] = {
-    "int": _parse_int,
+    "int": _parse_int,        # Kafka's LONG (64-bit)
+    "int32": _parse_int,      # Kafka's INT
     "float": _parse_float,
     "bool": _parse_bool,
     "str": _parse_str,
     "list": _parse_list,
 }
-_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
+_INT_RANGES = {"int": (-(1 << 63), (1 << 63) - 1), "int32": (-(1 << 31), (1 << 31) - 1)}
+_TYPE_WORDS = {"int": "an integer", "int32": "an integer", "float": "a number", "bool": "true or false",
                "str": "a string", "list": "a comma-separated list"}
 
 

@@ -30,7 +30,6 @@ from pylog.common.config import (
     subset_of,
     unknown_key,
 )
-from pylog.errors import ConfigError
 
 __all__ = ["TOPIC_CONFIGS", "BROKER_CONFIGS", "LogConfig", "BrokerConfig", "LONG_MAX"]
 
@@ -38,16 +37,17 @@ _DAY_MS = 24 * 3600 * 1000
 
 #: Topic-level configs (Kafka's TopicConfig + LogConfig), with their broker synonyms.
 TOPIC_CONFIGS: dict[str, ConfigDef] = config_defs(
-    ConfigDef("segment.bytes", "int", 1 << 30, "Size of a segment file; the log rolls to a new "
+    ConfigDef("segment.bytes", "int32", 1 << 30, "Size of a segment file; the log rolls to a new "
               "segment when the next append would exceed it.", at_least(14), ("log.segment.bytes",)),
     ConfigDef("segment.ms", "int", 7 * _DAY_MS, "Roll a new segment after this much time, measured "
               "from the first batch's timestamp.", at_least(1), ("log.roll.ms", "log.roll.hours"),
               (1, 3600_000)),
     ConfigDef("segment.jitter.ms", "int", 0, "Maximum random jitter subtracted from segment.ms.",
               at_least(0), ("log.roll.jitter.ms", "log.roll.jitter.hours"), (1, 3600_000)),
-    ConfigDef("segment.index.bytes", "int", 10 << 20, "Size each index file is preallocated to; "
-              "trimmed when the segment rolls.", at_least(4), ("log.index.size.max.bytes",)),
-    ConfigDef("index.interval.bytes", "int", 4096, "Bytes appended between two offset index "
+    ConfigDef("segment.index.bytes", "int32", 10 << 20, "Size each index file is preallocated to; "
+              "trimmed when the segment rolls; at least 12 (one time index entry).", at_least(12),
+              ("log.index.size.max.bytes",)),
+    ConfigDef("index.interval.bytes", "int32", 4096, "Bytes appended between two offset index "
               "entries.", at_least(0), ("log.index.interval.bytes",)),
     ConfigDef("flush.messages", "int", LONG_MAX, "fsync after this many messages (records); the "
               "default leaves flushing to the OS.", at_least(1), ("log.flush.interval.messages",)),
@@ -60,7 +60,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = config_defs(
               (1, 60_000, 3600_000)),
     ConfigDef("retention.bytes", "int", -1, "Delete the oldest segments while the partition is "
               "larger than this; -1 means no size limit.", at_least(-1), ("log.retention.bytes",)),
-    ConfigDef("max.message.bytes", "int", (1 << 20) + 12, "Largest record batch the log accepts.",
+    ConfigDef("max.message.bytes", "int32", (1 << 20) + 12, "Largest record batch the log accepts.",
               at_least(0), ("message.max.bytes",)),
     ConfigDef("message.timestamp.type", "str", "CreateTime", "CreateTime keeps the producer's "
               "timestamps; LogAppendTime stamps each batch with the append time.",
@@ -112,7 +112,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = config_defs(
 BROKER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("log.dirs", "list", (), "Log directories, one per disk (JBOD)."),
     ConfigDef("log.dir", "str", "/tmp/kafka-logs", "The log directory when log.dirs is unset."),
-    ConfigDef("num.recovery.threads.per.data.dir", "int", 1, "Threads per log dir that load "
+    ConfigDef("num.recovery.threads.per.data.dir", "int32", 1, "Threads per log dir that load "
               "and recover logs at startup and flush them at shutdown.", at_least(1)),
     ConfigDef("log.flush.scheduler.interval.ms", "int", LONG_MAX, "How often the flusher checks "
               "whether any log is due for a flush.", at_least(0)),
@@ -120,15 +120,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = config_defs(
               at_least(1)),
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60_000,
               "How often log start offsets are checkpointed.", at_least(0)),
-    ConfigDef("num.partitions", "int", 1, "Default partition count for new topics.", at_least(1)),
+    ConfigDef("num.partitions", "int32", 1, "Default partition count for new topics.", at_least(1)),
     ConfigDef("auto.create.topics.enable", "bool", True, "Create topics on first use."),
-    ConfigDef("node.id", "int", 0, "This node's id, written to meta.properties.", at_least(0)),
-    ConfigDef("pylog.io.queue.depth", "int", 64, "io_uring ring size per log dir.", between(1, 4096)),
-    ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets "
+    ConfigDef("node.id", "int32", 0, "This node's id, written to meta.properties.", at_least(0)),
+    ConfigDef("pylog.io.queue.depth", "int32", 64, "io_uring ring size per log dir.", between(1, 4096)),
+    ConfigDef("offsets.topic.num.partitions", "int32", 50, "Partitions of __consumer_offsets "
               "(fixed when the topic is created).", at_least(1)),
-    ConfigDef("offsets.topic.segment.bytes", "int", 100 << 20, "segment.bytes of "
+    ConfigDef("offsets.topic.segment.bytes", "int32", 100 << 20, "segment.bytes of "
               "__consumer_offsets.", at_least(14)),
-    ConfigDef("pylog.background.poll.ms", "int", 500, "Longest the LogManager's background "
+    ConfigDef("pylog.background.poll.ms", "int32", 500, "Longest the LogManager's background "
               "thread sleeps before it re-reads the clock.", between(1, 60_000)),
 )
 
@@ -170,9 +170,6 @@ class LogConfig(ConfigMapping):
         self._overrides = parsed
         for name, value in self._values.items():
             object.__setattr__(self, name.replace(".", "_"), value)
-        if self._values["segment.index.bytes"] < 8:
-            raise ConfigError(f"segment.index.bytes = {self._values['segment.index.bytes']}: must "
-                              f"hold at least one index entry (8 bytes)")
 
     @classmethod
     def from_broker(cls, broker: Mapping[str, Any]) -> LogConfig:

@@ -400,7 +400,13 @@ class Log:
             new = LogSegment.create(self.path, self._next_offset, self.config, now)
         except OSError as exc:
             raise self._storage_error(exc, "roll") from exc
-        old.on_become_inactive()
+        try:
+            old.on_become_inactive()
+        except BaseException:
+            # A roll that fails leaves no half-made segment behind.
+            new.close()
+            delete_segment_files(self.path, new.base_offset)
+            raise
         self._publish(self._segments + (new,))
         self._dir_dirty = True
         if self.producer_state.producers or self.producer_state.snapshot_offsets():

@@ -214,7 +214,9 @@ class LogSegment:
                 waited = now_ms - self.created_ms
             if waited > config.segment_ms - self.roll_jitter_ms:
                 return "segment.ms"
-        if self.offset_index.is_full or self.time_index.is_full:
+        # An empty segment never rolls: its first batch sits at position 0, which a
+        # lookup finds without an index entry (a roll would only recreate it).
+        if self.size > 0 and (self.offset_index.is_full or self.time_index.is_full):
             return "index full"
         if incoming.last_offset - self.base_offset > INT32_MAX:
             return "relative offset overflow"
