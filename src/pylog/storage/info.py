@@ -57,6 +57,7 @@ class RecoveryReport:
     bytes_scanned: int
     bytes_truncated: int
     seconds: float
+    bytes_deleted: int = 0          # bytes of the segments deleted
 
     @property
     def truncated(self) -> bool:
@@ -66,7 +67,8 @@ class RecoveryReport:
         kind = "clean" if self.clean_shutdown else "unclean"
         text = (f"{kind} shutdown; {self.segments} segments, {len(self.segments_recovered)} "
                 f"recovered, {self.bytes_scanned} bytes scanned, {self.bytes_truncated} bytes "
-                f"truncated, {self.segments_deleted} segments deleted in {self.seconds:.3f}s")
+                f"truncated, {self.segments_deleted} segments ({self.bytes_deleted} bytes) deleted "
+                f"in {self.seconds:.3f}s")
         problems = [r for r in self.segments_recovered if r.error or r.reason != "clean"]
         if problems:
             text += "; " + "; ".join(f"segment {r.base_offset}: {r.error or r.reason}" for r in problems)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import copy
 import errno as errno_mod
+import logging
 import os
 import threading
 import time
@@ -35,6 +36,7 @@ from collections.abc import Callable
 from pylog._core.engine import IoEngine
 from pylog._core.storage import prepare_append
 from pylog.errors import (
+    CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -56,6 +58,8 @@ from .log_loader import (
 from .producer_state import ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
 from .segment import LogSegment
+
+log = logging.getLogger("pylog.log")
 
 __all__ = ["Log", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "default_engine"]
 
@@ -176,7 +180,8 @@ class Log:
         return RecoveryReport(
             clean_shutdown=bool(clean_shutdown), recovery_point=self._recovery_point,
             segments=len(segments), segments_recovered=tuple(recovered),
-            segments_deleted=loaded.deleted, indexes_rebuilt=loaded.indexes_rebuilt,
+            segments_deleted=loaded.deleted, bytes_deleted=loaded.bytes_deleted,
+            indexes_rebuilt=loaded.indexes_rebuilt,
             bytes_scanned=sum(r.scanned_bytes for r in recovered),
             bytes_truncated=sum(r.truncated_bytes for r in recovered),
             seconds=time.monotonic() - started)
@@ -190,8 +195,14 @@ class Log:
             start = self._segments[-1].base_offset
         for segment in self._segments:
             if segment.next_offset > start and segment.size:
-                state.replay(b for b in segment.log.producer_batches(0, segment.size)
-                             if b[0] >= start)
+                try:
+                    state.replay(b for b in segment.log.producer_batches(0, segment.size)
+                                 if b[0] >= start)
+                except CorruptRecordError as exc:
+                    # Damage kept below the recovery point (see log_loader): the
+                    # batches before it were replayed; reads report the rest.
+                    log.warning("%s: producer state replay stopped in segment %d: %s",
+                                self.path, segment.base_offset, exc)
 
     def _write_state(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
         write_log_state(self.path, recovery_point, log_start_offset, clean)
@@ -539,8 +550,12 @@ class Log:
             for segment in segments[i:]:
                 try:
                     found = segment.read(offset, max_bytes, limit)
-                except ValueError:          # the segment was closed under us (shutdown)
-                    raise ValueError(f"log {self.path} is closed") from None
+                except CorruptRecordError:
+                    raise                   # a ValueError too: report it, never as "closed"
+                except ValueError:
+                    if self._closed:        # the segment was closed under us (shutdown)
+                        raise ValueError(f"log {self.path} is closed") from None
+                    raise
                 if found is not None:
                     return found
         last = segments[-1]

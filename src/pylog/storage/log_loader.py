@@ -7,10 +7,15 @@ log serves anything.
    drop half-written files (``.cleaned``, ``.tmp``), complete swaps (``.swap``),
    remove indexes whose ``.log`` is gone;
 2. :func:`load_segments`: open each segment by base offset; a segment is
-   recovered (scanned batch by batch, truncated at the first invalid one,
-   indexes rebuilt) when its index cannot be trusted, or, after an unclean
-   shutdown, when it may hold data past the recovery point. Segments after a
-   truncation are deleted (docs/FORMAT.md, section 10).
+   recovered (scanned batch by batch, indexes rebuilt) when its index cannot
+   be trusted, or, after an unclean shutdown, when it may hold data past the
+   recovery point. Only a segment that may hold unflushed data (or the last
+   one) is truncated at its first invalid batch, and only then are the
+   segments after it deleted. An inactive segment below the recovery point
+   (or of a cleanly shut down log) whose index is damaged gets its index
+   rebuilt and keeps every byte: corruption there is reported where it is
+   read (docs/FORMAT.md, section 10). Every truncation and deletion is logged
+   at WARNING with its offsets and bytes.
 
 A Log opened on its own keeps its recovery point, log start offset and
 clean-shutdown flag in ``pylog-log-state`` (:func:`read_log_state`,
@@ -20,6 +25,7 @@ from Kafka's checkpoint files instead.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 
@@ -29,6 +35,8 @@ from . import files
 from .config import LogConfig
 from .info import SegmentRecovery
 from .segment import LogSegment
+
+log = logging.getLogger("pylog.log")
 
 __all__ = ["LoadedSegments", "delete_segment_files", "load_segments", "read_log_state",
            "remove_temporary_files", "write_log_state"]
@@ -43,6 +51,7 @@ class LoadedSegments:
     recovered: list[SegmentRecovery] = field(default_factory=list)
     indexes_rebuilt: int = 0
     deleted: int = 0
+    bytes_deleted: int = 0
 
 
 def remove_temporary_files(path: str) -> None:
@@ -80,19 +89,36 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
     try:
         for i, base in enumerate(bases):
             if truncated_at is not None:
+                size = os.path.getsize(files.log_file(path, base))
+                log.warning("%s: deleting segment %d (%d bytes, offsets from %d): it follows "
+                            "the segment truncated at offset %d, above the recovery point %d",
+                            path, base, size, base, truncated_at, recovery_point)
                 delete_segment_files(path, base)
                 out.deleted += 1
+                out.bytes_deleted += size
                 continue
             segment, index_ok = LogSegment.open(path, base, config, now)
             next_base = bases[i + 1] if i + 1 < len(bases) else None
-            must_recover = not index_ok or (
-                not clean_shutdown and (next_base is None or next_base > recovery_point))
+            # Every byte of an inactive segment below the recovery point was
+            # flushed: it is never truncated, and later segments never dropped.
+            durable = next_base is not None and (clean_shutdown or next_base <= recovery_point)
+            must_recover = not index_ok or (not clean_shutdown and not durable)
             if must_recover:
                 out.indexes_rebuilt += not index_ok
-                result = segment.recover()
+                result = segment.recover(truncate=not durable)
                 out.recovered.append(result)
+                if durable and result.reason != "clean":
+                    log.warning("%s: segment %d (below the recovery point %d) is damaged at "
+                                "byte %d: %s; its index was rebuilt and every byte kept, reads "
+                                "report the corruption there", path, base, recovery_point,
+                                result.valid_bytes, result.error or result.reason)
+                elif result.truncated_bytes:
+                    log.warning("%s: truncated segment %d at byte %d (offset %d), dropping "
+                                "%d bytes: %s", path, base, result.valid_bytes,
+                                segment.next_offset, result.truncated_bytes,
+                                result.error or result.reason)
                 if result.truncated_bytes and next_base is not None:
-                    truncated_at = base   # everything after a truncation is dropped
+                    truncated_at = segment.next_offset   # everything after it is dropped
             if next_base is not None:
                 segment.release_index_fds()   # one descriptor per inactive segment
             out.segments.append(segment)

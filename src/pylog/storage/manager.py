@@ -105,6 +105,8 @@ class LogManager(LogLoading, TopicAdmin):
         self._lock = threading.RLock()             # topic table and the partition maps
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
+        # Partitions whose files could not be loaded: (dir, why, recovery point, log start).
+        self._unloadable: dict[TopicPartition, tuple[LogDir, str, int, int]] = {}
         self._topics = TopicTable()
         self._topic_configs: dict[str, LogConfig] = {}
         self._failure_threads: list[threading.Thread] = []
@@ -236,6 +238,10 @@ class LogManager(LogLoading, TopicAdmin):
         t = self._topics.topics.get(topic)
         if t is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        failed = self._unloadable.get(tp)
+        if failed is not None:
+            raise KafkaStorageError(errno_mod.EIO, f"partition {topic}-{partition} in {failed[0].path} "
+                                    f"could not be loaded: {failed[1]}", failed[0].path)
         if not 0 <= partition < t.partitions:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} has partitions 0..{t.partitions - 1}, "
                                                f"not {partition}")
@@ -287,13 +293,16 @@ class LogManager(LogLoading, TopicAdmin):
     def _write_checkpoints(self, d: LogDir, which: str | None = None) -> bool:
         logs = [(tp, lg) for tp, lg in list(self._logs.items())
                 if self._dir_of.get(tp) is d and not lg.offline]
+        unloadable = {tp: v for tp, v in list(self._unloadable.items()) if v[0] is d}
         try:
             if which in (None, files.RECOVERY_POINT_CHECKPOINT_FILE):
-                d.write_checkpoint(files.RECOVERY_POINT_CHECKPOINT_FILE,
-                                   {tp: lg.recovery_point for tp, lg in logs})
+                entries = {tp: v[2] for tp, v in unloadable.items()}
+                entries.update((tp, lg.recovery_point) for tp, lg in logs)
+                d.write_checkpoint(files.RECOVERY_POINT_CHECKPOINT_FILE, entries)
             if which in (None, files.LOG_START_OFFSET_CHECKPOINT_FILE):
-                d.write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT_FILE,
-                                   {tp: lg.log_start_offset for tp, lg in logs})
+                entries = {tp: v[3] for tp, v in unloadable.items()}
+                entries.update((tp, lg.log_start_offset) for tp, lg in logs)
+                d.write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT_FILE, entries)
         except OSError as exc:
             self._fail_dir(d, exc, "writing checkpoints")
             return False

@@ -141,6 +141,8 @@ class LogSegment:
                 if first is None or first[3] != last_offset:
                     return False
             batches, end, tail_last, tail_max_ts, tail_off_max, first_max = self.log.summarize(position, size)
+            first = first_max if position == 0 or not size else \
+                self.log.find_timestamp(0, size, -2**63, -1)[4]
         except (CorruptIndexError, CorruptRecordError):
             return False
         if end != size:
@@ -156,25 +158,30 @@ class LogSegment:
         self.next_offset = tail_last + 1 if tail_last >= 0 else (
             last_offset + 1 if self.offset_index.entries else self.base_offset)
         self.bytes_since_index_entry = size - position if self.offset_index.entries else size
-        self.rolling_based_timestamp = -1
-        if size:
-            first = first_max if position == 0 else self.log.find_timestamp(0, size, -2**63, -1)[4]
-            self.rolling_based_timestamp = first
+        self.rolling_based_timestamp = first if size else -1
         return True
 
-    def recover(self) -> SegmentRecovery:
-        """Validates every batch, rebuilds the indexes and truncates after the last valid batch."""
+    def recover(self, truncate: bool = True) -> SegmentRecovery:
+        """Validates every batch and rebuilds the indexes. With `truncate` (a segment
+        that may hold unflushed data) the file is cut after the last valid batch;
+        without it (data below the recovery point) every byte is kept, the indexes
+        cover the valid prefix, and reads past it report the corruption where
+        they meet it."""
         # Room for a full rebuild (the files may be trimmed, short or missing).
         self.offset_index.resize(self.config.segment_index_bytes)
         self.time_index.resize(self.config.segment_index_bytes)
         result = self.log.recover(self.base_offset, self.config.index_interval_bytes,
                                   self.offset_index, self.time_index)
         valid = result["valid_bytes"]
-        truncated = result["file_bytes"] - valid
         reason = result["reason"]
-        if truncated:
-            self.log.truncate(valid)
-        self.log.set_size(valid)
+        if truncate:
+            truncated = result["file_bytes"] - valid
+            if truncated:
+                self.log.truncate(valid)
+            self.log.set_size(valid)
+        else:
+            truncated = 0
+            self.log.set_size(result["file_bytes"])
         self.next_offset = result["last_offset"] + 1 if result["last_offset"] >= 0 else self.base_offset
         self.max_timestamp = result["max_timestamp"]
         self.offset_of_max_timestamp = result["offset_of_max_timestamp"]

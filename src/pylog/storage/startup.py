@@ -64,6 +64,8 @@ class StartupReport:
     bytes_scanned: int
     bytes_truncated: int
     seconds: float
+    segments_deleted: int = 0        # dropped after a truncation (logged at WARNING)
+    bytes_deleted: int = 0
 
     def summary(self) -> str:
         offline = f"; OFFLINE: {', '.join(self.offline_dirs)}" if self.offline_dirs else ""
@@ -71,7 +73,8 @@ class StartupReport:
                 f"{self.log_dirs} log dirs in {self.seconds:.2f}s; clean shutdown in "
                 f"{self.clean_dirs}/{self.log_dirs} dirs; recovered {self.segments_recovered} "
                 f"segments, scanned {self.bytes_scanned} bytes, truncated {self.bytes_truncated} "
-                f"bytes{offline}")
+                f"bytes, deleted {self.segments_deleted} segments ({self.bytes_deleted} bytes)"
+                f"{offline}")
 
 
 class _Progress:
@@ -216,6 +219,15 @@ class LogLoading:
                 except OSError as exc:
                     self._dir_failed_at_startup(d, exc, f"cannot load {tp[0]}-{tp[1]}")
                     continue
+                except (PylogError, ValueError) as exc:
+                    # Damage confined to one partition takes only that partition out;
+                    # its checkpointed offsets are kept for the next open.
+                    recovery_points, start_offsets = state[d.path]
+                    self._unloadable[tp] = (d, f"{type(exc).__name__}: {exc}",
+                                            recovery_points.get(tp, 0), start_offsets.get(tp, 0))
+                    log.error("partition %s-%d in %s cannot be loaded and is unavailable: %s",
+                              tp[0], tp[1], d.path, exc)
+                    continue
                 self._logs[tp] = lg
                 self._dir_of[tp] = d
                 reports.append(lg.recovery)
@@ -254,6 +266,8 @@ class LogLoading:
             segments_recovered=sum(len(r.segments_recovered) for r in reports),
             bytes_scanned=sum(r.bytes_scanned for r in reports),
             bytes_truncated=sum(r.bytes_truncated for r in reports),
+            segments_deleted=sum(r.segments_deleted for r in reports),
+            bytes_deleted=sum(r.bytes_deleted for r in reports),
             seconds=time.monotonic() - started)
 
     @staticmethod

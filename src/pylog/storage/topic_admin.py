@@ -170,6 +170,7 @@ class TopicAdmin:
             gone = UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
             for p in range(topic.partitions):
                 tp = (name, p)
+                self._unloadable.pop(tp, None)
                 lg = self._logs.pop(tp, None)
                 d = self._dir_of.pop(tp, None)
                 if lg is None or d is None:
