@@ -158,3 +158,39 @@ def test_consumer_offsets_stay_bounded_and_survive_compaction(dirs, open_manager
     again = open_manager(dirs, config)
     assert {tp: o.offset for tp, o in again.committed_offsets("g").items()} == expected
     assert again.committed("h", "t", 0) == 1399
+
+
+def test_committed_offsets_never_go_backwards_across_a_compaction(dirs, open_manager):
+    """commit_offsets appended under the lock but updated the table after releasing it,
+    so a compaction in between rewrote the older value after the newer one, and a
+    restart returned the older one (issue 12, item 4)."""
+    import threading
+
+    config = {"offsets.topic.num.partitions": 1, "offsets.topic.segment.bytes": 200}
+    manager = open_manager(dirs[:1], config)
+    manager.create_topic("t", 1)
+    for i in range(20):                                     # several segments to compact
+        manager.commit_offsets("g", {("t", 0): 5})
+    table = manager.coordinator._offsets
+    real_put = table.put
+    appended, go = threading.Event(), threading.Event()
+
+    def slow_put(group, entries):
+        if entries[("t", 0)].offset == 10:
+            appended.set()
+            go.wait(5)
+        real_put(group, entries)
+    table.put = slow_put
+    committer = threading.Thread(target=manager.commit_offsets, args=("g", {("t", 0): 10}))
+    committer.start()
+    assert appended.wait(5)
+    compactor = threading.Thread(target=manager.compact_committed_offsets)
+    compactor.start()
+    compactor.join(0.5)                 # with the fix it waits for the commit to finish
+    go.set()
+    committer.join(5)
+    compactor.join(5)
+    assert manager.committed("g", "t", 0) == 10
+    manager.close()
+    again = open_manager(dirs[:1], config)
+    assert again.committed("g", "t", 0) == 10

@@ -18,7 +18,9 @@ methods (``ensure_internal_topic``, ``partition_count``, ``log``,
 "What may import what").
 
 Thread safety: every method may be called from any thread. ``_lock``
-serialises the appends to ``__consumer_offsets`` and its compaction.
+covers each append to ``__consumer_offsets`` together with the update of the
+in-memory table it implies, and the compaction, so the table and the log
+never disagree about which value is newest.
 """
 
 from __future__ import annotations
@@ -109,14 +111,18 @@ class GroupCoordinator:
             entries[(topic, partition)] = entry
         if not entries:
             return
-        self._append_offsets(group, [encode_offset_key(group, t, p) for t, p in entries],
-                             [encode_offset_value(v) for v in entries.values()], now)
-        self._offsets.put(group, entries)
+        # One lock over the append and the table update: the compaction (which
+        # rewrites the table at the log end) never sees a record newer than the
+        # table, so committed offsets never go backwards across a restart.
+        with self._lock:
+            self._append_offsets(group, [encode_offset_key(group, t, p) for t, p in entries],
+                                 [encode_offset_value(v) for v in entries.values()], now)
+            self._offsets.put(group, entries)
 
     def _append_offsets(self, group: str, keys: list[bytes], values: list[bytes | None], now: int) -> None:
-        with self._lock:
-            lg = self._offsets_log(group)
-            lg.append(encode_batch(values, keys, [now] * len(keys)), origin="coordinator")
+        # The caller holds _lock.
+        lg = self._offsets_log(group)
+        lg.append(encode_batch(values, keys, [now] * len(keys)), origin="coordinator")
 
     def committed(self, group: str, topic: str, partition: int) -> int | None:
         """The committed offset of `group` for one partition, or None."""
@@ -133,13 +139,14 @@ class GroupCoordinator:
 
     def remove_offsets_of(self, topic: str) -> None:
         """Tombstones for the offsets of a deleted topic (Kafka's coordinator does the same)."""
-        for group, tps in self._offsets.for_topic(topic).items():
-            try:
-                self._append_offsets(group, [encode_offset_key(group, t, p) for t, p in tps],
-                                     [None] * len(tps), self.storage.clock())
-            except (KafkaStorageError, UnknownTopicOrPartitionError) as exc:
-                log.warning("could not remove offsets of %s for group %s: %s", topic, group, exc)
-            self._offsets.remove(group, tps)
+        with self._lock:
+            for group, tps in self._offsets.for_topic(topic).items():
+                try:
+                    self._append_offsets(group, [encode_offset_key(group, t, p) for t, p in tps],
+                                         [None] * len(tps), self.storage.clock())
+                except (KafkaStorageError, UnknownTopicOrPartitionError) as exc:
+                    log.warning("could not remove offsets of %s for group %s: %s", topic, group, exc)
+                self._offsets.remove(group, tps)
 
     def _load_committed_offsets(self) -> None:
         partitions = self.storage.partition_count(OFFSETS_TOPIC)
