@@ -23,7 +23,11 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.errno cimport errno, EILSEQ
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, INT32_MAX, INT64_MIN, INT64_MAX
 from libc.string cimport memset, strerror
+from posix.types cimport off_t
 from posix.uio cimport iovec
+
+cdef extern from "<sys/sendfile.h>" nogil:
+    ssize_t c_sendfile "sendfile"(int out_fd, int in_fd, off_t *offset, size_t count)
 
 from pylog._core.includes.ccore cimport pylog_status, pylog_crc32c_init, PYLOG_ERR_CRC as PYLOG_ERR_CRC_CODE
 from pylog._core.includes.cstorage cimport *

@@ -27,6 +27,8 @@ cdef class LogFile:
     cdef readonly str path
     cdef readonly int64_t size
     cdef readonly int64_t file_size
+    cdef int _users             # calls using fd without the GIL right now
+    cdef bint _close_pending    # close() was called while _users > 0
 
     def __init__(self, str path, *, bint create=False, int64_t preallocate=0):
         """Opens (or creates) the file; size starts as the file's length, or 0 when preallocating."""
@@ -58,22 +60,71 @@ cdef class LogFile:
             self.fd = -1
 
     cdef int _check(self) except -1:
-        if self.fd < 0:
+        if self.fd < 0 or self._close_pending:
             raise ValueError(f"log file {self.path} is closed")
         return 0
 
+    # The descriptor is never closed while a call uses it without the GIL (a
+    # closed number can be reused at once by another open, so a pread could
+    # return another file's bytes). Every GIL-free use is bracketed by _use()
+    # and _done(), both run with the GIL held; close() during a use only marks
+    # the file, and the last _done() closes it. New uses fail as closed.
+
+    cdef int _use(self) except -1:
+        self._check()
+        self._users += 1
+        return 0
+
+    cdef void _done(self):
+        self._users -= 1
+        if self._users == 0 and self._close_pending and self.fd >= 0:
+            close(self.fd)
+            self.fd = -1
+
     def fileno(self):
+        """The descriptor, for callers that hold this LogFile while they use it.
+        Prefer :meth:`sendfile`, which keeps it open for the duration of the call."""
         self._check()
         return self.fd
 
     @property
     def closed(self):
-        return self.fd < 0
+        return self.fd < 0 or self._close_pending
+
+    @property
+    def users(self):
+        """How many calls are using the descriptor without the GIL right now."""
+        return self._users
 
     def close(self):
-        if self.fd >= 0:
-            close(self.fd)
-            self.fd = -1
+        """Closes the descriptor, or, while calls are using it, marks the file
+        closed and lets the last of them close it."""
+        if self.fd < 0 or self._close_pending:
+            return
+        if self._users > 0:
+            self._close_pending = True
+            return
+        close(self.fd)
+        self.fd = -1
+
+    def sendfile(self, int out_fd, int64_t position, int64_t count):
+        """sendfile(2) of up to `count` bytes at `position` to `out_fd`, with the GIL
+        released and the descriptor kept open throughout; returns the bytes sent.
+        Raises OSError (BlockingIOError on a full non-blocking socket)."""
+        cdef off_t offset = position
+        cdef ssize_t n
+        cdef int err = 0
+        self._use()
+        try:
+            with nogil:
+                n = c_sendfile(out_fd, self.fd, &offset, <size_t>count)
+                if n < 0:
+                    err = errno
+        finally:
+            self._done()
+        if n < 0:
+            raise OSError(err, strerror(err).decode(), self.path)
+        return n
 
     def append(self, IoEngine engine, PreparedAppend prep, bint datasync=False):
         """Writes the prepared batches at the end in one I/O; returns their position."""
@@ -81,8 +132,12 @@ cdef class LogFile:
         cdef int64_t position = self.size
         cdef int rc
         cdef int flags = PYLOG_WRITE_DATASYNC if datasync else 0
-        with nogil:
-            rc = engine.c_writev(self.fd, prep.iov, <int>(2 * prep.count), position, flags)
+        self._use()
+        try:
+            with nogil:
+                rc = engine.c_writev(self.fd, prep.iov, <int>(2 * prep.count), position, flags)
+        finally:
+            self._done()
         if rc < 0:
             _raise_os(rc, self.path)
         self.size = position + prep.size
@@ -102,8 +157,12 @@ cdef class LogFile:
         try:
             iov.iov_base = view.buf
             iov.iov_len = <size_t>view.len
-            with nogil:
-                rc = engine.c_writev(self.fd, &iov, 1, position, flags)
+            self._use()
+            try:
+                with nogil:
+                    rc = engine.c_writev(self.fd, &iov, 1, position, flags)
+            finally:
+                self._done()
             if rc < 0:
                 _raise_os(rc, self.path)
             self.size = position + view.len
@@ -119,11 +178,19 @@ cdef class LogFile:
         cdef int rc
         cdef int fd = self.fd
         if engine is not None:
-            with nogil:
-                rc = engine.c_sync(&fd, 1, full)
+            self._use()
+            try:
+                with nogil:
+                    rc = engine.c_sync(&fd, 1, full)
+            finally:
+                self._done()
         else:
-            with nogil:
-                rc = fsync(fd) if full else fdatasync(fd)
+            self._use()
+            try:
+                with nogil:
+                    rc = fsync(fd) if full else fdatasync(fd)
+            finally:
+                self._done()
             if rc < 0:
                 rc = -errno
         if rc < 0:
@@ -155,8 +222,12 @@ cdef class LogFile:
         out = PyBytes_FromStringAndSize(NULL, length)
         cdef char *buf = PyBytes_AS_STRING(out)
         cdef int64_t n
-        with nogil:
-            n = pylog_pread_full(self.fd, buf, length, position)
+        self._use()
+        try:
+            with nogil:
+                n = pylog_pread_full(self.fd, buf, length, position)
+        finally:
+            self._done()
         if n < 0:
             _raise_os(n, self.path)
         return out if n == length else out[:n]
@@ -168,8 +239,12 @@ cdef class LogFile:
         cdef int64_t n
         PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
         try:
-            with nogil:
-                n = pylog_pread_full(self.fd, view.buf, view.len, position)
+            self._use()
+            try:
+                with nogil:
+                    n = pylog_pread_full(self.fd, view.buf, view.len, position)
+            finally:
+                self._done()
         finally:
             PyBuffer_Release(&view)
         if n < 0:
@@ -184,8 +259,12 @@ cdef class LogFile:
         self._check()
         cdef pylog_slice_info info
         cdef int rc
-        with nogil:
-            rc = pylog_segment_slice(self.fd, start, end, target, max_bytes, max_offset, &info)
+        self._use()
+        try:
+            with nogil:
+                rc = pylog_segment_slice(self.fd, start, end, target, max_bytes, max_offset, &info)
+        finally:
+            self._done()
         if rc < 0:
             _raise_walk(rc, self.path, start)
         if info.start_position < 0:
@@ -199,8 +278,12 @@ cdef class LogFile:
         self._check()
         cdef pylog_batch_meta m
         cdef int rc
-        with nogil:
-            rc = pylog_segment_find_timestamp(self.fd, start, end, timestamp, min_offset, &m)
+        self._use()
+        try:
+            with nogil:
+                rc = pylog_segment_find_timestamp(self.fd, start, end, timestamp, min_offset, &m)
+        finally:
+            self._done()
         if rc < 0:
             _raise_walk(rc, self.path, start)
         if rc == 0:
@@ -216,19 +299,23 @@ cdef class LogFile:
         cdef pylog_batch_meta m
         cdef int rc
         out = []
-        if pylog_walker_init(&w, self.fd, start, end, 1 << 20) < 0:
-            raise MemoryError()
+        self._use()
         try:
-            while True:
-                with nogil:
-                    rc = pylog_walker_next(&w, &m)
-                if rc != 1:
-                    break
-                if m.producer_id >= 0:
-                    out.append((m.base_offset, m.last_offset, m.max_timestamp, m.producer_id,
-                                m.producer_epoch, m.base_sequence))
+            if pylog_walker_init(&w, self.fd, start, end, 1 << 20) < 0:
+                raise MemoryError()
+            try:
+                while True:
+                    with nogil:
+                        rc = pylog_walker_next(&w, &m)
+                    if rc != 1:
+                        break
+                    if m.producer_id >= 0:
+                        out.append((m.base_offset, m.last_offset, m.max_timestamp, m.producer_id,
+                                    m.producer_epoch, m.base_sequence))
+            finally:
+                pylog_walker_free(&w)
         finally:
-            pylog_walker_free(&w)
+            self._done()
         if rc < 0:
             _raise_walk(rc, self.path, start)
         return out
@@ -239,8 +326,12 @@ cdef class LogFile:
         self._check()
         cdef pylog_segment_summary s
         cdef int rc
-        with nogil:
-            rc = pylog_segment_summarize(self.fd, start, end, &s)
+        self._use()
+        try:
+            with nogil:
+                rc = pylog_segment_summarize(self.fd, start, end, &s)
+        finally:
+            self._done()
         if rc < 0:
             _raise_walk(rc, self.path, start)
         return (s.batches, s.end_position, s.last_offset, s.max_timestamp,
@@ -259,9 +350,13 @@ cdef class LogFile:
         cdef int rc
         if fstat(self.fd, &st) < 0:
             _raise_os(errno, self.path)
-        with nogil:
-            rc = pylog_segment_recover(self.fd, st.st_size, base_offset, index_interval,
-                                       &oi.ix, &ti.ix, &r)
+        self._use()
+        try:
+            with nogil:
+                rc = pylog_segment_recover(self.fd, st.st_size, base_offset, index_interval,
+                                           &oi.ix, &ti.ix, &r)
+        finally:
+            self._done()
         if rc < 0:
             _raise_os(rc, self.path)
         if r.reason == PYLOG_RECOVER_IO:
@@ -292,8 +387,12 @@ cdef class LogFile:
         """Drops [start, end) from the page cache (clean pages only)."""
         self._check()
         cdef int rc
-        with nogil:
-            rc = posix_fadvise(self.fd, start, end - start, POSIX_FADV_DONTNEED)
+        self._use()
+        try:
+            with nogil:
+                rc = posix_fadvise(self.fd, start, end - start, POSIX_FADV_DONTNEED)
+        finally:
+            self._done()
         if rc != 0:
             _raise_os(rc, self.path)
 
@@ -301,8 +400,12 @@ cdef class LogFile:
         """Starts asynchronous write-back of [start, end) (sync_file_range WRITE)."""
         self._check()
         cdef int rc
-        with nogil:
-            rc = sync_file_range(self.fd, start, end - start, SYNC_FILE_RANGE_WRITE)
+        self._use()
+        try:
+            with nogil:
+                rc = sync_file_range(self.fd, start, end - start, SYNC_FILE_RANGE_WRITE)
+        finally:
+            self._done()
         if rc < 0:
             _raise_os(errno, self.path)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from dataclasses import dataclass
 
@@ -18,7 +17,9 @@ class FileSlice:
 
     A slice keeps its file open: it stays readable while held, even if the
     segment is rolled, deleted by retention or renamed (it is invalidated only
-    by closing the Log). ``send_to`` moves the bytes to a socket with
+    by closing the Log). A read or send already running when the file is
+    closed finishes first: the descriptor closes after it (LogFile's in-use
+    count), so it never reads another file's bytes. ``send_to`` moves the bytes to a socket with
     sendfile(2), straight from the page cache, as Kafka's FileRecords.writeTo.
     An empty slice (size 0) means there is nothing at that offset yet.
     """
@@ -55,7 +56,7 @@ class FileSlice:
         sent = offset
         while sent < self.size:
             try:
-                n = os.sendfile(out, self.fd, self.position + sent, self.size - sent)
+                n = self.file.sendfile(out, self.position + sent, self.size - sent)
             except BlockingIOError:
                 break
             if n == 0:
