@@ -8,7 +8,7 @@ import pytest
 from log_support import ManualScheduler, read_file
 
 from pylog import records
-from pylog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from pylog.errors import DuplicateSequenceError, InvalidProducerEpochError, OutOfOrderSequenceError
 from pylog.storage.log import Log
 
 
@@ -56,6 +56,29 @@ def test_several_batches_in_one_append_are_checked_in_order(log_dir, engine_kind
         assert log.log_end_offset == 5                 # nothing of the rejected append
         log.append(pbatch(2, seq=5) + pbatch(2, seq=7))
         assert log.log_end_offset == 9
+
+
+def test_a_duplicate_inside_a_multi_batch_append_writes_nothing_and_says_so(log_dir, engine_kind):
+    """A duplicate batch followed by new ones returned the duplicate's offsets and
+    silently dropped the new batches (issue 12, item 6)."""
+    with open_log(log_dir, engine_kind) as log:
+        log.append(pbatch(2, seq=0))
+        with pytest.raises(DuplicateSequenceError, match="1 already written .* and 1 new ones") as e:
+            log.append(pbatch(2, seq=0) + pbatch(3, seq=2))
+        assert e.value.code == 46
+        assert log.log_end_offset == 2                 # nothing written
+        info = log.append(pbatch(3, seq=2))            # the new batch alone is accepted
+        assert (info.first_offset, info.last_offset) == (2, 4)
+        assert [r.offset for r in log.read(0).records()] == [0, 1, 2, 3, 4]
+
+
+def test_a_retry_of_a_whole_multi_batch_append_returns_all_of_it(log_dir, engine_kind):
+    with open_log(log_dir, engine_kind) as log:
+        first = log.append(pbatch(2, seq=0) + pbatch(3, seq=2))
+        retry = log.append(pbatch(2, seq=0) + pbatch(3, seq=2))
+        assert (retry.first_offset, retry.last_offset, retry.records, retry.batches, retry.size) == \
+            (first.first_offset, first.last_offset, 5, 2, 0)
+        assert log.log_end_offset == 5
 
 
 @pytest.mark.parametrize("shutdown", ["clean", "unclean", "unclean-after-roll"])

@@ -306,15 +306,17 @@ class Log:
             prepared = self._prepare(batches, now, origin)
             if prepared.has_producer_ids and origin != "coordinator":
                 producers = [prepared.batch(i) for i in range(prepared.batch_count)]
-                duplicate = self.producer_state.check_append(
+                duplicates = self.producer_state.check_append(
                     [(b[5], b[6], b[7], b[3]) for b in producers])
-                if duplicate is not None:
-                    # A retry of a batch already in the log: nothing is written.
-                    return AppendInfo(duplicate.first_offset, duplicate.last_offset,
-                                      duplicate.timestamp, duplicate.last_offset, -1,
-                                      self._log_start_offset,
-                                      duplicate.last_offset - duplicate.first_offset + 1, 1, 0,
-                                      self._recovery_point > duplicate.last_offset)
+                if duplicates is not None:
+                    # A retry of batches already in the log: nothing is written.
+                    first, last = duplicates[0], duplicates[-1]
+                    newest = max(duplicates, key=lambda d: d.timestamp)
+                    return AppendInfo(first.first_offset, last.last_offset, newest.timestamp,
+                                      newest.last_offset, -1, self._log_start_offset,
+                                      sum(d.last_offset - d.first_offset + 1 for d in duplicates),
+                                      len(duplicates), 0,
+                                      self._recovery_point > max(d.last_offset for d in duplicates))
             if prepared.size > self.config.segment_bytes:
                 raise RecordListTooLargeError(
                     f"append of {prepared.size} bytes to {self.path} exceeds segment.bytes "

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pylog._core.crc import crc32c
 from pylog.errors import (
     CorruptRecordError,
+    DuplicateSequenceError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
 )
@@ -107,25 +108,44 @@ class ProducerStateManager:
                 f"producer {producer_id} starts epoch {epoch} at sequence {first_seq}, not 0")
         return None
 
-    def check_append(self, batches) -> BatchMetadata | None:
+    def check_append(self, batches) -> list[BatchMetadata] | None:
         """Checks the batches of one append, (producer_id, epoch, base_sequence,
-        records) each, in order, as if each earlier one had been written. Returns
-        the original of the first duplicate (the append then writes nothing);
-        raises on a fenced epoch or a sequence gap. Changes nothing."""
+        records) each, in order, as if each earlier one had been written.
+
+        Returns None when none is a duplicate, or the originals when every batch
+        is one (a retry of a whole append: it then writes nothing). An append
+        that mixes duplicates with new batches (or with batches that carry no
+        producer id) raises DuplicateSequenceError and writes nothing: a whole
+        append is written or not, so a retry can never be part old, part new.
+        Raises on a fenced epoch or a sequence gap. Changes nothing."""
         saved = {}
+        duplicates: list[BatchMetadata] = []
+        fresh = 0
         try:
             for pid, epoch, seq, records in batches:
                 if pid < 0 or seq < 0:
+                    fresh += 1
                     continue
                 duplicate = self.check(pid, epoch, seq, records)
                 if duplicate is not None:
-                    return duplicate
+                    duplicates.append(duplicate)
+                    continue
+                fresh += 1
                 if pid not in saved:
                     entry = self.producers.get(pid)
                     saved[pid] = None if entry is None else ProducerEntry(
                         entry.producer_id, entry.epoch, deque(entry.batches, maxlen=_KEEP_BATCHES))
                 self.update(pid, epoch, seq, records, -1, -1, -1)
-            return None
+            if not duplicates:
+                return None
+            if fresh:
+                first = duplicates[0]
+                raise DuplicateSequenceError(
+                    f"an append of {len(duplicates) + fresh} batches holds {len(duplicates)} "
+                    f"already written (sequences {first.first_seq}..{first.last_seq} at offsets "
+                    f"{first.first_offset}..{first.last_offset}) and {fresh} new ones: nothing "
+                    f"was written; send each idempotent batch in its own append")
+            return duplicates
         finally:
             for pid, entry in saved.items():
                 if entry is None:
