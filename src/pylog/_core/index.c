@@ -211,8 +211,14 @@ int pylog_index_resize(pylog_index *ix, int64_t new_size) {
     unmap_file(ix);
     int rc = set_length(ix, size);
     int rc2 = map_file(ix);
+    if (rc2 < 0) {
+        /* No mapping: the index reads as empty (lookups fall back to the segment's
+         * start, appends report FULL), never through a NULL map. The entries stay
+         * in the file; the caller raises, and the next open rebuilds or reloads. */
+        ix->entries = 0;
+        return rc < 0 ? rc : rc2;
+    }
     if (rc < 0) return rc;
-    if (rc2 < 0) return rc2;
     if (ix->entries > ix->max_entries) ix->entries = ix->max_entries;
     return 0;
 }

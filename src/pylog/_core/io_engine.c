@@ -240,11 +240,19 @@ struct uring_op {
     int done;
 };
 
-static void uring_fatal(const char *what, int err)
+/* The ring can no longer be trusted (lock held): every later call fails with
+ * `err`, and every caller waiting on a completion is woken and given `err`
+ * (uring_wait). No OS error may crash the host process: the caller raises
+ * OSError and the LogManager takes the log dir offline. */
+static void uring_break(pylog_engine *e, const char *what, int err)
 {
     char buf[128];
-    fprintf(stderr, "pylog io_engine: %s: %s\n", what, strerror_r(-err, buf, sizeof buf));
-    abort();
+    if (e->broken == 0) {
+        fprintf(stderr, "pylog io_engine: %s: %s; the io_uring engine is now out of service\n",
+                what, strerror_r(-err, buf, sizeof buf));
+        e->broken = err < 0 ? err : -EIO;
+    }
+    pthread_cond_broadcast(&e->progress);
 }
 
 /* Appends " (kernel.io_uring_disabled=N)" when the sysctl exists and is set. */
@@ -310,8 +318,11 @@ static void uring_progress(pylog_engine *e)
     pthread_mutex_unlock(&e->lock);
     rc = io_uring_wait_cqe(&e->ring, &cqe);     /* submits nothing: to_submit = 0 */
     pthread_mutex_lock(&e->lock);
-    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
-        uring_fatal("io_uring_wait_cqe", rc);   /* lost CQEs would leave callers hanging */
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+        e->reaping = 0;
+        uring_break(e, "io_uring_wait_cqe", rc);   /* its waiters give up (uring_wait) */
+        return;
+    }
     io_uring_for_each_cqe(&e->ring, head, cqe) {
         struct uring_op *op = io_uring_cqe_get_data(cqe);
         op->res = cqe->res;
@@ -325,11 +336,23 @@ static void uring_progress(pylog_engine *e)
 }
 
 /* Waits (lock held) until ops[0..k) are all done. */
-static void uring_wait(pylog_engine *e, const struct uring_op *ops, unsigned k)
+static void uring_wait(pylog_engine *e, struct uring_op *ops, unsigned k)
 {
     for (unsigned i = 0; i < k; i++) {
-        while (!ops[i].done)
+        while (!ops[i].done) {
+            if (e->broken) {
+                /* Completions can no longer be reaped: fail what is still
+                 * pending rather than wait forever. */
+                for (unsigned j = i; j < k; j++) {
+                    if (!ops[j].done) {
+                        ops[j].res = e->broken;
+                        ops[j].done = 1;
+                    }
+                }
+                return;
+            }
             uring_progress(e);
+        }
     }
 }
 
@@ -342,13 +365,16 @@ static int uring_reserve(pylog_engine *e, unsigned want)
     return e->broken;
 }
 
-/* Never NULL: callers take at most depth - inflight SQEs, and the SQ is empty
- * whenever the lock is free. */
+/* NULL only if the ring's state contradicts the reservation (callers take at
+ * most depth - inflight SQEs, and the SQ is empty whenever the lock is free):
+ * then the ring is broken and the caller returns e->broken. */
 static struct io_uring_sqe *uring_sqe(pylog_engine *e, struct uring_op *op)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
-    if (sqe == NULL)
-        uring_fatal("io_uring_get_sqe: SQ full despite reservation", -EBUSY);
+    if (sqe == NULL) {
+        uring_break(e, "io_uring_get_sqe: SQ full despite reservation", -EBUSY);
+        return NULL;
+    }
     io_uring_sqe_set_data(sqe, op);
     op->done = 0;
     return sqe;
@@ -414,6 +440,8 @@ static int uring_write_round(pylog_engine *e, int fd, struct cursor *c, int64_t 
         int n;
         size_t len = next_piece(&v, &part, &vec, &n);
         sqe = uring_sqe(e, &ops[k]);
+        if (sqe == NULL)
+            return e->broken;   /* nothing is submitted once the ring is broken */
         io_uring_prep_writev(sqe, fd, vec, (unsigned)n, (uint64_t)vpos);
         sqe->flags |= IOSQE_IO_LINK;
         lens[k++] = len;
@@ -423,6 +451,8 @@ static int uring_write_round(pylog_engine *e, int fd, struct cursor *c, int64_t 
     nwrites = k;
     if (cursor_done(&v) && *need_sync && k < slots) {
         sqe = uring_sqe(e, &ops[k]);
+        if (sqe == NULL)
+            return e->broken;
         io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
         sync_at = (int)k++;
     }
@@ -505,9 +535,19 @@ static int uring_sync(pylog_engine *e, const int *fds, int n, int full)
             k = URING_MAX_CHAIN;
         if (k > (unsigned)(n - i))
             k = (unsigned)(n - i);
-        for (unsigned j = 0; j < k; j++)
-            io_uring_prep_fsync(uring_sqe(e, &ops[j]), fds[i + (int)j],
-                                full ? 0 : IORING_FSYNC_DATASYNC);
+        for (unsigned j = 0; j < k; j++) {
+            struct io_uring_sqe *sqe = uring_sqe(e, &ops[j]);
+            if (sqe == NULL) {
+                k = 0;
+                break;
+            }
+            io_uring_prep_fsync(sqe, fds[i + (int)j], full ? 0 : IORING_FSYNC_DATASYNC);
+        }
+        if (k == 0) {
+            if (first == 0)
+                first = e->broken;
+            break;
+        }
         uring_submit(e, ops, k);
         uring_wait(e, ops, k);
         for (unsigned j = 0; j < k; j++) {
