@@ -177,8 +177,10 @@ class LogLoading:
                 state[d.path] = self._prepare_dir(d)
                 for tp, path in self._scan_partition_dirs(d, adopt).items():
                     if tp in found:
-                        raise PylogError(f"partition {tp[0]}-{tp[1]} is in two log dirs: "
-                                         f"{found[tp][1]} and {path}; remove one of them")
+                        kept = self._resolve_duplicate(tp, found[tp][1], path)
+                        if kept == path:
+                            found[tp] = (d, path)
+                        continue
                     found[tp] = (d, path)
             except OSError as exc:
                 self._dir_failed_at_startup(d, exc, "cannot read it")
@@ -345,6 +347,26 @@ class LogLoading:
             found[(topic, partition)] = entry.path
         return found
 
+    def _resolve_duplicate(self, tp: TopicPartition, first: str, second: str) -> str:
+        """A partition found in two log dirs. A copy that holds no record (what a
+        creation that failed half-way, e.g. on a full disk, leaves) is set aside
+        and the other one kept; two copies with data are an error naming both."""
+        sizes = {p: _data_bytes(p) for p in (first, second)}
+        empty = [p for p, n in sizes.items() if n == 0]
+        if not empty:
+            raise PylogError(f"partition {tp[0]}-{tp[1]} is in two log dirs, both with data: "
+                             f"{first} ({sizes[first]} bytes) and {second} ({sizes[second]} "
+                             f"bytes); keep one of them and move the other away")
+        drop = empty[-1]
+        keep = first if drop == second else second
+        parent = os.path.dirname(drop)
+        target = os.path.join(parent, files.renamed_dir_name(
+            tp[0], tp[1], uuid.uuid4().hex, files.STRAY_DIR_SUFFIX))
+        os.rename(drop, target)
+        log.warning("partition %s-%d is in two log dirs; %s holds no records and was set aside "
+                    "as %s; using %s", tp[0], tp[1], drop, target, keep)
+        return keep
+
     def _load_log(self, d: LogDir, tp: TopicPartition, path: str, recovery_point: int,
                   log_start_offset: int, clean: bool, progress: _Progress) -> Log:
         config = self._topic_configs[tp[0]]
@@ -363,3 +385,12 @@ class LogLoading:
         if d.mark_offline(reason):
             log.error("log dir %s is offline: %s", d.path, reason)
         d.unlock()
+
+
+def _data_bytes(path: str) -> int:
+    """Bytes of the .log files in a partition dir."""
+    total = 0
+    for entry in os.scandir(path):
+        if entry.name.endswith(files.LOG_SUFFIX):
+            total += entry.stat().st_size
+    return total

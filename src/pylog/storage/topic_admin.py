@@ -117,14 +117,22 @@ class TopicAdmin:
             path = os.path.join(d.path, files.partition_dir_name(*tp))
 
             def create() -> Log:
-                lg = Log(path, config, engine=self._engine(d, config), clock=self.clock,
-                         scheduler=self._tasks, recovery_point=0, log_start_offset=0,
-                         clean_shutdown=False, on_io_error=self._io_error_handler(d, tp),
-                         topic_partition=tp)
+                existed = os.path.exists(path)
+                try:
+                    lg = Log(path, config, engine=self._engine(d, config), clock=self.clock,
+                             scheduler=self._tasks, recovery_point=0, log_start_offset=0,
+                             clean_shutdown=False, on_io_error=self._io_error_handler(d, tp),
+                             topic_partition=tp)
+                except BaseException:
+                    if not existed:       # e.g. ENOSPC: leave no empty partition dir behind
+                        shutil.rmtree(path, ignore_errors=True)
+                    raise
                 try:
                     checkpoints.write_partition_metadata(path, topic.topic_id)
                 except BaseException:
                     lg.abandon()
+                    if not existed:
+                        shutil.rmtree(path, ignore_errors=True)
                     raise
                 return lg
             try:
