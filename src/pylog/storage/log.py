@@ -47,7 +47,7 @@ from . import files
 from .config import LONG_MAX, LogConfig
 from .file_slice import FileSlice
 from .info import AppendInfo, RecoveryReport, TimestampOffset
-from .log_dir import PartitionDirLock
+from .log_dir import PartitionDirLock, process_limit_hint
 from .log_loader import (
     delete_segment_files,
     load_segments,
@@ -283,8 +283,10 @@ class Log:
         if self.on_io_error is not None:
             self.on_io_error(exc)
         name = errno_mod.errorcode.get(exc.errno or 0, "")
+        hint = process_limit_hint(exc)
         err = KafkaStorageError(exc.errno or 0, f"{action} failed for log {self.path}: "
-                                f"{exc.strerror or exc} ({name})", exc.filename)
+                                f"{exc.strerror or exc} ({name})" + (f": {hint}" if hint else ""),
+                                exc.filename)
         err.__cause__ = exc
         return err
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import resource
 import os
 import threading
 
@@ -29,7 +30,7 @@ from pylog.errors import LogDirLockedError
 
 from . import checkpoints, files
 
-__all__ = ["LogDir", "PartitionDirLock"]
+__all__ = ["LogDir", "PartitionDirLock", "process_limit_hint"]
 
 
 class LogDir:
@@ -196,6 +197,24 @@ class PartitionDirLock:
             except OSError:
                 pass
         self._fds.clear()
+
+
+def process_limit_hint(exc: OSError) -> str | None:
+    """What to do when `exc` is a limit of this process or machine rather than a
+    failure of the disk (EMFILE, ENFILE, ENOMEM), else None."""
+    if exc.errno == errno.EMFILE:
+        try:
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        except (OSError, ValueError):
+            soft = -1
+        limit = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+        return (f"too many open files (limit {limit}): raise ulimit -n, or use fewer, "
+                f"larger segments")
+    if exc.errno == errno.ENFILE:
+        return "the system's open-file table is full: raise fs.file-max"
+    if exc.errno == errno.ENOMEM:
+        return "out of memory (or vm.max_map_count reached by index mappings)"
+    return None
 
 
 def _read_holder(path: str) -> str | None:

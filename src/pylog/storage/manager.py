@@ -45,7 +45,7 @@ from . import checkpoints, files
 from .background import BackgroundTasks, wall_clock_ms
 from .config import BrokerConfig, LogConfig
 from .log import Log
-from .log_dir import LogDir
+from .log_dir import LogDir, process_limit_hint
 from .producer_ids import ProducerIdAllocator
 from .startup import LogLoading, StartupReport
 from .topic_admin import TopicAdmin
@@ -58,9 +58,6 @@ __all__ = ["LogManager", "StartupReport"]
 log = logging.getLogger("pylog.manager")
 
 TopicPartition = tuple[str, int]
-
-_PROCESS_LIMIT_ERRNOS = frozenset({errno_mod.EMFILE, errno_mod.ENFILE, errno_mod.ENOMEM})
-
 
 def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
     if isinstance(log_dirs, str | os.PathLike):
@@ -160,9 +157,10 @@ class LogManager(LogLoading, TopicAdmin):
         the operation fails with KafkaStorageError but the dir stays online
         (Kafka takes the dir offline for any IOException)."""
         name = errno_mod.errorcode.get(exc.errno or 0, "")
-        if exc.errno in _PROCESS_LIMIT_ERRNOS:
-            log.error("%s in log dir %s failed: %s (%s); the dir stays online: raise the limit "
-                      "(ulimit -n) or use fewer, larger segments", where, d.path, exc, name)
+        hint = process_limit_hint(exc)
+        if hint is not None:
+            log.error("%s in log dir %s failed: %s (%s); the dir stays online: %s",
+                      where, d.path, exc, name, hint)
             return
         reason = f"{where}: {exc.strerror or exc} ({name})" if name else f"{where}: {exc}"
         if not d.mark_offline(reason):
@@ -193,8 +191,10 @@ class LogManager(LogLoading, TopicAdmin):
             raise
         except OSError as exc:
             self._fail_dir(d, exc, where)
+            hint = process_limit_hint(exc)
             raise KafkaStorageError(exc.errno or errno_mod.EIO,
-                                    f"{where} failed in log dir {d.path}: {exc}", d.path) from exc
+                                    f"{where} failed in log dir {d.path}: {exc}"
+                                    + (f": {hint}" if hint else ""), d.path) from exc
 
     def _online_dirs(self) -> list[LogDir]:
         return [d for d in self.dirs if d.online]

@@ -41,7 +41,7 @@ from pylog.errors import (
 
 from . import checkpoints, files
 from .log import Log
-from .log_dir import LogDir
+from .log_dir import LogDir, process_limit_hint
 from .topics import Topic, TopicTable, validate_topic_name
 
 __all__ = ["LogLoading", "StartupReport"]
@@ -381,6 +381,12 @@ class LogLoading:
         return lg
 
     def _dir_failed_at_startup(self, d: LogDir, exc: OSError, what: str) -> None:
+        hint = process_limit_hint(exc)
+        if hint is not None:
+            # A limit of this process, not a failed disk: no dir goes offline, the
+            # open fails with what to change.
+            raise KafkaStorageError(exc.errno, f"cannot open the store: {what} in {d.path}: "
+                                    f"{hint}", d.path) from exc
         reason = f"{what}: {exc}"
         if d.mark_offline(reason):
             log.error("log dir %s is offline: %s", d.path, reason)
