@@ -166,7 +166,7 @@ def test_topics_and_configs_survive_restart(dirs, open_manager):
     manager.alter_topic_config("views", {"segment.bytes": 1 << 20})
     manager.delete_topic("gone")
     ids = {t: manager.describe_topic(t).topic_id for t in manager.list_topics()}
-    manager.log("clicks", 3).append_records([b"a", b"b"])
+    manager.log("clicks", 3).append_records([b"a", b"b"], keys=[b"1", b"2"])   # compacted: keyed
     manager.close()
     again = open_manager(dirs)
     assert ["clicks", "views"] == again.list_topics()

@@ -77,10 +77,14 @@ int pylog_append_prepare(const char *buf, int64_t len, const pylog_append_params
         if ((int64_t)h.last_offset_delta + 1 != h.records_count)
             return reject(st, PYLOG_APPEND_INVALID, pos, h.records_count,
                           (int64_t)h.last_offset_delta + 1, "records count");
-        if (p->validate_records && (h.attributes & PYLOG_ATTR_COMPRESSION_MASK) == 0) {
-            pylog_records_totals t = {0};
-            code = pylog_records_measure(b + PYLOG_RECORDS_OFFSET, size - PYLOG_RECORDS_OFFSET,
-                                         h.records_count, &t, st);
+        int walked = p->validate_records && (h.attributes & PYLOG_ATTR_COMPRESSION_MASK) == 0;
+        int64_t rec_min_ts = h.base_timestamp, rec_max_ts = h.max_timestamp;
+        if (walked) {
+            /* LogValidator's per-record checks: framing, offset deltas 0..n-1,
+             * keys on a compacted topic; and the records' own timestamps. */
+            code = pylog_records_validate(b + PYLOG_RECORDS_OFFSET, size - PYLOG_RECORDS_OFFSET,
+                                          h.records_count, h.base_timestamp, p->require_keys,
+                                          &rec_min_ts, &rec_max_ts, st);
             if (code != PYLOG_OK) {
                 st->position += pos + PYLOG_RECORDS_OFFSET;
                 return PYLOG_APPEND_CORRUPT;
@@ -93,9 +97,21 @@ int pylog_append_prepare(const char *buf, int64_t len, const pylog_append_params
         pylog_store_i32(patch + PYLOG_PARTITION_LEADER_EPOCH_OFFSET, p->leader_epoch);
         int16_t attributes = h.attributes;
         int64_t max_ts = h.max_timestamp;
+        int rewrite = 0;
         if (p->log_append_time >= 0) {
             attributes |= PYLOG_ATTR_TIMESTAMP_TYPE;
             max_ts = p->log_append_time;
+            rewrite = 1;
+        } else {
+            if ((code = check_timestamp(p, rec_min_ts, pos, st)) != PYLOG_APPEND_OK) return code;
+            if ((code = check_timestamp(p, rec_max_ts, pos, st)) != PYLOG_APPEND_OK) return code;
+            if (walked && !(h.attributes & PYLOG_ATTR_TIMESTAMP_TYPE) && rec_max_ts != h.max_timestamp) {
+                /* Kafka stores the records' true maximum as the batch's maxTimestamp. */
+                max_ts = rec_max_ts;
+                rewrite = 1;
+            }
+        }
+        if (rewrite) {
             pylog_store_i16(patch + PYLOG_ATTRIBUTES_OFFSET, attributes);
             pylog_store_i64(patch + PYLOG_MAX_TIMESTAMP_OFFSET, max_ts);
             uint32_t crc = pylog_crc32c_extend(0, patch + PYLOG_ATTRIBUTES_OFFSET,
@@ -103,9 +119,6 @@ int pylog_append_prepare(const char *buf, int64_t len, const pylog_append_params
             crc = pylog_crc32c_extend(crc, b + PYLOG_RECORDS_OFFSET,
                                       (size_t)(size - PYLOG_RECORDS_OFFSET));
             pylog_store_u32(patch + PYLOG_CRC_OFFSET, crc);
-        } else {
-            if ((code = check_timestamp(p, h.base_timestamp, pos, st)) != PYLOG_APPEND_OK) return code;
-            if ((code = check_timestamp(p, h.max_timestamp, pos, st)) != PYLOG_APPEND_OK) return code;
         }
 
         pylog_append_batch *o = &out[i];

@@ -21,6 +21,7 @@ typedef struct {
     int64_t max_timestamp;
     int allow_control;          /* control batches come from the coordinator only */
     int validate_records;       /* walk the records of uncompressed batches */
+    int require_keys;           /* a compacted topic: every record needs a key */
 } pylog_append_params;
 
 /* One validated batch. */

@@ -342,6 +342,33 @@ int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_re
     return PYLOG_OK;
 }
 
+int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
+                           int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,
+                           pylog_status *st) {
+    st->code = PYLOG_OK;
+    const char *p = recs, *end = recs + len;
+    pylog_record r;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int32_t i = 0; i < count; i++) {
+        if (p >= end)
+            return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
+        const char *start = p;
+        int rc = pylog_record_read(&p, end, recs, &r, st);
+        if (rc) return rc;
+        if (r.offset_delta != i)
+            return fail(st, PYLOG_ERR_RECORD, start - recs, r.offset_delta, i, "offset delta");
+        if (require_keys && r.key_len < 0)
+            return fail(st, PYLOG_ERR_RECORD, start - recs, i, 0, "null key");
+        int64_t ts = ts_add(base_timestamp, r.timestamp_delta);
+        if (ts < lo) lo = ts;
+        if (ts > hi) hi = ts;
+    }
+    if (p != end) return fail(st, PYLOG_ERR_COUNT, p - recs, end - p, count, "records count (trailing bytes)");
+    *min_timestamp = lo;
+    *max_timestamp = hi;
+    return PYLOG_OK;
+}
+
 static inline void set_offset(void *offsets, int wide, int64_t i, int64_t v) {
     if (wide)
         ((int64_t *)offsets)[i] = v;

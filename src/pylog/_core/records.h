@@ -169,6 +169,16 @@ typedef struct {
 int pylog_records_measure(const char *recs, int64_t len, int32_t count,
                           pylog_records_totals *t, pylog_status *st);
 
+/* What Kafka's LogValidator checks of each record of a batch a client appends,
+ * over a decompressed records section: framing (as measure), offset deltas
+ * 0, 1, ..., count-1, and a key on every record when `require_keys` (a
+ * compacted topic). Sets the smallest and largest record timestamp
+ * (base_timestamp + delta). Errors: PYLOG_ERR_RECORD (framing, "offset delta",
+ * "null key"), PYLOG_ERR_COUNT. */
+int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
+                           int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,
+                           pylog_status *st);
+
 /* Destination columns for decode_arrow; *_pos are running cursors. Offsets
  * arrays hold (records + 1) entries and start with 0. Validity bitmaps are
  * zero-initialised by the caller; bits are set for non-null entries. */

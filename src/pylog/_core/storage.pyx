@@ -30,6 +30,10 @@ cdef extern from "<sys/sendfile.h>" nogil:
     ssize_t c_sendfile "sendfile"(int out_fd, int in_fd, off_t *offset, size_t count)
 
 from pylog._core.includes.ccore cimport pylog_status, pylog_crc32c_init, PYLOG_ERR_CRC as PYLOG_ERR_CRC_CODE
+from pylog._core.includes.ccore cimport (
+    PYLOG_ATTR_COMPRESSION_MASK, PYLOG_ATTR_CONTROL, PYLOG_ATTR_TIMESTAMP_TYPE, PYLOG_LOG_OVERHEAD,
+    PYLOG_MAGIC_OFFSET, PYLOG_OK, PYLOG_RECORDS_OFFSET, pylog_batch_check, pylog_batch_header,
+    pylog_batch_header_finish, pylog_records_validate)
 from pylog._core.includes.cstorage cimport *
 from pylog._core.includes.cengine cimport PYLOG_WRITE_DATASYNC
 from pylog._core.engine cimport IoEngine
@@ -38,6 +42,11 @@ import os as _os
 
 from pylog.errors import (CorruptIndexError, CorruptRecordError, InvalidRecordError,
                           InvalidTimestampError, MessageTooLargeError)
+
+from pylog.record import compression as _compression
+
+cdef enum:
+    PYLOG_NO_TIMESTAMP = -1
 
 pylog_crc32c_init()
 
@@ -72,3 +81,4 @@ cdef int _raise_os(int err, object path) except -1:
 include "storage_index.pxi"
 include "storage_append.pxi"
 include "storage_logfile.pxi"
+include "storage_validate.pxi"

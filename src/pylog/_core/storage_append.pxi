@@ -61,8 +61,14 @@ cdef class PreparedAppend:
 def prepare_append(buffer, int64_t next_offset, *, int32_t leader_epoch=0,
                    int64_t log_append_time=-1, int64_t max_batch_size=INT64_MAX,
                    int64_t min_timestamp=INT64_MIN, int64_t max_timestamp=INT64_MAX,
-                   bint allow_control=False, bint validate_records=True):
+                   bint allow_control=False, bint validate_records=True,
+                   bint require_keys=False):
     """Validates the v2 batches in ``buffer`` and assigns offsets from ``next_offset``.
+
+    The records of uncompressed batches are walked (unless ``validate_records``
+    is off): framing, offset deltas 0..n-1, a key on each when ``require_keys``,
+    each record's timestamp in range; a CreateTime batch's maxTimestamp is set
+    to its records' maximum. Compressed batches: see convert_client_batches.
 
     Raises CorruptRecordError (bad length/magic/CRC/records), MessageTooLargeError
     (a batch above ``max_batch_size``), InvalidRecordError (empty, offset range
@@ -86,7 +92,8 @@ def prepare_append(buffer, int64_t next_offset, *, int32_t leader_epoch=0,
     params.min_timestamp = min_timestamp
     params.max_timestamp = max_timestamp
     params.allow_control = allow_control
-    params.validate_records = validate_records
+    params.validate_records = validate_records or require_keys
+    params.require_keys = require_keys
     n = pylog_append_count(buf, length)
     p.batches = <pylog_append_batch *>PyMem_Malloc(<size_t>n * sizeof(pylog_append_batch))
     p.patches = <char *>PyMem_Malloc(<size_t>n * 61)
@@ -138,6 +145,14 @@ cdef object _append_rejection(int rc, pylog_status *st):
             f"record batch at byte {st.position} has an invalid {detail}: {st.value} "
             f"(expected {st.limit})" if detail != u"control batch from a client" else
             f"record batch at byte {st.position} is a control batch; clients cannot append those")
+    if detail == u"null key":
+        return InvalidRecordError(
+            f"record at byte {st.position} of the appended bytes (record {st.value} of its "
+            f"batch) has no key; a compacted topic needs a key on every record")
+    if detail == u"offset delta":
+        return InvalidRecordError(
+            f"record at byte {st.position} of the appended bytes has offset delta {st.value}, "
+            f"expected {st.limit}")
     if st.code == PYLOG_ERR_CRC_CODE:
         return CorruptRecordError(
             f"corrupt record batch in the appended bytes at byte {st.position}: stored crc = "

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 
 from pylog._core.engine import IoEngine
-from pylog._core.storage import prepare_append
+from pylog._core.storage import convert_client_batches, prepare_append
 from pylog.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -60,6 +60,9 @@ from .scheduler import Scheduler, default_scheduler
 from .segment import LogSegment
 
 log = logging.getLogger("pylog.log")
+
+# compression.type -> the codec every stored batch must have (-1: the producer's).
+_TARGET_CODEC = {"producer": -1, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 __all__ = ["Log", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "default_engine"]
 
@@ -369,22 +372,35 @@ class Log:
         min_ts = now - before if before < LONG_MAX and now - before > -LONG_MAX else -LONG_MAX - 1
         max_ts = now + after if after < LONG_MAX - now else LONG_MAX
         lat = now if config.message_timestamp_type == "LogAppendTime" else -1
+        require_keys = "compact" in config.cleanup_policy and origin != "coordinator"
+        if origin != "coordinator":
+            # LogValidator: the records inside compressed batches, and the topic's codec.
+            batches = convert_client_batches(
+                batches, _TARGET_CODEC[config.compression_type], require_keys=require_keys,
+                min_timestamp=min_ts, max_timestamp=max_ts,
+                validate=config.pylog_validate_records and origin != "producer")
         try:
             return prepare_append(batches, self._next_offset, leader_epoch=self.leader_epoch,
                                   log_append_time=lat, max_batch_size=config.max_message_bytes,
                                   min_timestamp=min_ts, max_timestamp=max_ts,
                                   allow_control=origin == "coordinator",
                                   validate_records=config.pylog_validate_records and
-                                  origin != "producer")
+                                  origin != "producer", require_keys=require_keys)
         except InvalidRecordError as exc:
             if "magic" not in str(exc):
                 raise
         from pylog.record import upconvert
-        return prepare_append(upconvert(batches), self._next_offset, leader_epoch=self.leader_epoch,
+        converted = upconvert(batches)
+        if origin != "coordinator":
+            converted = convert_client_batches(
+                converted, _TARGET_CODEC[config.compression_type], require_keys=require_keys,
+                min_timestamp=min_ts, max_timestamp=max_ts)
+        return prepare_append(converted, self._next_offset, leader_epoch=self.leader_epoch,
                               log_append_time=lat, max_batch_size=config.max_message_bytes,
                               min_timestamp=min_ts, max_timestamp=max_ts,
                               allow_control=origin == "coordinator",
-                              validate_records=config.pylog_validate_records)
+                              validate_records=config.pylog_validate_records,
+                              require_keys=require_keys)
 
     def _undo_partial_write(self, segment: LogSegment) -> None:
         """After a failed write, cut any partial bytes so the file ends on a batch."""

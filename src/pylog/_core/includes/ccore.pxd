@@ -144,6 +144,9 @@ cdef extern from "records.h" nogil:
         int64_t header_key_bytes
         int64_t header_value_bytes
 
+    int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
+                               int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,
+                               pylog_status *st)
     int pylog_records_measure(const char *recs, int64_t length, int32_t count,
                               pylog_records_totals *t, pylog_status *st)
 

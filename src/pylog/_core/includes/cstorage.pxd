@@ -131,6 +131,7 @@ cdef extern from "append.h" nogil:
         int64_t max_timestamp
         int allow_control
         int validate_records
+        int require_keys
 
     ctypedef struct pylog_append_batch:
         int64_t in_position
