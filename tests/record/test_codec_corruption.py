@@ -465,3 +465,42 @@ def test_fix_crc_helper_matches_pylog():
     batch = small_batch("zstd")
     assert batch == fix_crc(batch)
     assert get_field(batch, CRC) == crc32c(batch[ATTRIBUTES:])
+
+
+def test_decode_arrow_of_a_buffer_changed_while_decoding_never_overruns():
+    """decode_arrow measures the records, allocates, then fills without the GIL; a
+    buffer changed in between could make the fill write past what was allocated
+    (issue 12, item 13). Now every result is one of the two encodings, or an error."""
+    import threading
+    import time
+
+    from pylog.errors import CorruptRecordError
+
+    a = records.encode_batch([b"v" * 100] * 10, timestamps=[0] * 10)
+    b = records.encode_batch([b"w" * 99] * 10, [b"k"] * 10, timestamps=[0] * 10)
+    assert len(a) == len(b)
+    expected = [records.decode_arrow(a).to_pydict(), records.decode_arrow(b).to_pydict()]
+    buf = bytearray(a)
+    stop = threading.Event()
+
+    def flip():
+        while not stop.is_set():
+            buf[:] = b
+            buf[:] = a
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    outcomes = set()
+    try:
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            try:
+                got = records.decode_arrow(buf).to_pydict()
+            except (BufferError, CorruptRecordError) as exc:
+                outcomes.add(type(exc).__name__)
+                continue
+            assert got in expected
+            outcomes.add("decoded")
+    finally:
+        stop.set()
+        flipper.join()
+    assert "decoded" in outcomes

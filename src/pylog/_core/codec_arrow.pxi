@@ -162,6 +162,12 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False):
     width = 8 if wide else 4
     memset(&o, 0, sizeof(o))
     o.wide = wide
+    o.rows_cap = n
+    o.key_cap = t.key_bytes
+    o.value_cap = t.value_bytes
+    o.headers_cap = t.headers
+    o.header_key_cap = t.header_key_bytes
+    o.header_value_cap = t.header_value_bytes
     offsets_buf = _arrow_buffer(n * 8, &addr, False); o.offsets = <int64_t *>addr
     ts_buf = _arrow_buffer(n * 8, &addr, False); o.timestamps = <int64_t *>addr
     key_off = _arrow_buffer((n + 1) * width, &o.key_offsets, True)
@@ -183,6 +189,11 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False):
                                   sections.items[i].count, sections.items[i].base_offset,
                                   sections.items[i].base_timestamp, sections.items[i].log_append,
                                   sections.items[i].log_append_time, &o)
+    if o.overflow or o.row != n or o.header_row != t.headers or o.key_pos != t.key_bytes \
+            or o.value_pos != t.value_bytes or o.header_key_pos != t.header_key_bytes \
+            or o.header_value_pos != t.header_value_bytes:
+        raise BufferError("decode_arrow: the buffer changed while it was being decoded "
+                          "(decode an immutable copy, e.g. bytes(buffer))")
 
     schema = ARROW_SCHEMA_LARGE if wide else ARROW_SCHEMA
     binary = schema.field("key").type

@@ -1,6 +1,8 @@
 /* Record batch v2 codec: see records.h and docs/FORMAT.md. */
 #include "records.h"
 
+#include <pthread.h>
+
 #include <string.h>
 
 #include "byteorder.h"
@@ -12,7 +14,7 @@
 /* Legacy CRC-32 (IEEE 802.3, reflected 0xEDB88320): magic 0/1 only.   */
 
 static uint32_t crc32_table[256];
-static int crc32_ready = 0;
+static pthread_once_t crc32_once = PTHREAD_ONCE_INIT;
 
 static void crc32_build(void) {
     for (uint32_t n = 0; n < 256; n++) {
@@ -20,13 +22,12 @@ static void crc32_build(void) {
         for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
         crc32_table[n] = c;
     }
-    crc32_ready = 1;
 }
 
 uint32_t pylog_crc32_ieee(uint32_t crc, const void *buf, size_t len) {
-    /* Built on first use; the codec module also calls this at import so
-     * that no two threads race to build it. */
-    if (!crc32_ready) crc32_build();
+    /* Built once, on first use, by whichever thread gets here first: the
+     * others wait for it (callers run without the GIL). */
+    pthread_once(&crc32_once, crc32_build);
     const unsigned char *p = (const unsigned char *)buf;
     uint32_t c = ~crc;
     while (len--) c = crc32_table[(c ^ *p++) & 0xff] ^ (c >> 8);
@@ -401,9 +402,17 @@ void pylog_records_fill_ex(const char *recs, int64_t len, int32_t count, int64_t
     const char *p = recs, *end = recs + len;
     pylog_record r;
     pylog_status st;
+    if (o->overflow) return;
     for (int32_t i = 0; i < count; i++) {
-        /* Invariant: the section was measured, so every record reads back. */
-        pylog_record_read(&p, end, recs, &r, &st);
+        /* The section was measured, but the caller's buffer may have changed
+         * since: every read is checked again and every write bounded. */
+        if (pylog_record_read(&p, end, recs, &r, &st) != PYLOG_OK || o->row >= o->rows_cap
+            || (r.key_len > 0 && r.key_len > o->key_cap - o->key_pos)
+            || (r.value_len > 0 && r.value_len > o->value_cap - o->value_pos)
+            || r.header_count > o->headers_cap - o->header_row) {
+            o->overflow = 1;
+            return;
+        }
         int64_t row = o->row++;
         o->offsets[row] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)r.offset_delta);
         o->timestamps[row] = log_append ? log_append_time : ts_add(base_timestamp, r.timestamp_delta);
@@ -415,7 +424,12 @@ void pylog_records_fill_ex(const char *recs, int64_t len, int32_t count, int64_t
         for (int32_t k = 0; k < r.header_count; k++) {
             const char *hk, *hv;
             int32_t hkl, hvl;
-            pylog_header_read(&h, r.end, &hk, &hkl, &hv, &hvl);
+            if (pylog_header_read(&h, r.end, &hk, &hkl, &hv, &hvl) != 0
+                || pylog_utf8_sanitized_len(hk, hkl) > o->header_key_cap - o->header_key_pos
+                || (hvl > 0 && hvl > o->header_value_cap - o->header_value_pos)) {
+                o->overflow = 1;
+                return;
+            }
             int64_t hrow = o->header_row++;
             o->header_key_pos += pylog_utf8_sanitize(o->header_key_data + o->header_key_pos, hk, hkl);
             set_offset(o->header_key_offsets, o->wide, hrow + 1, o->header_key_pos);

@@ -208,6 +208,17 @@ typedef struct {
     int64_t key_nulls;
     int64_t value_nulls;
     int64_t header_value_nulls;
+    /* Capacities the caller allocated (from pylog_records_measure). The fill
+     * runs without the GIL over a buffer another thread may change after it
+     * was measured: it never writes past these, and sets `overflow` (and
+     * stops) when the records no longer read back as measured. */
+    int64_t rows_cap;
+    int64_t key_cap;
+    int64_t value_cap;
+    int64_t headers_cap;
+    int64_t header_key_cap;
+    int64_t header_value_cap;
+    int overflow;
 } pylog_arrow_out;
 
 /* Appends the records of one (already measured) section to *out. Record

@@ -175,6 +175,13 @@ cdef extern from "records.h" nogil:
         int64_t key_nulls
         int64_t value_nulls
         int64_t header_value_nulls
+        int64_t rows_cap
+        int64_t key_cap
+        int64_t value_cap
+        int64_t headers_cap
+        int64_t header_key_cap
+        int64_t header_value_cap
+        int overflow
 
     void pylog_records_fill(const char *recs, int64_t length, int32_t count, int64_t base_offset,
                             int64_t base_timestamp, int64_t log_append_time, pylog_arrow_out *out)
