@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pylog._core.storage import OffsetIndex, TimeIndex
 
+from pylog import records
 from pylog.errors import CorruptIndexError
 
 BASE = 1000
@@ -181,3 +182,23 @@ def test_closed_index_raises(tmp_path):
 def test_cannot_instantiate_directly():
     with pytest.raises(TypeError, match="not supposed to be instantiated"):
         OffsetIndex()
+
+
+def test_preallocated_indexes_are_sparse(tmp_path):
+    """Index files are preallocated to segment.index.bytes sparsely, as Kafka's
+    setLength does; blocks are allocated just ahead of the entries (issue 12,
+    item 14: each open partition held about 20 MiB of real blocks)."""
+    import pylog
+
+    with pylog.open(str(tmp_path)) as store:
+        store.create_topic("t", 10)
+        store.log("t", 0).append(records.encode_batch([b"x" * 100] * 100))
+        store.commit_offsets("g", {("t", 0): 1})          # creates 50 __consumer_offsets partitions
+        indexes = [os.path.join(root, n) for root, _, names in os.walk(tmp_path) for n in names
+                   if n.endswith((".index", ".timeindex"))]
+        assert len(indexes) == 120
+        for path in indexes:
+            st = os.stat(path)
+            assert st.st_size >= (10 << 20) - 12 or "__consumer_offsets" in path
+            assert st.st_blocks * 512 <= 64 * 1024, (path, st.st_blocks)
+        assert sum(os.stat(p).st_blocks * 512 for p in indexes) <= 8 << 20

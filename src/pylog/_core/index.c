@@ -134,23 +134,38 @@ static void unmap_file(pylog_index *ix) {
     ix->map_size = 0;
 }
 
-/* Sets the file length. Growth is allocated (not sparse) so that a later
- * store through the mapping cannot fault with SIGBUS on a full disk. */
+/* Sets the file length, sparsely (Kafka's setLength): an idle partition's
+ * preallocated indexes cost no disk. Blocks are allocated as entries need
+ * them (ensure_allocated). */
 static int set_length(pylog_index *ix, int64_t size) {
-    if (size > ix->file_size) {
-        int rc = posix_fallocate(ix->fd, 0, size);
-        if (rc == EOPNOTSUPP || rc == EINVAL) {
-            if (ftruncate(ix->fd, size) < 0) return -errno;
-        } else if (rc != 0) {
-            /* posix_fallocate may extend the file before failing. */
-            if (ftruncate(ix->fd, ix->file_size) < 0) { /* keep the first error */ }
-            return -rc;
-        }
-    } else if (size < ix->file_size) {
+    if (size != ix->file_size) {
         if (ftruncate(ix->fd, size) < 0) return -errno;
     }
     ix->file_size = size;
+    if (ix->allocated > size) ix->allocated = size;
     return 0;
+}
+
+/* Blocks are allocated this far ahead of the entries. */
+#define PYLOG_INDEX_ALLOC_CHUNK (64 * 1024)
+
+/* Makes sure bytes [0, end) have disk blocks before an entry is stored there
+ * through the mapping: a store into a hole on a full disk would kill the
+ * process with SIGBUS; this turns it into ENOSPC for the append. */
+static int ensure_allocated(pylog_index *ix, int64_t end) {
+    if (end <= ix->allocated) return PYLOG_INDEX_OK;
+    int64_t want = (end + PYLOG_INDEX_ALLOC_CHUNK - 1) / PYLOG_INDEX_ALLOC_CHUNK * PYLOG_INDEX_ALLOC_CHUNK;
+    if (want > ix->file_size) want = ix->file_size;
+    int rc = need_fd(ix);
+    if (rc < 0) { ix->last_errno = -rc; return PYLOG_INDEX_IO; }
+    rc = posix_fallocate(ix->fd, ix->allocated, want - ix->allocated);
+    if (rc == EOPNOTSUPP || rc == EINVAL) {
+        ix->allocated = ix->file_size;  /* the filesystem cannot: sparse, as Kafka runs */
+        return PYLOG_INDEX_OK;
+    }
+    if (rc != 0) { ix->last_errno = rc; return PYLOG_INDEX_IO; }
+    ix->allocated = want;
+    return PYLOG_INDEX_OK;
 }
 
 int pylog_index_open(pylog_index *ix, const char *path, int kind, int64_t base_offset,
@@ -180,9 +195,10 @@ int pylog_index_open(pylog_index *ix, const char *path, int kind, int64_t base_o
     }
     int rc = map_file(ix);
     if (rc < 0) { errno = -rc; goto fail; }
-    /* Slots beyond the length the file had on disk were just allocated and are
+    /* Slots beyond the length the file had on disk were just added and are
      * zero: only the old length can hold entries (a new index has none). */
     count_entries(ix, st.st_size / ix->entry_size);
+    ix->allocated = ix->entries * ix->entry_size;   /* written entries have blocks */
     return 0;
 fail: {
         int err = errno;
@@ -273,6 +289,8 @@ int pylog_offset_index_append(pylog_index *ix, int64_t offset, int32_t position)
     if (relative(ix, offset, &rel) != PYLOG_INDEX_OK) return PYLOG_INDEX_OVERFLOW;
     if (ix->entries > 0 && offset <= entry_key(ix, ix->entries - 1)) return PYLOG_INDEX_NOT_INCREASING;
     if (ix->entries >= ix->max_entries) return PYLOG_INDEX_FULL;
+    int rc = ensure_allocated(ix, (ix->entries + 1) * ix->entry_size);
+    if (rc != PYLOG_INDEX_OK) return rc;
     char *p = ix->map + ix->entries * ix->entry_size;
     pylog_store_i32(p, rel);
     pylog_store_i32(p + 4, position);
@@ -289,6 +307,8 @@ int pylog_time_index_append(pylog_index *ix, int64_t timestamp, int64_t offset, 
     }
     if (ix->entries >= ix->max_entries || (!skip_full_check && pylog_index_is_full(ix)))
         return PYLOG_INDEX_FULL;
+    int rc = ensure_allocated(ix, (ix->entries + 1) * ix->entry_size);
+    if (rc != PYLOG_INDEX_OK) return rc;
     char *p = ix->map + ix->entries * ix->entry_size;
     pylog_store_i64(p, timestamp);
     pylog_store_i32(p + 8, rel);

@@ -39,11 +39,17 @@ typedef struct {
     int64_t max_entries;   /* file_size / entry_size */
     int64_t base_offset;
     char *path;            /* to reopen the file after pylog_index_release_fd */
+    int64_t allocated;     /* bytes from the start known to have disk blocks */
+    int last_errno;        /* the errno behind PYLOG_INDEX_IO */
 } pylog_index;
 
 /* Opens (creating if absent when writable) an index file. When writable
  * and max_size > 0, the file is resized to max_size rounded down to the
- * entry size (Kafka preallocates); otherwise it keeps its size. Entries = the strictly increasing prefix.
+ * entry size, sparsely as Kafka's setLength does; otherwise it keeps its
+ * size. Disk blocks are allocated ahead of the entries in small chunks
+ * (posix_fallocate), so a store through the mapping never meets a hole on a
+ * full disk (SIGBUS): the append that cannot get its blocks fails with
+ * PYLOG_INDEX_IO instead. Entries = the strictly increasing prefix.
  * Returns 0 or -errno. */
 int pylog_index_open(pylog_index *ix, const char *path, int kind, int64_t base_offset,
                      int64_t max_size, int writable);
@@ -78,6 +84,7 @@ enum {
     PYLOG_INDEX_FULL = 1,          /* no room for another entry */
     PYLOG_INDEX_NOT_INCREASING = 2,/* key not larger than the last entry's */
     PYLOG_INDEX_OVERFLOW = 3,      /* offset - base_offset outside [0, INT32_MAX] */
+    PYLOG_INDEX_IO = 4,            /* allocating blocks for the entry failed: errno in last_errno */
 };
 
 /* Appends offset -> position. Returns PYLOG_INDEX_OK or a PYLOG_INDEX_* code. */

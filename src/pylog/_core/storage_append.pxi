@@ -171,6 +171,7 @@ def index_append(OffsetIndex oi, TimeIndex ti, PreparedAppend p, int64_t start_p
     last one. Returns (since_entry, max_timestamp, offset_of_max_timestamp)."""
     cdef int64_t i, position = start_position
     cdef pylog_append_batch *b
+    cdef int rc
     oi._check()
     ti._check()
     for i in range(p.count):
@@ -183,8 +184,13 @@ def index_append(OffsetIndex oi, TimeIndex ti, PreparedAppend p, int64_t start_p
             # positions fit an index entry; anything else is a bug, never a wrap.
             if position > INT32_MAX:
                 raise OverflowError(f"position {position} of {oi.path} does not fit an index entry")
-            if pylog_offset_index_append(&oi.ix, b.last_offset, <int32_t>position) == PYLOG_INDEX_OK:
-                pylog_time_index_append(&ti.ix, max_timestamp, offset_of_max_timestamp, 0)
+            rc = pylog_offset_index_append(&oi.ix, b.last_offset, <int32_t>position)
+            if rc == PYLOG_INDEX_OK:
+                rc = pylog_time_index_append(&ti.ix, max_timestamp, offset_of_max_timestamp, 0)
+                if rc == PYLOG_INDEX_IO:
+                    raise _append_error(ti, rc, offset_of_max_timestamp)
+            elif rc == PYLOG_INDEX_IO:
+                raise _append_error(oi, rc, b.last_offset)
             since_entry = 0
         since_entry += b.size
         position += b.size

@@ -211,6 +211,9 @@ cdef class TimeIndex(_Index):
 
 
 cdef object _append_error(_Index index, int rc, int64_t offset):
+    if rc == PYLOG_INDEX_IO:
+        err = index.ix.last_errno
+        return OSError(err, _os.strerror(err), index.path)
     if rc == PYLOG_INDEX_FULL:
         return CorruptIndexError(f"index {index.path} is full ({index.ix.entries} entries); "
                                  f"cannot append offset {offset}")

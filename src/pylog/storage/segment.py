@@ -236,11 +236,19 @@ class LogSegment:
     def append(self, engine, prepared: PreparedAppend, datasync: bool) -> int:
         """Writes the batches in one I/O, then indexes them. Returns their position."""
         position = self.log.append(engine, prepared, datasync)
+        try:
+            indexed = index_append(
+                self.offset_index, self.time_index, prepared, position, self.bytes_since_index_entry,
+                self.config.index_interval_bytes, self.max_timestamp, self.offset_of_max_timestamp)
+        except OSError:
+            # No blocks for an index entry (a full disk): the append fails whole.
+            self.offset_index.truncate_to(prepared.first_offset)
+            self.time_index.truncate_to(prepared.first_offset)
+            self.log.truncate(position)
+            raise
+        self.bytes_since_index_entry, self.max_timestamp, self.offset_of_max_timestamp = indexed
         if self.rolling_based_timestamp < 0 and position == 0:
             self.rolling_based_timestamp = prepared.first_batch_max_timestamp()
-        self.bytes_since_index_entry, self.max_timestamp, self.offset_of_max_timestamp = index_append(
-            self.offset_index, self.time_index, prepared, position, self.bytes_since_index_entry,
-            self.config.index_interval_bytes, self.max_timestamp, self.offset_of_max_timestamp)
         self.next_offset = prepared.last_offset + 1
         if datasync:
             self.flushed_size = self.size

@@ -17,6 +17,7 @@ cdef extern from "index.h" nogil:
         PYLOG_INDEX_FULL
         PYLOG_INDEX_NOT_INCREASING
         PYLOG_INDEX_OVERFLOW
+        PYLOG_INDEX_IO
 
     ctypedef struct pylog_index:
         int kind
@@ -29,6 +30,8 @@ cdef extern from "index.h" nogil:
         int64_t entries
         int64_t max_entries
         int64_t base_offset
+        int64_t allocated
+        int last_errno
 
     int pylog_index_open(pylog_index *ix, const char *path, int kind, int64_t base_offset,
                          int64_t max_size, int writable)
