@@ -202,3 +202,45 @@ def test_preallocated_indexes_are_sparse(tmp_path):
             assert st.st_size >= (10 << 20) - 12 or "__consumer_offsets" in path
             assert st.st_blocks * 512 <= 64 * 1024, (path, st.st_blocks)
         assert sum(os.stat(p).st_blocks * 512 for p in indexes) <= 8 << 20
+
+
+def test_flushes_without_the_gil_race_resizes_and_lookups_safely(tmp_path):
+    """Index msync and ftruncate run without the GIL (issue 12, item 15); whatever
+    remaps the index waits for a flush in progress, so a flush never syncs an
+    unmapped range and a lookup never reads one."""
+    import threading
+    import time
+
+    ix = OffsetIndex.open(str(tmp_path / "0.index"), BASE, 1 << 20)
+    for i in range(1000):
+        ix.append(BASE + i * 10, i * 100)
+    stop = threading.Event()
+    errors = []
+
+    def flusher():
+        while not stop.is_set():
+            try:
+                ix.flush()
+            except Exception as exc:  # noqa: BLE001 - any error is a failure here
+                errors.append(exc)
+
+    def reader():
+        while not stop.is_set():
+            if ix.lookup(BASE + 5005) != (BASE + 5000, 50000):
+                errors.append(ix.lookup(BASE + 5005))
+    threads = [threading.Thread(target=flusher), threading.Thread(target=flusher),
+               threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        ix.trim()                                   # shrink: remap, then ftruncate
+        ix.resize(1 << 20)                          # grow: ftruncate, then remap
+        ix.release_fd()
+        ix.resize(2 << 20)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert ix.entries == 1000
+    ix.close()

@@ -218,6 +218,31 @@ void pylog_index_close(pylog_index *ix) {
     ix->path = NULL;
 }
 
+int64_t pylog_index_round_size(const pylog_index *ix, int64_t size) {
+    size -= size % ix->entry_size;
+    return size < 0 ? 0 : size;
+}
+
+int pylog_index_set_file_length(pylog_index *ix, int64_t size) {
+    int rc = need_fd(ix);
+    if (rc < 0) return rc;
+    return set_length(ix, size);
+}
+
+int pylog_index_remap(pylog_index *ix, int64_t size) {
+    unmap_file(ix);
+    int64_t file_size = ix->file_size;
+    ix->file_size = size;              /* map_file maps file_size bytes */
+    int rc = map_file(ix);
+    ix->file_size = file_size;
+    if (rc < 0) {
+        ix->entries = 0;               /* no mapping: reads as empty (see resize) */
+        return rc;
+    }
+    if (ix->entries > ix->max_entries) ix->entries = ix->max_entries;
+    return 0;
+}
+
 int pylog_index_resize(pylog_index *ix, int64_t new_size) {
     int64_t size = new_size - new_size % ix->entry_size;
     if (size < 0) size = 0;

@@ -66,6 +66,15 @@ int pylog_index_release_fd(pylog_index *ix);
  * keeping min(entries, new max) entries. Returns 0 or -errno. */
 int pylog_index_resize(pylog_index *ix, int64_t new_size);
 
+/* The two halves of a resize, for callers that run the slow one (the file
+ * length: ftruncate, freeing blocks) without their lock on the mapping:
+ * growing sets the length first and then remaps; shrinking remaps first
+ * (readers then never see bytes past the file) and then sets the length.
+ * round_size rounds a size down to whole entries. Each returns 0 or -errno. */
+int64_t pylog_index_round_size(const pylog_index *ix, int64_t size);
+int pylog_index_set_file_length(pylog_index *ix, int64_t size);
+int pylog_index_remap(pylog_index *ix, int64_t size);
+
 /* Shrinks the file to exactly the valid entries (on roll and close). */
 int pylog_index_trim(pylog_index *ix);
 

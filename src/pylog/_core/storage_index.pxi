@@ -2,12 +2,23 @@
 
 
 cdef class _Index:
-    """Shared life cycle of both index kinds. Not thread-safe: the owning
-    segment serialises calls (under the GIL, which every method keeps)."""
+    """Shared life cycle of both index kinds.
+
+    One writer (the owning segment, under its Log's lock) and any number of
+    readers. Lookups and appends run under the GIL and read the mapping
+    directly. The slow calls run without it: ``flush`` (msync or fdatasync)
+    counts itself in ``_users``, and whatever changes the mapping or the
+    descriptor (``resize``, ``trim``, ``release_fd``, ``close``) first waits,
+    with the GIL released, until no flush uses them; the file-length half of
+    a resize (ftruncate) also runs without the GIL, ordered so that the
+    mapping never covers bytes past the end of the file.
+    """
 
     cdef pylog_index ix
     cdef bint is_open
     cdef readonly str path
+    cdef int _users          # flushes using the mapping or descriptor without the GIL
+    cdef bint _exclusive     # a remap waits for (or runs without) flushes: new ones wait
 
     def __init__(self):
         raise TypeError(f"{type(self).__name__} is not supposed to be instantiated directly; "
@@ -24,13 +35,25 @@ cdef class _Index:
         return 0
 
     def __dealloc__(self):
-        if self.is_open:
+        if self.is_open:               # no flush can run: it would hold a reference
             pylog_index_close(&self.ix)
 
     cdef int _check(self) except -1:
         if not self.is_open:
             raise ValueError(f"index {self.path} is closed")
         return 0
+
+    cdef void _exclude_flushes(self):
+        # Called with the GIL; a flush that counted itself in _users needs the
+        # GIL to count itself out, so wait with it released. New flushes wait
+        # until _include_flushes (no starvation of the remap).
+        self._exclusive = True
+        while self._users > 0:
+            with nogil:
+                usleep(100)
+
+    cdef void _include_flushes(self):
+        self._exclusive = False
 
     @property
     def entries(self):
@@ -58,8 +81,28 @@ cdef class _Index:
 
     def resize(self, int64_t size):
         """Sets the file (and mapping) to `size` bytes, rounded down to whole entries."""
+        cdef int rc = 0, rc2 = 0
         self._check()
-        rc = pylog_index_resize(&self.ix, size)
+        size = pylog_index_round_size(&self.ix, size)
+        if size == self.ix.file_size and (self.ix.map_size == size):
+            return
+        self._exclude_flushes()
+        try:
+            if size > self.ix.map_size:
+                # Grow: the file first (the old mapping stays valid), then the mapping.
+                with nogil:
+                    rc = pylog_index_set_file_length(&self.ix, size)
+                if rc == 0:
+                    rc = pylog_index_remap(&self.ix, size)
+            else:
+                # Shrink: the mapping first, so no reader sees bytes past the file.
+                rc = pylog_index_remap(&self.ix, size)
+                with nogil:
+                    rc2 = pylog_index_set_file_length(&self.ix, size)
+                if rc == 0:
+                    rc = rc2
+        finally:
+            self._include_flushes()
         if rc < 0:
             _raise_os(rc, self.path)
 
@@ -67,20 +110,29 @@ cdef class _Index:
         """Closes the descriptor, keeping the mapping (inactive segments); the file
         is reopened by path when a resize or trim needs it."""
         self._check()
+        self._exclude_flushes()
         pylog_index_release_fd(&self.ix)
+        self._include_flushes()
 
     def trim(self):
         """Shrinks the file to the valid entries (roll, close)."""
         self._check()
-        rc = pylog_index_trim(&self.ix)
-        if rc < 0:
-            _raise_os(rc, self.path)
+        self.resize(self.ix.entries * self.ix.entry_size)
 
     def flush(self):
+        """msync of the entries (fdatasync when there are none), without the GIL."""
+        cdef int rc
         self._check()
-        # Keeps the GIL: a roll may trim (remap) this index from another
-        # thread, and the GIL is what keeps the mapping still during msync.
-        rc = pylog_index_flush(&self.ix)
+        while self._exclusive:            # a remap is waiting: let it go first
+            with nogil:
+                usleep(100)
+        self._check()
+        self._users += 1
+        try:
+            with nogil:
+                rc = pylog_index_flush(&self.ix)
+        finally:
+            self._users -= 1
         if rc < 0:
             _raise_os(rc, self.path)
 
@@ -103,8 +155,10 @@ cdef class _Index:
 
     def close(self):
         if self.is_open:
+            self._exclude_flushes()
             pylog_index_close(&self.ix)
             self.is_open = False
+            self._include_flushes()
 
 
 @cython.final
