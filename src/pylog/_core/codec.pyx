@@ -35,8 +35,16 @@ from pylog.errors import (
     CorruptRecordError, InvalidRecordError, InvalidTimestampError, MessageTooLargeError,
     RecordListTooLargeError, UnsupportedCompressionTypeError)
 
-pylog_crc32c_init()
-pylog_crc32_ieee(0, NULL, 0)  # builds the legacy CRC-32 table before any thread can race
+# CRC-32C lives in pylog._core.crc; records.c lives here, and storage calls it
+# through this module's capsule (core_api.h).
+from cpython.pycapsule cimport PyCapsule_New
+from pylog._core.includes.capi cimport (PYLOG_RECORDS_CAPSULE, pylog_import_crc_api,
+                                        pylog_records_api_table)
+
+import pylog._core.crc  # noqa: F401 - loaded first: its capsule is looked up by attribute
+
+pylog_import_crc_api()
+_C_API = PyCapsule_New(<void *>&pylog_records_api_table, PYLOG_RECORDS_CAPSULE, NULL)
 
 # Kafka names for the timestamp type bit.
 CREATE_TIME = "create"

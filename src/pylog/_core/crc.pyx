@@ -8,6 +8,13 @@ from pylog._core.includes.ccore cimport (
 
 pylog_crc32c_init()
 
+# The one copy of the CRC-32C code and its chosen implementation: the other
+# extensions call it through this capsule (core_api.h).
+from cpython.pycapsule cimport PyCapsule_New
+from pylog._core.includes.capi cimport PYLOG_CRC_CAPSULE, pylog_crc_api_table
+
+_C_API = PyCapsule_New(<void *>&pylog_crc_api_table, PYLOG_CRC_CAPSULE, NULL)
+
 # Releasing and re-taking the GIL costs ~30 ns per call (measured with
 # bench/bench_crc.py, builds that always / never release it): 15-20% of a 16 KiB
 # call in cache (~150 ns with the folding path), ~5% at 64 KiB, ~1% at 256 KiB.

@@ -30,7 +30,7 @@ from posix.uio cimport iovec
 cdef extern from "<sys/sendfile.h>" nogil:
     ssize_t c_sendfile "sendfile"(int out_fd, int in_fd, off_t *offset, size_t count)
 
-from pylog._core.includes.ccore cimport pylog_status, pylog_crc32c_init, PYLOG_ERR_CRC as PYLOG_ERR_CRC_CODE
+from pylog._core.includes.ccore cimport pylog_status, PYLOG_ERR_CRC as PYLOG_ERR_CRC_CODE
 from pylog._core.includes.ccore cimport (
     PYLOG_ATTR_COMPRESSION_MASK, PYLOG_ATTR_CONTROL, PYLOG_ATTR_TIMESTAMP_TYPE, PYLOG_LOG_OVERHEAD,
     PYLOG_MAGIC_OFFSET, PYLOG_OK, PYLOG_RECORDS_OFFSET, pylog_batch_check, pylog_batch_header,
@@ -49,7 +49,14 @@ from pylog.record import compression as _compression
 cdef enum:
     PYLOG_NO_TIMESTAMP = -1
 
-pylog_crc32c_init()
+from pylog._core.includes.capi cimport pylog_import_crc_api, pylog_import_records_api
+
+# CRC-32C and records.c live in pylog._core.crc and pylog._core.codec (core_api.h).
+import pylog._core.crc  # noqa: F401 - loaded first: their capsules are looked up by attribute
+import pylog._core.codec  # noqa: F401
+
+pylog_import_crc_api()
+pylog_import_records_api()
 
 
 cdef extern from "<fcntl.h>" nogil:
