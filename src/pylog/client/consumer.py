@@ -18,6 +18,7 @@ Consumers of one group may run in several threads.
 from __future__ import annotations
 
 import re
+import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -36,6 +37,8 @@ from pylog.errors import (
 from pylog.record import decode_arrow, iter_batches
 
 from .config import ClientConfig
+
+log = logging.getLogger("pylog.consumer")
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
 
@@ -64,7 +67,9 @@ def _tp(item) -> TopicPartition:
     if isinstance(item, TopicPartition):
         return item
     topic, partition = item
-    return TopicPartition(topic, int(partition))
+    if isinstance(partition, bool) or not isinstance(partition, int):
+        raise TypeError(f"partition must be an int, not {type(partition).__name__} {partition!r}")
+    return TopicPartition(topic, partition)
 
 
 class _Fetch(NamedTuple):
@@ -229,6 +234,18 @@ class Consumer:
             return committed
         return self._reset_position(tp, log)
 
+    def _out_of_range(self, tp: TopicPartition, log, position: int) -> None:
+        """Kafka's OFFSET_OUT_OF_RANGE: a position outside [log start, log end] (a seek
+        past the end, or retention overtook it) is reset by auto.offset.reset, or
+        raised when that is none."""
+        if self._reset == "none":
+            raise OffsetOutOfRangeError(
+                f"position {position} of {tp} is out of range: log start offset "
+                f"{log.log_start_offset}, log end offset {log.log_end_offset}, and "
+                f"auto.offset.reset is none", offset=position,
+                log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset)
+        self._set_position(tp, self._reset_position(tp, log))
+
     def _reset_position(self, tp: TopicPartition, log) -> int:
         if self._reset == "earliest":
             return log.log_start_offset
@@ -245,9 +262,11 @@ class Consumer:
         return positions[tp]
 
     def seek(self, partition, offset: int) -> None:
+        """Sets the position: the next poll reads from `offset`. Out of range (past the
+        log end, or below its start) is found by that poll, which resets it by
+        auto.offset.reset or raises OffsetOutOfRangeError, as Kafka's consumer does."""
         tp = _tp(partition)
-        _, mine, _ = self._snapshot()
-        if tp not in mine:
+        if tp not in self.assignment():     # no initial position needed to seek
             raise ValueError(f"{tp} is not assigned to this consumer")
         if offset < 0:
             raise ValueError(f"offset must be >= 0, not {offset}")
@@ -279,6 +298,9 @@ class Consumer:
         out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for partition, ts in timestamps.items():
             tp = _tp(partition)
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise ValueError(f"offsets_for_times: the timestamp for {tp} must be a "
+                                 f"non-negative int (ms since the epoch), not {ts!r}")
             found = self.store.log(tp.topic, tp.partition).offset_for_timestamp(ts)
             out[tp] = None if found is None else OffsetAndTimestamp(found.offset, found.timestamp)
         return out
@@ -355,9 +377,11 @@ class Consumer:
             self._sync_listeners(mine)
             fetches, result = fetch(mine, positions, max_records)
             if fetches:
-                if self._store_positions(generation, {f.tp: f.next_position for f in fetches}):
+                if not self._store_positions(generation, {f.tp: f.next_position for f in fetches}):
+                    continue    # a rebalance happened meanwhile: read again
+                if any(f.count for f in fetches):
                     return result
-                continue        # a rebalance happened meanwhile: read again
+                continue        # only control batches or gaps: moved past them, read on
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
@@ -379,12 +403,15 @@ class Consumer:
                 continue
             log = self.store.log(tp.topic, tp.partition)
             position = positions.get(tp)
-            if position is None or position >= log.log_end_offset:
+            if position is None or position == log.log_end_offset:
+                continue
+            if position > log.log_end_offset:
+                self._out_of_range(tp, log, position)
                 continue
             try:
                 slice_ = log.read(position, max(min(self._partition_max, budget), 1))
             except OffsetOutOfRangeError:
-                self._set_position(tp, self._reset_position(tp, log))
+                self._out_of_range(tp, log, position)
                 continue
             if slice_.size == 0:
                 continue
@@ -400,22 +427,29 @@ class Consumer:
                 break
             topic, partition = tp
             before = len(out)
+            next_position = position
             for batch in iter_batches(slice_.read(), validate=self._validate):
-                if batch.is_control:
-                    continue
-                for r in batch.records():
-                    if r.offset < position:
-                        continue
-                    # tuple.__new__ skips the NamedTuple's Python-level __new__.
-                    out.append(_new_record(ConsumerRecord, (topic, partition, r.offset,
-                                                            r.timestamp, r.key, r.value,
-                                                            r.headers)))
-                    if len(out) >= max_records:
-                        break
+                full = True
+                if not batch.is_control:
+                    for r in batch.records():
+                        if r.offset < position:
+                            continue
+                        # tuple.__new__ skips the NamedTuple's Python-level __new__.
+                        out.append(_new_record(ConsumerRecord, (topic, partition, r.offset,
+                                                                r.timestamp, r.key, r.value,
+                                                                r.headers)))
+                        next_position = r.offset + 1
+                        if len(out) >= max_records:
+                            full = False
+                            break
+                if full:
+                    # Past every batch read, control batches and offset gaps included
+                    # (Kafka's fetcher: nextOffset = lastOffset + 1).
+                    next_position = max(next_position, batch.last_offset + 1)
                 if len(out) >= max_records:
                     break
-            if len(out) > before:
-                fetches.append(_Fetch(tp, out[-1].offset + 1, len(out) - before))
+            if next_position > position:
+                fetches.append(_Fetch(tp, next_position, len(out) - before))
         return fetches, out
 
     def _fetch_arrow(self, mine, positions, max_records):
@@ -470,16 +504,20 @@ class Consumer:
             rb = decode_arrow(view[at:at + s.size], validate=self._validate)
             at += s.size
             lo = int((rb.column(0).to_numpy() < position).sum())
+            whole = rb.num_rows - lo <= left
             rb = rb.slice(lo, left)
+            next_position = int(rb.column(0)[rb.num_rows - 1].as_py()) + 1 if rb.num_rows else position
+            if whole:                  # past control batches and offset gaps too
+                next_position = max(next_position, s.last_offset + 1)
+            if next_position > position:
+                fetches.append(_Fetch(tp, next_position, rb.num_rows))
             if rb.num_rows:
-                fetches.append(_Fetch(tp, int(rb.column(0)[rb.num_rows - 1].as_py()) + 1,
-                                      rb.num_rows))
                 parts.append(rb)
                 left -= rb.num_rows
             if left <= 0:
                 break
-        if not fetches:
-            return [], None
+        if not parts:
+            return fetches, None
         body = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
         return fetches, _with_partition_columns(fetches, body)
 
@@ -514,11 +552,23 @@ class Consumer:
         """Commits positions (enable.auto.commit), leaves the group, stops listening."""
         if self._closed:
             return
+        # Every step is attempted and the consumer always ends closed, even when the
+        # store closed or a topic was deleted under it: as Kafka's consumer, a final
+        # commit that fails is logged, not raised.
         if self._auto_commit and self._group is None and self._manual:
-            self._commit_positions(self._snapshot()[2])
-        self._leave_group()
+            try:
+                self._commit_positions(self._snapshot()[2])
+            except Exception as exc:  # noqa: BLE001 - logged
+                log.warning("consumer close: the final commit failed: %s", exc)
+        try:
+            self._leave_group()
+        except Exception as exc:  # noqa: BLE001 - logged
+            log.warning("consumer close: leaving group %r failed: %s", self.group_id, exc)
         self._closed = True
-        self._sync_listeners([])
+        try:
+            self._sync_listeners([])
+        except Exception as exc:  # noqa: BLE001 - logged
+            log.warning("consumer close: %s", exc)
 
     def __enter__(self) -> Consumer:
         return self

@@ -226,6 +226,9 @@ class LogManager(LogLoading, TopicAdmin):
         exist; KafkaStorageError if its log dir is offline."""
         if self._closed:
             raise ValueError("this LogManager is closed")
+        if isinstance(partition, bool) or not isinstance(partition, int):
+            raise TypeError(f"partition must be an int, not {type(partition).__name__} "
+                            f"{partition!r}")
         tp = (topic, partition)
         lg = self._logs.get(tp)
         if lg is not None:
