@@ -14,7 +14,9 @@ Thread-safe: any number of threads may send through one Producer.
 
 from __future__ import annotations
 
+import logging
 import random
+import struct
 import threading
 import time
 from collections import deque
@@ -23,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from pylog._core.crc import crc32c
 from pylog._core.producer import (
     Accumulator,
     ProducerBatch,
@@ -31,6 +34,7 @@ from pylog._core.producer import (
     take_list,
 )
 from pylog.errors import (
+    KafkaStorageError,
     KafkaTimeoutError,
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
@@ -40,6 +44,8 @@ from pylog.record import encode_batch
 from .config import ClientConfig
 from .futures import RecordFuture, RecordMetadata, complete_batch
 from .partitioner import DefaultPartitioner, partition_keys
+
+log = logging.getLogger("pylog.producer")
 
 __all__ = ["Producer", "RecordMetadata", "BatchResult"]
 
@@ -258,10 +264,13 @@ class Producer:
                         open_batch = state.open[p]
                         if open_batch is not None:
                             acc.seal(state, open_batch)      # earlier records of p go first
+                        first_sequence = -1
                         if data is None:
+                            first_sequence = acc.reserve_sequence(state, p, len(chunk))
                             data = self._encode_rows(values, keys, timestamps, headers, chunk,
-                                                     acc.reserve_sequence(state, p, len(chunk)))
+                                                     first_sequence)
                         batch = ProducerBatch(topic, p)
+                        batch.base_sequence = first_sequence
                         batch.encoded = data
                         batch.count = len(chunk)
                         batch.size = len(data)
@@ -322,7 +331,14 @@ class Producer:
     # ======================================================== flush, close
 
     def flush(self, timeout: float | None = None) -> None:
-        """Sends everything queued so far and waits until it completed."""
+        """Sends everything queued so far and waits until it completed.
+
+        Not from a send callback: callbacks run on the sender thread, which
+        flush() would wait for (Kafka's producer refuses it the same way)."""
+        if threading.current_thread() is self._sender:
+            raise RuntimeError("Producer.flush() invocation inside a callback is not permitted "
+                               "because it may lead to deadlock: the callback runs on the "
+                               "sender thread that flush() waits for")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             target = self._acc.seq
@@ -337,12 +353,21 @@ class Producer:
                 self._done.wait(remaining)
 
     def close(self, timeout: float | None = None) -> None:
-        """Delivers everything pending, then stops the sender thread."""
+        """Delivers everything pending, then stops the sender thread.
+
+        From a send callback (the sender thread) it cannot wait for that thread:
+        as Kafka's producer, it then behaves as ``close(timeout=0)``: no new
+        sends are taken, and the sender delivers what is pending and stops."""
         with self._lock:
             if self._closed:
                 return
             self._acc.closing = True
             self._wakeup.notify()
+        if threading.current_thread() is self._sender:
+            if timeout:
+                log.warning("Producer.close() called from a send callback: closing without "
+                            "waiting (timeout 0) instead of %s s", timeout)
+            return
         self._sender.join(timeout)
         self._closed = not self._sender.is_alive()
 
@@ -429,6 +454,37 @@ class Producer:
                 timeout = max(self._lingering[0].created + self._linger - now, 0.0005)
             self._wakeup.wait(timeout)
 
+    def _append_run(self, log, run: list[ProducerBatch]):
+        payload = [b.encoded if b.encoded is not None else
+                   self._encode(b.values, b.keys, b.timestamps, b.headers, b.base_sequence)
+                   for b in run]
+        return log.append(payload[0] if len(payload) == 1 else b"".join(payload), origin="producer")
+
+    def _forget_sequences(self, topic: str, partition: int, failed: list[ProducerBatch],
+                          later: list[ProducerBatch]) -> None:
+        """After batches of an idempotent producer failed without being written, the
+        log still expects the first failed sequence: every later batch of the
+        partition (the rest of this round and those queued) and every future
+        reservation moves down by the failed records, so the partition is not
+        wedged by OutOfOrderSequenceError (Kafka's producer resets the
+        partition's sequence for the same reason)."""
+        if not self._acc.idempotent:
+            return
+        shift = sum(b.record_count for b in failed if b.base_sequence >= 0)
+        if not shift:
+            return
+        with self._lock:
+            state = self._topics.get(topic)
+            if state is not None and partition < len(state.sequences):
+                state.sequences[partition] = (state.sequences[partition] - shift) % _SEQUENCE_SPACE
+            queued = [b for b in self._ready if b.topic == topic and b.partition == partition]
+            for b in later + queued:
+                if b.base_sequence < 0:
+                    continue
+                b.base_sequence = (b.base_sequence - shift) % _SEQUENCE_SPACE
+                if b.encoded is not None:
+                    b.encoded = _with_base_sequence(b.encoded, b.base_sequence)
+
     def _send_round(self, batches: list[ProducerBatch]) -> None:
         """Appends the round's batches (one write per partition), fsyncs each log
         once when acks=all, then completes the futures."""
@@ -443,16 +499,26 @@ class Producer:
                 for b in group:
                     complete_batch(b, -1, exception=exc)
                 continue
-            for run in _append_runs(group):
+            pending = list(group)
+            while pending:
+                run = next(_append_runs(pending))
+                del pending[:len(run)]
                 try:
-                    payload = [b.encoded if b.encoded is not None else
-                               self._encode(b.values, b.keys, b.timestamps, b.headers,
-                                            b.base_sequence) for b in run]
-                    info = log.append(payload[0] if len(payload) == 1 else b"".join(payload),
-                                      origin="producer")
+                    info = self._append_run(log, run)
                 except Exception as exc:    # noqa: BLE001 - delivered through the futures
+                    if len(run) > 1 and not isinstance(exc, KafkaStorageError):
+                        # One batch was refused: the log wrote nothing of the joined
+                        # append. Each batch goes alone, so only the offending one fails.
+                        pending[:0] = run[1:]
+                        run = run[:1]
+                        try:
+                            appended.append((run, log, self._append_run(log, run)))
+                            continue
+                        except Exception as single:  # noqa: BLE001
+                            exc = single
                     for b in run:
                         complete_batch(b, -1, exception=exc)
+                    self._forget_sequences(topic, partition, run, pending)
                     continue
                 appended.append((run, log, info))
         if self._acks == "all":
@@ -473,6 +539,16 @@ class Producer:
 
 
 _JOIN_LIMIT = 1 << 20     # small batches of one partition are joined into writes of about this
+_SEQUENCE_SPACE = 1 << 31  # idempotent sequence numbers wrap at int32 max, as Kafka's
+
+
+def _with_base_sequence(data: bytes, base_sequence: int) -> bytes:
+    """One encoded v2 batch with another baseSequence (bytes 53-56) and its CRC
+    (bytes 17-20, over 21..end) made right again."""
+    out = bytearray(data)
+    struct.pack_into(">i", out, 53, base_sequence)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
 
 
 def _append_runs(group: list[ProducerBatch]):

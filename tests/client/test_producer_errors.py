@@ -1,0 +1,66 @@
+"""The Producer keeps Kafka's semantics when a batch is refused (issue 13, items
+1-3): only the offending batch fails, an idempotent partition is never wedged,
+and flush()/close() from a send callback do not deadlock."""
+
+import threading
+
+import pytest
+
+from pylog import Producer
+from pylog.errors import MessageTooLargeError
+
+
+def values_of(store, topic, partition=0):
+    log = store.log(topic, partition)
+    return [r.value for r in log.read(0, 1 << 30).records()] if log.log_end_offset else []
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_refused_record_fails_alone_and_the_partition_goes_on(store, idempotent):
+    """After the log refused one record (the topic's max.message.bytes), every later
+    send to the partition failed with OutOfOrderSequenceError, and a refused record
+    failed every record joined into the same append."""
+    store.create_topic("t", 1, {"max.message.bytes": 500})
+    config = {} if idempotent else {"acks": "1"}
+    with Producer(store, linger_ms=200, batch_size=1, **config) as producer:
+        futures = [producer.send("t", b"a"), producer.send("t", b"x" * 2000),
+                   producer.send("t", b"b")]
+        producer.flush()
+        assert futures[0].result(5).offset == 0
+        with pytest.raises(MessageTooLargeError):
+            futures[1].result(5)
+        assert futures[2].result(5).offset == 1
+        later = [producer.send("t", b"c%d" % i) for i in range(5)]    # later rounds too
+        producer.flush()
+        assert [f.result(5).offset for f in later] == [2, 3, 4, 5, 6]
+    assert values_of(store, "t") == [b"a", b"b"] + [b"c%d" % i for i in range(5)]
+
+
+def test_a_refused_send_batch_chunk_does_not_wedge_the_partition(store):
+    store.create_topic("t", 1, {"max.message.bytes": 2000})
+    with Producer(store, linger_ms=0) as producer:
+        producer.send_batch("t", [b"first"], partition=0).result(5)
+        with pytest.raises(MessageTooLargeError):
+            producer.send_batch("t", [b"y" * 100] * 50, partition=0).result(5)
+        producer.send_batch("t", [b"z"] * 10, partition=0).result(5)
+        assert producer.send("t", b"after", partition=0).result(5).offset == 11
+    assert values_of(store, "t") == [b"first"] + [b"z"] * 10 + [b"after"]
+
+
+def test_flush_inside_a_callback_is_refused_and_close_does_not_deadlock(store):
+    store.create_topic("t", 1)
+    seen = []
+    producer = Producer(store, linger_ms=0)
+
+    def on_done(meta, exc):
+        try:
+            producer.flush()
+        except RuntimeError as err:
+            seen.append(str(err))
+        producer.close(timeout=5)           # behaves as close(timeout=0): no join on itself
+        seen.append("closed")
+    producer.send("t", b"v", callback=on_done).result(5)
+    done = threading.Event()
+    threading.Thread(target=lambda: (producer.close(), done.set()), daemon=True).start()
+    assert done.wait(10), "close() after a close() from a callback hung"
+    assert "invocation inside a callback is not permitted" in seen[0] and seen[1] == "closed"
