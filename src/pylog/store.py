@@ -45,10 +45,10 @@ class LogManager(StorageLogManager):
             raise
 
     def delete_topic(self, name: str) -> None:
-        """Deletes a topic (see :meth:`pylog.storage.LogManager.delete_topic`) and
-        tombstones every group's committed offsets of it."""
+        """Deletes a topic (see :meth:`pylog.storage.LogManager.delete_topic`); its
+        committed offsets and group positions go with it, and groups rebalance."""
         super().delete_topic(name)
-        self.coordinator.remove_offsets_of(name)
+        self.coordinator.topic_deleted(name)
 
     # The coordinator's offset methods, on the store (see GroupCoordinator).
 

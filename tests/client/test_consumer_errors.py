@@ -104,3 +104,32 @@ def test_close_after_the_store_closed_or_the_topic_was_deleted(store, tmp_path):
     manual.close()
     with pytest.raises(RuntimeError, match="closed"):
         manual.poll(0)
+
+
+def test_deleting_one_subscribed_topic_leaves_the_others_flowing(store):
+    """A consumer subscribed to [a, b] raised UnknownTopicOrPartitionError on every poll
+    after a was deleted, and b's records were no longer delivered (issue 13, item 7)."""
+    fill(store, "a", 3)
+    fill(store, "b", 3)
+    with Consumer(store, group_id="g", auto_offset_reset="earliest") as consumer:
+        consumer.subscribe(["a", "b"])
+        assert len(offsets(consumer)) == 6
+        store.delete_topic("a")
+        store.log("b", 0).append(records.encode_batch([b"more"]))
+        assert offsets(consumer) == [3]
+        assert consumer.assignment() == {TopicPartition("b", 0)}
+
+
+def test_a_recreated_topic_is_read_from_its_start(store):
+    """The group kept the deleted topic's in-memory position (5): after the topic was
+    recreated and 8 records written, only offsets 5-7 came back (issue 13, item 8)."""
+    fill(store, "t", 5)
+    with Consumer(store, group_id="g", auto_offset_reset="earliest") as consumer:
+        consumer.subscribe(["t"])
+        assert len(offsets(consumer)) == 5
+        consumer.commit()
+        store.delete_topic("t")
+        assert store.committed("g", "t", 0) is None
+        fill(store, "t", 8)
+        got = offsets(consumer, 10)
+        assert got == list(range(8))

@@ -470,7 +470,9 @@ def test_fix_crc_helper_matches_pylog():
 def test_decode_arrow_of_a_buffer_changed_while_decoding_never_overruns():
     """decode_arrow measures the records, allocates, then fills without the GIL; a
     buffer changed in between could make the fill write past what was allocated
-    (issue 12, item 13). Now every result is one of the two encodings, or an error."""
+    (issue 12, item 13). Now every write is bounded by the first pass: each call
+    either raises or returns a well-formed batch (its bytes may mix the two
+    encodings: a buffer changed during a decode has no single content)."""
     import threading
     import time
 
@@ -479,7 +481,6 @@ def test_decode_arrow_of_a_buffer_changed_while_decoding_never_overruns():
     a = records.encode_batch([b"v" * 100] * 10, timestamps=[0] * 10)
     b = records.encode_batch([b"w" * 99] * 10, [b"k"] * 10, timestamps=[0] * 10)
     assert len(a) == len(b)
-    expected = [records.decode_arrow(a).to_pydict(), records.decode_arrow(b).to_pydict()]
     buf = bytearray(a)
     stop = threading.Event()
 
@@ -494,11 +495,12 @@ def test_decode_arrow_of_a_buffer_changed_while_decoding_never_overruns():
         deadline = time.monotonic() + 1.5
         while time.monotonic() < deadline:
             try:
-                got = records.decode_arrow(buf).to_pydict()
+                got = records.decode_arrow(buf)
             except (BufferError, CorruptRecordError) as exc:
                 outcomes.add(type(exc).__name__)
                 continue
-            assert got in expected
+            got.validate(full=True)                     # offsets inside their buffers
+            assert got.num_rows == 10
             outcomes.add("decoded")
     finally:
         stop.set()

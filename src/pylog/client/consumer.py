@@ -197,7 +197,13 @@ class Consumer:
         """(generation, my partitions, their positions) — positions resolved."""
         if self._group is not None:
             group = self._group
+            epoch = self.store.topic_epoch
             with group.lock:
+                if group.topic_epoch != epoch:
+                    # Topics were created, deleted or grown since the last rebalance
+                    # (Kafka's consumer notices it through a metadata refresh).
+                    group.topic_epoch = epoch
+                    group.rebalance(self._list_topics(), self._partition_count)
                 generation = group.generation
                 mine = list(group.assignment.get(self._member, ()))
                 missing = [tp for tp in mine if tp not in group.positions]
@@ -372,10 +378,23 @@ class Consumer:
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             self._event.clear()
-            self._maybe_auto_commit()
-            generation, mine, positions = self._snapshot()
-            self._sync_listeners(mine)
-            fetches, result = fetch(mine, positions, max_records)
+            try:
+                self._maybe_auto_commit()
+                generation, mine, positions = self._snapshot()
+                self._sync_listeners(mine)
+                fetches, result = fetch(mine, positions, max_records)
+            except UnknownTopicOrPartitionError:
+                if self._group is None:
+                    raise               # assign(): the caller named the partition
+                # A subscribed topic was deleted under this poll: the group moves on
+                # to what still exists (the coordinator rebalances it too).
+                with self._group.lock:
+                    self._group.rebalance(self._list_topics(), self._partition_count)
+                    self._group.positions = {tp: p for tp, p in self._group.positions.items()
+                                             if self._partition_count(tp.topic) > tp.partition}
+                if time.monotonic() >= deadline:
+                    return None
+                continue
             if fetches:
                 if not self._store_positions(generation, {f.tp: f.next_position for f in fetches}):
                     continue    # a rebalance happened meanwhile: read again

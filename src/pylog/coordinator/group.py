@@ -72,6 +72,7 @@ class ConsumerGroup:
         self.members: dict[str, tuple[list[str] | re.Pattern, tuple[str, ...]]] = {}
         self.assignment: dict[str, list[TopicPartition]] = {}
         self.positions: dict[TopicPartition, int] = {}
+        self.topic_epoch = -1         # the store's topic epoch of the last rebalance
         self._next_member = 0
 
     def join(self, subscription: list[str] | re.Pattern, strategies: tuple[str, ...],

@@ -288,6 +288,12 @@ class TopicAdmin:
             self._check_open()
             raise KafkaStorageError(errno_mod.EIO, "the topic table could not be written to any log dir")
 
+    @property
+    def topic_epoch(self) -> int:
+        """Grows with every topic change (create, delete, add partitions, alter): the
+        layers above compare it to notice metadata changes without listing topics."""
+        return self._topics.epoch
+
     def partition_count(self, topic: str) -> int | None:
         """The number of partitions of `topic`, or None if it does not exist."""
         t = self._topics.topics.get(topic)
