@@ -64,3 +64,20 @@ def test_flush_inside_a_callback_is_refused_and_close_does_not_deadlock(store):
     threading.Thread(target=lambda: (producer.close(), done.set()), daemon=True).start()
     assert done.wait(10), "close() after a close() from a callback hung"
     assert "invocation inside a callback is not permitted" in seen[0] and seen[1] == "closed"
+
+
+def test_keys_follow_a_topic_recreated_with_fewer_partitions(store):
+    """After a topic was deleted and re-created with 1 partition instead of 3, keyed
+    sends kept hashing over 3 partitions and failed (issue 13, item 4)."""
+    store.create_topic("t", 3)
+    with Producer(store, linger_ms=0) as producer:
+        for i in range(10):
+            producer.send("t", b"v", key=b"k%d" % i).result(5)
+        store.delete_topic("t")
+        store.create_topic("t", 1)
+        results = [producer.send("t", b"w", key=b"k%d" % i) for i in range(10)]
+        assert {f.result(5).partition for f in results} == {0}
+        store.create_partitions("t", 2)
+        grown = [producer.send("t", b"x", key=b"k%d" % i).result(5).partition for i in range(20)]
+        assert set(grown) == {0, 1}
+    assert len(values_of(store, "t", 0)) + len(values_of(store, "t", 1)) == 30

@@ -137,6 +137,7 @@ class Producer:
                                 self._max_request, self._ignore_keys, partitioner, RecordFuture,
                                 self._wait_for_space, self._failed)
         self._topics: dict[str, TopicState] = self._acc.topics
+        self._metadata_epoch = store.topic_epoch     # the store's topics these counts are from
         self._producer_id = self._producer_epoch = -1
         if c.enable_idempotence:
             # Every batch carries (producer id, epoch, sequence); the log writes a
@@ -162,6 +163,8 @@ class Producer:
 
         ``callback(metadata, exception)`` runs on the sender thread when the
         record is appended (and fsynced with acks=all), or failed."""
+        if self.store.topic_epoch != self._metadata_epoch:
+            self._refresh_metadata()
         state = self._topics.get(topic) or self._topic_state(topic)
         future = self._acc.append(state, value, key, headers, partition, timestamp)
         if callback is not None:
@@ -208,6 +211,8 @@ class Producer:
         Records are partitioned by key (Kafka's murmur2) or, without keys, go to
         one sticky partition; each partition's records are encoded in C into
         batches of at most max.request.size. Returns a Future of a BatchResult."""
+        if self.store.topic_epoch != self._metadata_epoch:
+            self._refresh_metadata()
         state = self._topics.get(topic) or self._topic_state(topic)
         n = len(values)
         if keys is not None and len(keys) != n:
@@ -379,10 +384,38 @@ class Producer:
 
     def partitions_for(self, topic: str) -> list[int]:
         """The partitions of `topic` (its metadata is cached on first use)."""
+        if self.store.topic_epoch != self._metadata_epoch:
+            self._refresh_metadata()
         state = self._topics.get(topic) or self._topic_state(topic)
         return list(range(state.num_partitions))
 
     # ============================================================ metadata
+
+    def _refresh_metadata(self) -> None:
+        """The store's topics changed since the partition counts were cached (Kafka's
+        producer refreshes its metadata on UNKNOWN_TOPIC_OR_PARTITION and after
+        metadata.max.age.ms; the store tells at once, through its topic epoch).
+        A topic deleted or re-created with another partition count gets a fresh
+        state: its open batches are sealed and sent (they fail if their partition
+        is gone), keys hash over the new count, and the sequences of partitions
+        that still exist continue."""
+        epoch = self.store.topic_epoch
+        with self._lock:
+            for topic, state in list(self._topics.items()):
+                count = self.store.partition_count(topic)
+                if count == state.num_partitions:
+                    continue
+                for batch in state.open:
+                    if batch is not None:
+                        self._acc.seal(state, batch)
+                if not count:
+                    del self._topics[topic]
+                    continue
+                fresh = TopicState(topic, count, self._batch_size, self._rng)
+                keep = min(count, state.num_partitions)
+                fresh.sequences[:keep] = state.sequences[:keep]
+                self._topics[topic] = fresh
+            self._metadata_epoch = epoch
 
     def _topic_state(self, topic: str) -> TopicState:
         try:
