@@ -7,6 +7,8 @@ import time
 
 import pyarrow as pa
 import pytest
+
+import pylog
 from log_support import all_records
 
 from pylog import Producer, RecordMetadata
@@ -63,13 +65,24 @@ def test_callback_and_record_too_large(store):
     assert store.log("c", 0).log_end_offset == 1
 
 
-def test_unknown_topic_and_partition(store):
-    store.create_topic("u", 2)
-    with Producer(store) as producer:
-        with pytest.raises(UnknownTopicOrPartitionError):
-            producer.send("nope", b"x")
-        with pytest.raises(UnknownTopicOrPartitionError, match="partitions 0..1, not 5"):
-            producer.send("u", b"x", partition=5).result(1)
+def test_unknown_topic_and_partition(tmp_path):
+    with pylog.open(str(tmp_path), auto_create_topics_enable=False) as store:
+        store.create_topic("u", 2)
+        with Producer(store) as producer:
+            with pytest.raises(UnknownTopicOrPartitionError, match="auto.create.topics.enable is false"):
+                producer.send("nope", b"x")
+            with pytest.raises(UnknownTopicOrPartitionError, match="partitions 0..1, not 5"):
+                producer.send("u", b"x", partition=5).result(1)
+        assert store.list_topics() == ["u"]
+
+
+def test_a_first_send_creates_its_topic(tmp_path):
+    """auto.create.topics.enable (default true, as Kafka's) was accepted and did nothing
+    (issue 13, item 5)."""
+    with pylog.open(str(tmp_path), num_partitions=3) as store:
+        with Producer(store) as producer:
+            assert producer.send("fresh", b"x", key=b"k").result(5).topic == "fresh"
+        assert store.describe_topic("fresh").partitions[2].partition == 2
 
 
 def test_bad_config_names_the_key(store):

@@ -81,3 +81,37 @@ def test_keys_follow_a_topic_recreated_with_fewer_partitions(store):
         grown = [producer.send("t", b"x", key=b"k%d" % i).result(5).partition for i in range(20)]
         assert set(grown) == {0, 1}
     assert len(values_of(store, "t", 0)) + len(values_of(store, "t", 1)) == 30
+
+
+def test_delivery_timeout_expires_batches_that_waited_too_long(store):
+    """delivery.timeout.ms was accepted and did nothing (issue 13, item 5)."""
+    import time
+
+    from pylog.errors import KafkaTimeoutError
+
+    store.create_topic("t", 1)
+    log = store.log("t", 0)
+    with Producer(store, linger_ms=0, batch_size=1, delivery_timeout_ms=200) as producer:
+        first = producer.send("t", b"first")
+        first.result(5)
+        with log._lock:                          # the disk stalls: appends wait
+            blocked = producer.send("t", b"in-flight")
+            time.sleep(0.1)                      # the sender is now waiting on the lock
+            late = [producer.send("t", b"late-%d" % i) for i in range(2)]
+            time.sleep(0.3)
+        assert blocked.result(5).offset == 1
+        for f in late:
+            with pytest.raises(KafkaTimeoutError, match="delivery.timeout.ms"):
+                f.result(5)
+        assert producer.send("t", b"after").result(5).offset == 2   # not wedged
+    assert values_of(store, "t") == [b"first", b"in-flight", b"after"]
+
+
+def test_configs_that_would_do_nothing_are_refused(store):
+    from pylog import Consumer
+    from pylog.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="fetch.min.bytes = 1024: pylog's in-process consumer"):
+        Consumer(store, fetch_min_bytes=1024)
+    with pytest.raises(ConfigError, match="delivery.timeout.ms = 1 must be at least linger.ms"):
+        Producer(store, linger_ms=5, delivery_timeout_ms=1)

@@ -49,7 +49,8 @@ PRODUCER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("partitioner.ignore.keys", "bool", False, "Treat every record as keyless "
               "(sticky partitioning)."),
     ConfigDef("delivery.timeout.ms", "int", 120000, "Upper bound on the time between send() "
-              "and completion.", at_least(0)),
+              "and completion: a batch still unsent after it fails with KafkaTimeoutError.",
+              at_least(0)),
     ConfigDef("transactional.id", "str", "", "Not supported yet: must be empty."),
 )
 
@@ -66,8 +67,8 @@ CONSUMER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "one batch).", at_least(0)),
     ConfigDef("max.partition.fetch.bytes", "int", 1048576, "Bytes read per partition per poll "
               "at most (at least one batch).", at_least(0)),
-    ConfigDef("fetch.min.bytes", "int", 1, "poll() waits for this many bytes (up to its "
-              "timeout).", at_least(0)),
+    ConfigDef("fetch.min.bytes", "int", 1, "Only 1 (Kafka's default) is supported: poll() "
+              "returns as soon as any record is available.", at_least(0)),
     ConfigDef("partition.assignment.strategy", "list", ("range",), "Assignors for groups: "
               "range, roundrobin.", None),
     ConfigDef("isolation.level", "str", "read_uncommitted", "read_uncommitted only (no "
@@ -117,7 +118,14 @@ class ClientConfig(ConfigMapping):
                                   f"{parsed['acks']}")
             if parsed["transactional.id"]:
                 raise ConfigError("transactional.id: transactions are not supported yet")
+            if parsed["delivery.timeout.ms"] < parsed["linger.ms"]:
+                raise ConfigError(f"delivery.timeout.ms = {parsed['delivery.timeout.ms']} must be at "
+                                  f"least linger.ms ({parsed['linger.ms']})")
         else:
+            if parsed["fetch.min.bytes"] != 1:
+                raise ConfigError(f"fetch.min.bytes = {parsed['fetch.min.bytes']}: pylog's in-process "
+                                  f"consumer does not support it; poll() returns records as soon "
+                                  f"as any are available (Kafka's default, 1)")
             for name in parsed["partition.assignment.strategy"]:
                 if name not in ("range", "roundrobin"):
                     raise ConfigError(f"partition.assignment.strategy = {name!r}: expected range "

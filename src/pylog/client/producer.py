@@ -120,6 +120,7 @@ class Producer:
         self._max_request = c.max_request_size
         self._buffer_memory = c.buffer_memory
         self._max_block = c.max_block_ms / 1000
+        self._delivery_timeout = c.delivery_timeout_ms / 1000
         self._ignore_keys = c.partitioner_ignore_keys
         if partitioner is not None and not hasattr(partitioner, "partition"):
             fn = partitioner
@@ -487,6 +488,22 @@ class Producer:
                 timeout = max(self._lingering[0].created + self._linger - now, 0.0005)
             self._wakeup.wait(timeout)
 
+    def _expire(self, topic: str, partition: int, group: list[ProducerBatch]) -> list[ProducerBatch]:
+        """Fails the batches older than delivery.timeout.ms (Kafka's batch expiry) and
+        returns the rest; an idempotent partition's sequences move past them."""
+        now = time.monotonic()
+        expired = [b for b in group if now - b.created > self._delivery_timeout]
+        if not expired:
+            return list(group)
+        fresh = [b for b in group if now - b.created <= self._delivery_timeout]
+        for b in expired:
+            complete_batch(b, -1, exception=KafkaTimeoutError(
+                f"expiring {b.record_count} record(s) for {topic}-{partition}: "
+                f"{(now - b.created) * 1000:.0f} ms have passed since the batch was created, "
+                f"more than delivery.timeout.ms ({self._delivery_timeout * 1000:.0f})"))
+        self._forget_sequences(topic, partition, expired, fresh)
+        return fresh
+
     def _append_run(self, log, run: list[ProducerBatch]):
         payload = [b.encoded if b.encoded is not None else
                    self._encode(b.values, b.keys, b.timestamps, b.headers, b.base_sequence)
@@ -532,7 +549,7 @@ class Producer:
                 for b in group:
                     complete_batch(b, -1, exception=exc)
                 continue
-            pending = list(group)
+            pending = self._expire(topic, partition, group)
             while pending:
                 run = next(_append_runs(pending))
                 del pending[:len(run)]

@@ -294,6 +294,21 @@ class TopicAdmin:
         layers above compare it to notice metadata changes without listing topics."""
         return self._topics.epoch
 
+    def auto_create_topic(self, name: str) -> TopicDescription:
+        """The topic `name`, created with ``num.partitions`` when it does not exist and
+        ``auto.create.topics.enable`` is true (Kafka's default: a producer's first
+        send creates its topic); UnknownTopicOrPartitionError when it is false."""
+        try:
+            return self.describe_topic(name)
+        except UnknownTopicOrPartitionError:
+            if not self.config["auto.create.topics.enable"]:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {name!r} does not exist and auto.create.topics.enable is false") from None
+        try:
+            return self.create_topic(name)
+        except TopicAlreadyExistsError:
+            return self.describe_topic(name)   # created by another thread meanwhile
+
     def partition_count(self, topic: str) -> int | None:
         """The number of partitions of `topic`, or None if it does not exist."""
         t = self._topics.topics.get(topic)
