@@ -115,3 +115,16 @@ def test_configs_that_would_do_nothing_are_refused(store):
         Consumer(store, fetch_min_bytes=1024)
     with pytest.raises(ConfigError, match="delivery.timeout.ms = 1 must be at least linger.ms"):
         Producer(store, linger_ms=5, delivery_timeout_ms=1)
+
+
+def test_a_batch_larger_than_the_topic_allows_is_split(store):
+    """Kafka's producer splits a batch the broker refuses as too large and sends the
+    halves; so does pylog's, keeping the records' offsets consecutive."""
+    store.create_topic("t", 1, {"max.message.bytes": 300})
+    with Producer(store, linger_ms=100) as producer:
+        futures = [producer.send("t", b"r%02d-" % i + b"x" * 40) for i in range(20)]
+        producer.flush()
+        assert [f.result(5).offset for f in futures] == list(range(20))
+        assert producer.send("t", b"after").result(5).offset == 20    # sequences intact
+    batches = store.log("t", 0).read(0, 1 << 20).batches()
+    assert len(batches) > 1 and all(b.size_in_bytes <= 300 for b in batches)

@@ -510,6 +510,31 @@ class Producer:
                    for b in run]
         return log.append(payload[0] if len(payload) == 1 else b"".join(payload), origin="producer")
 
+    def _append_split(self, log, batch: ProducerBatch):
+        """A batch over the topic's max.message.bytes, split into batches that fit
+        (consecutive sequences) and appended together, so its records keep
+        consecutive offsets. None when it cannot be split (one record, or already
+        encoded by send_batch): then it fails as a whole."""
+        if batch.encoded is not None or batch.record_count < 2:
+            return None
+        limit = log.config.max_message_bytes
+        pieces: list[bytes] = []
+
+        def encode(start: int, end: int) -> None:
+            seq = batch.base_sequence + start if batch.base_sequence >= 0 else -1
+            data = self._encode(batch.values[start:end], batch.keys[start:end],
+                                batch.timestamps[start:end],
+                                batch.headers[start:end] if batch.headers else None,
+                                seq % _SEQUENCE_SPACE if seq >= 0 else -1)
+            if len(data) <= limit or end - start == 1:
+                pieces.append(data)
+                return
+            middle = (start + end) // 2
+            encode(start, middle)
+            encode(middle, end)
+        encode(0, batch.record_count)
+        return log.append(b"".join(pieces), origin="producer")
+
     def _forget_sequences(self, topic: str, partition: int, failed: list[ProducerBatch],
                           later: list[ProducerBatch]) -> None:
         """After batches of an idempotent producer failed without being written, the
@@ -566,6 +591,16 @@ class Producer:
                             continue
                         except Exception as single:  # noqa: BLE001
                             exc = single
+                    if isinstance(exc, MessageTooLargeError) and len(run) == 1:
+                        # Kafka's producer splits a batch the broker finds too large.
+                        try:
+                            info = self._append_split(log, run[0])
+                        except Exception as split_error:  # noqa: BLE001
+                            exc = split_error
+                        else:
+                            if info is not None:
+                                appended.append((run, log, info))
+                                continue
                     for b in run:
                         complete_batch(b, -1, exception=exc)
                     self._forget_sequences(topic, partition, run, pending)
