@@ -200,3 +200,25 @@ def test_compressed_batches_recover(log_dir, engine_kind):
     with reopen(log_dir, engine_kind) as log:
         assert log.recovery.bytes_truncated == 0 and log.log_end_offset == 80
         assert len(all_records(log)) == 80
+
+
+def test_leftover_files_are_cleaned_up_at_open(log_dir, engine_kind):
+    """Kafka's first loading step: interrupted deletes (.deleted), half-written files
+    (.cleaned, .tmp), swaps to complete (.swap) and indexes without a .log. A test
+    that fails when that step is disabled (issue 14)."""
+    with reopen(log_dir, engine_kind) as log:
+        log.append(records.encode_batch([b"kept"] * 5))
+    leftovers = {"00000000000000000007.log.deleted": b"x", "00000000000000000003.index.deleted": b"x",
+                 "00000000000000000009.log.cleaned": b"x", "pylog-log-state.tmp": b"x",
+                 "00000000000000000042.index": b"\\0" * 16, "00000000000000000042.timeindex": b"\\0" * 24}
+    for name, data in leftovers.items():
+        with open(os.path.join(log_dir, name), "wb") as f:
+            f.write(data)
+    os.replace(os.path.join(log_dir, "00000000000000000000.timeindex"),
+               os.path.join(log_dir, "00000000000000000000.timeindex.swap"))
+    with reopen(log_dir, engine_kind) as log:
+        names = set(os.listdir(log_dir))
+        assert not names & set(leftovers), names & set(leftovers)
+        assert not [n for n in names if n.endswith((".swap", ".deleted", ".cleaned", ".tmp"))]
+        assert "00000000000000000000.timeindex" in names          # the swap completed
+        assert [r.value for r in log.read(0).records()] == [b"kept"] * 5
