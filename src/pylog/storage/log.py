@@ -34,17 +34,15 @@ import time
 from collections.abc import Callable
 
 from pylog._core.engine import IoEngine
-from pylog._core.storage import convert_client_batches, prepare_append
 from pylog.errors import (
     CorruptRecordError,
-    InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
 
 from . import files
-from .config import LONG_MAX, LogConfig
+from .config import LogConfig
 from .file_slice import FileSlice
 from .info import AppendInfo, RecoveryReport, TimestampOffset
 from .log_dir import PartitionDirLock, process_limit_hint
@@ -55,14 +53,12 @@ from .log_loader import (
     remove_temporary_files,
     write_log_state,
 )
+from .log_validator import validate_append
 from .producer_state import ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
 from .segment import LogSegment
 
 log = logging.getLogger("pylog.log")
-
-# compression.type -> the codec every stored batch must have (-1: the producer's).
-_TARGET_CODEC = {"producer": -1, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 __all__ = ["Log", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "default_engine"]
 
@@ -308,7 +304,8 @@ class Log:
         with self._lock:
             self._check_open()
             now = self.clock()
-            prepared = self._prepare(batches, now, origin)
+            prepared = validate_append(batches, self.config, self._next_offset,
+                                       self.leader_epoch, now, origin)
             if prepared.has_producer_ids and origin != "coordinator":
                 producers = [prepared.batch(i) for i in range(prepared.batch_count)]
                 duplicates = self.producer_state.check_append(
@@ -364,43 +361,6 @@ class Log:
 
     def _log_append_time(self, now: int) -> int:
         return now if self.config.message_timestamp_type == "LogAppendTime" else -1
-
-    def _prepare(self, batches, now: int, origin: str):
-        config = self.config
-        before = config.message_timestamp_before_max_ms
-        after = config.message_timestamp_after_max_ms
-        min_ts = now - before if before < LONG_MAX and now - before > -LONG_MAX else -LONG_MAX - 1
-        max_ts = now + after if after < LONG_MAX - now else LONG_MAX
-        lat = now if config.message_timestamp_type == "LogAppendTime" else -1
-        require_keys = "compact" in config.cleanup_policy and origin != "coordinator"
-        if origin != "coordinator":
-            # LogValidator: the records inside compressed batches, and the topic's codec.
-            batches = convert_client_batches(
-                batches, _TARGET_CODEC[config.compression_type], require_keys=require_keys,
-                min_timestamp=min_ts, max_timestamp=max_ts,
-                validate=config.pylog_validate_records and origin != "producer")
-        try:
-            return prepare_append(batches, self._next_offset, leader_epoch=self.leader_epoch,
-                                  log_append_time=lat, max_batch_size=config.max_message_bytes,
-                                  min_timestamp=min_ts, max_timestamp=max_ts,
-                                  allow_control=origin == "coordinator",
-                                  validate_records=config.pylog_validate_records and
-                                  origin != "producer", require_keys=require_keys)
-        except InvalidRecordError as exc:
-            if "magic" not in str(exc):
-                raise
-        from pylog.record import upconvert
-        converted = upconvert(batches)
-        if origin != "coordinator":
-            converted = convert_client_batches(
-                converted, _TARGET_CODEC[config.compression_type], require_keys=require_keys,
-                min_timestamp=min_ts, max_timestamp=max_ts)
-        return prepare_append(converted, self._next_offset, leader_epoch=self.leader_epoch,
-                              log_append_time=lat, max_batch_size=config.max_message_bytes,
-                              min_timestamp=min_ts, max_timestamp=max_ts,
-                              allow_control=origin == "coordinator",
-                              validate_records=config.pylog_validate_records,
-                              require_keys=require_keys)
 
     def _undo_partial_write(self, segment: LogSegment) -> None:
         """After a failed write, cut any partial bytes so the file ends on a batch."""

@@ -1,0 +1,62 @@
+"""Validating an append: Kafka's LogValidator, in front of the C append path.
+
+``validate_append`` turns the bytes handed to ``Log.append`` into a
+PreparedAppend (offsets assigned, headers patched), applying the topic's
+rules by origin:
+
+- ``"client"``: everything Kafka's broker checks of a produce request:
+  framing, CRC, size, record count, every record (inside compressed batches
+  too, after decompression), offset deltas, each record's timestamp against
+  ``message.timestamp.before/after.max.ms``, the true ``maxTimestamp``, keys on
+  a compacted topic, and the topic's ``compression.type`` (a batch in another
+  codec is recompressed);
+- ``"producer"``: pylog's own producer, whose batches its encoder just built:
+  header and CRC only, unless the codec must change or the topic is compacted;
+- ``"coordinator"``: pylog's internal records (``__consumer_offsets``, control
+  batches): header and CRC.
+
+Magic 0/1 message sets are up-converted first, as Kafka does. docs/FORMAT.md,
+section 10, lists every rule and its error.
+"""
+
+from __future__ import annotations
+
+from pylog._core.storage import PreparedAppend, convert_client_batches, prepare_append
+from pylog.errors import InvalidRecordError
+
+from .config import LONG_MAX, LogConfig
+
+__all__ = ["validate_append"]
+
+# compression.type -> the codec every stored batch must have (-1: the producer's).
+_TARGET_CODEC = {"producer": -1, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def validate_append(batches, config: LogConfig, next_offset: int, leader_epoch: int, now: int,
+                    origin: str) -> PreparedAppend:
+    """Validates `batches` for a log whose next offset is `next_offset` (see the module doc).
+    Raises the errors of prepare_append and convert_client_batches; writes nothing."""
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    min_ts = now - before if before < LONG_MAX and now - before > -LONG_MAX else -LONG_MAX - 1
+    max_ts = now + after if after < LONG_MAX - now else LONG_MAX
+    lat = now if config.message_timestamp_type == "LogAppendTime" else -1
+    require_keys = "compact" in config.cleanup_policy and origin != "coordinator"
+
+    def prepare(data, validate_records: bool) -> PreparedAppend:
+        if origin != "coordinator":
+            data = convert_client_batches(
+                data, _TARGET_CODEC[config.compression_type], require_keys=require_keys,
+                min_timestamp=min_ts, max_timestamp=max_ts, validate=validate_records)
+        return prepare_append(data, next_offset, leader_epoch=leader_epoch, log_append_time=lat,
+                              max_batch_size=config.max_message_bytes, min_timestamp=min_ts,
+                              max_timestamp=max_ts, allow_control=origin == "coordinator",
+                              validate_records=validate_records, require_keys=require_keys)
+
+    try:
+        return prepare(batches, config.pylog_validate_records and origin != "producer")
+    except InvalidRecordError as exc:
+        if "magic" not in str(exc):
+            raise
+    from pylog.record import upconvert
+    return prepare(upconvert(batches), config.pylog_validate_records)
