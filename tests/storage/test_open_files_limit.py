@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 CHILD = textwrap.dedent("""
-    import resource, sys
+    import os, resource, sys
     from pylog import records
     from pylog.errors import KafkaStorageError
     from pylog.storage import LogManager
@@ -25,7 +25,8 @@ CHILD = textwrap.dedent("""
         print("startup:", exc)
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
     m = LogManager(path, background=False)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (m_fds := len(__import__("os").listdir("/proc/self/fd")) + 2, 1024))
+    open_now = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + 2, 1024))   # no room for a new topic
     try:
         m.create_topic("u", 10)
     except KafkaStorageError as exc:

@@ -243,31 +243,6 @@ int pylog_index_remap(pylog_index *ix, int64_t size) {
     return 0;
 }
 
-int pylog_index_resize(pylog_index *ix, int64_t new_size) {
-    int64_t size = new_size - new_size % ix->entry_size;
-    if (size < 0) size = 0;
-    if (size == ix->file_size) return 0;
-    int rc0 = need_fd(ix);
-    if (rc0 < 0) return rc0;
-    unmap_file(ix);
-    int rc = set_length(ix, size);
-    int rc2 = map_file(ix);
-    if (rc2 < 0) {
-        /* No mapping: the index reads as empty (lookups fall back to the segment's
-         * start, appends report FULL), never through a NULL map. The entries stay
-         * in the file; the caller raises, and the next open rebuilds or reloads. */
-        ix->entries = 0;
-        return rc < 0 ? rc : rc2;
-    }
-    if (rc < 0) return rc;
-    if (ix->entries > ix->max_entries) ix->entries = ix->max_entries;
-    return 0;
-}
-
-int pylog_index_trim(pylog_index *ix) {
-    return pylog_index_resize(ix, ix->entries * ix->entry_size);
-}
-
 int pylog_index_flush(pylog_index *ix) {
     /* msync(MS_SYNC) is an fdatasync of the range: it also makes a changed
      * file length durable. An index with no mapping (trimmed to nothing)

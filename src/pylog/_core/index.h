@@ -58,25 +58,22 @@ void pylog_index_close(pylog_index *ix);
 
 /* Closes the file descriptor but keeps the mapping (valid without it), so an
  * inactive segment costs no descriptor for its indexes. The functions that
- * need the file (resize, trim, flush of an empty index) reopen it by path.
+ * need the file (set_file_length, flush of an empty index) reopen it by path.
  * Returns 0. */
 int pylog_index_release_fd(pylog_index *ix);
 
-/* Resizes the file (and mapping) to new_size rounded down to the entry size,
- * keeping min(entries, new max) entries. Returns 0 or -errno. */
-int pylog_index_resize(pylog_index *ix, int64_t new_size);
-
-/* The two halves of a resize, for callers that run the slow one (the file
- * length: ftruncate, freeing blocks) without their lock on the mapping:
+/* A resize of the file (and mapping), in two halves, so that callers run the
+ * slow one (the file length: ftruncate, freeing blocks) without their lock on
+ * the mapping:
  * growing sets the length first and then remaps; shrinking remaps first
  * (readers then never see bytes past the file) and then sets the length.
- * round_size rounds a size down to whole entries. Each returns 0 or -errno. */
+ * The mapping keeps min(entries, new max) entries; a remap that fails leaves
+ * no mapping and no entries (reads as empty). round_size rounds a size down to
+ * whole entries. Each returns 0 or -errno. (Trimming, on roll and close, is a
+ * resize to entries * entry_size.) */
 int64_t pylog_index_round_size(const pylog_index *ix, int64_t size);
 int pylog_index_set_file_length(pylog_index *ix, int64_t size);
 int pylog_index_remap(pylog_index *ix, int64_t size);
-
-/* Shrinks the file to exactly the valid entries (on roll and close). */
-int pylog_index_trim(pylog_index *ix);
 
 /* msync of the valid entries. Returns 0 or -errno. */
 int pylog_index_flush(pylog_index *ix);

@@ -30,6 +30,7 @@ def convert_client_batches(buffer, int target_codec, *, bint require_keys=False,
     cdef list pieces = []
     cdef int64_t copied = 0                       # input bytes before pos already in pieces
     cdef bint changed = False, create_time
+    mv = None
     PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
         b = <const char *>view.buf
@@ -52,14 +53,20 @@ def convert_client_batches(buffer, int target_codec, *, bint require_keys=False,
             if pylog_batch_check(b + pos, view.len - pos, 1, &h, &st) != PYLOG_OK:
                 return buffer                     # a bad CRC: prepare_append reports it
             create_time = not (h.attributes & PYLOG_ATTR_TIMESTAMP_TYPE)
-            records = (<char *>b)[pos + PYLOG_RECORDS_OFFSET:pos + size]
+            if mv is None:
+                mv = memoryview(buffer).cast("B")     # slices below copy nothing
+            stored = mv[pos + PYLOG_RECORDS_OFFSET:pos + size]
             if codec:
                 try:
-                    records = _compression.decompress(codec, records)
+                    records = _compression.decompress(codec, stored)
                 except CorruptRecordError as exc:
                     raise CorruptRecordError(f"record batch at byte {pos}: {exc}", position=pos) from None
-            section = records
-            section_len = len(records)
+                section = records
+                section_len = len(records)
+            else:
+                records = stored
+                section = b + pos + PYLOG_RECORDS_OFFSET
+                section_len = size - PYLOG_RECORDS_OFFSET
             with nogil:
                 rc = pylog_records_validate(section, section_len, h.records_count, h.base_timestamp,
                                             require_keys, &lo, &hi, &st)
@@ -76,9 +83,9 @@ def convert_client_batches(buffer, int target_codec, *, bint require_keys=False,
                 pos += size
                 continue
             if new_codec != codec:
-                body = _compression.compress(new_codec, records) if new_codec else bytes(records)
+                body = _compression.compress(new_codec, records) if new_codec else records
             else:
-                body = (<char *>b)[pos + PYLOG_RECORDS_OFFSET:pos + size]
+                body = stored
             h.attributes = (h.attributes & ~PYLOG_ATTR_COMPRESSION_MASK) | new_codec
             if create_time:
                 h.max_timestamp = hi
@@ -86,15 +93,15 @@ def convert_client_batches(buffer, int target_codec, *, bint require_keys=False,
             batch += body
             pylog_batch_header_finish(<char *>batch, len(batch), &h)
             if pos > copied:
-                pieces.append((<char *>b)[copied:pos])
-            pieces.append(bytes(batch))
+                pieces.append(mv[copied:pos])
+            pieces.append(batch)
             pos += size
             copied = pos
             changed = True
         if not changed:
             return buffer
         if view.len > copied:
-            pieces.append((<char *>b)[copied:view.len])
+            pieces.append(mv[copied:view.len])
         return b"".join(pieces)
     finally:
         PyBuffer_Release(&view)

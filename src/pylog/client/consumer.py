@@ -386,12 +386,9 @@ class Consumer:
             except UnknownTopicOrPartitionError:
                 if self._group is None:
                     raise               # assign(): the caller named the partition
-                # A subscribed topic was deleted under this poll: the group moves on
-                # to what still exists (the coordinator rebalances it too).
-                with self._group.lock:
-                    self._group.rebalance(self._list_topics(), self._partition_count)
-                    self._group.positions = {tp: p for tp, p in self._group.positions.items()
-                                             if self._partition_count(tp.topic) > tp.partition}
+                # A subscribed topic was deleted under this poll: the deletion changed
+                # the store's topic epoch, so the next snapshot rebalances the group
+                # onto what still exists.
                 if time.monotonic() >= deadline:
                     return None
                 continue

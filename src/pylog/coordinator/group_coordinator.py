@@ -138,18 +138,16 @@ class GroupCoordinator:
         return self._offsets.groups()
 
     def topic_deleted(self, topic: str) -> None:
-        """A topic is gone: its committed offsets are tombstoned, every group forgets
-        its positions in it (a topic recreated under the name starts afresh), and
-        groups that had it assigned rebalance onto what still exists."""
+        """A topic is gone: its committed offsets are tombstoned and every group forgets
+        its positions in it, so a topic re-created under the name starts afresh. (The
+        groups rebalance off it on their next poll: the deletion changed the store's
+        topic epoch.)"""
         self.remove_offsets_of(topic)
         with self._groups_lock:
             groups = list(self._groups.values())
         for group in groups:
             with group.lock:
                 group.positions = {tp: p for tp, p in group.positions.items() if tp.topic != topic}
-                if any(tp.topic == topic for tps in group.assignment.values() for tp in tps):
-                    group.rebalance(self.storage.list_topics(),
-                                    lambda t: self.storage.partition_count(t) or 0)
 
     def remove_offsets_of(self, topic: str) -> None:
         """Tombstones for the offsets of a deleted topic (Kafka's coordinator does the same)."""

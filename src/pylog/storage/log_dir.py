@@ -54,24 +54,13 @@ class LogDir:
         """Creates the dir if needed and takes its lock; LogDirLockedError if held."""
         os.makedirs(self.path, exist_ok=True)
         path = os.path.join(self.path, files.LOCK_FILE)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            holder = _read_holder(path)
+        def message(holder: str | None) -> str:
             who = f"process {holder}" if holder else "another process"
             if holder == str(os.getpid()):
                 who = f"this process (pid {holder}; another LogManager has it open)"
-            raise LogDirLockedError(
-                f"log dir {self.path} is locked by {who}: {path} is held; close the other "
-                f"LogManager, Kafka broker or standalone pylog.Log using this directory "
-                f"first") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._lock_fd = fd
+            return (f"log dir {self.path} is locked by {who}: {path} is held; close the other "
+                    f"LogManager, Kafka broker or standalone pylog.Log using this directory first")
+        self._lock_fd = _take_lock(path, fcntl.LOCK_EX, create=True, message=message)
 
     def unlock(self) -> None:
         if self._lock_fd >= 0:
@@ -165,30 +154,17 @@ class PartitionDirLock:
             if os.path.exists(parent_lock):
                 self._take(parent_lock, fcntl.LOCK_SH, lambda holder: (
                     f"partition dir {path} is in log dir {parent}, which a LogManager holds "
-                    f"({holder}): use that LogManager's log(), or close it first"), create=False)
+                    f"({_who(holder)}): use that LogManager's log(), or close it first"),
+                    create=False)
             self._take(os.path.join(path, files.LOCK_FILE), fcntl.LOCK_EX, lambda holder: (
-                f"partition dir {path} is open for writing by {holder}: close that Log first"),
-                create=True)
+                f"partition dir {path} is open for writing by {_who(holder)}: close that Log "
+                f"first"), create=True)
         except BaseException:
             self.release()
             raise
 
     def _take(self, lock_path: str, mode: int, message, create: bool) -> None:
-        fd = os.open(lock_path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
-        try:
-            fcntl.flock(fd, mode | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            holder = _read_holder(lock_path)
-            who = "another process" if not holder else (
-                f"this process (pid {holder})" if holder == str(os.getpid()) else f"pid {holder}")
-            raise LogDirLockedError(message(who)) from None
-        self._fds.append(fd)
-        if create:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fds.append(_take_lock(lock_path, mode, create=create, message=message))
 
     def release(self) -> None:
         for fd in reversed(self._fds):
@@ -197,6 +173,31 @@ class PartitionDirLock:
             except OSError:
                 pass
         self._fds.clear()
+
+
+def _take_lock(lock_path: str, mode: int, *, create: bool, message) -> int:
+    """``flock(mode | LOCK_NB)`` on `lock_path`; returns the descriptor. With `create`
+    the file is created if needed and then holds this process's pid. If another
+    holder has it: LogDirLockedError(message(holder)), `holder` the pid the holder
+    wrote there (None if unknown)."""
+    fd = os.open(lock_path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        raise LogDirLockedError(message(_read_holder(lock_path))) from None
+    if create:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _who(holder: str | None) -> str:
+    if not holder:
+        return "another process"
+    return f"this process (pid {holder})" if holder == str(os.getpid()) else f"pid {holder}"
 
 
 def process_limit_hint(exc: OSError) -> str | None:
