@@ -1,5 +1,6 @@
-"""Fixtures for the storage tests: every Log test runs once per I/O engine;
-LogManagers (storage only, no coordinator) with a fake clock, always closed."""
+"""Fixtures for the storage tests: LogManagers (storage only, no coordinator)
+with a fake clock, always closed. ``engine_kind`` (one run per I/O engine) is
+suite-wide, in tests/conftest.py."""
 
 import os
 
@@ -9,15 +10,6 @@ from log_support import Clock, manager_factory
 from pylog._core.engine import IoEngine
 from pylog.storage import LogManager
 
-ENGINES = ("portable", "io_uring")
-
-
-def _engine_or_skip(kind: str) -> IoEngine:
-    try:
-        return IoEngine(kind)
-    except OSError as exc:
-        pytest.skip(f"the {kind} I/O engine is unavailable here: {exc}")
-
 
 def io_uring_available() -> bool:
     try:
@@ -25,13 +17,6 @@ def io_uring_available() -> bool:
     except OSError:
         return False
     return True
-
-
-@pytest.fixture(params=ENGINES)
-def engine_kind(request) -> str:
-    """The engine name; the Log tests pass it as ``pylog.io.engine``."""
-    _engine_or_skip(request.param)
-    return request.param
 
 
 @pytest.fixture

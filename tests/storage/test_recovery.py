@@ -1,8 +1,11 @@
 """Recovery after unclean shutdowns: torn tails, bit flips, garbage, bad indexes.
 
-Each test builds a log, closes it uncleanly (the state file says not clean,
-as after a crash), damages real files, reopens, and asserts the exact
-truncation point and that every record returned is intact."""
+Each test builds a log and leaves it as a crash does: ``Log.abandon()`` closes
+the descriptors without the final flush, index trimming or clean-shutdown
+state (the files are what a kill -9 leaves; tests/storage/test_crash.py and
+tests/durability kill real processes). Then it damages real files, reopens,
+and asserts the exact truncation point and that every record returned is
+intact."""
 
 import os
 
@@ -26,16 +29,8 @@ def build(log_dir, engine_kind, batches=60, **config):
         log.append(b)
         sizes.append(len(b))
     expected = [(r.offset, r.value) for r in all_records(log)]
-    log.close()
-    _mark_unclean(log_dir)
+    log.abandon()
     return expected, sizes
-
-
-def _mark_unclean(log_dir):
-    """Rewrites the standalone state as a crash leaves it: clean-shutdown 0, recovery point 0."""
-    path = os.path.join(log_dir, "pylog-log-state")
-    with open(path, "w") as f:
-        f.write("0\n3\nrecovery-point 0\nlog-start-offset 0\nclean-shutdown 0\n")
 
 
 def reopen(log_dir, engine_kind):
@@ -173,18 +168,16 @@ def test_time_index_rebuilt_after_crash_answers_like_before(log_dir, engine_kind
 
 
 def test_recovery_point_limits_the_scan(log_dir, engine_kind):
-    log = Log(log_dir, {"pylog.io.engine": engine_kind, "segment.bytes": SEGMENT},
+    log = Log(log_dir, {"pylog.io.engine": engine_kind, "segment.bytes": SEGMENT,
+                        "pylog.recovery.point.checkpoint.interval.ms": 0},
               scheduler=ManualScheduler())
     for i in range(60):
         log.append(batch(5, size=50 + i, ts=T0 + i))
-    log.flush()
+    log.flush()                 # persists recovery point 300 (checkpoint interval 0)
     flushed_segments = len(log.segments)
     for i in range(5):
         log.append(batch(5))
-    log.close()
-    state = os.path.join(log_dir, "pylog-log-state")
-    with open(state, "w") as f:
-        f.write("0\n3\nrecovery-point 300\nlog-start-offset 0\nclean-shutdown 0\n")
+    log.abandon()
     with reopen(log_dir, engine_kind) as log:
         recovered = [s.base_offset for s in log.recovery.segments_recovered]
         assert recovered == [s.base_offset for s in log.segments][flushed_segments - 1:]
@@ -195,8 +188,7 @@ def test_compressed_batches_recover(log_dir, engine_kind):
     log = Log(log_dir, {"pylog.io.engine": engine_kind}, scheduler=ManualScheduler())
     for codec in ("gzip", "snappy", "lz4", "zstd"):
         log.append(records.encode_batch([b"x" * 500] * 20, compression=codec))
-    log.close()
-    _mark_unclean(log_dir)
+    log.abandon()
     with reopen(log_dir, engine_kind) as log:
         assert log.recovery.bytes_truncated == 0 and log.log_end_offset == 80
         assert len(all_records(log)) == 80

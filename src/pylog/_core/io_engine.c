@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #ifdef PYLOG_HAVE_IO_URING
+#include <dlfcn.h>
 #include <liburing.h>
 #include <time.h>
 #endif
@@ -223,6 +224,27 @@ static int portable_sync(pylog_engine *e, const int *fds, int n, int full)
 }
 
 /* ---- io_uring ----------------------------------------------------------- */
+
+#ifdef PYLOG_HAVE_IO_URING
+/* The fault-injection layer of the durability tests (tests/durability/faultfs.c,
+ * loaded with LD_PRELOAD) sees libc's fsync/fdatasync/msync, but not an fsync
+ * that a ring runs. When that layer is loaded it defines faultfs_synced(); the
+ * ring then tells it of every fsync that completed without error, after it
+ * completed. Without the layer, synced_hook stays NULL and costs a branch. */
+static void (*synced_hook)(int fd);
+static pthread_once_t synced_hook_once = PTHREAD_ONCE_INIT;
+
+static void synced_hook_lookup(void)
+{
+    synced_hook = (void (*)(int))dlsym(RTLD_DEFAULT, "faultfs_synced");
+}
+
+static void ring_synced(int fd)
+{
+    if (synced_hook != NULL)
+        synced_hook(fd);
+}
+#endif
 
 #ifdef PYLOG_HAVE_IO_URING
 
@@ -489,6 +511,7 @@ static int uring_write_round(pylog_engine *e, int fd, struct cursor *c, int64_t 
         if (res == 0 && complete) {
             *need_sync = 0;
             stat_add(&e->syncs, 1);
+            ring_synced(fd);
         } else if (res < 0 && rc == 0 && (res != -ECANCELED || complete)) {
             /* An fdatasync that ran and failed is reported even when a write
              * was short: the kernel reports a writeback error only once. */
@@ -551,9 +574,10 @@ static int uring_sync(pylog_engine *e, const int *fds, int n, int full)
         uring_submit(e, ops, k);
         uring_wait(e, ops, k);
         for (unsigned j = 0; j < k; j++) {
-            if (ops[j].res == 0)
+            if (ops[j].res == 0) {
                 stat_add(&e->syncs, 1);
-            else if (first == 0)
+                ring_synced(fds[i + (int)j]);
+            } else if (first == 0)
                 first = ops[j].res;
         }
         i += (int)k;
@@ -604,6 +628,7 @@ pylog_engine *pylog_engine_new(int kind, unsigned queue_depth, char *why, size_t
         char reason[192];
         if (uring_setup(e, queue_depth, reason, sizeof reason) == 0) {
             e->kind = PYLOG_ENGINE_URING;
+            pthread_once(&synced_hook_once, synced_hook_lookup);
 #ifdef IO_URING_VERSION_MAJOR
             set_why(why, why_len, "io_uring (liburing %d.%d, queue depth %u)",
                     IO_URING_VERSION_MAJOR, IO_URING_VERSION_MINOR, e->depth);

@@ -14,7 +14,7 @@ __all__ = [
     "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "DELETE_DIR_SUFFIX",
     "LOG_STATE_FILE", "filename_prefix_from_offset", "offset_from_filename",
     "log_file", "index_file", "time_index_file", "partition_dir_name", "parse_partition_dir",
-    "fsync_dir", "LOCK_FILE", "META_PROPERTIES_FILE", "CLEAN_SHUTDOWN_FILE",
+    "fsync_dir", "make_dirs", "LOCK_FILE", "META_PROPERTIES_FILE", "CLEAN_SHUTDOWN_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE", "PARTITION_METADATA_FILE",
     "TOPICS_FILE", "STRAY_DIR_SUFFIX", "renamed_dir_name", "write_file_atomically",
 ]
@@ -93,6 +93,23 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def make_dirs(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)``, durably: each directory created is
+    fsync'ed into its parent, so a power loss cannot take away a directory
+    (and everything fsync'ed inside it) that was already in use."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    make_dirs(parent)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    fsync_dir(parent)
+
+
 def renamed_dir_name(topic: str, partition: int, unique_id: str, suffix: str) -> str:
     """Kafka's name for a partition dir being deleted or set aside:
     ``<topic>-<partition>.<unique id><suffix>``, the topic cut short so that the
@@ -101,10 +118,16 @@ def renamed_dir_name(topic: str, partition: int, unique_id: str, suffix: str) ->
     return topic[: max(1, 255 - len(tail))] + tail
 
 
-def write_file_atomically(path: str, data: bytes, *, sync: bool = True) -> None:
+def write_file_atomically(path: str, data: bytes, *, sync: bool = True,
+                          sync_dir: bool | None = None) -> None:
     """Writes `path` as Kafka writes its checkpoints: ``<path>.tmp``, fsync, rename
     over `path`, fsync of the directory. A crash leaves the old or the new file,
-    never a mix (a stray ``.tmp`` is ignored by readers)."""
+    never a mix (a stray ``.tmp`` is ignored by readers).
+
+    Every small state file pylog writes goes through here (checkpoints, the
+    topic table, producer ids and snapshots, a standalone Log's state), so the
+    durability tests' fault layer sees each of them. ``sync_dir=False`` leaves
+    the directory fsync to the caller (a Log's next flush covers a new snapshot)."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -116,5 +139,5 @@ def write_file_atomically(path: str, data: bytes, *, sync: bool = True) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    if sync:
+    if sync if sync_dir is None else sync_dir:
         fsync_dir(os.path.dirname(path) or ".")

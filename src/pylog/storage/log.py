@@ -129,7 +129,7 @@ class Log:
         self._dir_lock: PartitionDirLock | None = None
         if self.standalone:
             # One writer per partition dir (a LogManager's Logs are covered by its dir lock).
-            os.makedirs(self.path, exist_ok=True)
+            files.make_dirs(self.path)
             self._dir_lock = PartitionDirLock(self.path)
         try:
             self.producer_state = ProducerStateManager(self.path)
@@ -142,7 +142,10 @@ class Log:
 
     def _open(self, recovery_point, log_start_offset, clean_shutdown) -> RecoveryReport:
         started = time.monotonic()
-        os.makedirs(self.path, exist_ok=True)
+        if self.standalone:
+            files.make_dirs(self.path)
+        else:   # the LogManager fsyncs the log dir once for every partition it created
+            os.makedirs(self.path, exist_ok=True)
         if self.standalone:
             state = read_log_state(self.path)
             recovery_point = state.get("recovery-point", 0)

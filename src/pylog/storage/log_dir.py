@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import resource
 import os
+import resource
 import threading
 
 from pylog._core.engine import IoEngine
@@ -52,7 +52,7 @@ class LogDir:
 
     def lock(self) -> None:
         """Creates the dir if needed and takes its lock; LogDirLockedError if held."""
-        os.makedirs(self.path, exist_ok=True)
+        files.make_dirs(self.path)
         path = os.path.join(self.path, files.LOCK_FILE)
         def message(holder: str | None) -> str:
             who = f"process {holder}" if holder else "another process"

@@ -157,11 +157,4 @@ def write_log_state(path: str, recovery_point: int, log_start_offset: int, clean
     """Replaces the state file atomically (write, fsync, rename, fsync the dir)."""
     body = (f"0\n3\nrecovery-point {recovery_point}\nlog-start-offset {log_start_offset}\n"
             f"clean-shutdown {int(clean)}\n")
-    state = _state_path(path)
-    tmp = state + ".tmp"
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, state)
-    files.fsync_dir(path)
+    files.write_file_atomically(_state_path(path), body.encode("ascii"))

@@ -40,12 +40,7 @@ class ProducerIdAllocator:
         for directory in dirs:
             path = os.path.join(directory, PRODUCER_IDS_FILE)
             try:
-                with open(path + ".tmp", "w", encoding="ascii") as f:
-                    f.write(f"next-block {value}\n")
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(path + ".tmp", path)
-                files.fsync_dir(directory)
+                files.write_file_atomically(path, f"next-block {value}\n".encode("ascii"))
                 written += 1
             except OSError:
                 continue        # an offline dir; another copy suffices

@@ -197,13 +197,9 @@ class ProducerStateManager:
         struct.pack_into(">i", body, _ENTRIES_OFFSET, count)
         crc = crc32c(bytes(body[_ENTRIES_OFFSET:]))
         struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
-        path = self.snapshot_path(offset)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        # The file is fsync'ed; its directory entry is made durable by the
+        # Log's next flush (a roll marks the dir dirty).
+        files.write_file_atomically(self.snapshot_path(offset), bytes(body), sync_dir=False)
 
     def read_snapshot(self, offset: int) -> None:
         """Replaces the table with the snapshot at `offset`; CorruptRecordError if bad."""
