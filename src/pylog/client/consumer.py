@@ -17,8 +17,8 @@ Consumers of one group may run in several threads.
 
 from __future__ import annotations
 
-import re
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
