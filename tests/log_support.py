@@ -36,6 +36,18 @@ class ManualScheduler(Scheduler):
             fn()
 
 
+def kept_by_retention_bytes(segments, retention_bytes):
+    """The segments Kafka's size retention keeps, computed independently of
+    pylog's code (UnifiedLog.deleteRetentionSizeBreachedSegments): from the
+    oldest, delete a segment while the log minus it is still at least
+    ``retention.bytes``; an empty active segment is never deleted."""
+    excess = sum(s.size for s in segments) - retention_bytes
+    kept = list(segments)
+    while kept and excess - kept[0].size >= 0 and not (len(kept) == 1 and kept[0].size == 0):
+        excess -= kept.pop(0).size
+    return [s.base_offset for s in kept]
+
+
 def read_file(path):
     with open(path, "rb") as f:
         return f.read()

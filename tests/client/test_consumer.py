@@ -72,9 +72,23 @@ def test_poll_waits_for_an_append_without_busy_looping(store):
             p.send("w", b"hello").result(5)
     threading.Thread(target=later).start()
     started = time.monotonic()
+    cpu = time.thread_time()
     got = c.poll(10)
+    waited, spent = time.monotonic() - started, time.thread_time() - cpu
     assert [r.value for r in got] == [b"hello"]
-    assert time.monotonic() - started < 5          # woken by the append, not the timeout
+    assert 0.25 < waited < 5                       # woken by the append, not the timeout
+    assert spent < 0.1 * waited, f"poll used {spent:.3f} s of CPU while waiting {waited:.3f} s"
+    c.close()
+
+
+def test_poll_timeout_with_nothing_to_read_sleeps(store):
+    store.create_topic("idle", 2)
+    c = Consumer(store, "idle", group_id="g", auto_offset_reset="earliest")
+    c.poll(0)
+    started, cpu = time.monotonic(), time.thread_time()
+    assert c.poll(0.5) == []
+    waited, spent = time.monotonic() - started, time.thread_time() - cpu
+    assert 0.45 < waited < 3 and spent < 0.05, (waited, spent)
     c.close()
 
 
@@ -162,6 +176,8 @@ def test_group_members_consume_everything_exactly_once(store):
     lock = threading.Lock()
     stop = threading.Event()
 
+    left = []
+
     def member(lifetime):
         c = Consumer(store, "e", group_id="exactly", auto_offset_reset="earliest")
         deadline = time.monotonic() + lifetime
@@ -170,13 +186,22 @@ def test_group_members_consume_everything_exactly_once(store):
             with lock:
                 received.extend((r.partition, r.offset) for r in got)
         c.close()
+        left.append(time.monotonic())
 
-    threads = [threading.Thread(target=member, args=(t,)) for t in (30, 1.0, 2.0, 30)]
+    threads = [threading.Thread(target=member, args=(t,)) for t in (30, 0.6, 1.2, 30)]
     for th in threads:
         th.start()
+    late = threading.Thread(target=member, args=(30,))
     with Producer(store, linger_ms=1) as producer:
-        for i in range(total):
+        for i in range(total):              # paced over ~2 s, members come and go meanwhile
             producer.send("e", b"%d" % i, key=b"%d" % i)
+            if i % 200 == 199:
+                time.sleep(0.05)
+            if i == total // 2:
+                late.start()                # a fifth member joins halfway
+        producer.flush()
+    produced_until = time.monotonic()
+    threads.append(late)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         with lock:
@@ -186,6 +211,8 @@ def test_group_members_consume_everything_exactly_once(store):
     stop.set()
     for th in threads:
         th.join()
+    assert len(left) == 5
+    assert sorted(left)[1] < produced_until        # two members left while records kept coming
     assert len(received) == total
     assert len(set(received)) == total                 # no duplicates
 

@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from log_support import T0
+from log_support import T0, kept_by_retention_bytes
 
 from pylog import records
 from pylog.errors import OffsetOutOfRangeError
@@ -58,12 +58,15 @@ def test_retention_by_size(dirs, open_manager, clock):
         log.append(batch(10, 100, ts=clock.now))
     before = log.size
     assert before > 30_000
+    expected = kept_by_retention_bytes(log.segments, 10_000)
+    assert 1 < len(expected) < len(log.segments)
     manager.run_background_tasks()
     assert before == log.size                   # not due yet
     clock.advance(1000)
     manager.run_background_tasks()
-    assert 10_000 <= log.size < 10_000 + 3000   # Kafka: delete while size - segment >= limit
-    assert log.log_start_offset == log.segments[0].base_offset > 0
+    assert [s.base_offset for s in log.segments] == expected
+    assert 10_000 <= log.size < 10_000 + 3000
+    assert log.log_start_offset == expected[0]
     assert log.read_records(log.log_start_offset)[0].offset == log.log_start_offset
 
 
@@ -87,10 +90,11 @@ def test_log_start_offset_is_checkpointed(dirs, open_manager, clock):
     log = manager.log("t", 0)
     for _ in range(20):
         log.append(batch(10, 100))
+    expected = kept_by_retention_bytes(log.segments, 3000)
     clock.advance(1000)
     manager.run_background_tasks()
     start = log.log_start_offset
-    assert start > 0
+    assert start == expected[0] > 0
     with open(os.path.join(dirs[0], "log-start-offset-checkpoint")) as f:
         assert f"0\n1\nt 0 {start}\n" == f.read()
     log.advance_log_start_offset(start + 3)          # DeleteRecords-style, inside a segment

@@ -35,8 +35,9 @@ class TestOffsetCheckpoint:
         assert entries == checkpoints.read_offset_checkpoint(path)
         assert ["cp"] == os.listdir(tmp_path)
 
-    def test_reads_a_file_written_by_kafka(self, tmp_path):
-        """Kafka's writer iterates a hash map: any order, and the reader splits on whitespace."""
+    def test_reads_entries_in_any_order(self, tmp_path):
+        """Kafka's writer (CheckpointFile) iterates a hash map, so entries come in any
+        order; these bytes are written by hand in that layout (not by Kafka)."""
         path = tmp_path / "cp"
         path.write_bytes(b"0\n2\nclicks 3 98765\nclicks 0 170210\n")
         assert {("clicks", 3): 98765, ("clicks", 0): 170210} == checkpoints.read_offset_checkpoint(str(path))

@@ -112,9 +112,16 @@ def test_roll_on_segment_bytes_and_index_lookups_across_segments(open_log, log_d
     assert len(log.segments) == -(-100 // per_segment)
     names = sorted(os.listdir(log_dir))
     assert f"{per_segment * 10:020d}.log" in names and f"{per_segment * 10:020d}.index" in names
+    # Kafka's rule, simulated: an entry for a batch when more than
+    # index.interval.bytes were appended since the last entry.
+    since = entries = 0
+    for _ in range(per_segment):
+        if since > 1500:
+            entries, since = entries + 1, 0
+        since += sizes
     for segment in log.segments[:-1]:
         assert segment.size <= 20_000
-        assert segment.offset_index.entries > 0
+        assert segment.offset_index.entries == entries > 0
         assert os.path.getsize(segment.offset_index.path) == 8 * segment.offset_index.entries  # trimmed
     for offset in (0, 1, 155, 499, 500, 731, 999):
         assert log.read(offset, 1).first_offset == offset // 10 * 10
@@ -196,11 +203,33 @@ def test_segment_ms_roll_uses_first_batch_timestamp(open_log):
     assert len(log.segments) == 2 and log.segments[1].base_offset == 4
 
 
+def test_segment_jitter_rolls_each_segment_at_its_own_moment(open_log):
+    """segment.jitter.ms: each segment draws its own jitter in [0, jitter) and rolls
+    once a batch is more than segment.ms - jitter after its first batch."""
+    log = open_log({"segment.ms": 60_000, "segment.jitter.ms": 30_000})
+    rolls = []
+    for i in range(400):
+        active = log.active_segment
+        log.append(batch(1, ts=T0 + i * 1000))
+        if log.active_segment is not active:
+            first_ts = active.rolling_based_timestamp
+            rolls.append((active.roll_jitter_ms, (T0 + i * 1000) - first_ts))
+    assert len(rolls) > 6
+    jitters = [j for j, _ in rolls]
+    assert all(0 <= j < 30_000 for j in jitters) and len(set(jitters)) > 1
+    for jitter, waited in rolls:
+        # The first batch (1 s apart) past the deadline rolled it: not earlier, not later.
+        assert 60_000 - jitter < waited <= 60_000 - jitter + 1000, (jitter, waited)
+
+
 def test_roll_when_index_full(open_log):
     log = open_log({"segment.index.bytes": 8 * 4, "index.interval.bytes": 0})
     for _ in range(12):
         log.append(batch(1))
-    assert len(log.segments) >= 2
+    # The time index (12 bytes an entry) has 2 slots, the last kept for the roll
+    # (Kafka's TimeIndex.isFull: entries >= maxEntries - 1). One entry per batch
+    # but the segment's first: the second batch fills it, 2 batches a segment.
+    assert [s.base_offset for s in log.segments] == [0, 2, 4, 6, 8, 10]
     assert [r.offset for r in all_records(log)] == list(range(12))
 
 

@@ -60,10 +60,13 @@ def test_placement_spreads_partitions_over_three_dirs(dirs, open_manager, engine
     again.create_topic("c", 2)
     assert {"c-0", "c-1"} <= set(os.listdir(more[3]))
     # One engine per dir, shared by its partitions.
-    engines = {d: again.log(t, p).engine for (t, p) in [("a", 0), ("a", 3)] for d in [0]}
-    assert again.log("a", 0).engine is again.log("a", 3).engine
-    assert again.log("a", 0).engine is not again.log("a", 1).engine
-    assert engines
+    engines = {}
+    for t in ("a", "b", "c"):
+        for p in range(again.partition_count(t)):
+            lg = again.log(t, p)
+            engines.setdefault(os.path.dirname(lg.path), set()).add(id(lg.engine))
+    assert len(engines) == 4 and all(len(e) == 1 for e in engines.values())
+    assert len({e for ids in engines.values() for e in ids}) == 4
 
 
 def test_data_survives_restart_on_both_engines(dirs, open_manager, engine_kind):
@@ -203,19 +206,33 @@ def test_summary_line_is_logged(dirs, open_manager, caplog):
 
 
 def test_parallel_loading_with_many_recovery_threads(dirs, open_manager):
-    config = {"num.recovery.threads.per.data.dir": 4, "log.segment.bytes": 2048}
-    manager = open_manager(dirs, config)
-    manager.create_topic("t", 24)
-    for p in range(24):
-        for _ in range(4):
-            manager.log("t", p).append(batch(3, 200))
-    manager.close()
-    for d in dirs:
-        os.remove(os.path.join(d, ".kafka_cleanshutdown"))   # unclean: everything is scanned
-    again = open_manager(dirs, config)
-    assert 24 == again.startup.partitions
-    assert again.startup.bytes_scanned > 0
-    assert all(again.log("t", p).log_end_offset == 12 for p in range(24))
+    """num.recovery.threads.per.data.dir logs of a dir load at once; with one thread
+    and one dir, one at a time."""
+    def load(log_dirs, threads):
+        config = {"num.recovery.threads.per.data.dir": threads, "log.segment.bytes": 2048}
+        manager = open_manager(log_dirs, config)
+        manager.create_topic("t", 24)
+        for p in range(24):
+            for _ in range(12):
+                manager.log("t", p).append(batch(3, 200))
+        manager.close()
+        active = 0      # unclean: each log's segment holding its recovery point is scanned
+        for d in log_dirs:
+            os.remove(os.path.join(d, ".kafka_cleanshutdown"))
+            for part in os.listdir(d):
+                if part.startswith("t-"):
+                    last = max(f for f in os.listdir(os.path.join(d, part)) if f.endswith(".log"))
+                    active += os.path.getsize(os.path.join(d, part, last))
+        again = open_manager(log_dirs, config)
+        assert 24 == again.startup.partitions and again.startup.segments_recovered == 24
+        assert again.startup.bytes_scanned == active > 0
+        assert all(again.log("t", p).log_end_offset == 36 for p in range(24))
+        peak = again.startup.peak_loaders
+        again.close()
+        return peak
+
+    assert load(dirs, 4) > 1
+    assert load([dirs[0] + "-single"], 1) == 1
 
 
 def test_open_entry_point(tmp_path):

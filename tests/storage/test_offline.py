@@ -130,19 +130,33 @@ class LoopFilesystems:
         self.root = root
         self.mounts = []
 
-    def make(self, size_mb=32):
+    def make(self, size_mb=32, fstype="ext4"):
         image = self.root / f"disk{len(self.mounts)}.img"
         mnt = self.root / f"mnt{len(self.mounts)}"
         mnt.mkdir()
         with open(image, "wb") as f:
             f.truncate(size_mb << 20)
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True, capture_output=True)
-        done = subprocess.run(["mount", "-o", "loop,errors=remount-ro", str(image), str(mnt)],
+        if fstype == "xfs":
+            if shutil.which("mkfs.xfs") is None or shutil.which("xfs_io") is None:
+                pytest.skip("xfsprogs (mkfs.xfs, xfs_io) is not installed")
+            mkfs, options = ["mkfs.xfs", "-q", "-f"], "loop"
+        else:
+            mkfs, options = ["mkfs.ext4", "-q", "-F", "-m", "0"], "loop,errors=remount-ro"
+        subprocess.run(mkfs + [str(image)], check=True, capture_output=True)
+        self.images = getattr(self, "images", {})
+        self.images[mnt] = (image, options)
+        done = subprocess.run(["mount", "-o", options, str(image), str(mnt)],
                               capture_output=True, text=True)
         if done.returncode != 0:
             pytest.skip(f"cannot mount a loop device here: {done.stderr.strip()}")
         self.mounts.append(mnt)
         return mnt
+
+    def remount(self, mnt):
+        """Unmounts and mounts again (XFS replays its log: a shut-down fs comes back)."""
+        image, options = self.images[mnt]
+        subprocess.run(["umount", str(mnt)], check=True, capture_output=True)
+        subprocess.run(["mount", "-o", options, str(image), str(mnt)], check=True, capture_output=True)
 
     def unmount_all(self):
         for mnt in self.mounts:
@@ -196,7 +210,8 @@ def test_full_disk_takes_its_dir_offline(loop_fs, tmp_path, engine_kind):
             os.remove(disk / name)
     with pylog.open(dirs, **config) as again:              # space freed: back online
         assert {} == again.offline_log_dirs
-        assert again.log("t", 0).log_end_offset >= acked
+        # Every acknowledged append is there, and the one that failed is not.
+        assert again.log("t", 0).log_end_offset == acked
         assert 500 == again.log("t", 1).log_end_offset
 
 
@@ -246,3 +261,44 @@ def test_running_out_of_file_descriptors_does_not_take_the_dir_offline(dirs, ope
     monkeypatch.setattr(LogSegment, "flush", real_flush)
     log.flush()
     assert 10 == log.recovery_point
+
+
+def test_failing_disk_on_the_read_path_takes_its_dir_offline(loop_fs, tmp_path, engine_kind):
+    """A real EIO: XFS's forced shutdown (xfs_io -x -c shutdown, what XFS does itself
+    on a metadata I/O error) makes every read of the fs fail. A read, or a slice
+    taken before and read after, raises KafkaStorageError (code 56) and takes the
+    dir offline; the other dir keeps serving; after a remount every flushed
+    record is back."""
+    disk = loop_fs.make(320, "xfs")
+    dirs = [str(disk / "pylog"), str(tmp_path / "healthy")]
+    config = {"pylog.io.engine": engine_kind}
+    store = pylog.open(dirs, **config)
+    try:
+        store.create_topic("t", 2)                        # t-0 on the xfs disk, t-1 healthy
+        for p in range(2):
+            for _ in range(20):
+                store.log("t", p).append(batch(10, 1000))
+            store.log("t", p).flush()
+        failing = store.log("t", 0)
+        assert failing.path.startswith(str(disk))
+        held = failing.read(100)
+        subprocess.run(["xfs_io", "-x", "-c", "shutdown", str(disk)], check=True)
+        with pytest.raises(KafkaStorageError) as err:
+            held.read()                                   # the slice's own read fails
+        assert 56 == err.value.code and errno.EIO == err.value.errno
+        assert [dirs[0]] == list(store.offline_log_dirs)
+        assert "EIO" in store.offline_log_dirs[dirs[0]]
+        with pytest.raises(KafkaStorageError):
+            failing.read(0)
+        with pytest.raises(KafkaStorageError):
+            store.log("t", 0)
+        healthy = store.log("t", 1)
+        healthy.append(batch(10, 1000))
+        assert 210 == healthy.log_end_offset and 10 == len(healthy.read_records(200))
+    finally:
+        store.close()
+    loop_fs.remount(disk)
+    with pylog.open(dirs, **config) as again:
+        assert {} == again.offline_log_dirs
+        assert 200 == again.log("t", 0).log_end_offset
+        assert 200 == len([r for o in range(0, 200, 10) for r in again.log("t", 0).read_records(o, 1)])

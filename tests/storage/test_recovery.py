@@ -156,10 +156,16 @@ def test_bad_index_files_are_rebuilt_not_trusted(log_dir, engine_kind, damage):
 
 def test_time_index_rebuilt_after_crash_answers_like_before(log_dir, engine_kind):
     build(log_dir, engine_kind)
+    with reopen(log_dir, engine_kind) as log:     # batch i has timestamp T0 + i, offsets 5i..5i+4
+        queries = [T0 - 1] + [T0 + i for i in range(0, 62)]
+        answers = [log.offset_for_timestamp(ts) for ts in queries]
+        log.abandon()
+    assert [a.offset if a else None for a in answers] == [0] + [5 * i for i in range(60)] + [None] * 2
     before = [read_file(p) for p in segment_files(log_dir, ".timeindex")]
     for p in segment_files(log_dir, ".timeindex"):
         os.remove(p)
     with reopen(log_dir, engine_kind) as log:
+        assert [log.offset_for_timestamp(ts) for ts in queries] == answers
         log.roll()
     # Recovered segments were rewritten with the same entries (the last
     # segment also gets its roll-time entry when it becomes inactive).

@@ -236,7 +236,8 @@ def test_unfinished_delete_and_strays_are_handled_on_open(dirs, open_manager):
 
 
 def test_adopts_partition_dirs_when_there_is_no_topic_table(dirs, open_manager):
-    """Log dirs written by Kafka (or a lost table): topics are rebuilt from the partition dirs."""
+    """A lost topic table (Kafka's own log dirs have none either): topics are rebuilt
+    from the partition dirs."""
     manager = open_manager(dirs[:2])
     manager.create_topic("t", 3)
     manager.log("t", 2).append_records([b"x"])

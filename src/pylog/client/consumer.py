@@ -18,10 +18,11 @@ Consumers of one group may run in several threads.
 from __future__ import annotations
 
 import logging
+import queue
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -113,6 +114,8 @@ class Consumer:
         self._subscription: list[str] | re.Pattern | None = None
         self._next_partition = 0                      # round-robin start across polls
         self._last_commit = time.monotonic()
+        self._async_commits: queue.SimpleQueue | None = None   # commit(asynchronous=True)
+        self._async_committer: threading.Thread | None = None
         self._closed = False
         if topics:
             self.subscribe(list(topics))
@@ -320,10 +323,14 @@ class Consumer:
                 for tp in map(_tp, partitions)}
 
     def pause(self, *partitions) -> None:
+        """Stops fetching from `partitions` (positions are kept) until resume()."""
         self._paused.update(_tp(p) for p in partitions)
 
     def resume(self, *partitions) -> None:
         self._paused.difference_update(_tp(p) for p in partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._paused)
 
     # ============================================================== commits
 
@@ -334,18 +341,60 @@ class Consumer:
         found = self.store.committed(self.group_id, tp.topic, tp.partition)
         return getattr(found, "offset", found)
 
-    def commit(self, offsets: dict | None = None, asynchronous: bool = False) -> None:
+    def commit(self, offsets: dict | None = None, asynchronous: bool = False,
+               callback: Callable[[dict, BaseException | None], Any] | None = None) -> None:
         """Commits `offsets` ({partition: offset}) or the current positions.
-        ``asynchronous=True`` commits on a background thread and returns at once."""
+
+        ``asynchronous=True`` returns at once; the consumer's one commit thread
+        stores the commits in the order they were made (as Kafka's commitAsync),
+        then calls ``callback(offsets, exception or None)``. A synchronous commit,
+        and close(), first wait for the asynchronous ones made before."""
         if not self.group_id:
             raise ValueError("commit() needs a group.id")
         target = {_tp(p): int(o) for p, o in offsets.items()} if offsets is not None \
             else self._snapshot()[2]
         if asynchronous:
-            threading.Thread(target=self._commit_positions, args=(target,), daemon=True,
-                             name="pylog-consumer-commit").start()
+            self._start_async_committer().put((target, callback))
         else:
+            self._wait_for_async_commits()
             self._commit_positions(target)
+
+    def _start_async_committer(self) -> queue.SimpleQueue:
+        if self._async_commits is None:
+            self._async_commits = queue.SimpleQueue()
+            self._async_committer = threading.Thread(
+                target=self._run_async_commits, args=(self._async_commits,), daemon=True,
+                name="pylog-consumer-commit")
+            self._async_committer.start()
+        return self._async_commits
+
+    def _run_async_commits(self, commits: queue.SimpleQueue) -> None:
+        while True:
+            item = commits.get()
+            if item is None:
+                return
+            if isinstance(item, threading.Event):
+                item.set()              # a waiter: every commit queued before it is done
+                continue
+            target, callback = item
+            error = None
+            try:
+                self._commit_positions(target)
+            except Exception as exc:  # noqa: BLE001 - given to the callback, or logged
+                error = exc
+                if callback is None:
+                    log.warning("asynchronous commit of %s failed: %s", self.group_id, exc)
+            if callback is not None:
+                try:
+                    callback({tp: o for tp, o in target.items()}, error)
+                except Exception:  # noqa: BLE001 - a user callback
+                    log.exception("commit callback raised")
+
+    def _wait_for_async_commits(self) -> None:
+        if self._async_commits is not None and self._async_committer.is_alive():
+            done = threading.Event()
+            self._async_commits.put(done)
+            done.wait()
 
     def _commit_positions(self, positions: dict[TopicPartition, int]) -> None:
         if positions:
@@ -571,6 +620,9 @@ class Consumer:
         # Every step is attempted and the consumer always ends closed, even when the
         # store closed or a topic was deleted under it: as Kafka's consumer, a final
         # commit that fails is logged, not raised.
+        if self._async_commits is not None:
+            self._async_commits.put(None)
+            self._async_committer.join()
         if self._auto_commit and self._group is None and self._manual:
             try:
                 self._commit_positions(self._snapshot()[2])

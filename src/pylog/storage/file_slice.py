@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import socket
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pylog._core.storage import LogFile
 
@@ -22,6 +24,10 @@ class FileSlice:
     count), so it never reads another file's bytes. ``send_to`` moves the bytes to a socket with
     sendfile(2), straight from the page cache, as Kafka's FileRecords.writeTo.
     An empty slice (size 0) means there is nothing at that offset yet.
+
+    A slice from a Log reports a failed read of its file (EIO from a failing
+    disk) to that Log, which takes its log dir offline, and raises
+    KafkaStorageError: ``on_io_error(exc, action)`` returns the error to raise.
     """
 
     file: LogFile
@@ -29,6 +35,11 @@ class FileSlice:
     size: int
     first_offset: int
     last_offset: int
+    on_io_error: Callable[[OSError, str], Exception] | None = field(default=None, compare=False,
+                                                                     repr=False)
+
+    def _failed(self, exc: OSError, action: str) -> Exception:
+        return exc if self.on_io_error is None else self.on_io_error(exc, action)
 
     def __len__(self) -> int:
         return self.size
@@ -39,12 +50,20 @@ class FileSlice:
 
     def read(self) -> bytes:
         """The slice's bytes (a copy)."""
-        return self.file.read(self.position, self.size) if self.size else b""
+        if not self.size:
+            return b""
+        try:
+            return self.file.read(self.position, self.size)
+        except OSError as exc:
+            raise self._failed(exc, "read") from exc
 
     def readinto(self, buffer) -> int:
         """Reads the slice into a writable buffer of at least ``size`` bytes."""
         view = memoryview(buffer).cast("B")[: self.size]
-        return self.file.readinto(self.position, view)
+        try:
+            return self.file.readinto(self.position, view)
+        except OSError as exc:
+            raise self._failed(exc, "read") from exc
 
     def send_to(self, sock: socket.socket | int, offset: int = 0) -> int:
         """Sends the slice (from byte ``offset`` of it) with sendfile(2); returns bytes sent.
@@ -59,6 +78,10 @@ class FileSlice:
                 n = self.file.sendfile(out, self.position + sent, self.size - sent)
             except BlockingIOError:
                 break
+            except OSError as exc:
+                if exc.errno == errno.EIO:      # the file's side; EPIPE etc. are the socket's
+                    raise self._failed(exc, "sendfile") from exc
+                raise
             if n == 0:
                 raise EOFError(f"{self.file.path} ended inside a slice at byte {self.position + sent}")
             sent += n

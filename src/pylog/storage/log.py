@@ -532,13 +532,15 @@ class Log:
             i = max(bisect.bisect_right(bases, offset) - 1, 0)
             for segment in segments[i:]:
                 try:
-                    found = segment.read(offset, max_bytes, limit)
+                    found = segment.read(offset, max_bytes, limit, self._storage_error)
                 except CorruptRecordError:
                     raise                   # a ValueError too: report it, never as "closed"
                 except ValueError:
                     if self._closed:        # the segment was closed under us (shutdown)
                         raise ValueError(f"log {self.path} is closed") from None
                     raise
+                except OSError as exc:      # the disk failed: its dir goes offline
+                    raise self._storage_error(exc, "read") from exc
                 if found is not None:
                     return found
         last = segments[-1]

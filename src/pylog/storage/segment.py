@@ -321,8 +321,10 @@ class LogSegment:
 
     # ----------------------------------------------------------------- reads
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> FileSlice | None:
-        """Whole batches from the one holding `offset` (at least one), or None if none."""
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             on_io_error=None) -> FileSlice | None:
+        """Whole batches from the one holding `offset` (at least one), or None if none.
+        `on_io_error` goes to the slice (see FileSlice)."""
         size = self.log.size
         position = self.offset_index.lookup(offset)[1]
         info = self.log.slice_info(position, size, offset, max_bytes,
@@ -330,7 +332,7 @@ class LogSegment:
         if info is None:
             return None
         start, end, first, last, _ = info
-        return FileSlice(self.log, start, end - start, first, last)
+        return FileSlice(self.log, start, end - start, first, last, on_io_error)
 
     def find_batch_by_timestamp(self, timestamp: int, starting_offset: int):
         """The first batch whose max timestamp is >= timestamp (Kafka's searchForTimestamp):

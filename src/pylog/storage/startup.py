@@ -66,6 +66,7 @@ class StartupReport:
     seconds: float
     segments_deleted: int = 0        # dropped after a truncation (logged at WARNING)
     bytes_deleted: int = 0
+    peak_loaders: int = 0            # most logs that were loading at the same moment
 
     def summary(self) -> str:
         offline = f"; OFFLINE: {', '.join(self.offline_dirs)}" if self.offline_dirs else ""
@@ -88,9 +89,16 @@ class _Progress:
         self.shown = False
         self.enabled = total > 0 and sys.stderr.isatty()
         self._lock = threading.Lock()
+        self.loading = self.peak = 0     # logs being loaded now, and the most at once
+
+    def start(self) -> None:
+        with self._lock:
+            self.loading += 1
+            self.peak = max(self.peak, self.loading)
 
     def step(self) -> None:
         with self._lock:
+            self.loading -= 1
             self.done += 1
             if not self.enabled:
                 return
@@ -269,7 +277,7 @@ class LogLoading:
             bytes_scanned=sum(r.bytes_scanned for r in reports),
             bytes_truncated=sum(r.bytes_truncated for r in reports),
             segments_deleted=sum(r.segments_deleted for r in reports),
-            bytes_deleted=sum(r.bytes_deleted for r in reports),
+            bytes_deleted=sum(r.bytes_deleted for r in reports), peak_loaders=progress.peak,
             seconds=time.monotonic() - started)
 
     @staticmethod
@@ -370,14 +378,17 @@ class LogLoading:
     def _load_log(self, d: LogDir, tp: TopicPartition, path: str, recovery_point: int,
                   log_start_offset: int, clean: bool, progress: _Progress) -> Log:
         config = self._topic_configs[tp[0]]
-        lg = Log(path, config, engine=self._engine(d, config), clock=self.clock,
-                 scheduler=self._tasks, recovery_point=recovery_point,
-                 log_start_offset=log_start_offset, clean_shutdown=clean,
-                 on_io_error=self._io_error_handler(d, tp), topic_partition=tp)
-        topic = self._topics.topics.get(tp[0])
-        if topic is not None and checkpoints.read_partition_metadata(path) is None:
-            checkpoints.write_partition_metadata(path, topic.topic_id)
-        progress.step()
+        progress.start()
+        try:
+            lg = Log(path, config, engine=self._engine(d, config), clock=self.clock,
+                     scheduler=self._tasks, recovery_point=recovery_point,
+                     log_start_offset=log_start_offset, clean_shutdown=clean,
+                     on_io_error=self._io_error_handler(d, tp), topic_partition=tp)
+            topic = self._topics.topics.get(tp[0])
+            if topic is not None and checkpoints.read_partition_metadata(path) is None:
+                checkpoints.write_partition_metadata(path, topic.topic_id)
+        finally:
+            progress.step()
         return lg
 
     def _dir_failed_at_startup(self, d: LogDir, exc: OSError, what: str) -> None:
