@@ -325,6 +325,8 @@ def power_loss_image(journal: Journal, root_ident: str, k: int, dest: str,
             content = _read(synced.data) if synced is not None else b""
             if rng is not None and later is not None and later.kind == "F" and rng.random() < 0.5:
                 nxt = _read(later.data)
+                if not nxt.startswith(content[:4096]):
+                    nxt = content       # another file under a reused inode (no generation)
                 same = next((i for i, (a, b) in enumerate(zip(content, nxt)) if a != b),
                             min(len(content), len(nxt)))
                 cut = rng.randint(same, len(nxt))
