@@ -93,9 +93,6 @@ def test_duplicates_detected_across_restarts(log_dir, engine_kind, shutdown):
     else:
         log.flush()
         log.abandon()                                  # drop without close(): a crash
-        state = os.path.join(log_dir, "pylog-log-state")
-        with open(state, "w") as f:
-            f.write("0\n3\nrecovery-point 0\nlog-start-offset 0\nclean-shutdown 0\n")
     with open_log(log_dir, engine_kind, **{"segment.bytes": 2000}) as log:
         end = log.log_end_offset
         last_bytes, last_info = appended[-1]
@@ -104,6 +101,34 @@ def test_duplicates_detected_across_restarts(log_dir, engine_kind, shutdown):
         assert log.log_end_offset == end
         nxt = log.append(pbatch(1, seq=4 * len(appended)))
         assert nxt.first_offset == end
+
+
+def test_state_is_rebuilt_from_the_log_start_without_a_snapshot(log_dir, engine_kind):
+    """A crash between a log's first roll and its snapshot leaves segments and no
+    snapshot (found by tests/durability/test_kill9.py): the producer state must
+    come from every segment, not only the active one."""
+    log = open_log(log_dir, engine_kind, **{"segment.bytes": 2000})
+    for i in range(30):
+        log.append(pbatch(4, seq=4 * i, tag=b"x" * 30))
+    log.roll()                                  # the crash came right after a roll
+    assert len(log.segments) > 3 and log.active_segment.size == 0
+    log.abandon()
+    for name in os.listdir(log_dir):
+        if name.endswith(".snapshot"):
+            os.remove(os.path.join(log_dir, name))
+    with open_log(log_dir, engine_kind, **{"segment.bytes": 2000}) as log:
+        entry = log.producer_state.producers[7]
+        assert entry.last_seq == 4 * 30 - 1
+        assert log.append(pbatch(1, seq=4 * 30)).first_offset == 120
+
+
+def test_every_roll_writes_a_snapshot(log_dir, engine_kind):
+    log = open_log(log_dir, engine_kind, **{"segment.bytes": 2000})
+    for _ in range(30):
+        log.append(records.encode_batch([b"x" * 50] * 4))      # no producer at all
+    snapshots = sorted(int(n[:20]) for n in os.listdir(log_dir) if n.endswith(".snapshot"))
+    assert snapshots == [s.base_offset for s in log.segments[1:]]
+    log.close()
 
 
 def test_snapshot_files_are_kafkas_format(log_dir, engine_kind):

@@ -190,11 +190,12 @@ class Log:
 
     def _load_producer_state(self) -> None:
         """The newest snapshot at or below the log end, then the batches after it
-        (from the active segment's start when there is no snapshot)."""
+        (from the log start when there is no snapshot: a crash between a first
+        roll and its snapshot, or a log written without them)."""
         state = self.producer_state
         start = state.load(self._next_offset)
         if start < 0:
-            start = self._segments[-1].base_offset
+            start = self._log_start_offset
         for segment in self._segments:
             if segment.next_offset > start and segment.size:
                 try:
@@ -403,11 +404,12 @@ class Log:
             raise
         self._publish(self._segments + (new,))
         self._dir_dirty = True
-        if self.producer_state.producers or self.producer_state.snapshot_offsets():
-            try:
-                self.producer_state.write_snapshot(new.base_offset)
-            except OSError as exc:
-                raise self._storage_error(exc, "producer state snapshot") from exc
+        # Kafka writes one at every roll, even empty: after a crash, state is
+        # replayed from the newest snapshot, never from further back.
+        try:
+            self.producer_state.write_snapshot(new.base_offset)
+        except OSError as exc:
+            raise self._storage_error(exc, "producer state snapshot") from exc
         # Kafka flushes the rolled segment asynchronously; the flush advances
         # the recovery point past it. Rolls in quick succession share one task.
         self._rolled.append(old)
