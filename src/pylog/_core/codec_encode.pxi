@@ -9,14 +9,67 @@ cdef int _timestamp_type_bit(object timestamp_type) except -1:
     raise ValueError(f"timestamp_type must be 'create' or 'log_append', not {timestamp_type!r}")
 
 
-cdef bytes _assemble(pylog_record_input *inp, pylog_batch_header *h, int codec, object level):
-    """Encodes inp's records into a finished batch; h carries the fixed fields."""
+cdef extern from "Python.h":
+    PyObject *_bytes_new "PyBytes_FromStringAndSize"(const char *, Py_ssize_t)
+    int _bytes_resize "_PyBytes_Resize"(PyObject **, Py_ssize_t)
+
+
+cdef bytes _encode_into_bound(pylog_record_input *inp, pylog_batch_header *h, int64_t bound,
+                              Py_ssize_t head):
+    """Encodes inp's records after `head` bytes of a bytes object allocated for
+    `bound` record bytes, in one pass with the GIL released once, then trims it
+    (_PyBytes_Resize). Sets h's timestamps; returns the bytes with head left for
+    the caller, or None when a record is too large (the caller reports it)."""
+    cdef pylog_status st
+    cdef int64_t base_ts = 0, max_ts = 0, written
+    cdef PyObject *raw = _bytes_new(NULL, head + bound)
+    cdef char *buf
+    if raw == NULL:
+        raise MemoryError()
+    buf = PyBytes_AS_STRING(<object>raw)
+    memset(&st, 0, sizeof(st))
+    if inp.count >= 64:
+        with nogil:
+            written = pylog_records_encode(inp, buf + head, &base_ts, &max_ts, &st)
+            if written >= 0 and head:
+                h.base_timestamp = base_ts
+                h.max_timestamp = max_ts
+                pylog_batch_header_finish(buf, head + written, h)
+    else:
+        written = pylog_records_encode(inp, buf + head, &base_ts, &max_ts, &st)
+        if written >= 0 and head:
+            h.base_timestamp = base_ts
+            h.max_timestamp = max_ts
+            pylog_batch_header_finish(buf, head + written, h)
+    if written < 0:
+        Py_DECREF(<object>raw)
+        raise MessageTooLargeError(
+            f"record {st.position} encodes to {st.value} bytes, more than Kafka's int32 limit")
+    h.base_timestamp = base_ts
+    h.max_timestamp = max_ts
+    if head + written != head + bound and _bytes_resize(&raw, head + written) < 0:
+        raise MemoryError()         # raw was freed
+    out = <bytes>raw
+    Py_DECREF(out)                  # the new reference of `out` replaces raw's
+    return out
+
+
+cdef bytes _assemble(pylog_record_input *inp, pylog_batch_header *h, int codec, object level,
+                     int64_t bound=-1):
+    """Encodes inp's records into a finished batch; h carries the fixed fields.
+    `bound`, when known and small enough, is an upper bound of the records
+    section: one pass with the GIL released once (_encode_into_bound)."""
     cdef pylog_status st
     cdef int64_t base_ts = 0, max_ts = 0, records_size, total
     cdef bytes out, section
     cdef char *buf
     cdef bint release = inp.count >= 64
     memset(&st, 0, sizeof(st))
+    if 0 <= bound <= INT32_MAX - PYLOG_RECORD_BATCH_OVERHEAD:
+        if codec == 0:
+            return _encode_into_bound(inp, h, bound, PYLOG_RECORD_BATCH_OVERHEAD)
+        section = _encode_into_bound(inp, h, bound, 0)
+        return _finish_compressed(section, h, codec, level)
     if release:
         with nogil:
             records_size = pylog_records_size(inp, &base_ts, &max_ts, &st)
@@ -47,6 +100,14 @@ cdef bytes _assemble(pylog_record_input *inp, pylog_batch_header *h, int codec, 
     buf = PyBytes_AS_STRING(section)
     with nogil:
         pylog_records_write(inp, base_ts, buf)
+    return _finish_compressed(section, h, codec, level)
+
+
+cdef bytes _finish_compressed(bytes section, pylog_batch_header *h, int codec, object level):
+    """Compresses a records section and frames it as a batch (h's timestamps set)."""
+    cdef int64_t total
+    cdef bytes out
+    cdef char *buf
     compressed = _compression.compress(codec, section, level)
     del section
     cdef Py_ssize_t clen = len(compressed)
@@ -134,7 +195,9 @@ cdef bytes _encode_batch(values, keys, timestamps, headers, int64_t base_offset,
     h.producer_epoch = <int16_t>producer_epoch
     h.base_sequence = base_sequence
     h.records_count = <int32_t>n
-    return _assemble(&inp, &h, codec, compression_level)
+    cdef int64_t bound = n * PYLOG_RECORD_MAX_FRAMING + value_col.data_bytes + \
+        key_col.data_bytes + header_col.data_bytes
+    return _assemble(&inp, &h, codec, compression_level, bound)
 
 
 CONTROL_ABORT = 0

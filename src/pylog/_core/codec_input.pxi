@@ -63,6 +63,7 @@ cdef class _Column:
     cdef int64_t *lens
     cdef object keep
     cdef _Views views
+    cdef int64_t data_bytes       # key or value bytes in all (at least; for the size bound)
 
     def __dealloc__(self):
         PyMem_Free(self.ptrs)
@@ -96,6 +97,10 @@ cdef _Column _arrow_column(_Column c, object arr, Py_ssize_t n, str name):
     if buffers[2] is not None:
         c.col.data = <const char *><uintptr_t>buffers[2].address
     c.col.array_offset = arr.offset
+    if n and c.col.kind == PYLOG_COL_ARROW32:
+        c.data_bytes = <int64_t>c.col.off32[arr.offset + n] - c.col.off32[arr.offset]
+    elif n:
+        c.data_bytes = c.col.off64[arr.offset + n] - c.col.off64[arr.offset]
     return c
 
 
@@ -121,8 +126,12 @@ cdef _Column _column(object obj, Py_ssize_t n, str name):
     c.lens = <int64_t *>PyMem_Malloc(<size_t>(n + 1) * sizeof(int64_t))
     if c.ptrs == NULL or c.lens == NULL:
         raise MemoryError()
+    cdef int64_t data_bytes = 0
     for i in range(n):
         _bytes_like(<object>PyTuple_GET_ITEM(seq, i), c.views, &c.ptrs[i], &c.lens[i], name, i)
+        if c.lens[i] > 0:
+            data_bytes += c.lens[i]
+    c.data_bytes = data_bytes
     c.col.kind = PYLOG_COL_PTRS
     c.col.ptrs = c.ptrs
     c.col.lens = c.lens
@@ -149,6 +158,7 @@ cdef class _Headers:
     cdef int64_t *value_lens
     cdef list keep
     cdef _Views views
+    cdef int64_t data_bytes       # header key and value bytes, plus their framing (bound)
 
     def __dealloc__(self):
         PyMem_Free(self.starts)
@@ -204,6 +214,8 @@ cdef _Headers _headers(object headers, Py_ssize_t n):
             hs.key_lens[pos] = key_len
             _bytes_like(pair[1], hs.views, &hs.value_ptrs[pos], &hs.value_lens[pos],
                         u"header values", pos)
+            hs.data_bytes += key_len + PYLOG_HEADER_MAX_FRAMING + \
+                (hs.value_lens[pos] if hs.value_lens[pos] > 0 else 0)
             pos += 1
     hs.starts[n] = pos
     hs.h.starts = hs.starts
@@ -235,16 +247,20 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
     arr = _np.ascontiguousarray(timestamps, dtype=_np.int64)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"timestamps has shape {arr.shape} but there are {n} records")
-    if check and n and arr.min() < NO_TIMESTAMP:
-        bad = int(_np.argmax(arr < NO_TIMESTAMP))
-        raise InvalidTimestampError(
-            f"timestamps[{bad}] = {int(arr[bad])} is invalid: timestamps are milliseconds since "
-            f"the epoch, >= 0, or -1 for none")
     if n == 0:
         inp.timestamps = NULL
         inp.timestamp_const = NO_TIMESTAMP
         return arr
     view = arr
+    cdef Py_ssize_t i
+    if check:
+        # A C loop, not arr.min(): numpy's reduction costs microseconds and
+        # drops and retakes the GIL, a convoy when threads encode at once.
+        for i in range(n):
+            if view[i] < -1:            # NO_TIMESTAMP
+                raise InvalidTimestampError(
+                    f"timestamps[{i}] = {view[i]} is invalid: timestamps are milliseconds since "
+                    f"the epoch, >= 0, or -1 for none")
     inp.timestamps = &view[0]
     return arr
 

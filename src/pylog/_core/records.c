@@ -239,27 +239,54 @@ static inline char *put_bytes(char *out, const char *src, int64_t len) {
     return out;
 }
 
+/* Record i, whose body (everything after its length varint) is `body` bytes. */
+static inline char *write_record(const pylog_record_input *in, int64_t i, int64_t base_ts,
+                                 int64_t body, char *out) {
+    const pylog_headers *hd = &in->headers;
+    out = pylog_write_varint(out, (int32_t)body);
+    *out++ = 0; /* record attributes: unused, always 0 */
+    out = pylog_write_varlong(out, ts_delta(timestamp_of(in, i), base_ts));
+    out = pylog_write_varint(out, offset_delta_of(in, i));
+    const char *p;
+    int64_t klen = column_get(&in->keys, i, &p);
+    out = put_bytes(out, p, klen);
+    int64_t vlen = column_get(&in->values, i, &p);
+    out = put_bytes(out, p, vlen);
+    int64_t first = hd->starts ? hd->starts[i] : 0, last = hd->starts ? hd->starts[i + 1] : 0;
+    out = pylog_write_varint(out, (int32_t)(last - first));
+    for (int64_t k = first; k < last; k++) {
+        out = put_bytes(out, hd->key_ptrs[k], hd->key_lens[k]);
+        out = put_bytes(out, hd->value_ptrs[k], hd->value_lens[k]);
+    }
+    return out;
+}
+
 int64_t pylog_records_write(const pylog_record_input *in, int64_t base_ts, char *out) {
     char *start = out;
-    const pylog_headers *hd = &in->headers;
-    for (int64_t i = 0; i < in->count; i++) {
-        int64_t body = record_body_size(in, i, base_ts);
-        out = pylog_write_varint(out, (int32_t)body);
-        *out++ = 0; /* record attributes: unused, always 0 */
-        out = pylog_write_varlong(out, ts_delta(timestamp_of(in, i), base_ts));
-        out = pylog_write_varint(out, offset_delta_of(in, i));
-        const char *p;
-        int64_t klen = column_get(&in->keys, i, &p);
-        out = put_bytes(out, p, klen);
-        int64_t vlen = column_get(&in->values, i, &p);
-        out = put_bytes(out, p, vlen);
-        int64_t first = hd->starts ? hd->starts[i] : 0, last = hd->starts ? hd->starts[i + 1] : 0;
-        out = pylog_write_varint(out, (int32_t)(last - first));
-        for (int64_t k = first; k < last; k++) {
-            out = put_bytes(out, hd->key_ptrs[k], hd->key_lens[k]);
-            out = put_bytes(out, hd->value_ptrs[k], hd->value_lens[k]);
+    for (int64_t i = 0; i < in->count; i++)
+        out = write_record(in, i, base_ts, record_body_size(in, i, base_ts), out);
+    return out - start;
+}
+
+int64_t pylog_records_encode(const pylog_record_input *in, char *out, int64_t *base_ts,
+                             int64_t *max_ts, pylog_status *st) {
+    char *start = out;
+    int64_t n = in->count;
+    int64_t base = n > 0 ? timestamp_of(in, 0) : PYLOG_NO_TIMESTAMP;
+    int64_t max = PYLOG_NO_TIMESTAMP;
+    st->code = PYLOG_OK;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t ts = timestamp_of(in, i);
+        if (ts > max) max = ts;
+        int64_t body = record_body_size(in, i, base);
+        if (body > INT32_MAX) {
+            fail(st, PYLOG_ERR_TOO_LARGE, i, body, INT32_MAX, "record");
+            return -1;
         }
+        out = write_record(in, i, base, body, out);
     }
+    *base_ts = base;
+    *max_ts = max;
     return out - start;
 }
 

@@ -128,6 +128,19 @@ int64_t pylog_records_size(const pylog_record_input *in, int64_t *base_ts, int64
  * Returns the bytes written. */
 int64_t pylog_records_write(const pylog_record_input *in, int64_t base_ts, char *out);
 
+/* The most bytes a record's framing takes besides its key, value and header
+ * bytes: length (5), attributes (1), timestamp delta (10), offset delta (5),
+ * key and value lengths (5 + 5), header count (5); each header adds 10. */
+#define PYLOG_RECORD_MAX_FRAMING 36
+#define PYLOG_HEADER_MAX_FRAMING 10
+
+/* pylog_records_size and pylog_records_write in one call, for a caller that
+ * allocated an upper bound (PYLOG_RECORD_MAX_FRAMING per record plus the
+ * data bytes): one pass, returns the bytes written, or -1 (st filled) when
+ * a record would exceed int32 (the output is then garbage). */
+int64_t pylog_records_encode(const pylog_record_input *in, char *out, int64_t *base_ts,
+                             int64_t *max_ts, pylog_status *st);
+
 /* ------------------------------------------------------------------ */
 /* Decoding                                                            */
 

@@ -119,6 +119,10 @@ cdef extern from "records.h" nogil:
     int64_t pylog_records_size(const pylog_record_input *inp, int64_t *base_ts, int64_t *max_ts,
                                pylog_status *st)
     int64_t pylog_records_write(const pylog_record_input *inp, int64_t base_ts, char *out)
+    int64_t pylog_records_encode(const pylog_record_input *inp, char *out, int64_t *base_ts,
+                                 int64_t *max_ts, pylog_status *st)
+    enum: PYLOG_RECORD_MAX_FRAMING
+    enum: PYLOG_HEADER_MAX_FRAMING
 
     ctypedef struct pylog_record:
         int64_t timestamp_delta

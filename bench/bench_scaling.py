@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Many cores (issue 15): does each hot path turn more threads into more throughput?
+
+For T = 1, 2, 4, ... up to os.cpu_count() (or --threads), T threads each work
+on their own data (their own partition, their own batches) for --seconds;
+the aggregate rate is printed with "x ideal" = rate / (T x the 1-thread rate).
+References measured in the same run, on the same threads:
+
+* memcpy: numpy.copyto between per-thread 64 MiB arrays (GIL released): the
+  CPU/memory ceiling of this machine for T threads;
+* raw write loop: os.pwrite of 1 MiB buffers to a per-thread file (the limit
+  for `append`; the page cache of this VM is slow to grow, see
+  ../shared/reference/limits: files are rewritten in place after the first
+  pass, so the loop measures the software path, not host page faults).
+
+Rows: append (pre-encoded ~1 MiB batches, Log.append), encode from lists
+and from Arrow (1,000 records of 100 B), decode_arrow (1 MiB of 100 B
+records), send_batch (one shared Producer, acks=1, each thread its own
+partition), poll_arrow (one Consumer per thread on its own partition).
+
+Usage:
+    bench/bench_scaling.py                  # full run
+    bench/bench_scaling.py --quick          # ~1 minute
+    bench/bench_scaling.py --markdown       # tables for bench/RESULTS.md
+    bench/bench_scaling.py --plot FILE.png
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+
+import pylog
+from pylog import Consumer, Producer, records
+from pylog.storage.log import Log
+
+RECORD = 100
+PER_BATCH = 1000
+
+
+def run_threads(threads: int, seconds: float, setup, work) -> float:
+    """Starts `threads` threads; each calls ``state = setup(i)`` then loops
+    ``units += work(state)`` for `seconds` after a common start. Returns units/s."""
+    barrier = threading.Barrier(threads + 1)
+    stop = threading.Event()
+    done = [0] * threads
+    errors = []
+
+    def body(i):
+        try:
+            state = setup(i)
+            barrier.wait()
+            n = 0
+            while not stop.is_set():
+                n += work(state)
+            done[i] = n
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+            barrier.abort()
+
+    pool = [threading.Thread(target=body, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    barrier.wait()
+    started = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return sum(done) / elapsed
+
+
+def values_list(n=PER_BATCH, size=RECORD, seed=0):
+    rng = np.random.default_rng(seed)
+    blob = rng.integers(0, 256, n * size, dtype=np.uint8).tobytes()
+    return [blob[i * size:(i + 1) * size] for i in range(n)]
+
+
+class Workloads:
+    def __init__(self, tmp: str, max_threads: int) -> None:
+        self.tmp = tmp
+        self.values = values_list()
+        self.arrow_values = pa.array(self.values, pa.binary())
+        self.timestamps = np.full(PER_BATCH, 1_700_000_000_000, dtype=np.int64)
+        batch = records.encode_batch(self.values, timestamps=self.timestamps)
+        self.decode_buffer = batch * max(1, (1 << 20) // len(batch))
+        self.decode_records = PER_BATCH * max(1, (1 << 20) // len(batch))
+        self.big_batch = records.encode_batch(self.values * 9, timestamps=1_700_000_000_000)
+        self.store = pylog.LogManager([os.path.join(tmp, "store")],
+                                      {"log.segment.bytes": 256 << 20})
+        self.store.create_topic("send", max_threads)
+        self.store.create_topic("poll", max_threads)
+        for p in range(max_threads):
+            for _ in range(20):
+                self.store.log("poll", p).append(records.encode_batch(self.values * 5))
+        self.producer = Producer(self.store, acks=1, linger_ms=0)
+        self.logs = {}
+
+    def close(self):
+        self.producer.close()
+        self.store.close()
+        for lg in self.logs.values():
+            lg.close()
+
+    # --- references
+    def memcpy(self, threads, seconds):
+        def setup(i):
+            src = np.ones(8 << 20, dtype=np.float64)
+            return src, np.zeros_like(src)
+
+        def work(s):
+            np.copyto(s[1], s[0])
+            return s[0].nbytes
+        return run_threads(threads, seconds, setup, work)
+
+    def raw_write(self, threads, seconds):
+        chunk = b"x" * (1 << 20)
+        span = 256
+
+        def setup(i):
+            fd = os.open(os.path.join(self.tmp, f"raw-{threads}-{i}"), os.O_RDWR | os.O_CREAT)
+            for k in range(span):           # touch the pages once (see the module doc)
+                os.pwrite(fd, chunk, k << 20)
+            return [fd, 0]
+
+        def work(s):
+            os.pwrite(s[0], chunk, (s[1] % span) << 20)
+            s[1] += 1
+            return len(chunk)
+        return run_threads(threads, seconds, setup, work)
+
+    # --- pylog
+    def append(self, threads, seconds):
+        data = self.big_batch
+
+        def setup(i):
+            key = (threads, i)
+            path = os.path.join(self.tmp, f"log-{threads}-{i}")
+            lg = Log(path, {"segment.bytes": 256 << 20, "retention.bytes": 128 << 20})
+            self.logs[key] = lg
+            return lg
+
+        def work(lg):
+            lg.append(data)
+            if lg.size > 200 << 20:
+                lg.truncate_to(0)          # rewrite in place: no new host pages
+            return len(data)
+        return run_threads(threads, seconds, setup, work)
+
+    def encode_lists(self, threads, seconds):
+        values, ts = self.values, self.timestamps
+        return run_threads(threads, seconds, lambda i: None,
+                           lambda s: len(records.encode_batch(values, timestamps=ts)) and PER_BATCH)
+
+    def encode_arrow(self, threads, seconds):
+        values, ts = self.arrow_values, self.timestamps
+        return run_threads(threads, seconds, lambda i: None,
+                           lambda s: len(records.encode_batch(values, timestamps=ts)) and PER_BATCH)
+
+    def decode(self, threads, seconds):
+        buf, n = self.decode_buffer, self.decode_records
+        return run_threads(threads, seconds, lambda i: None,
+                           lambda s: records.decode_arrow(buf).num_rows and n)
+
+    def send_batch(self, threads, seconds):
+        producer, values = self.producer, self.values
+
+        def work(p):
+            producer.send_batch("send", values, partition=p)
+            return PER_BATCH
+        rate = run_threads(threads, seconds, lambda i: i, work)
+        producer.flush()
+        return rate
+
+    def poll_arrow(self, threads, seconds):
+        def setup(i):
+            c = Consumer(self.store, auto_offset_reset="earliest", max_poll_records=10_000)
+            c.assign([("poll", i)])
+            return c
+
+        def work(c):
+            rb = c.poll_arrow(0)
+            if rb.num_rows == 0:
+                c.seek_to_beginning()
+                rb = c.poll_arrow(0)
+            return rb.num_rows
+        return run_threads(threads, seconds, setup, work)
+
+
+ROWS = [
+    ("memcpy (reference)", "memcpy", "GB/s", 1e9),
+    ("raw write loop (reference)", "raw_write", "GB/s", 1e9),
+    ("append ~1 MiB batches", "append", "GB/s", 1e9),
+    ("encode 100 B from lists", "encode_lists", "M rec/s", 1e6),
+    ("encode 100 B from Arrow", "encode_arrow", "M rec/s", 1e6),
+    ("decode_arrow 100 B", "decode", "M rec/s", 1e6),
+    ("send_batch 100 B (acks=1)", "send_batch", "M rec/s", 1e6),
+    ("poll_arrow 100 B", "poll_arrow", "M rec/s", 1e6),
+]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--seconds", type=float, default=None)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--plot", default=None)
+    ap.add_argument("--only", default=None, help="comma-separated row keys")
+    args = ap.parse_args(argv)
+    seconds = args.seconds or (0.7 if args.quick else 2.0)
+    ts = [1]
+    while ts[-1] * 2 <= args.threads:
+        ts.append(ts[-1] * 2)
+    if ts[-1] != args.threads:
+        ts.append(args.threads)
+    tmp = tempfile.mkdtemp(prefix="pylog-scaling-")
+    w = Workloads(tmp, max(ts))
+    rows = [r for r in ROWS if not args.only or r[1] in args.only.split(",")]
+    results: dict[str, list[float]] = {}
+    try:
+        for label, key, unit, scale in rows:
+            results[key] = [getattr(w, key)(t, seconds) / scale for t in ts]
+            print(f"  {label}: " + ", ".join(f"{v:.2f}" for v in results[key]),
+                  file=sys.stderr, flush=True)
+    finally:
+        w.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"# bench_scaling: {platform.node()}, {os.cpu_count()} CPUs, python "
+          f"{platform.python_version()}, pylog {pylog.__version__}, io engine "
+          f"{pylog.io_engine()}, {seconds:.1f} s per cell")
+    head = ["row"] + [f"T={t}" for t in ts] + [f"x ideal at T={ts[-1]}"]
+    lines = []
+    for label, key, unit, _ in rows:
+        r = results[key]
+        cells = [f"{r[0]:.2f}"] + [f"{v:.2f} ({v / (t * r[0]):.2f})" for t, v in zip(ts[1:], r[1:])]
+        lines.append([f"{label}, {unit}"] + cells + [f"{r[-1] / (ts[-1] * r[0]):.2f}"])
+    if args.markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for line in lines:
+            print("| " + " | ".join(line) + " |")
+    else:
+        widths = [max(len(str(x[i])) for x in [head] + lines) for i in range(len(head))]
+        for line in [head] + lines:
+            print("  ".join(str(c).ljust(wd) for c, wd in zip(line, widths)))
+    print("cells: aggregate rate (x ideal = rate / (T x the T=1 rate))")
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for label, key, _, _ in rows:
+            r = results[key]
+            ax.plot(ts, [v / (t * r[0]) for t, v in zip(ts, r)], marker="o", label=label)
+        ax.set_xlabel("threads")
+        ax.set_ylabel("x ideal (rate / (T x 1-thread rate))")
+        ax.set_xticks(ts)
+        ax.set_ylim(0, 1.2)
+        ax.axhline(1.0, color="grey", lw=0.5)
+        ax.legend(fontsize=7)
+        ax.set_title(f"pylog scaling with threads ({os.cpu_count()} CPUs)")
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
