@@ -13,10 +13,13 @@ References measured in the same run, on the same threads:
   ../shared/reference/limits: files are rewritten in place after the first
   pass, so the loop measures the software path, not host page faults).
 
-Rows: append (pre-encoded ~1 MiB batches, Log.append), encode from lists
-and from Arrow (1,000 records of 100 B), decode_arrow (1 MiB of 100 B
-records), send_batch (one shared Producer, acks=1, each thread its own
-partition), poll_arrow (one Consumer per thread on its own partition).
+Rows: append (pre-encoded ~1 MiB batches, Log.append; each log is cut back
+with truncate_to(0) at 200 MiB so pages are rewritten, not new), encode
+from lists and from Arrow (1,000 records of 100 B a call), decode_arrow
+(1 MiB of 100 B records a call), send_batch (one shared Producer, acks=1,
+each thread its own partition, 1,000 records a call; 16 MiB segments under
+48 MiB retention so appends reuse freed pages), poll_arrow (one Consumer per
+thread on its own partition, up to 10,000 records a poll).
 
 Usage:
     bench/bench_scaling.py                  # full run
@@ -101,10 +104,13 @@ class Workloads:
         self.decode_buffer = batch * max(1, (1 << 20) // len(batch))
         self.decode_records = PER_BATCH * max(1, (1 << 20) // len(batch))
         self.big_batch = records.encode_batch(self.values * 9, timestamps=1_700_000_000_000)
-        self.store = pylog.LogManager([os.path.join(tmp, "store")],
-                                      {"log.segment.bytes": 256 << 20})
-        self.store.create_topic("send", max_threads)
-        self.store.create_topic("poll", max_threads)
+        # send: small segments and retention, so new appends reuse the page
+        # cache that deleted segments just freed (see the module doc).
+        self.store = pylog.LogManager([os.path.join(tmp, "store")], {
+            "log.segment.bytes": 16 << 20, "log.retention.check.interval.ms": 50,
+            "log.segment.delete.delay.ms": 0})
+        self.store.create_topic("send", max_threads, {"retention.bytes": 48 << 20})
+        self.store.create_topic("poll", max_threads, {"segment.bytes": 256 << 20})
         for p in range(max_threads):
             for _ in range(20):
                 self.store.log("poll", p).append(records.encode_batch(self.values * 5))

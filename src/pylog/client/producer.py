@@ -9,7 +9,18 @@ group commit), and completes the futures. ``send_batch`` takes whole columns
 encoded batches behind the partition's pending records, so ordering per
 partition always holds.
 
-Thread-safe: any number of threads may send through one Producer.
+Thread-safe: any number of threads may send through one Producer. Locks
+(what each protects, for the day pylog builds for free-threaded CPython):
+
+- ``_lock`` (one per Producer, with its conditions ``_wakeup``, ``_space``,
+  ``_done``): the accumulator (open batches, sequence numbers, ``buffered``),
+  the ready queue and the flush/close bookkeeping. Held for queue operations
+  only; non-idempotent ``send_batch`` encodes before taking it. An idempotent
+  ``send_batch`` encodes under it, because sequence numbers must follow the
+  queue order (issue 15 measures what that costs, bench/RESULTS.md).
+- The sender thread appends outside ``_lock``; each Log's own ``_lock``
+  serialises appends per partition, and fsyncs run under neither.
+- Futures complete on the sender thread; their callbacks run there.
 """
 
 from __future__ import annotations

@@ -1,0 +1,154 @@
+"""Many threads on the hot paths (issue 15): results identical to one thread.
+
+Threads hammer encode, decode_arrow, Log.append and send_batch at once, on
+shared and on separate partitions; everything must come out byte-identical
+to a single thread's result: no race, no torn batch, offsets dense per
+partition, each producer's sequence numbers in order.
+"""
+
+import struct
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from log_support import all_records
+
+from pylog import Producer, records
+from pylog.storage.log import Log
+
+THREADS = 6
+
+
+def run(threads, target):
+    errors = []
+
+    def body(i):
+        try:
+            target(i)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    pool = [threading.Thread(target=body, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(60)
+    assert not any(t.is_alive() for t in pool), "a thread hung"
+    if errors:
+        raise errors[0]
+
+
+def inputs():
+    rng = np.random.default_rng(5)
+    values = [rng.integers(0, 256, int(rng.integers(0, 300)), dtype=np.uint8).tobytes()
+              for _ in range(700)]
+    keys = [None if i % 7 == 0 else b"k%d" % i for i in range(700)]
+    headers = [[("h", b"%d" % i)] if i % 3 == 0 else None for i in range(700)]
+    ts = np.arange(700, dtype=np.int64) + 1_700_000_000_000
+    return values, keys, headers, ts
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
+def test_encode_and_decode_from_many_threads_match_one_thread(compression):
+    values, keys, headers, ts = inputs()
+    arrow_values = pa.array(values, pa.binary())
+    want_lists = records.encode_batch(values, keys, ts, headers, compression=compression)
+    want_arrow = records.encode_batch(arrow_values, keys, ts, compression=compression)
+    buffer = (want_lists + want_arrow) * 4
+    want_decoded = records.decode_arrow(buffer)
+
+    def work(i):
+        for _ in range(30):
+            assert records.encode_batch(values, keys, ts, headers, compression=compression) == want_lists
+            assert records.encode_batch(arrow_values, keys, ts, compression=compression) == want_arrow
+            assert records.decode_arrow(buffer).equals(want_decoded)
+    run(THREADS, work)
+
+
+def test_appends_from_many_threads_to_shared_and_own_logs(tmp_path, engine_kind):
+    config = {"pylog.io.engine": engine_kind, "segment.bytes": 64 * 1024}
+    shared = Log(str(tmp_path / "shared-0"), config)
+    own = [Log(str(tmp_path / f"own-{i}"), config) for i in range(THREADS)]
+    per_thread = 60
+
+    def work(i):
+        for j in range(per_thread):
+            batch = records.encode_batch([b"%d:%d:%d" % (i, j, r) for r in range(10)])
+            shared.append(batch)
+            own[i].append(batch)
+    run(THREADS, work)
+    try:
+        got = [r.value for r in all_records(shared)]
+        assert shared.log_end_offset == len(got) == THREADS * per_thread * 10
+        # Whole batches, never interleaved: every run of 10 is one (thread, j).
+        for k in range(0, len(got), 10):
+            i, j = got[k].split(b":")[:2]
+            assert got[k:k + 10] == [b"%s:%s:%d" % (i, j, r) for r in range(10)]
+        for i, lg in enumerate(own):
+            assert [r.value for r in all_records(lg)] == \
+                [b"%d:%d:%d" % (i, j, r) for j in range(per_thread) for r in range(10)]
+    finally:
+        for lg in [shared] + own:
+            lg.close()
+
+
+def batch_fields(log):
+    """(base offset, count, producer id, base sequence) of every batch, from the bytes."""
+    data = log.read(0, 1 << 30).read()
+    out, at = [], 0
+    while at < len(data):
+        base, length = struct.unpack_from(">qi", data, at)
+        pid, _epoch, seq, count = struct.unpack_from(">qhii", data, at + 43)
+        out.append((base, count, pid, seq))
+        at += 12 + length
+    return out
+
+
+def test_send_batch_from_many_threads_keeps_offsets_dense_and_sequences_in_order(store):
+    store.create_topic("s", THREADS)
+    per_thread = 40
+
+    def work(i):
+        for j in range(per_thread):
+            values = [b"%d:%d:%d" % (i, j, r) for r in range(25)]
+            producer.send_batch("s", values, partition=i % 3)                 # shared: 0-2
+            producer.send_batch("s", values, partition=3 + i % (THREADS - 3))  # own-ish: 3-5
+
+    with Producer(store, linger_ms=1) as producer:                            # idempotent, acks=all
+        run(THREADS, work)
+        producer.flush()
+    total = 0
+    for p in range(THREADS):
+        lg = store.log("s", p)
+        fields = batch_fields(lg)
+        expected_offset = 0
+        expected_seq = 0
+        for base, count, pid, seq in fields:
+            assert base == expected_offset                                    # dense offsets
+            assert seq == expected_seq, f"partition {p}: sequence {seq}, expected {expected_seq}"
+            expected_offset += count
+            expected_seq += count
+        values = [r.value for r in lg.read_records(0, 1 << 30)]
+        total += len(values)
+        # Each thread's calls to one partition keep their order.
+        last = {}
+        for v in values:
+            i, j, r = (int(x) for x in v.split(b":"))
+            assert (j, r) > last.get(i, (-1, -1))
+            last[i] = (j, r)
+    assert total == THREADS * per_thread * 25 * 2
+
+
+def test_many_threads_with_a_tiny_buffer_memory_never_deadlock(store):
+    store.create_topic("b", 4)
+    with Producer(store, buffer_memory=20_000, max_block_ms=30_000, linger_ms=0,
+                  batch_size=2000) as producer:
+        def work(i):
+            for j in range(200):
+                producer.send("b", b"x" * 300, key=b"%d-%d" % (i, j))
+                if j % 50 == 0:
+                    producer.send_batch("b", [b"y" * 100] * 20, partition=i % 4)
+        run(8, work)
+        producer.flush(30)
+    assert sum(store.log("b", p).log_end_offset for p in range(4)) == 8 * (200 + 4 * 20)
