@@ -50,7 +50,7 @@ def have_liburing():
 
 URING = have_liburing()
 # Every extension that compiles io_engine.c takes these.
-ENGINE_KW = {"libraries": ["uring"], "define_macros": macros + [("PYLOG_HAVE_IO_URING", "1")]} \
+ENGINE_KW = {"libraries": ["uring", "dl"], "define_macros": macros + [("PYLOG_HAVE_IO_URING", "1")]} \
     if URING else {}
 
 # Each C source with state is compiled into exactly one extension: crc32c.c

@@ -7,6 +7,9 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+from pylog.errors import CorruptCheckpointError
 from pylog.storage import LogManager
 
 CHILD = textwrap.dedent("""
@@ -49,3 +52,26 @@ def test_the_largest_block_in_any_dir_wins(dirs):
     with LogManager(dirs[:2], background=False) as manager:
         third = manager.init_producer_id()[0]
     assert first < second < third
+
+
+@pytest.mark.parametrize("content", [b"next-block", b"next-block 5 6\n", b"next-blocks 5\n",
+                                     b"next-block -5\n", b"\0\0\0\0"])
+def test_a_damaged_ids_file_is_an_error_not_a_restart_from_zero(dirs, content):
+    with LogManager(dirs[:1], background=False) as manager:
+        manager.init_producer_id()
+    with open(os.path.join(dirs[0], "pylog-producer-ids"), "wb") as f:
+        f.write(content)
+    with pytest.raises(CorruptCheckpointError, match="pylog-producer-ids is damaged"):
+        LogManager(dirs[:1], background=False)
+
+
+def test_a_damaged_copy_is_replaced_from_a_good_one(dirs):
+    with LogManager(dirs[:2], background=False) as manager:
+        first = manager.init_producer_id()[0]
+    with open(os.path.join(dirs[1], "pylog-producer-ids"), "wb") as f:
+        f.write(b"garbage")
+    with LogManager(dirs[:2], background=False) as manager:
+        assert manager.init_producer_id()[0] > first
+    for d in dirs[:2]:
+        with open(os.path.join(d, "pylog-producer-ids"), "rb") as f:
+            assert f.read() == b"next-block 2000\n"

@@ -14,6 +14,7 @@ from pylog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from pylog.storage import files
 from pylog.storage.topics import validate_topic_name
 
 
@@ -58,6 +59,21 @@ def test_longest_name_gets_a_partition_dir(dirs, open_manager):
     manager.create_topic("x" * 249, 3)
     manager.delete_topic("x" * 249)        # the -delete dir name is cut to fit 255 bytes
     assert [] == manager.list_topics()
+
+
+def test_renamed_dir_names_fit_255_bytes_and_keep_what_fits():
+    uid = "0" * 32
+    assert files.renamed_dir_name("clicks", 3, uid, "-delete") == f"clicks-3.{uid}-delete"
+    long = files.renamed_dir_name("x" * 249, 12, uid, "-delete")
+    assert len(long) == 255 and long == "x" * (255 - len(f"-12.{uid}-delete")) + f"-12.{uid}-delete"
+    assert files.renamed_dir_name("y" * 300, 1, "u" * 300, "-stray").startswith("y-1.")
+
+
+def test_segment_file_names_refuse_negative_offsets():
+    assert files.filename_prefix_from_offset(0) == "0" * 20
+    for bad in (-1, -2):
+        with pytest.raises(ValueError, match="negative"):
+            files.filename_prefix_from_offset(bad)
 
 
 def test_create_describe_list(dirs, open_manager):

@@ -9,12 +9,17 @@ in any dir wins.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+
+from pylog.errors import CorruptCheckpointError
 
 from . import files
 
 __all__ = ["ProducerIdAllocator", "PRODUCER_IDS_FILE"]
+
+log = logging.getLogger("pylog.manager")
 
 PRODUCER_IDS_FILE = "pylog-producer-ids"
 BLOCK = 1000
@@ -24,16 +29,37 @@ class ProducerIdAllocator:
     def __init__(self, dirs: list[str]) -> None:
         self._dirs = dirs
         self._lock = threading.Lock()
-        self._next = self._block_end = max((self._read(d) for d in dirs), default=0)
+        found, damaged = [], []
+        for d in dirs:
+            try:
+                found.append(self._read(d))
+            except CorruptCheckpointError as exc:
+                damaged.append(exc)
+        if damaged and not any(found):
+            raise damaged[0]      # every copy that exists is damaged: never guess
+        for exc in damaged:       # every dir gets the good value at the next block
+            log.warning("%s; using the copy in another log dir", exc)
+        self._next = self._block_end = max(found, default=0)
 
     @staticmethod
     def _read(directory: str) -> int:
+        """The next free block recorded in `directory`: 0 when the file is missing
+        (a new dir) or the dir unreadable (offline: another copy serves);
+        CorruptCheckpointError when it is damaged, since guessing 0 would hand
+        out ids that may already be in use."""
+        path = os.path.join(directory, PRODUCER_IDS_FILE)
         try:
-            with open(os.path.join(directory, PRODUCER_IDS_FILE), encoding="ascii") as f:
-                lines = f.read().split()
-            return int(lines[1]) if len(lines) == 2 and lines[0] == "next-block" else 0
-        except (OSError, ValueError):
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
             return 0
+        words = data.split()
+        if len(words) != 2 or words[0] != b"next-block" or not words[1].isdigit():
+            raise CorruptCheckpointError(f"{path} is damaged: expected 'next-block <number>', "
+                                         f"found {data[:60]!r}; if no other log dir has a good "
+                                         f"copy, restore it or write a value above every "
+                                         f"producer id in use")
+        return int(words[1])
 
     def _persist(self, value: int, dirs: list[str]) -> None:
         written = 0
