@@ -114,6 +114,7 @@ class Consumer:
         self._subscription: list[str] | re.Pattern | None = None
         self._next_partition = 0                      # round-robin start across polls
         self._last_commit = time.monotonic()
+        self._scratch = bytearray()                   # poll_arrow's read buffer
         self._async_commits: queue.SimpleQueue | None = None   # commit(asynchronous=True)
         self._async_committer: threading.Thread | None = None
         self._closed = False
@@ -529,12 +530,11 @@ class Consumer:
                 break
         if not picked:
             return [], None
-        buf = bytearray(sum(s.size for _, _, s in picked))
-        view = memoryview(buf)
+        view = self._scratch_view(sum(s.size for _, _, s in picked))
         at = 0
         for _, _, s in picked:
             at += s.readinto(view[at:at + s.size])
-        body = decode_arrow(buf, validate=self._validate)
+        body = decode_arrow(view, validate=self._validate)
         counts = [s.last_offset - s.first_offset + 1 for _, _, s in picked]
         if sum(counts) != body.num_rows:
             # Offset gaps or control batches: cut each slice by its offsets instead.
@@ -559,6 +559,15 @@ class Consumer:
         taken = sum(f.count for f in fetches)
         body = body.slice(0, taken) if contiguous else body.take(pa.array(np.concatenate(rows)))
         return fetches, _with_partition_columns(fetches, body)
+
+    def _scratch_view(self, size: int) -> memoryview:
+        """`size` bytes of the consumer's read buffer, reused across polls (grown
+        to a power of two): a fresh buffer per poll cost a zero-fill and, for
+        large ones, new pages (a page fault each on a VM). decode_arrow copies
+        everything it returns out of it, so the next poll may overwrite it."""
+        if len(self._scratch) < size:
+            self._scratch = bytearray(1 << max(size - 1, 1).bit_length())
+        return memoryview(self._scratch)[:size]
 
     def _fetch_arrow_by_offsets(self, picked, view, max_records):
         fetches: list[_Fetch] = []
