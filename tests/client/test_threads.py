@@ -152,3 +152,28 @@ def test_many_threads_with_a_tiny_buffer_memory_never_deadlock(store):
         run(8, work)
         producer.flush(30)
     assert sum(store.log("b", p).log_end_offset for p in range(4)) == 8 * (200 + 4 * 20)
+
+
+def test_a_batch_that_fails_to_encode_fails_alone_and_gives_its_sequences_back(store):
+    """An idempotent send_batch queues its batch (with its sequences) before
+    encoding it outside the lock; if encoding fails, that batch fails alone and
+    the partition's later batches still append in order."""
+    store.create_topic("f", 1)
+    with Producer(store, linger_ms=0) as producer:
+        good = producer.send_batch("f", [b"a-%d" % i for i in range(50)], partition=0)
+        with pytest.raises(TypeError, match="is a str"):
+            producer.send_batch("f", [b"x"] * 10 + ["not bytes"], partition=0)
+
+        def work(i):
+            for j in range(20):
+                producer.send_batch("f", [b"%d:%d:%d" % (i, j, r) for r in range(10)], partition=0)
+        run(4, work)
+        producer.flush()
+        good.result(5)
+    fields = batch_fields(store.log("f", 0))
+    offset = seq = 0
+    for base, count, _pid, s in fields:
+        assert (base, s) == (offset, seq)
+        offset += count
+        seq += count
+    assert offset == 50 + 4 * 20 * 10

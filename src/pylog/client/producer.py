@@ -15,9 +15,8 @@ Thread-safe: any number of threads may send through one Producer. Locks
 - ``_lock`` (one per Producer, with its conditions ``_wakeup``, ``_space``,
   ``_done``): the accumulator (open batches, sequence numbers, ``buffered``),
   the ready queue and the flush/close bookkeeping. Held for queue operations
-  only; non-idempotent ``send_batch`` encodes before taking it. An idempotent
-  ``send_batch`` encodes under it, because sequence numbers must follow the
-  queue order (issue 15 measures what that costs, bench/RESULTS.md).
+  only: ``send_batch`` encodes outside it (an idempotent batch is queued as a
+  placeholder with its sequences first, and the sender waits for it).
 - The sender thread appends outside ``_lock``; each Log's own ``_lock``
   serialises appends per partition, and fsyncs run under neither.
 - Futures complete on the sender thread; their callbacks run there.
@@ -263,10 +262,12 @@ class Producer:
                         f"topic {topic!r} has partitions 0..{state.num_partitions - 1}, not {p}")
                 rows = np.arange(n) if rows is None else rows
                 for chunk in self._chunks(record_sizes, rows):
-                    # Encode (GIL released in C), then queue at once: the sender
-                    # appends this chunk while the next one is encoded. An
-                    # idempotent producer encodes under the lock instead, since
-                    # the sequence numbers must follow the queue order.
+                    # Encode (GIL released in C) outside the lock, so threads
+                    # sending to different partitions encode at once, and the
+                    # sender appends this chunk while the next one is encoded.
+                    # An idempotent batch's sequence numbers must follow the
+                    # queue order: it is queued first, under the lock, as a
+                    # placeholder the sender waits for, and encoded after.
                     data = None if acc.idempotent else \
                         self._encode_rows(values, keys, timestamps, headers, chunk)
                     need = len(data) if data is not None else \
@@ -281,24 +282,23 @@ class Producer:
                         open_batch = state.open[p]
                         if open_batch is not None:
                             acc.seal(state, open_batch)      # earlier records of p go first
-                        first_sequence = -1
-                        if data is None:
-                            first_sequence = acc.reserve_sequence(state, p, len(chunk))
-                            data = self._encode_rows(values, keys, timestamps, headers, chunk,
-                                                     first_sequence)
                         batch = ProducerBatch(topic, p)
-                        batch.base_sequence = first_sequence
-                        batch.encoded = data
+                        batch.base_sequence = -1 if data is not None else \
+                            acc.reserve_sequence(state, p, len(chunk))
+                        batch.encoded = data if data is not None else _ENCODING
                         batch.count = len(chunk)
-                        batch.size = len(data)
+                        batch.size = need
                         batch.seq = acc.seq
                         batch.sealed = True
                         acc.seq += 1
-                        acc.buffered += len(data)
+                        acc.buffered += need
                         self._ready.append(batch)
                         self._wakeup.notify()
                     batches.append(batch)
                     row_chunks.append(chunk)
+                    if data is None:
+                        data = self._encode_placeholder(batch, need, values, keys, timestamps,
+                                                        headers, chunk)
                     total += len(data)
         finally:
             # Whatever was queued is delivered; the result reports the first error.
@@ -306,6 +306,29 @@ class Producer:
         if keys is None and partition is None:
             state.produced(total)
         return result_future
+
+    def _encode_placeholder(self, batch: ProducerBatch, need: int, values, keys, timestamps,
+                            headers, rows: np.ndarray) -> bytes:
+        """Encodes a queued idempotent batch outside the lock, then hands it to the
+        sender (which waits for it: it keeps the queue order). If encoding fails,
+        the batch fails alone and its sequences are given back, as for an
+        expired batch; the error is raised here too."""
+        sequence = batch.base_sequence
+        try:
+            data = self._encode_rows(values, keys, timestamps, headers, rows, sequence)
+        except BaseException as exc:
+            with self._lock:
+                batch.encoded = _EncodeFailed(exc)
+                self._wakeup.notify()
+            raise
+        with self._lock:
+            if batch.base_sequence != sequence:     # moved by _forget_sequences meanwhile
+                data = _with_base_sequence(data, batch.base_sequence)
+            batch.encoded = data
+            batch.size = len(data)
+            self._acc.buffered += len(data) - need
+            self._wakeup.notify()
+        return data
 
     def _chunks(self, record_sizes: np.ndarray, rows: np.ndarray):
         """Splits rows so each encoded batch stays under max.request.size."""
@@ -482,10 +505,17 @@ class Producer:
                             acc.seal(state, batch)
                 while self._lingering and self._lingering[0].sealed:
                     self._lingering.popleft()
-            if self._ready:
-                batches = list(self._ready)
-                self._ready.clear()
-                return batches, (acc.seq if not self._lingering else None)
+            ready = 0               # the queue up to a batch still being encoded
+            for batch in self._ready:
+                if batch.encoded is _ENCODING:
+                    break
+                ready += 1
+            if ready:
+                batches = [self._ready.popleft() for _ in range(ready)]
+                return batches, (acc.seq if not self._lingering and not self._ready else None)
+            if self._ready:         # its sender thread notifies once it is encoded
+                self._wakeup.wait()
+                continue
             if acc.closing:
                 self._flushed_upto = acc.seq
                 self._done.notify_all()
@@ -503,6 +533,14 @@ class Producer:
         """Fails the batches older than delivery.timeout.ms (Kafka's batch expiry) and
         returns the rest; an idempotent partition's sequences move past them."""
         now = time.monotonic()
+        # A batch whose encoding failed (send_batch raised it) fails here, in queue
+        # order: only the batches after it give back its sequences.
+        while any(isinstance(b.encoded, _EncodeFailed) for b in group):
+            i = next(i for i, b in enumerate(group) if isinstance(b.encoded, _EncodeFailed))
+            failed = group[i]
+            complete_batch(failed, -1, exception=failed.encoded.error)
+            group = group[:i] + group[i + 1:]
+            self._forget_sequences(topic, partition, [failed], group[i:])
         expired = [b for b in group if now - b.created > self._delivery_timeout]
         if not expired:
             return list(group)
@@ -568,7 +606,7 @@ class Producer:
                 if b.base_sequence < 0:
                     continue
                 b.base_sequence = (b.base_sequence - shift) % _SEQUENCE_SPACE
-                if b.encoded is not None:
+                if isinstance(b.encoded, bytes):   # not while encoding (it re-reads) or failed
                     b.encoded = _with_base_sequence(b.encoded, b.base_sequence)
 
     def _send_round(self, batches: list[ProducerBatch]) -> None:
@@ -633,6 +671,16 @@ class Producer:
                 complete_batch(b, offset, info.log_append_time, error)
                 offset += b.record_count
 
+
+class _EncodeFailed:
+    """In place of a queued batch's bytes when encoding it raised."""
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_ENCODING = object()       # in place of a queued batch's bytes while it is encoded
 
 _JOIN_LIMIT = 1 << 20     # small batches of one partition are joined into writes of about this
 _SEQUENCE_SPACE = 1 << 31  # idempotent sequence numbers wrap at int32 max, as Kafka's
