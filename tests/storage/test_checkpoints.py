@@ -100,3 +100,18 @@ def test_random_uuid_looks_like_kafkas():
     ids = {checkpoints.random_uuid() for _ in range(200)}
     assert 200 == len(ids)
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+
+
+def test_atomic_write_over_a_stale_longer_tmp_leaves_exactly_the_new_bytes(tmp_path):
+    """A crash can leave ``<file>.tmp`` behind, longer than the next content: the
+    next write must truncate it (a cosmic-ray survivor without O_TRUNC)."""
+    path = str(tmp_path / "state")
+    with open(path + ".tmp", "wb") as f:
+        f.write(b"x" * 10_000)
+    files.write_file_atomically(path, b"new\n")
+    with open(path, "rb") as f:
+        assert f.read() == b"new\n"
+    assert not os.path.exists(path + ".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o644 & ~umask        # Kafka's mode
