@@ -126,30 +126,44 @@ def test_marker_is_deleted_when_loading_starts(dirs, open_manager):
     assert os.path.exists(os.path.join(dirs[0], ".kafka_cleanshutdown"))
 
 
+_KILLED_WRITER = """
+import sys, time
+from pylog import records
+from pylog.storage import LogManager
+def batch():
+    return records.encode_batch([bytes([i]) * 200 for i in range(5)], timestamps=[1_700_000_000_000] * 5)
+m = LogManager([sys.argv[1]], {"pylog.io.engine": sys.argv[2], "log.segment.bytes": 8192},
+               background=False)
+m.create_topic("t", 1)
+log = m.log("t", 0)
+for _ in range(20):
+    log.append(batch())
+log.flush()
+m.checkpoint()
+print(log.recovery_point, flush=True)
+for _ in range(6):                         # appended after the last checkpoint
+    log.append(batch())
+print(log.log_end_offset, log.active_segment.base_offset, flush=True)
+time.sleep(60)                             # SIGKILLed here: nothing closed
+"""
+
+
 def test_unclean_shutdown_recovers_from_checkpointed_recovery_points(dirs, open_manager, engine_kind):
-    """No marker: segments below the checkpointed recovery point are trusted, the
-    rest is scanned, and a torn tail is cut."""
+    """A store killed with SIGKILL (no marker, the last checkpoint older than the
+    log end), plus a torn batch at the end of its active segment: segments below
+    the checkpointed recovery point are trusted, the rest is scanned, the torn
+    batch is cut."""
     config = {"pylog.io.engine": engine_kind, "log.segment.bytes": 8192}
-    manager = open_manager(dirs[:1], config)
-    manager.create_topic("t", 1)
-    log = manager.log("t", 0)
-    for _ in range(20):
-        log.append(batch(5, 200))
-    log.flush()
-    manager.checkpoint()
-    flushed_to = log.recovery_point
-    assert flushed_to == log.log_end_offset
-    for _ in range(6):                         # appended after the last checkpoint
-        log.append(batch(5, 200))
-    end = log.log_end_offset
-    active = log.active_segment.log.path
-    manager.close()
-    # Make it unclean: no marker, an older checkpoint, and a torn batch at the end.
-    os.remove(os.path.join(dirs[0], ".kafka_cleanshutdown"))
-    checkpoints.write_offset_checkpoint(os.path.join(dirs[0], "recovery-point-offset-checkpoint"),
-                                        {("t", 0): flushed_to})
-    with open(active, "ab") as f:
-        f.write(batch(5, 200)[:150])
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, dirs[0], engine_kind],
+                             stdout=subprocess.PIPE, text=True)
+    flushed_to = int(child.stdout.readline())
+    end, active_base = (int(x) for x in child.stdout.readline().split())
+    child.kill()
+    child.wait(30)
+    child.stdout.close()
+    assert flushed_to == 100 and end == 130
+    with open(os.path.join(dirs[0], "t-0", f"{active_base:020d}.log"), "ab") as f:
+        f.write(batch(5, 200)[:150])        # a torn write at the end
     again = open_manager(dirs[:1], config)
     assert not again.dirs[0].had_clean_shutdown
     report = again.log("t", 0).recovery
