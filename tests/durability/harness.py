@@ -24,6 +24,7 @@ import bisect
 import fcntl
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -73,6 +74,8 @@ def run_and_kill(root: str, session: int, seed: int, engine: str, events: str,
     """Starts a session, lets it work `delay` seconds after it is ready, SIGKILLs it."""
     proc = start(root, session, seed, engine, events, **kwargs)
     try:
+        if not select.select([proc.stdout], [], [], 120)[0]:
+            raise AssertionError("workload did not get ready within 120 s")
         line = proc.stdout.readline()
         if line != b"ready\n":
             proc.wait(10)
