@@ -7,6 +7,8 @@ OffsetOutOfRangeError because retention moved the log start past it."""
 import random
 import threading
 
+import pytest
+
 from pylog import records
 from pylog.errors import OffsetOutOfRangeError
 from pylog.storage.log import Log
@@ -74,3 +76,31 @@ def test_readers_race_appends_rolls_and_deletes(log_dir, engine_kind):
     log.close()
     assert not errors, errors[0]
     assert reads[0] > 100
+
+
+@pytest.mark.parametrize("delete", ["apply_retention", "advance_log_start_offset",
+                                    "delete_segments_before"])
+def test_segment_deletion_waits_for_a_flush_in_progress(tmp_path, delete):
+    """Found by a flaky client test: a background flush took its segments, retention
+    (another thread) deleted one meanwhile, and syncing its index (no descriptor
+    left, so synced by path) failed with ENOENT and took the whole log dir
+    offline. Deletions now wait for a flush in progress (the Log's flush lock)."""
+    log = Log(str(tmp_path / "r-0"), {"segment.bytes": 2000, "retention.bytes": 1},
+              scheduler=Scheduler())
+    try:
+        for _ in range(10):
+            log.append(records.encode_batch([b"x" * 100] * 5))
+        end = log.log_end_offset
+        calls = {"apply_retention": lambda: log.apply_retention(),
+                 "advance_log_start_offset": lambda: log.advance_log_start_offset(end),
+                 "delete_segments_before": lambda: log.delete_segments_before(end)}
+        done = threading.Event()
+        with log._flush_lock:                     # a flush is running
+            deleter = threading.Thread(target=lambda: (calls[delete](), done.set()))
+            deleter.start()
+            assert not done.wait(0.3), "segments were deleted under a running flush"
+        assert done.wait(10)
+        deleter.join()
+        assert len(log.segments) == 1
+    finally:
+        log.close()

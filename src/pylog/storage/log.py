@@ -638,7 +638,7 @@ class Log:
     def advance_log_start_offset(self, offset: int) -> int:
         """Moves the log start offset up to `offset` (Kafka's DeleteRecords) and deletes
         the segments that lie wholly below it. Returns the number of segments deleted."""
-        with self._lock:
+        with self._flush_lock, self._lock:   # never under a flush (see _delete_segments)
             self._check_open()
             if offset > self._next_offset:
                 raise OffsetOutOfRangeError(
@@ -652,7 +652,7 @@ class Log:
     def delete_segments_before(self, offset: int) -> int:
         """Deletes every segment whose offsets are all below `offset` and advances the
         log start offset to the first remaining one. Returns the number deleted."""
-        with self._lock:
+        with self._flush_lock, self._lock:   # never under a flush (see _delete_segments)
             self._check_open()
             return self._delete_segments(lambda s, nxt: s.next_offset <= offset and nxt is not None
                                          and nxt <= max(offset, s.next_offset))
@@ -662,7 +662,7 @@ class Log:
         then ``retention.ms`` (by each segment's largest timestamp). The active
         segment is rolled first if it too must go, so one segment always remains.
         Returns the number of segments deleted."""
-        with self._lock:
+        with self._flush_lock, self._lock:   # never under a flush (see _delete_segments)
             self._check_open()
             now = self.clock() if now_ms is None else now_ms
             deleted = self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset)
@@ -683,7 +683,11 @@ class Log:
             return deleted
 
     def _delete_segments(self, predicate, allow_active: bool = False, now: int | None = None) -> int:
-        """Deletes the oldest segments while `predicate(segment, next_base)` holds."""
+        """Deletes the oldest segments while `predicate(segment, next_base)` holds.
+        The caller holds _flush_lock and _lock: a flush takes its segments under
+        _lock and syncs them outside it, so a deletion in between would pull a
+        segment's files from under the flush (an index without a descriptor is
+        synced by its path: ENOENT once renamed, which took the dir offline)."""
         segments = self._segments
         doomed: list[LogSegment] = []
         for i, segment in enumerate(segments):
