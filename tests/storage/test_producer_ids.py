@@ -55,7 +55,7 @@ def test_the_largest_block_in_any_dir_wins(dirs):
 
 
 @pytest.mark.parametrize("content", [b"next-block", b"next-block 5 6\n", b"next-blocks 5\n",
-                                     b"next-block -5\n", b"\0\0\0\0"])
+                                     b"garbage 5\n", b"next-block -5\n", b"\0\0\0\0"])
 def test_a_damaged_ids_file_is_an_error_not_a_restart_from_zero(dirs, content):
     with LogManager(dirs[:1], background=False) as manager:
         manager.init_producer_id()
@@ -65,13 +65,15 @@ def test_a_damaged_ids_file_is_an_error_not_a_restart_from_zero(dirs, content):
         LogManager(dirs[:1], background=False)
 
 
-def test_a_damaged_copy_is_replaced_from_a_good_one(dirs):
+def test_a_damaged_copy_is_replaced_from_a_good_one(dirs, caplog):
     with LogManager(dirs[:2], background=False) as manager:
         first = manager.init_producer_id()[0]
     with open(os.path.join(dirs[1], "pylog-producer-ids"), "wb") as f:
         f.write(b"garbage")
-    with LogManager(dirs[:2], background=False) as manager:
-        assert manager.init_producer_id()[0] > first
+    with caplog.at_level("WARNING", logger="pylog.manager"):
+        with LogManager(dirs[:2], background=False) as manager:
+            assert manager.init_producer_id()[0] > first
+    assert any("pylog-producer-ids is damaged" in r.getMessage() for r in caplog.records)
     for d in dirs[:2]:
         with open(os.path.join(d, "pylog-producer-ids"), "rb") as f:
             assert f.read() == b"next-block 2000\n"
