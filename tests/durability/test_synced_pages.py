@@ -16,6 +16,7 @@ import os
 import struct
 
 import pytest
+from log_support import ManualScheduler
 
 import pylog
 from pylog import Producer, records
@@ -70,7 +71,9 @@ def test_flush_messages_syncs_every_acknowledged_append(tmp_path, engine_kind):
 
 def test_flush_syncs_what_was_appended_and_nothing_is_synced_before(tmp_path, engine_kind):
     path = str(tmp_path / "t-0")
-    with Log(path, {"pylog.io.engine": engine_kind, "segment.bytes": 64 * 1024}) as lg:
+    # A ManualScheduler: no background flush of rolled segments cleans pages meanwhile.
+    with Log(path, {"pylog.io.engine": engine_kind, "segment.bytes": 64 * 1024},
+             scheduler=ManualScheduler()) as lg:
         for _ in range(20):
             lg.append(batch())
         dirty = sum(dirty_pages(p) for p in segment_paths(lg))
