@@ -142,10 +142,9 @@ class Log:
 
     def _open(self, recovery_point, log_start_offset, clean_shutdown) -> RecoveryReport:
         started = time.monotonic()
-        if self.standalone:
-            files.make_dirs(self.path)
-        else:   # the LogManager fsyncs the log dir once for every partition it created
-            os.makedirs(self.path, exist_ok=True)
+        # A standalone Log made its dir durably before locking it (__init__); the
+        # LogManager fsyncs the log dir once for every partition it created.
+        os.makedirs(self.path, exist_ok=True)
         if self.standalone:
             state = read_log_state(self.path)
             recovery_point = state.get("recovery-point", 0)
@@ -407,7 +406,10 @@ class Log:
         # Kafka writes one at every roll, even empty: after a crash, state is
         # replayed from the newest snapshot, never from further back.
         try:
-            self.producer_state.write_snapshot(new.base_offset)
+            # Not fsync'ed here, on the append path: a snapshot lost to a power loss
+            # (or torn: its CRC fails) only makes the next open replay from an older
+            # one, or the log start. Kafka too flushes it later, off the append path.
+            self.producer_state.write_snapshot(new.base_offset, sync=False)
         except OSError as exc:
             raise self._storage_error(exc, "producer state snapshot") from exc
         # Kafka flushes the rolled segment asynchronously; the flush advances

@@ -182,9 +182,9 @@ class ProducerStateManager:
                     out.append(offset)
         return sorted(out)
 
-    def write_snapshot(self, offset: int) -> None:
-        """Writes the table as of `offset` (tmp, fsync, rename). Kafka's byte layout:
-        the last batch of each producer is what a snapshot keeps."""
+    def write_snapshot(self, offset: int, *, sync: bool = True) -> None:
+        """Writes the table as of `offset` (tmp, fsync unless not `sync`, rename).
+        Kafka's byte layout: the last batch of each producer is what a snapshot keeps."""
         body = bytearray(_HEADER.size)
         count = 0
         for entry in self.producers.values():
@@ -197,9 +197,10 @@ class ProducerStateManager:
         struct.pack_into(">i", body, _ENTRIES_OFFSET, count)
         crc = crc32c(bytes(body[_ENTRIES_OFFSET:]))
         struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
-        # The file is fsync'ed; its directory entry is made durable by the
-        # Log's next flush (a roll marks the dir dirty).
-        files.write_file_atomically(self.snapshot_path(offset), bytes(body), sync_dir=False)
+        # Its directory entry is made durable by the Log's next flush (a roll
+        # marks the dir dirty).
+        files.write_file_atomically(self.snapshot_path(offset), bytes(body), sync=sync,
+                                    sync_dir=False)
 
     def read_snapshot(self, offset: int) -> None:
         """Replaces the table with the snapshot at `offset`; CorruptRecordError if bad."""
