@@ -42,8 +42,17 @@ def io_engine(kind: str = "auto") -> str:
     return default_engine(kind).why
 
 
+def __getattr__(name: str):
+    # The broker (and its generated protocol codec) loads on first use only.
+    if name == "Broker":
+        from .broker import Broker
+        return Broker
+    raise AttributeError(f"module 'pylog' has no attribute {name!r}")
+
+
 __all__ = [
     "AppendInfo",
+    "Broker",
     "Consumer",
     "ConsumerRecord",
     "Producer",

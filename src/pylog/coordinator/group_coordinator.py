@@ -34,6 +34,7 @@ from pylog.errors import KafkaStorageError, UnknownTopicOrPartitionError
 from pylog.record import encode_batch
 from pylog.storage import OFFSETS_TOPIC, Log, LogManager
 
+from .classic_group import ClassicGroup
 from .group import ConsumerGroup
 from .offsets import (
     OffsetAndMetadata,
@@ -60,6 +61,7 @@ class GroupCoordinator:
         self._offsets = OffsetStore()
         self._lock = threading.Lock()             # appends to __consumer_offsets, compaction
         self._groups: dict[str, ConsumerGroup] = {}
+        self._classic: dict[str, ClassicGroup] = {}
         self._groups_lock = threading.Lock()
         self._load_committed_offsets()
         storage.add_periodic_task("offsets-compaction",
@@ -75,6 +77,38 @@ class GroupCoordinator:
             if group is None:
                 group = self._groups[group_id] = ConsumerGroup(group_id)
             return group
+
+    def classic_group(self, group_id: str, initial_delay_ms: int = 3000,
+                      create: bool = True) -> ClassicGroup | None:
+        """The Kafka-protocol group `group_id` (remote clients' JoinGroup/SyncGroup),
+        created on first use unless `create` is false."""
+        with self._groups_lock:
+            group = self._classic.get(group_id)
+            if group is None and create:
+                group = self._classic[group_id] = ClassicGroup(group_id, initial_delay_ms)
+            return group
+
+    def classic_groups(self) -> list[ClassicGroup]:
+        with self._groups_lock:
+            return list(self._classic.values())
+
+    def tick_classic_groups(self) -> None:
+        """Session expiry and rebalance deadlines of the Kafka-protocol groups."""
+        for group in self.classic_groups():
+            group.tick()
+
+    def delete_group(self, group_id: str) -> None:
+        """Deletes a group with no members: its committed offsets are tombstoned."""
+        with self._groups_lock:
+            group = self._classic.pop(group_id, None)
+        if group is not None:
+            group.mark_dead()
+        with self._lock:
+            live = self._offsets.group(group_id)
+            if live:
+                self._append_offsets(group_id, [encode_offset_key(group_id, t, p) for t, p in live],
+                                     [None] * len(live), self.storage.clock())
+                self._offsets.remove(group_id, list(live))
 
     # ====================================================== committed offsets
 

@@ -22,6 +22,7 @@ from .topics import (
     OFFSETS_TOPIC,
     PartitionDescription,
     TopicDescription,
+    validate_topic_name,
 )
 
 __all__ = [
@@ -45,4 +46,5 @@ __all__ = [
     "TimestampOffset",
     "TopicDescription",
     "default_engine",
+    "validate_topic_name",
 ]

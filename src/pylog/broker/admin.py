@@ -1,0 +1,306 @@
+"""ApiVersions, Metadata, DescribeCluster and the admin APIs (topics, partitions, configs).
+
+A single node: the broker is every partition's leader and only replica, and the
+controller. Metadata creates unknown topics when the request allows it and
+``auto.create.topics.enable`` is true, as Kafka's AutoTopicCreationManager does (only
+Metadata creates; Produce never does).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from pylog.errors import (
+    ConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from pylog.protocol import SUPPORTED
+from pylog.protocol import messages as m
+from pylog.storage import TOPIC_CONFIGS, LogConfig, validate_topic_name
+
+from .errors import NONE, RequestError, codes, error_code
+
+__all__ = ["api_versions", "metadata", "describe_cluster", "create_topics", "delete_topics",
+           "create_partitions", "describe_configs", "alter_configs", "incremental_alter_configs",
+           "topic_id_bytes"]
+
+TOPIC, BROKER = 2, 4                   # ConfigResource.Type
+
+
+def topic_id_bytes(topic_id: str) -> bytes:
+    """pylog's topic id (Kafka's base64 text form) as the 16 bytes of a wire Uuid."""
+    return base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+
+
+def api_versions_response(error: int = NONE) -> m.ApiVersionsResponse:
+    return m.ApiVersionsResponse(
+        error_code=error, throttle_time_ms=0,
+        api_keys=[m.ApiVersionsResponseApiVersion(api_key=k, min_version=lo, max_version=hi)
+                  for k, (lo, hi) in sorted(SUPPORTED.items())])
+
+
+def api_versions(broker, conn, header, req):
+    return api_versions_response()
+
+
+def _partitions(broker, description) -> list:
+    node = broker.node_id
+    out = []
+    for p in description.partitions:
+        online = p.online
+        out.append(m.MetadataResponseMetadataResponsePartition(
+            error_code=NONE if online else codes.LEADER_NOT_AVAILABLE, partition_index=p.partition,
+            leader_id=node if online else -1, leader_epoch=0, replica_nodes=[node],
+            isr_nodes=[node] if online else [], offline_replicas=[] if online else [node]))
+    return out
+
+
+def metadata(broker, conn, header, req):
+    v = header.api_version
+    store = broker.store
+    if req.topics is None or (v == 0 and not req.topics):
+        names = store.list_topics(include_internal=True)
+        allow_create = False
+    else:
+        names = [t.name for t in req.topics]
+        allow_create = req.allow_auto_topic_creation if v >= 4 else True
+    topics = []
+    for name in names:
+        entry = m.MetadataResponseMetadataResponseTopic(name=name, is_internal=False)
+        try:
+            if name is None:
+                raise InvalidTopicError("topics are named (topic ids are not served)")
+            try:
+                description = store.describe_topic(name)
+            except UnknownTopicOrPartitionError:
+                if not (allow_create and store.config["auto.create.topics.enable"]):
+                    raise
+                validate_topic_name(name)
+                description = store.auto_create_topic(name)
+            entry.topic_id = topic_id_bytes(description.topic_id)
+            entry.is_internal = description.internal
+            entry.partitions = _partitions(broker, description)
+        except Exception as exc:                # noqa: BLE001 - answered per topic
+            entry.error_code = error_code(exc)[0]
+        topics.append(entry)
+    host, port = broker.advertised
+    return m.MetadataResponse(
+        throttle_time_ms=0, cluster_id=broker.cluster_id, controller_id=broker.node_id,
+        brokers=[m.MetadataResponseMetadataResponseBroker(node_id=broker.node_id, host=host,
+                                                          port=port, rack=None)],
+        topics=topics)
+
+
+def describe_cluster(broker, conn, header, req):
+    host, port = broker.advertised
+    return m.DescribeClusterResponse(
+        throttle_time_ms=0, error_code=NONE, cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[m.DescribeClusterResponseDescribeClusterBroker(broker_id=broker.node_id, host=host,
+                                                                port=port, rack=None)])
+
+
+def create_topics(broker, conn, header, req):
+    store = broker.store
+    results = []
+    for t in req.topics:
+        res = m.CreateTopicsResponseCreatableTopicResult(name=t.name, num_partitions=-1,
+                                                         replication_factor=-1)
+        try:
+            count = None if t.num_partitions == -1 else t.num_partitions
+            if t.assignments:
+                if any(set(a.broker_ids) != {broker.node_id} for a in t.assignments):
+                    raise RequestError(codes.INVALID_REPLICA_ASSIGNMENT,
+                                       f"replica assignment must name only this broker "
+                                       f"({broker.node_id})")
+                count = len(t.assignments)
+            configs = {c.name: c.value for c in t.configs}
+            if req.validate_only:
+                validate_topic_name(t.name)
+                if t.name in store.list_topics(include_internal=True):
+                    raise TopicAlreadyExistsError(f"topic {t.name!r} already exists")
+                LogConfig(configs)
+                res.num_partitions = count or store.config["num.partitions"]
+                res.replication_factor = 1
+            else:
+                d = store.create_topic(t.name, count, configs, replication_factor=t.replication_factor)
+                res.topic_id = topic_id_bytes(d.topic_id)
+                res.num_partitions = len(d.partitions)
+                res.replication_factor = 1
+                res.configs = [m.CreateTopicsResponseCreatableTopicConfigs(
+                    name=k, value=_text(v), read_only=False, config_source=_source(k, d.overrides),
+                    is_sensitive=False) for k, v in sorted(d.config.items())]
+        except Exception as exc:                # noqa: BLE001
+            res.error_code, res.error_message = error_code(exc)
+        results.append(res)
+    return m.CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def delete_topics(broker, conn, header, req):
+    v = header.api_version
+    store = broker.store
+    if v >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        res = m.DeleteTopicsResponseDeletableTopicResult(name=name)
+        try:
+            if name is None:
+                name = _name_for_id(store, topic_id)
+                res.name = name
+            res.topic_id = topic_id_bytes(store.describe_topic(name).topic_id)
+            store.delete_topic(name)
+        except Exception as exc:                # noqa: BLE001
+            res.error_code, res.error_message = error_code(exc)
+        results.append(res)
+    return m.DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+def _name_for_id(store, topic_id: bytes) -> str:
+    for name in store.list_topics(include_internal=True):
+        if topic_id_bytes(store.describe_topic(name).topic_id) == topic_id:
+            return name
+    raise UnknownTopicOrPartitionError("no topic has that topic id")    # UNKNOWN_TOPIC_ID is 100
+
+
+def create_partitions(broker, conn, header, req):
+    results = []
+    for t in req.topics:
+        res = m.CreatePartitionsResponseCreatePartitionsTopicResult(name=t.name)
+        try:
+            if req.validate_only:
+                current = broker.store.partition_count(t.name)
+                if current is None:
+                    raise UnknownTopicOrPartitionError(f"topic {t.name!r} does not exist")
+                if t.count <= current:
+                    raise InvalidPartitionsError(f"topic {t.name!r} has {current} partitions; "
+                                                 f"the new count must be larger, not {t.count}")
+            else:
+                broker.store.create_partitions(t.name, t.count)
+        except Exception as exc:                # noqa: BLE001
+            res.error_code, res.error_message = error_code(exc)
+        results.append(res)
+    return m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+# ================================================================= configs
+
+_CONFIG_TYPES = {"bool": 1, "str": 2, "int32": 3, "int": 5, "float": 6, "list": 7}
+
+
+def _text(value: Any) -> str | None:
+    """A config value as Kafka prints it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _source(key: str, overrides) -> int:
+    return 1 if key in overrides else 5      # DYNAMIC_TOPIC_CONFIG / DEFAULT_CONFIG
+
+
+def describe_configs(broker, conn, header, req):
+    v = header.api_version
+    results = []
+    for res in req.resources:
+        out = m.DescribeConfigsResponseDescribeConfigsResult(
+            resource_type=res.resource_type, resource_name=res.resource_name)
+        try:
+            if res.resource_type == TOPIC:
+                d = broker.store.describe_topic(res.resource_name)
+                items = [(k, val, _source(k, d.overrides), False, TOPIC_CONFIGS.get(k))
+                         for k, val in d.config.items()]
+            elif res.resource_type == BROKER:
+                if res.resource_name not in ("", str(broker.node_id)):
+                    raise RequestError(codes.INVALID_REQUEST,
+                                       f"this broker is node {broker.node_id}, not {res.resource_name}")
+                items = [(k, val, 4, True, None) for k, val in broker.all_configs().items()]
+            else:
+                raise RequestError(codes.INVALID_REQUEST,
+                                   f"config resource type {res.resource_type} is not supported")
+            keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+            out.configs = [m.DescribeConfigsResponseDescribeConfigsResourceResult(
+                name=k, value=_text(val), read_only=ro, is_default=src == 5, config_source=src,
+                is_sensitive=False, synonyms=[],
+                config_type=_CONFIG_TYPES.get(d.type, 0) if d else 0,
+                documentation=(d.doc if d and v >= 3 and req.include_documentation else None))
+                for k, val, src, ro, d in sorted(items) if keys is None or k in keys]
+        except Exception as exc:                # noqa: BLE001
+            out.error_code, out.error_message = error_code(exc)
+        results.append(out)
+    return m.DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _alter(broker, resource_type: int, name: str, compute, validate_only: bool):
+    if resource_type != TOPIC:
+        raise ConfigError("only topic configs can be altered (broker configs are static: "
+                          "restart with a new server.properties)")
+    store = broker.store
+    current = dict(store.describe_topic(name).overrides)
+    new = compute(current)
+    if validate_only:
+        LogConfig(new)
+    else:
+        store.alter_topic_config(name, new, replace=True)
+
+
+def alter_configs(broker, conn, header, req):
+    responses = []
+    for res in req.resources:
+        out = m.AlterConfigsResponseAlterConfigsResourceResponse(
+            resource_type=res.resource_type, resource_name=res.resource_name)
+        try:
+            configs = {c.name: c.value for c in res.configs if c.value is not None}
+            _alter(broker, res.resource_type, res.resource_name, lambda _: configs, req.validate_only)
+        except Exception as exc:                # noqa: BLE001
+            out.error_code, out.error_message = error_code(exc)
+        responses.append(out)
+    return m.AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+SET, DELETE, APPEND, SUBTRACT = range(4)
+
+
+def incremental_alter_configs(broker, conn, header, req):
+    responses = []
+    for res in req.resources:
+        out = m.IncrementalAlterConfigsResponseAlterConfigsResourceResponse(
+            resource_type=res.resource_type, resource_name=res.resource_name)
+
+        def compute(current: dict, ops=res.configs) -> dict:
+            new = dict(current)
+            for op in ops:
+                if op.config_operation == SET:
+                    new[op.name] = op.value
+                elif op.config_operation == DELETE:
+                    new.pop(op.name, None)
+                elif op.config_operation in (APPEND, SUBTRACT):
+                    d = TOPIC_CONFIGS.get(op.name)
+                    if d is None or d.type != "list":
+                        raise ConfigError(f"{op.name} is not a list config: APPEND/SUBTRACT "
+                                          f"do not apply")
+                    items = [x for x in _text(new.get(op.name, d.default)).split(",") if x]
+                    change = [x for x in (op.value or "").split(",") if x]
+                    items = items + [x for x in change if x not in items] \
+                        if op.config_operation == APPEND else [x for x in items if x not in change]
+                    new[op.name] = ",".join(items)
+                else:
+                    raise ConfigError(f"unknown config operation {op.config_operation}")
+            return new
+
+        try:
+            _alter(broker, res.resource_type, res.resource_name, compute, req.validate_only)
+        except Exception as exc:                # noqa: BLE001
+            out.error_code, out.error_message = error_code(exc)
+        responses.append(out)
+    return m.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

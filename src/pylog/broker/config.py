@@ -1,0 +1,119 @@
+"""The broker's own configs (network, groups), with Kafka's names and defaults.
+
+Everything else a ``server.properties`` holds (``log.dirs``, ``log.segment.bytes``,
+``num.partitions``, ``auto.create.topics.enable``, ``message.max.bytes``, ``node.id``,
+...) is the store's (:mod:`pylog.storage.config`): :func:`split_config` hands each key
+to its owner, so one properties file configures both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pylog.common.config import (
+    ConfigDef,
+    ConfigMapping,
+    at_least,
+    between,
+    config_defs,
+    normalize_key,
+    unknown_key,
+)
+from pylog.errors import ConfigError
+
+__all__ = ["SERVER_CONFIGS", "ServerConfig", "parse_listener", "read_properties", "split_config"]
+
+SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
+    ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
+              "The address the broker listens on (one PLAINTEXT listener; port 0 picks a free "
+              "port). Kafka binds every interface by default; pylog binds loopback unless told."),
+    ConfigDef("advertised.listeners", "str", "",
+              "The address Metadata tells clients to connect to (default: the listener's)."),
+    ConfigDef("socket.request.max.bytes", "int32", 104857600,
+              "The largest request a client may send; a larger size prefix closes the "
+              "connection before anything is allocated.", at_least(1024)),
+    ConfigDef("connections.max.idle.ms", "int", 600000,
+              "Idle connections are closed after this many ms.", at_least(1)),
+    ConfigDef("max.connections", "int32", 2147483647,
+              "Connections beyond this are closed on accept.", at_least(1)),
+    ConfigDef("group.initial.rebalance.delay.ms", "int32", 3000,
+              "How long the first rebalance of an empty group waits for more members.",
+              at_least(0)),
+    ConfigDef("group.min.session.timeout.ms", "int32", 6000,
+              "The smallest session.timeout.ms a member may ask for.", at_least(0)),
+    ConfigDef("group.max.session.timeout.ms", "int32", 1800000,
+              "The largest session.timeout.ms a member may ask for.", at_least(0)),
+    ConfigDef("fetch.max.bytes", "int32", 57671680,
+              "The most bytes one Fetch response carries (a request may ask for less).",
+              at_least(1024)),
+    ConfigDef("offsets.retention.minutes", "int32", 10080,
+              "Committed offsets of empty groups are kept this long (not enforced yet).",
+              at_least(1)),
+    ConfigDef("request.timeout.ms", "int32", 30000,
+              "The longest a request waits inside the broker (group joins).", between(1, 2**31 - 1)),
+)
+
+
+class ServerConfig(ConfigMapping):
+    """The validated broker keys (see :data:`SERVER_CONFIGS`)."""
+
+    __slots__ = ()
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        self._values = {name: d.default for name, d in SERVER_CONFIGS.items()}
+        for key, value in (values or {}).items():
+            key = normalize_key(key)
+            if key not in SERVER_CONFIGS:
+                raise unknown_key(key, SERVER_CONFIGS, "broker")
+            self._values[key] = SERVER_CONFIGS[key].parse(value, key)
+        parse_listener(self._values["listeners"])
+        if self._values["advertised.listeners"]:
+            parse_listener(self._values["advertised.listeners"], "advertised.listeners")
+
+
+def parse_listener(text: str, key: str = "listeners") -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` (or ``host:port``) -> (host, port)."""
+    value = text.strip()
+    if "," in value:
+        raise ConfigError(f"{key} = {text!r}: pylog serves one listener")
+    if "://" in value:
+        scheme, _, value = value.partition("://")
+        if scheme.upper() != "PLAINTEXT":
+            raise ConfigError(f"{key} = {text!r}: only PLAINTEXT listeners are supported "
+                              f"(no TLS or SASL yet)")
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{key} = {text!r}: expected host:port, e.g. PLAINTEXT://127.0.0.1:9092")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)
+
+
+def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(broker keys, store keys) of one configuration."""
+    server, store = {}, {}
+    for key, value in values.items():
+        (server if normalize_key(key) in SERVER_CONFIGS else store)[key] = value
+    return server, store
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """A Java properties file as Kafka's ``server.properties`` uses it: ``key=value`` or
+    ``key: value`` lines, ``#``/``!`` comments, backslash line continuations."""
+    out: dict[str, str] = {}
+    pending = ""
+    for number, raw in enumerate(Path(path).read_text().splitlines(), 1):
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        seps = [i for i in (line.find("="), line.find(":")) if i >= 0]
+        if not seps:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {raw.strip()!r}")
+        i = min(seps)
+        out[line[:i].strip()] = line[i + 1:].strip()
+    return out

@@ -1,0 +1,235 @@
+"""Produce, Fetch, ListOffsets, InitProducerId, DeleteRecords: the APIs that move records.
+
+Records are never decoded here. Produce hands each partition's bytes (a memoryview of
+the request) to ``Log.append``, which validates them in C and assigns offsets. Fetch
+puts each partition's ``FileSlice`` into the response as a file region: the connection
+sends it with sendfile(2), so the records go from the page cache to the socket.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from pylog.errors import (
+    KafkaError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from pylog.protocol import messages as m
+from pylog.storage import INTERNAL_TOPICS
+
+from .errors import NONE, codes, error_code
+
+__all__ = ["produce", "fetch", "list_offsets", "init_producer_id", "delete_records"]
+
+_ZSTD = 4
+
+
+def _check_records(records, version: int) -> tuple[int, str] | None:
+    """Kafka's ProduceRequest.validateRecords (v3+): exactly one v2 batch; zstd needs v7."""
+    if records is None or len(records) < 61:
+        return codes.CORRUPT_MESSAGE, "no record batch, or one shorter than a v2 batch header"
+    if records[16] != 2:
+        return codes.INVALID_RECORD, f"record batch magic {records[16]}: produce v3+ carries magic 2 only"
+    length = int.from_bytes(records[8:12], "big", signed=True)
+    if 12 + length < len(records):
+        return codes.INVALID_RECORD, "more than one record batch for a partition"
+    if records[22] & 0x07 == _ZSTD and version < 7:
+        return codes.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce version 7 or later"
+    return None
+
+
+def produce(broker, conn, header, req):
+    v = header.api_version
+    store = broker.store
+    acks = req.acks
+    out = []
+    to_flush = {}
+    for topic in req.topic_data:
+        parts = []
+        for p in topic.partition_data:
+            resp = m.ProduceResponsePartitionProduceResponse(
+                index=p.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+            problem = None
+            if acks not in (-1, 0, 1):
+                problem = codes.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
+            elif req.transactional_id is not None:
+                problem = (codes.TRANSACTIONAL_ID_NOT_FOUND,
+                           "pylog does not support transactions yet")
+            elif topic.name in INTERNAL_TOPICS:
+                problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
+            else:
+                problem = _check_records(p.records, v)
+            if problem is None:
+                try:
+                    log = store.log(topic.name, p.index)
+                    info = log.append(p.records)
+                    resp.base_offset = info.first_offset
+                    resp.log_append_time_ms = info.log_append_time
+                    resp.log_start_offset = info.log_start_offset
+                    broker.stats["bytes_in"] += info.size
+                    broker.stats["records_in"] += info.records
+                    if acks == -1 and not info.flushed:
+                        to_flush[id(log)] = (log, info.last_offset + 1, resp)
+                except Exception as exc:        # noqa: BLE001 - every error goes to the client
+                    problem = error_code(exc)
+            if problem is not None:
+                resp.error_code, resp.error_message = problem
+            parts.append(resp)
+        out.append(m.ProduceResponseTopicProduceResponse(name=topic.name, partition_responses=parts))
+    # acks=all: pylog acknowledges what an fsync covers (as its in-process Producer does);
+    # one flush per log serves every partition batch of this request.
+    for log, end, resp in to_flush.values():
+        try:
+            log.flush(end)
+        except Exception as exc:                # noqa: BLE001
+            resp.error_code, resp.error_message = error_code(exc)
+    if acks == 0:
+        if any(r.error_code for t in out for r in t.partition_responses):
+            conn.close()                        # acks=0: Kafka's only way to say "failed"
+        return None
+    return m.ProduceResponse(responses=out, throttle_time_ms=0)
+
+
+class _FetchPlan:
+    """A fetch's partitions resolved to logs once; read again on each wake-up."""
+
+    def __init__(self, broker, req, version: int) -> None:
+        self.broker = broker
+        self.req = req
+        self.version = version
+        self.logs: dict[tuple[str, int], object] = {}
+        for topic in req.topics:
+            for p in topic.partitions:
+                try:
+                    self.logs[(topic.topic, p.partition)] = broker.store.log(topic.topic, p.partition)
+                except Exception as exc:        # noqa: BLE001 - answered per partition
+                    self.logs[(topic.topic, p.partition)] = exc
+
+    def build(self):
+        """(response, record bytes in it, any partition error)."""
+        budget = min(self.req.max_bytes if self.version >= 3 else 1 << 31,
+                     self.broker.server_config["fetch.max.bytes"])
+        total = 0
+        failed = False
+        topics = []
+        for topic in self.req.topics:
+            parts = []
+            for p in topic.partitions:
+                resp = m.FetchResponsePartitionData(partition_index=p.partition, high_watermark=-1,
+                                                    last_stable_offset=-1, log_start_offset=-1,
+                                                    records=b"")
+                log = self.logs[(topic.topic, p.partition)]
+                try:
+                    if isinstance(log, Exception):
+                        raise log
+                    hw = log.high_watermark
+                    resp.high_watermark = resp.last_stable_offset = hw
+                    resp.log_start_offset = log.log_start_offset
+                    limit = min(p.partition_max_bytes, budget - total)
+                    if limit > 0 or total == 0:
+                        # Log.read returns whole batches and always at least one: the first
+                        # partition with data may exceed the budget (KIP-74).
+                        part = log.read(p.fetch_offset, max(limit, 1), max_offset=hw)
+                        if part.size and (total == 0 or part.size <= budget - total):
+                            resp.records = part
+                            total += part.size
+                except Exception as exc:        # noqa: BLE001
+                    resp.error_code = error_code(exc)[0]
+                    failed = True
+                parts.append(resp)
+            topics.append(m.FetchResponseFetchableTopicResponse(topic=topic.topic, partitions=parts))
+        return m.FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0,
+                               responses=topics), total, failed
+
+
+def fetch(broker, conn, header, req):
+    plan = _FetchPlan(broker, req, header.api_version)
+    response, total, failed = plan.build()
+    if total >= req.min_bytes or req.max_wait_ms <= 0 or failed or broker.stopping:
+        broker.stats["bytes_out"] += total
+        return response
+    # Long poll: park until an append to one of the logs, max_wait_ms, or shutdown.
+    deadline = time.monotonic() + req.max_wait_ms / 1000
+    wake = threading.Event()
+    logs = [lg for lg in plan.logs.values() if not isinstance(lg, Exception)]
+    for lg in logs:
+        lg.add_listener(wake)
+    broker.park(wake)
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or broker.stopping:
+                break
+            wake.wait(left)
+            wake.clear()
+            response, total, failed = plan.build()
+            if total >= req.min_bytes or failed:
+                break
+    finally:
+        broker.unpark(wake)
+        for lg in logs:
+            lg.remove_listener(wake)
+    broker.stats["bytes_out"] += total
+    return response
+
+
+def list_offsets(broker, conn, header, req):
+    v = header.api_version
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for p in topic.partitions:
+            resp = m.ListOffsetsResponseListOffsetsPartitionResponse(
+                partition_index=p.partition_index, timestamp=-1, offset=-1,
+                leader_epoch=0 if v >= 4 else -1)
+            try:
+                log = broker.store.log(topic.name, p.partition_index)
+                found = log.offset_for_timestamp(p.timestamp)
+                if found is not None:
+                    resp.timestamp, resp.offset = found.timestamp, found.offset
+            except Exception as exc:            # noqa: BLE001
+                resp.error_code = error_code(exc)[0]
+            parts.append(resp)
+        topics.append(m.ListOffsetsResponseListOffsetsTopicResponse(name=topic.name, partitions=parts))
+    return m.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def init_producer_id(broker, conn, header, req):
+    if req.transactional_id is not None:
+        return m.InitProducerIdResponse(error_code=codes.TRANSACTIONAL_ID_NOT_FOUND,
+                                        producer_id=-1, producer_epoch=-1)
+    try:
+        if req.producer_id >= 0 and 0 <= req.producer_epoch < 32766:
+            # KIP-360: an idempotent producer bumps its own epoch after a fatal error.
+            pid, epoch = req.producer_id, req.producer_epoch + 1
+        else:
+            pid, epoch = broker.store.init_producer_id()
+    except KafkaError as exc:
+        return m.InitProducerIdResponse(error_code=error_code(exc)[0], producer_id=-1,
+                                        producer_epoch=-1)
+    return m.InitProducerIdResponse(error_code=NONE, producer_id=pid, producer_epoch=epoch)
+
+
+def delete_records(broker, conn, header, req):
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for p in topic.partitions:
+            resp = m.DeleteRecordsResponseDeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1)
+            try:
+                log = broker.store.log(topic.name, p.partition_index)
+                offset = log.high_watermark if p.offset == -1 else p.offset
+                if offset < 0:
+                    raise OffsetOutOfRangeError(f"cannot delete records before offset {offset}")
+                log.advance_log_start_offset(offset)
+                resp.low_watermark = log.log_start_offset
+            except UnknownTopicOrPartitionError as exc:
+                resp.error_code = error_code(exc)[0]
+            except Exception as exc:            # noqa: BLE001
+                resp.error_code = error_code(exc)[0]
+            parts.append(resp)
+        topics.append(m.DeleteRecordsResponseDeleteRecordsTopicResult(name=topic.name, partitions=parts))
+    return m.DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

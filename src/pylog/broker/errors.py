@@ -1,0 +1,60 @@
+"""Exceptions of the store, as Kafka error codes for responses."""
+
+from __future__ import annotations
+
+import logging
+
+from pylog.errors import KafkaError
+
+__all__ = ["NONE", "RequestError", "error_code", "codes"]
+
+log = logging.getLogger("pylog.broker")
+
+NONE = 0
+
+
+class codes:  # noqa: N801 - Kafka's Errors, the ones the broker sets itself
+    UNKNOWN_SERVER_ERROR = -1
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    MESSAGE_TOO_LARGE = 10
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
+    INVALID_REQUIRED_ACKS = 21
+    INVALID_REQUEST = 42
+    INVALID_CONFIG = 40
+    INVALID_PARTITIONS = 37
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    UNSUPPORTED_VERSION = 35
+    KAFKA_STORAGE_ERROR = 56
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    INVALID_RECORD = 87
+    INVALID_GROUP_ID = 24
+    GROUP_ID_NOT_FOUND = 69
+    NON_EMPTY_GROUP = 68
+    TRANSACTIONAL_ID_NOT_FOUND = 105
+
+
+class RequestError(Exception):
+    """A request the broker refuses with a given Kafka error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def error_code(exc: BaseException) -> tuple[int, str]:
+    """(Kafka error code, message) for an exception raised by the store."""
+    if isinstance(exc, RequestError):
+        return exc.code, str(exc)
+    if isinstance(exc, KafkaError) and exc.code is not None and exc.code >= 0:
+        return exc.code, str(exc)
+    if isinstance(exc, ValueError):
+        return codes.INVALID_REQUEST, str(exc)
+    log.error("unexpected error in a request handler", exc_info=exc)
+    return codes.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,251 @@
+"""The group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
+
+The broker is every group's coordinator. Membership is the store's coordinator's
+(:class:`pylog.coordinator.classic_group.ClassicGroup`, Kafka's classic protocol);
+committed offsets are the store's too (``__consumer_offsets``), so offsets committed by
+a remote client and by an in-process ``pylog.Consumer`` of the same group are one table.
+"""
+
+from __future__ import annotations
+
+from pylog.coordinator import OffsetAndMetadata
+from pylog.protocol import messages as m
+
+from .errors import NONE, codes, error_code
+
+__all__ = ["find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
+           "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups"]
+
+GROUP, TRANSACTION = 0, 1
+
+
+def find_coordinator(broker, conn, header, req):
+    v = header.api_version
+    host, port = broker.advertised
+    keys = req.coordinator_keys if v >= 4 else [req.key]
+
+    def answer(key: str):
+        if req.key_type != GROUP:
+            return (codes.COORDINATOR_NOT_AVAILABLE, "pylog has no transaction coordinator", -1, "", -1)
+        if not key and v < 4:
+            return codes.INVALID_GROUP_ID, "empty group id", -1, "", -1
+        return NONE, None, broker.node_id, host, port
+
+    if v >= 4:
+        coordinators = []
+        for key in keys:
+            err, msg, node, h, p = answer(key)
+            coordinators.append(m.FindCoordinatorResponseCoordinator(
+                key=key, node_id=node, host=h, port=p, error_code=err, error_message=msg))
+        return m.FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+    err, msg, node, h, p = answer(req.key)
+    return m.FindCoordinatorResponse(throttle_time_ms=0, error_code=err, error_message=msg,
+                                     node_id=node, host=h, port=p)
+
+
+def _group(broker, group_id: str, create: bool = True):
+    return broker.store.coordinator.classic_group(
+        group_id, broker.server_config["group.initial.rebalance.delay.ms"], create=create)
+
+
+def join_group(broker, conn, header, req):
+    v = header.api_version
+    cfg = broker.server_config
+    response = m.JoinGroupResponse(throttle_time_ms=0, generation_id=-1, protocol_name=None if v >= 7 else "",
+                                   leader="", member_id=req.member_id)
+    if not req.group_id:
+        response.error_code = codes.INVALID_GROUP_ID
+        return response
+    if not cfg["group.min.session.timeout.ms"] <= req.session_timeout_ms <= cfg["group.max.session.timeout.ms"]:
+        response.error_code = 26            # INVALID_SESSION_TIMEOUT
+        return response
+    rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
+    result = _group(broker, req.group_id).join(
+        req.member_id, header.client_id or "", conn.host, req.protocol_type,
+        [(p.name, p.metadata) for p in req.protocols], req.session_timeout_ms, rebalance_timeout,
+        require_known_member=v >= 4, group_instance_id=req.group_instance_id if v >= 5 else None,
+        wait_s=rebalance_timeout / 1000 + 5)
+    response.error_code = result.error
+    response.member_id = result.member_id
+    if result.error == NONE:
+        response.generation_id = result.generation
+        response.protocol_type = result.protocol_type
+        response.protocol_name = result.protocol
+        response.leader = result.leader
+        response.members = [m.JoinGroupResponseJoinGroupResponseMember(
+            member_id=mem.member_id, group_instance_id=mem.group_instance_id,
+            metadata=mem.metadata(result.protocol)) for mem in result.members]
+    return response
+
+
+def sync_group(broker, conn, header, req):
+    group = _group(broker, req.group_id, create=False)
+    if group is None:
+        return m.SyncGroupResponse(throttle_time_ms=0, error_code=25, assignment=b"")
+    error, assignment, ptype, proto = group.sync(
+        req.member_id, req.generation_id, {a.member_id: a.assignment for a in req.assignments},
+        wait_s=broker.server_config["request.timeout.ms"] / 1000)
+    return m.SyncGroupResponse(throttle_time_ms=0, error_code=error, assignment=assignment,
+                               protocol_type=ptype, protocol_name=proto)
+
+
+def heartbeat(broker, conn, header, req):
+    group = _group(broker, req.group_id, create=False)
+    error = 25 if group is None else group.heartbeat(req.member_id, req.generation_id)
+    return m.HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+
+def leave_group(broker, conn, header, req):
+    v = header.api_version
+    group = _group(broker, req.group_id, create=False)
+    if v >= 3:
+        members = []
+        for mem in req.members:
+            err = 25 if group is None else group.leave(mem.member_id)
+            members.append(m.LeaveGroupResponseMemberResponse(
+                member_id=mem.member_id, group_instance_id=mem.group_instance_id, error_code=err))
+        return m.LeaveGroupResponse(throttle_time_ms=0, error_code=NONE, members=members)
+    error = 25 if group is None else group.leave(req.member_id)
+    return m.LeaveGroupResponse(throttle_time_ms=0, error_code=error)
+
+
+def offset_commit(broker, conn, header, req):
+    v = header.api_version
+    coordinator = broker.store.coordinator
+    group = _group(broker, req.group_id, create=False)
+    generation = req.generation_id_or_member_epoch
+    if group is not None:
+        error = group.check_commit(req.member_id, generation)
+    else:
+        error = NONE if generation < 0 else 25
+    now = broker.store.clock()
+    topics = []
+    offsets = {}
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            parts.append(m.OffsetCommitResponseOffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=error))
+            stamp = p.commit_timestamp if v == 1 and p.commit_timestamp >= 0 else now
+            offsets[(t.name, p.partition_index)] = (parts[-1], OffsetAndMetadata(
+                p.committed_offset, p.committed_metadata or "", p.committed_leader_epoch, stamp))
+        topics.append(m.OffsetCommitResponseOffsetCommitResponseTopic(name=t.name, partitions=parts))
+    if error == NONE and offsets:
+        known = {}
+        for tp, (resp, entry) in offsets.items():
+            count = broker.store.partition_count(tp[0])
+            if count is None or not 0 <= tp[1] < count:
+                resp.error_code = codes.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                known[tp] = entry
+        try:
+            if known:
+                coordinator.commit_offsets(req.group_id, known)
+        except Exception as exc:                # noqa: BLE001
+            code = error_code(exc)[0]
+            for tp in known:
+                offsets[tp][0].error_code = code
+    return m.OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+
+def _fetch_offsets(broker, group_id: str, topics):
+    """OffsetFetch for one group: `topics` is a list of (name, partitions) or None (all)."""
+    committed = broker.store.coordinator.committed_offsets(group_id)
+    if topics is None:
+        by_topic: dict[str, list[int]] = {}
+        for (t, p) in sorted(committed):
+            by_topic.setdefault(t, []).append(p)
+        topics = list(by_topic.items())
+    out = []
+    for name, partitions in topics:
+        parts = []
+        for p in partitions:
+            entry = committed.get((name, p))
+            parts.append((p, entry.offset if entry else -1, entry.leader_epoch if entry else -1,
+                          entry.metadata if entry else ""))
+        out.append((name, parts))
+    return out
+
+
+def offset_fetch(broker, conn, header, req):
+    v = header.api_version
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
+            topics = [m.OffsetFetchResponseOffsetFetchResponseTopics(name=name, partitions=[
+                m.OffsetFetchResponseOffsetFetchResponsePartitions(
+                    partition_index=p, committed_offset=off, committed_leader_epoch=ep, metadata=md)
+                for p, off, ep, md in parts]) for name, parts in _fetch_offsets(broker, g.group_id, wanted)]
+            groups.append(m.OffsetFetchResponseOffsetFetchResponseGroup(group_id=g.group_id, topics=topics))
+        return m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    wanted = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
+    topics = [m.OffsetFetchResponseOffsetFetchResponseTopic(name=name, partitions=[
+        m.OffsetFetchResponseOffsetFetchResponsePartition(
+            partition_index=p, committed_offset=off, committed_leader_epoch=ep, metadata=md)
+        for p, off, ep, md in parts]) for name, parts in _fetch_offsets(broker, req.group_id, wanted)]
+    return m.OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=NONE)
+
+
+def _all_groups(broker) -> dict[str, object]:
+    """group id -> its ClassicGroup, or None for groups known only by committed offsets."""
+    coordinator = broker.store.coordinator
+    groups: dict[str, object] = {g: None for g in coordinator.consumer_groups()}
+    for g in coordinator.classic_groups():
+        groups[g.group_id] = g
+    return groups
+
+
+def list_groups(broker, conn, header, req):
+    v = header.api_version
+    listed = []
+    for gid, group in sorted(_all_groups(broker).items()):
+        info = group.describe() if group is not None else {"state": "Empty", "protocol_type": "consumer"}
+        if v >= 4 and req.states_filter and info["state"] not in req.states_filter:
+            continue
+        listed.append(m.ListGroupsResponseListedGroup(group_id=gid,
+                                                      protocol_type=info["protocol_type"] or "consumer",
+                                                      group_state=info["state"]))
+    return m.ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=listed)
+
+
+def describe_groups(broker, conn, header, req):
+    known = _all_groups(broker)
+    out = []
+    for gid in req.groups:
+        group = known.get(gid)
+        if group is None:
+            state = "Empty" if gid in known else "Dead"
+            out.append(m.DescribeGroupsResponseDescribedGroup(
+                error_code=NONE, group_id=gid, group_state=state, protocol_type="", protocol_data="",
+                members=[]))
+            continue
+        info = group.describe()
+        out.append(m.DescribeGroupsResponseDescribedGroup(
+            error_code=NONE, group_id=gid, group_state=info["state"],
+            protocol_type=info["protocol_type"], protocol_data=info["protocol"],
+            members=[m.DescribeGroupsResponseDescribedGroupMember(
+                member_id=mid, group_instance_id=iid, client_id=cid, client_host=host,
+                member_metadata=meta, member_assignment=assignment)
+                for mid, iid, cid, host, meta, assignment in info["members"]]))
+    return m.DescribeGroupsResponse(throttle_time_ms=0, groups=out)
+
+
+def delete_groups(broker, conn, header, req):
+    known = _all_groups(broker)
+    results = []
+    for gid in req.groups_names:
+        group = known.get(gid, False)
+        if group is False:
+            err = codes.GROUP_ID_NOT_FOUND
+        elif group is not None and group.describe()["state"] not in ("Empty", "Dead"):
+            err = codes.NON_EMPTY_GROUP
+        else:
+            try:
+                broker.store.coordinator.delete_group(gid)
+                err = NONE
+            except Exception as exc:            # noqa: BLE001
+                err = error_code(exc)[0]
+        results.append(m.DeleteGroupsResponseDeletableGroupResult(group_id=gid, error_code=err))
+    return m.DeleteGroupsResponse(throttle_time_ms=0, results=results)

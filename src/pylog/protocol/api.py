@@ -1,0 +1,140 @@
+"""Request and response headers, framing, and the API versions pylog speaks.
+
+A Kafka request on the wire is ``int32 size`` + request header + body; a response
+is ``int32 size`` + response header + body. Header versions follow the body's:
+request header v2 / response header v1 for flexible versions, v1 / v0 otherwise,
+except that an ApiVersions response always has header v0 (KIP-511: a client that
+sent a version the broker does not know must still read the error).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from . import messages as m
+from .codec import MalformedMessageError, Reader, Writer
+
+__all__ = ["API_NAMES", "SUPPORTED", "RequestHeader", "decode_request", "encode_request",
+           "frame_response", "decode_response", "is_flexible"]
+
+_i32 = struct.Struct(">i")
+
+#: API key -> Kafka's name (ApiKeys.java).
+API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
+             ((c.__name__, c) for c in m.REQUESTS.values())}
+
+#: The versions pylog's broker advertises, per API key: every client of
+#: ../shared/reference/kafka-protocol.md picks its newest path inside these. The
+#: minimums stay low for aiokafka (JoinGroup 0-5, Fetch 1+ ...); Produce >= 3 and Fetch >= 4
+#: keep clients on v2 record batches (all pylog stores); Fetch stops at 12 (13+ addresses
+#: topics by id); Metadata answers topic ids of zero.
+SUPPORTED: dict[int, tuple[int, int]] = {
+    0: (3, 9),      # Produce (10+: KIP-951 leader discovery tags only)
+    1: (4, 12),     # Fetch
+    2: (1, 7),      # ListOffsets
+    3: (0, 12),     # Metadata
+    8: (2, 8),      # OffsetCommit
+    9: (1, 8),      # OffsetFetch
+    10: (0, 4),     # FindCoordinator
+    11: (0, 7),     # JoinGroup
+    12: (0, 4),     # Heartbeat
+    13: (0, 4),     # LeaveGroup
+    14: (0, 5),     # SyncGroup
+    15: (0, 5),     # DescribeGroups
+    16: (0, 4),     # ListGroups
+    18: (0, 3),     # ApiVersions
+    19: (0, 7),     # CreateTopics
+    20: (0, 6),     # DeleteTopics
+    21: (0, 2),     # DeleteRecords
+    22: (0, 4),     # InitProducerId
+    32: (0, 4),     # DescribeConfigs
+    33: (0, 2),     # AlterConfigs
+    37: (0, 3),     # CreatePartitions
+    42: (0, 2),     # DeleteGroups
+    44: (0, 1),     # IncrementalAlterConfigs
+    60: (0, 1),     # DescribeCluster
+}
+
+API_VERSIONS_KEY = 18
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    flex = m.REQUESTS[api_key].FLEXIBLE
+    return flex is not None and version >= flex
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def decode_request(frame) -> tuple[RequestHeader, object | None, str | None]:
+    """Parses one request frame (without its size prefix).
+
+    Returns (header, body, problem): body is None and problem names why when the API or
+    version is not supported (the caller answers with UNSUPPORTED_VERSION where Kafka
+    does). Raises MalformedMessageError for a header or body that does not parse.
+    """
+    r = Reader(frame)
+    api_key, api_version, correlation_id = r.int16(), r.int16(), r.int32()
+    client_id = r.string(False, True)
+    header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    cls = m.REQUESTS.get(api_key)
+    supported = SUPPORTED.get(api_key)
+    if cls is None or supported is None:
+        return header, None, f"unknown or unsupported API key {api_key}"
+    lo, hi = supported
+    if not lo <= api_version <= hi:
+        return header, None, (f"{API_NAMES[api_key]} version {api_version} is not supported "
+                              f"(this broker speaks {lo}-{hi})")
+    if is_flexible(api_key, api_version):
+        r.skip_tagged_fields()
+    body = cls.read(r, api_version)
+    if r.remaining():
+        raise MalformedMessageError(f"{API_NAMES[api_key]} v{api_version} request has "
+                                    f"{r.remaining()} bytes after its last field")
+    return header, body, None
+
+
+def frame_response(header: RequestHeader, body, version: int | None = None) -> list:
+    """The response to `header` as parts (bytes and file regions), size prefix included."""
+    version = header.api_version if version is None else version
+    w = Writer()
+    w.int32(0)                              # the size, patched below
+    w.int32(header.correlation_id)
+    if header.api_key != API_VERSIONS_KEY and is_flexible(header.api_key, version):
+        w.empty_tagged_fields()
+    body.write(w, version)
+    parts = w.parts()
+    _i32.pack_into(parts[0], 0, w.size() - 4)
+    return parts
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                   body) -> bytes:
+    """A whole request frame (size prefix included): pylog's own protocol client and tests."""
+    w = Writer()
+    w.int32(0)
+    w.int16(api_key)
+    w.int16(version)
+    w.int32(correlation_id)
+    w.string(client_id, False)
+    if is_flexible(api_key, version):
+        w.empty_tagged_fields()
+    body.write(w, version)
+    data = bytearray(w.getvalue())
+    _i32.pack_into(data, 0, len(data) - 4)
+    return bytes(data)
+
+
+def decode_response(api_key: int, version: int, frame) -> tuple[int, object]:
+    """(correlation id, body) of one response frame (without its size prefix)."""
+    r = Reader(frame)
+    correlation_id = r.int32()
+    if api_key != API_VERSIONS_KEY and is_flexible(api_key, version):
+        r.skip_tagged_fields()
+    return correlation_id, m.RESPONSES[api_key].read(r, version)
