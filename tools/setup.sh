@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares everything pylog needs in ./.venv, idempotently:
 #   - system packages (as root on Debian/Ubuntu): liburing-dev for the io_uring
-#     engine, xfsprogs and fio for filesystem tests and benchmarks;
+#     engine, xfsprogs and fio for filesystem tests and benchmarks, kcat and strace
+#     for the broker's tests;
 #   - a virtualenv with the runtime and [dev] dependencies;
 #   - the compiled C core (an editable install; rebuilt when sources change).
 # Without root or without liburing the build still works, without io_uring.
@@ -12,6 +13,8 @@ want=()
 [ -f /usr/include/liburing.h ] || want+=(liburing-dev)
 command -v mkfs.xfs >/dev/null 2>&1 || want+=(xfsprogs)
 command -v fio >/dev/null 2>&1 || want+=(fio)
+command -v kcat >/dev/null 2>&1 || want+=(kcat)       # a real Kafka client (librdkafka 2.0) for broker tests
+command -v strace >/dev/null 2>&1 || want+=(strace)   # the zero-copy fetch test watches syscalls
 if [ ${#want[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "pylog setup: apt-get install ${want[*]}"

@@ -27,9 +27,14 @@ _ZSTD = 4
 
 
 def _check_records(records, version: int) -> tuple[int, str] | None:
-    """Kafka's ProduceRequest.validateRecords (v3+): exactly one v2 batch; zstd needs v7."""
-    if records is None or len(records) < 61:
-        return codes.CORRUPT_MESSAGE, "no record batch, or one shorter than a v2 batch header"
+    """Kafka's ProduceRequest.validateRecords (v3+): exactly one v2 batch; zstd needs v7.
+    (v0-2 carry magic 0/1 message sets: Log.append validates and up-converts them.)"""
+    if records is None or len(records) == 0:
+        return codes.CORRUPT_MESSAGE, "no records"
+    if version < 3:
+        return None
+    if len(records) < 61:
+        return codes.CORRUPT_MESSAGE, "a record batch shorter than a v2 batch header (61 bytes)"
     if records[16] != 2:
         return codes.INVALID_RECORD, f"record batch magic {records[16]}: produce v3+ carries magic 2 only"
     length = int.from_bytes(records[8:12], "big", signed=True)

@@ -26,11 +26,14 @@ API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
 
 #: The versions pylog's broker advertises, per API key: every client of
 #: ../shared/reference/kafka-protocol.md picks its newest path inside these. The
-#: minimums stay low for aiokafka (JoinGroup 0-5, Fetch 1+ ...); Produce >= 3 and Fetch >= 4
-#: keep clients on v2 record batches (all pylog stores); Fetch stops at 12 (13+ addresses
-#: topics by id); Metadata answers topic ids of zero.
+#: minimums stay low for aiokafka (JoinGroup 0-5 ...). Fetch >= 4 keeps every consumer on
+#: v2 record batches (what pylog stores; older fetches would need down-conversion), and
+#: Fetch stops at 12 (13+ addresses topics by id). Produce starts at 0: librdkafka 2.0
+#: (Debian's kcat) compresses with gzip, snappy or lz4 only if the broker lists Produce v0
+#: (measured: with a minimum of 1 it sends those uncompressed); v0-2 carry magic 0/1
+#: message sets, which Log.append up-converts, as Kafka does.
 SUPPORTED: dict[int, tuple[int, int]] = {
-    0: (3, 9),      # Produce (10+: KIP-951 leader discovery tags only)
+    0: (0, 9),      # Produce (10+: KIP-951 leader discovery tags only)
     1: (4, 12),     # Fetch
     2: (1, 7),      # ListOffsets
     3: (0, 12),     # Metadata
