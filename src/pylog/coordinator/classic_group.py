@@ -21,12 +21,15 @@ Kafka's codes, returned, not raised: the broker puts them in responses.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 
 __all__ = ["ClassicGroup", "Member", "JoinResult", "errors"]
+
+log = logging.getLogger("pylog.coordinator")
 
 
 class errors:  # noqa: N801 - a namespace of Kafka error codes
@@ -115,6 +118,12 @@ class ClassicGroup:
                 return JoinResult(errors.UNKNOWN_MEMBER_ID, member_id=member_id)
             self.pending.pop(member_id, None)
             member = self.members.get(member_id)
+            if member is not None and member.protocols == list(protocols) and (
+                    self.state == COMPLETING or (self.state == STABLE and member_id != self.leader)):
+                # Kafka: a rejoin with unchanged metadata (a retry, or a follower that
+                # rejoins) gets the current generation back; no new rebalance.
+                member.last_heartbeat = time.monotonic()
+                return self._result_for(member)
             if member is None:
                 member = self.members[member_id] = Member(
                     member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
@@ -126,7 +135,7 @@ class ClassicGroup:
                 member.rebalance_timeout_ms = rebalance_timeout_ms
             member.last_heartbeat = time.monotonic()
             if self.state != PREPARING:
-                self._prepare_rebalance()
+                self._prepare_rebalance(f"member {member_id} joined")
             member.joined = True
             self._results.pop(member_id, None)
             self._maybe_complete()
@@ -145,9 +154,11 @@ class ClassicGroup:
             common &= {n for n, _ in m.protocols}
         return sorted(common)
 
-    def _prepare_rebalance(self) -> None:
+    def _prepare_rebalance(self, reason: str) -> None:
         now = time.monotonic()
         first = self.state == EMPTY
+        log.info("preparing to rebalance group %s in state %s with old generation %d (%s)",
+                 self.group_id, self.state, self.generation, reason)
         self.state = PREPARING
         self._initial = first
         timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0) / 1000
@@ -172,7 +183,8 @@ class ClassicGroup:
         if now < self._deadline and (self._initial or not everyone):
             return
         for mid in [mid for mid, m in self.members.items() if not m.joined]:
-            del self.members[mid]                  # did not rejoin in time
+            log.info("group %s: member %s did not rejoin in time: removed", self.group_id, mid)
+            del self.members[mid]
         self.generation += 1
         if not self.members:
             self.state, self.protocol, self.leader, self.protocol_type = EMPTY, None, None, None
@@ -182,13 +194,17 @@ class ClassicGroup:
         if self.leader not in self.members:
             self.leader = next(iter(self.members))
         self.state = COMPLETING
+        log.info("group %s: generation %d with %d members (protocol %s, leader %s)",
+                 self.group_id, self.generation, len(self.members), self.protocol, self.leader)
         for m in self.members.values():
             m.assignment = b""
             m.last_heartbeat = now
-            self._results[m.member_id] = JoinResult(
-                errors.NONE, self.generation, self.protocol_type, self.protocol, self.leader,
-                m.member_id, list(self.members.values()) if m.member_id == self.leader else [])
+            self._results[m.member_id] = self._result_for(m)
         self.cond.notify_all()
+
+    def _result_for(self, m: Member) -> JoinResult:
+        return JoinResult(errors.NONE, self.generation, self.protocol_type, self.protocol, self.leader,
+                          m.member_id, list(self.members.values()) if m.member_id == self.leader else [])
 
     def _choose_protocol(self) -> str:
         """Kafka's vote: each member votes for its most preferred protocol that all support."""
@@ -255,15 +271,15 @@ class ClassicGroup:
                 return errors.NONE
             if member_id not in self.members:
                 return errors.UNKNOWN_MEMBER_ID
-            self._remove(member_id)
+            self._remove(member_id, "left the group")
             return errors.NONE
 
-    def _remove(self, member_id: str) -> None:
+    def _remove(self, member_id: str, reason: str) -> None:
         del self.members[member_id]
         if self.leader == member_id:
             self.leader = None
         if self.state in (STABLE, COMPLETING):
-            self._prepare_rebalance()
+            self._prepare_rebalance(f"member {member_id} {reason}")
         self._maybe_complete()
         self.cond.notify_all()
 
@@ -295,7 +311,7 @@ class ClassicGroup:
                 if self.state == PREPARING and m.joined:
                     continue
                 if now - m.last_heartbeat > m.session_timeout_ms / 1000:
-                    self._remove(mid)
+                    self._remove(mid, "session timed out")
             self._maybe_complete()
 
     def mark_dead(self) -> None:

@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 
 from . import messages as m
-from .codec import MalformedMessageError, Reader, Writer
+from .codec import Reader, Writer
 
 __all__ = ["API_NAMES", "SUPPORTED", "RequestHeader", "decode_request", "encode_request",
            "frame_response", "decode_response", "is_flexible"]
@@ -96,11 +96,9 @@ def decode_request(frame) -> tuple[RequestHeader, object | None, str | None]:
                               f"(this broker speaks {lo}-{hi})")
     if is_flexible(api_key, api_version):
         r.skip_tagged_fields()
-    body = cls.read(r, api_version)
-    if r.remaining():
-        raise MalformedMessageError(f"{API_NAMES[api_key]} v{api_version} request has "
-                                    f"{r.remaining()} bytes after its last field")
-    return header, body, None
+    # Bytes after the last field are ignored, as Kafka's broker does: librdkafka 2.16 sends
+    # three of them after its "all topics" Metadata v12 request (measured).
+    return header, cls.read(r, api_version), None
 
 
 def frame_response(header: RequestHeader, body, version: int | None = None) -> list:
