@@ -8,9 +8,9 @@ Admin: create/list/describe/alter/delete topics, partitions and groups, DeleteRe
 
 from __future__ import annotations
 
+import queue
 import subprocess
 import sys
-import queue
 import textwrap
 import threading
 import time
@@ -207,7 +207,13 @@ def test_kcat_balanced_consumer(served):
 
 
 def test_admin_with_kafka_python(served):
-    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic
+    from kafka.admin import (
+        ConfigResource,
+        ConfigResourceType,
+        KafkaAdminClient,
+        NewPartitions,
+        NewTopic,
+    )
     from kafka.errors import TopicAlreadyExistsError
     admin = KafkaAdminClient(bootstrap_servers=served.bootstrap)
     try:
