@@ -29,12 +29,15 @@ ALLOWED: dict[str, set[str]] = {
     "coordinator": {"_core", "errors", "common", "record", "storage"},
     "client": {"_core", "errors", "common", "record", "storage", "coordinator"},
     "store": {"errors", "common", "storage", "coordinator"},
+    # The wire protocol knows bytes only: the broker and every client share it.
+    "protocol": {"errors"},
+    "broker": {"errors", "common", "storage", "coordinator", "store", "protocol"},
     "cli": {"*"},
     "__init__": {"*"},
 }
 
 # Layers above storage may use only the names pylog.storage exports.
-STORAGE_PUBLIC_ONLY = {"coordinator", "client", "store"}
+STORAGE_PUBLIC_ONLY = {"coordinator", "client", "store", "broker"}
 
 
 def layer_of(module: str) -> str:

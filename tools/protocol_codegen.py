@@ -137,6 +137,11 @@ class Gen:
         o(f"    __slots__ = {tuple(names)!r}")
         o("    _FIELDS = (" + "".join(f"({snake(f['name'])!r}, {self.default(f, kinds[f['name']])}), "
                                for f in fields) + ")")
+        o("    # (field, kind, struct class, versions, nullable versions, tagged versions)")
+        o("    _SCHEMA = (" + "".join(
+            f"({snake(f['name'])!r}, {kinds[f['name']][0]!r}, {kinds[f['name']][1]!r}, "
+            f"{parse_range(f['versions'])}, {parse_range(f.get('nullableVersions'))}, "
+            f"{parse_range(f.get('taggedVersions'))}), " for f in fields) + ")")
         o()
         # read
         o("    @classmethod")

@@ -16,6 +16,8 @@ __all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse',
 class ProduceRequestPartitionProduceData(Struct):
     __slots__ = ('index', 'records')
     _FIELDS = (('index', 0), ('records', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('index', 'int32', None, (0, 32768), None, None), ('records', 'records', None, (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -38,6 +40,8 @@ class ProduceRequestPartitionProduceData(Struct):
 class ProduceRequestTopicProduceData(Struct):
     __slots__ = ('name', 'partition_data')
     _FIELDS = (('name', ''), ('partition_data', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partition_data', '[]struct', 'ProduceRequestPartitionProduceData', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -65,6 +69,8 @@ class ProduceRequest(Struct):
     FLEXIBLE = 9
     __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
     _FIELDS = (('transactional_id', None), ('acks', 0), ('timeout_ms', 0), ('topic_data', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('transactional_id', 'string', None, (3, 32768), (3, 32768), None), ('acks', 'int16', None, (0, 32768), None, None), ('timeout_ms', 'int32', None, (0, 32768), None, None), ('topic_data', '[]struct', 'ProduceRequestTopicProduceData', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -92,6 +98,8 @@ class ProduceRequest(Struct):
 class ProduceResponseBatchIndexAndErrorMessage(Struct):
     __slots__ = ('batch_index', 'batch_index_error_message')
     _FIELDS = (('batch_index', 0), ('batch_index_error_message', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('batch_index', 'int32', None, (8, 32768), None, None), ('batch_index_error_message', 'string', None, (8, 32768), (8, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -116,6 +124,8 @@ class ProduceResponseBatchIndexAndErrorMessage(Struct):
 class ProduceResponseLeaderIdAndEpoch(Struct):
     __slots__ = ('leader_id', 'leader_epoch')
     _FIELDS = (('leader_id', -1), ('leader_epoch', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('leader_id', 'int32', None, (10, 32768), None, None), ('leader_epoch', 'int32', None, (10, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -140,6 +150,8 @@ class ProduceResponseLeaderIdAndEpoch(Struct):
 class ProduceResponsePartitionProduceResponse(Struct):
     __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader')
     _FIELDS = (('index', 0), ('error_code', 0), ('base_offset', 0), ('log_append_time_ms', -1), ('log_start_offset', -1), ('record_errors', []), ('error_message', None), ('current_leader', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('base_offset', 'int64', None, (0, 32768), None, None), ('log_append_time_ms', 'int64', None, (2, 32768), None, None), ('log_start_offset', 'int64', None, (5, 32768), None, None), ('record_errors', '[]struct', 'ProduceResponseBatchIndexAndErrorMessage', (8, 32768), None, None), ('error_message', 'string', None, (8, 32768), (8, 32768), None), ('current_leader', 'struct', 'ProduceResponseLeaderIdAndEpoch', (10, 32768), None, (10, 32768)), )
 
     @classmethod
     def read(cls, r, v):
@@ -184,6 +196,8 @@ class ProduceResponsePartitionProduceResponse(Struct):
 class ProduceResponseTopicProduceResponse(Struct):
     __slots__ = ('name', 'partition_responses')
     _FIELDS = (('name', ''), ('partition_responses', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partition_responses', '[]struct', 'ProduceResponsePartitionProduceResponse', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -206,6 +220,8 @@ class ProduceResponseTopicProduceResponse(Struct):
 class ProduceResponseNodeEndpoint(Struct):
     __slots__ = ('node_id', 'host', 'port', 'rack')
     _FIELDS = (('node_id', 0), ('host', ''), ('port', 0), ('rack', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('node_id', 'int32', None, (10, 32768), None, None), ('host', 'string', None, (10, 32768), None, None), ('port', 'int32', None, (10, 32768), None, None), ('rack', 'string', None, (10, 32768), (10, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -241,6 +257,8 @@ class ProduceResponse(Struct):
     FLEXIBLE = 9
     __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints')
     _FIELDS = (('responses', []), ('throttle_time_ms', 0), ('node_endpoints', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('responses', '[]struct', 'ProduceResponseTopicProduceResponse', (0, 32768), None, None), ('throttle_time_ms', 'int32', None, (1, 32768), None, None), ('node_endpoints', '[]struct', 'ProduceResponseNodeEndpoint', (10, 32768), None, (10, 32768)), )
 
     @classmethod
     def read(cls, r, v):
@@ -272,6 +290,8 @@ class ProduceResponse(Struct):
 class FetchRequestReplicaState(Struct):
     __slots__ = ('replica_id', 'replica_epoch')
     _FIELDS = (('replica_id', -1), ('replica_epoch', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('replica_id', 'int32', None, (15, 32768), None, None), ('replica_epoch', 'int64', None, (15, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -296,6 +316,8 @@ class FetchRequestReplicaState(Struct):
 class FetchRequestFetchPartition(Struct):
     __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id')
     _FIELDS = (('partition', 0), ('current_leader_epoch', -1), ('fetch_offset', 0), ('last_fetched_epoch', -1), ('log_start_offset', -1), ('partition_max_bytes', 0), ('replica_directory_id', ZERO_UUID), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition', 'int32', None, (0, 32768), None, None), ('current_leader_epoch', 'int32', None, (9, 32768), None, None), ('fetch_offset', 'int64', None, (0, 32768), None, None), ('last_fetched_epoch', 'int32', None, (12, 32768), None, None), ('log_start_offset', 'int64', None, (5, 32768), None, None), ('partition_max_bytes', 'int32', None, (0, 32768), None, None), ('replica_directory_id', 'uuid', None, (17, 32768), None, (17, 32768)), )
 
     @classmethod
     def read(cls, r, v):
@@ -337,6 +359,8 @@ class FetchRequestFetchPartition(Struct):
 class FetchRequestFetchTopic(Struct):
     __slots__ = ('topic', 'topic_id', 'partitions')
     _FIELDS = (('topic', ''), ('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic', 'string', None, (0, 12), None, None), ('topic_id', 'uuid', None, (13, 32768), None, None), ('partitions', '[]struct', 'FetchRequestFetchPartition', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -363,6 +387,8 @@ class FetchRequestFetchTopic(Struct):
 class FetchRequestForgottenTopic(Struct):
     __slots__ = ('topic', 'topic_id', 'partitions')
     _FIELDS = (('topic', ''), ('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic', 'string', None, (7, 12), None, None), ('topic_id', 'uuid', None, (13, 32768), None, None), ('partitions', '[]int32', None, (7, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -395,6 +421,8 @@ class FetchRequest(Struct):
     FLEXIBLE = 12
     __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
     _FIELDS = (('cluster_id', None), ('replica_id', -1), ('replica_state', None), ('max_wait_ms', 0), ('min_bytes', 0), ('max_bytes', 2147483647), ('isolation_level', 0), ('session_id', 0), ('session_epoch', -1), ('topics', []), ('forgotten_topics_data', []), ('rack_id', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('cluster_id', 'string', None, (12, 32768), (12, 32768), (12, 32768)), ('replica_id', 'int32', None, (0, 14), None, None), ('replica_state', 'struct', 'FetchRequestReplicaState', (15, 32768), None, (15, 32768)), ('max_wait_ms', 'int32', None, (0, 32768), None, None), ('min_bytes', 'int32', None, (0, 32768), None, None), ('max_bytes', 'int32', None, (3, 32768), None, None), ('isolation_level', 'int8', None, (4, 32768), None, None), ('session_id', 'int32', None, (7, 32768), None, None), ('session_epoch', 'int32', None, (7, 32768), None, None), ('topics', '[]struct', 'FetchRequestFetchTopic', (0, 32768), None, None), ('forgotten_topics_data', '[]struct', 'FetchRequestForgottenTopic', (7, 32768), None, None), ('rack_id', 'string', None, (11, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -455,6 +483,8 @@ class FetchRequest(Struct):
 class FetchResponseEpochEndOffset(Struct):
     __slots__ = ('epoch', 'end_offset')
     _FIELDS = (('epoch', -1), ('end_offset', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('epoch', 'int32', None, (12, 32768), None, None), ('end_offset', 'int64', None, (12, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -479,6 +509,8 @@ class FetchResponseEpochEndOffset(Struct):
 class FetchResponseLeaderIdAndEpoch(Struct):
     __slots__ = ('leader_id', 'leader_epoch')
     _FIELDS = (('leader_id', -1), ('leader_epoch', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('leader_id', 'int32', None, (12, 32768), None, None), ('leader_epoch', 'int32', None, (12, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -503,6 +535,8 @@ class FetchResponseLeaderIdAndEpoch(Struct):
 class FetchResponseSnapshotId(Struct):
     __slots__ = ('end_offset', 'epoch')
     _FIELDS = (('end_offset', -1), ('epoch', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('end_offset', 'int64', None, (0, 32768), None, None), ('epoch', 'int32', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -525,6 +559,8 @@ class FetchResponseSnapshotId(Struct):
 class FetchResponseAbortedTransaction(Struct):
     __slots__ = ('producer_id', 'first_offset')
     _FIELDS = (('producer_id', 0), ('first_offset', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('producer_id', 'int64', None, (4, 32768), None, None), ('first_offset', 'int64', None, (4, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -549,6 +585,8 @@ class FetchResponseAbortedTransaction(Struct):
 class FetchResponsePartitionData(Struct):
     __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records')
     _FIELDS = (('partition_index', 0), ('error_code', 0), ('high_watermark', 0), ('last_stable_offset', -1), ('log_start_offset', -1), ('diverging_epoch', None), ('current_leader', None), ('snapshot_id', None), ('aborted_transactions', []), ('preferred_read_replica', -1), ('records', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('high_watermark', 'int64', None, (0, 32768), None, None), ('last_stable_offset', 'int64', None, (4, 32768), None, None), ('log_start_offset', 'int64', None, (5, 32768), None, None), ('diverging_epoch', 'struct', 'FetchResponseEpochEndOffset', (12, 32768), None, (12, 32768)), ('current_leader', 'struct', 'FetchResponseLeaderIdAndEpoch', (12, 32768), None, (12, 32768)), ('snapshot_id', 'struct', 'FetchResponseSnapshotId', (12, 32768), None, (12, 32768)), ('aborted_transactions', '[]struct', 'FetchResponseAbortedTransaction', (4, 32768), (4, 32768), None), ('preferred_read_replica', 'int32', None, (11, 32768), None, None), ('records', 'records', None, (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -609,6 +647,8 @@ class FetchResponsePartitionData(Struct):
 class FetchResponseFetchableTopicResponse(Struct):
     __slots__ = ('topic', 'topic_id', 'partitions')
     _FIELDS = (('topic', ''), ('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic', 'string', None, (0, 12), None, None), ('topic_id', 'uuid', None, (13, 32768), None, None), ('partitions', '[]struct', 'FetchResponsePartitionData', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -635,6 +675,8 @@ class FetchResponseFetchableTopicResponse(Struct):
 class FetchResponseNodeEndpoint(Struct):
     __slots__ = ('node_id', 'host', 'port', 'rack')
     _FIELDS = (('node_id', 0), ('host', ''), ('port', 0), ('rack', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('node_id', 'int32', None, (16, 32768), None, None), ('host', 'string', None, (16, 32768), None, None), ('port', 'int32', None, (16, 32768), None, None), ('rack', 'string', None, (16, 32768), (16, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -670,6 +712,8 @@ class FetchResponse(Struct):
     FLEXIBLE = 12
     __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('session_id', 0), ('responses', []), ('node_endpoints', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (1, 32768), None, None), ('error_code', 'int16', None, (7, 32768), None, None), ('session_id', 'int32', None, (7, 32768), None, None), ('responses', '[]struct', 'FetchResponseFetchableTopicResponse', (0, 32768), None, None), ('node_endpoints', '[]struct', 'FetchResponseNodeEndpoint', (16, 32768), None, (16, 32768)), )
 
     @classmethod
     def read(cls, r, v):
@@ -707,6 +751,8 @@ class FetchResponse(Struct):
 class ListOffsetsRequestListOffsetsPartition(Struct):
     __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets')
     _FIELDS = (('partition_index', 0), ('current_leader_epoch', -1), ('timestamp', 0), ('max_num_offsets', 1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('current_leader_epoch', 'int32', None, (4, 32768), None, None), ('timestamp', 'int64', None, (0, 32768), None, None), ('max_num_offsets', 'int32', None, (0, 0), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -735,6 +781,8 @@ class ListOffsetsRequestListOffsetsPartition(Struct):
 class ListOffsetsRequestListOffsetsTopic(Struct):
     __slots__ = ('name', 'partitions')
     _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'ListOffsetsRequestListOffsetsPartition', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -762,6 +810,8 @@ class ListOffsetsRequest(Struct):
     FLEXIBLE = 6
     __slots__ = ('replica_id', 'isolation_level', 'topics')
     _FIELDS = (('replica_id', 0), ('isolation_level', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('replica_id', 'int32', None, (0, 32768), None, None), ('isolation_level', 'int8', None, (2, 32768), None, None), ('topics', '[]struct', 'ListOffsetsRequestListOffsetsTopic', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -787,6 +837,8 @@ class ListOffsetsRequest(Struct):
 class ListOffsetsResponseListOffsetsPartitionResponse(Struct):
     __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch')
     _FIELDS = (('partition_index', 0), ('error_code', 0), ('old_style_offsets', []), ('timestamp', -1), ('offset', -1), ('leader_epoch', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('old_style_offsets', '[]int64', None, (0, 0), None, None), ('timestamp', 'int64', None, (1, 32768), None, None), ('offset', 'int64', None, (1, 32768), None, None), ('leader_epoch', 'int32', None, (4, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -821,6 +873,8 @@ class ListOffsetsResponseListOffsetsPartitionResponse(Struct):
 class ListOffsetsResponseListOffsetsTopicResponse(Struct):
     __slots__ = ('name', 'partitions')
     _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'ListOffsetsResponseListOffsetsPartitionResponse', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -848,6 +902,8 @@ class ListOffsetsResponse(Struct):
     FLEXIBLE = 6
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = (('throttle_time_ms', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (2, 32768), None, None), ('topics', '[]struct', 'ListOffsetsResponseListOffsetsTopicResponse', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -871,6 +927,8 @@ class ListOffsetsResponse(Struct):
 class MetadataRequestMetadataRequestTopic(Struct):
     __slots__ = ('topic_id', 'name')
     _FIELDS = (('topic_id', ZERO_UUID), ('name', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (10, 32768), None, None), ('name', 'string', None, (0, 32768), (10, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -899,6 +957,8 @@ class MetadataRequest(Struct):
     FLEXIBLE = 9
     __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
     _FIELDS = (('topics', []), ('allow_auto_topic_creation', True), ('include_cluster_authorized_operations', False), ('include_topic_authorized_operations', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topics', '[]struct', 'MetadataRequestMetadataRequestTopic', (0, 32768), (1, 32768), None), ('allow_auto_topic_creation', 'bool', None, (4, 32768), None, None), ('include_cluster_authorized_operations', 'bool', None, (8, 10), None, None), ('include_topic_authorized_operations', 'bool', None, (8, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -928,6 +988,8 @@ class MetadataRequest(Struct):
 class MetadataResponseMetadataResponseBroker(Struct):
     __slots__ = ('node_id', 'host', 'port', 'rack')
     _FIELDS = (('node_id', 0), ('host', ''), ('port', 0), ('rack', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('node_id', 'int32', None, (0, 32768), None, None), ('host', 'string', None, (0, 32768), None, None), ('port', 'int32', None, (0, 32768), None, None), ('rack', 'string', None, (1, 32768), (1, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -955,6 +1017,8 @@ class MetadataResponseMetadataResponseBroker(Struct):
 class MetadataResponseMetadataResponsePartition(Struct):
     __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas')
     _FIELDS = (('error_code', 0), ('partition_index', 0), ('leader_id', 0), ('leader_epoch', -1), ('replica_nodes', []), ('isr_nodes', []), ('offline_replicas', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('partition_index', 'int32', None, (0, 32768), None, None), ('leader_id', 'int32', None, (0, 32768), None, None), ('leader_epoch', 'int32', None, (7, 32768), None, None), ('replica_nodes', '[]int32', None, (0, 32768), None, None), ('isr_nodes', '[]int32', None, (0, 32768), None, None), ('offline_replicas', '[]int32', None, (5, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -989,6 +1053,8 @@ class MetadataResponseMetadataResponsePartition(Struct):
 class MetadataResponseMetadataResponseTopic(Struct):
     __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations')
     _FIELDS = (('error_code', 0), ('name', ''), ('topic_id', ZERO_UUID), ('is_internal', False), ('partitions', []), ('topic_authorized_operations', -2147483648), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('name', 'string', None, (0, 32768), (12, 32768), None), ('topic_id', 'uuid', None, (10, 32768), None, None), ('is_internal', 'bool', None, (1, 32768), None, None), ('partitions', '[]struct', 'MetadataResponseMetadataResponsePartition', (0, 32768), None, None), ('topic_authorized_operations', 'int32', None, (8, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1027,6 +1093,8 @@ class MetadataResponse(Struct):
     FLEXIBLE = 9
     __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations')
     _FIELDS = (('throttle_time_ms', 0), ('brokers', []), ('cluster_id', None), ('controller_id', -1), ('topics', []), ('cluster_authorized_operations', -2147483648), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (3, 32768), None, None), ('brokers', '[]struct', 'MetadataResponseMetadataResponseBroker', (0, 32768), None, None), ('cluster_id', 'string', None, (2, 32768), (2, 32768), None), ('controller_id', 'int32', None, (1, 32768), None, None), ('topics', '[]struct', 'MetadataResponseMetadataResponseTopic', (0, 32768), None, None), ('cluster_authorized_operations', 'int32', None, (8, 10), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1061,6 +1129,8 @@ class MetadataResponse(Struct):
 class OffsetCommitRequestOffsetCommitRequestPartition(Struct):
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata')
     _FIELDS = (('partition_index', 0), ('committed_offset', 0), ('committed_leader_epoch', -1), ('commit_timestamp', -1), ('committed_metadata', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('committed_offset', 'int64', None, (0, 32768), None, None), ('committed_leader_epoch', 'int32', None, (6, 32768), None, None), ('commit_timestamp', 'int64', None, (1, 1), None, None), ('committed_metadata', 'string', None, (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1091,6 +1161,8 @@ class OffsetCommitRequestOffsetCommitRequestPartition(Struct):
 class OffsetCommitRequestOffsetCommitRequestTopic(Struct):
     __slots__ = ('name', 'partitions')
     _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'OffsetCommitRequestOffsetCommitRequestPartition', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1118,6 +1190,8 @@ class OffsetCommitRequest(Struct):
     FLEXIBLE = 8
     __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics')
     _FIELDS = (('group_id', ''), ('generation_id_or_member_epoch', -1), ('member_id', ''), ('group_instance_id', None), ('retention_time_ms', -1), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('generation_id_or_member_epoch', 'int32', None, (1, 32768), None, None), ('member_id', 'string', None, (1, 32768), None, None), ('group_instance_id', 'string', None, (7, 32768), (7, 32768), None), ('retention_time_ms', 'int64', None, (2, 4), None, None), ('topics', '[]struct', 'OffsetCommitRequestOffsetCommitRequestTopic', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1152,6 +1226,8 @@ class OffsetCommitRequest(Struct):
 class OffsetCommitResponseOffsetCommitResponsePartition(Struct):
     __slots__ = ('partition_index', 'error_code')
     _FIELDS = (('partition_index', 0), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1174,6 +1250,8 @@ class OffsetCommitResponseOffsetCommitResponsePartition(Struct):
 class OffsetCommitResponseOffsetCommitResponseTopic(Struct):
     __slots__ = ('name', 'partitions')
     _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'OffsetCommitResponseOffsetCommitResponsePartition', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1201,6 +1279,8 @@ class OffsetCommitResponse(Struct):
     FLEXIBLE = 8
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = (('throttle_time_ms', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (3, 32768), None, None), ('topics', '[]struct', 'OffsetCommitResponseOffsetCommitResponseTopic', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1224,6 +1304,8 @@ class OffsetCommitResponse(Struct):
 class OffsetFetchRequestOffsetFetchRequestTopic(Struct):
     __slots__ = ('name', 'partition_indexes')
     _FIELDS = (('name', ''), ('partition_indexes', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 7), None, None), ('partition_indexes', '[]int32', None, (0, 7), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1248,6 +1330,8 @@ class OffsetFetchRequestOffsetFetchRequestTopic(Struct):
 class OffsetFetchRequestOffsetFetchRequestTopics(Struct):
     __slots__ = ('name', 'partition_indexes')
     _FIELDS = (('name', ''), ('partition_indexes', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (8, 32768), None, None), ('partition_indexes', '[]int32', None, (8, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1272,6 +1356,8 @@ class OffsetFetchRequestOffsetFetchRequestTopics(Struct):
 class OffsetFetchRequestOffsetFetchRequestGroup(Struct):
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics')
     _FIELDS = (('group_id', ''), ('member_id', None), ('member_epoch', -1), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (8, 32768), None, None), ('member_id', 'string', None, (9, 32768), (9, 32768), None), ('member_epoch', 'int32', None, (9, 32768), None, None), ('topics', '[]struct', 'OffsetFetchRequestOffsetFetchRequestTopics', (8, 32768), (8, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1307,6 +1393,8 @@ class OffsetFetchRequest(Struct):
     FLEXIBLE = 6
     __slots__ = ('group_id', 'topics', 'groups', 'require_stable')
     _FIELDS = (('group_id', ''), ('topics', []), ('groups', []), ('require_stable', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 7), None, None), ('topics', '[]struct', 'OffsetFetchRequestOffsetFetchRequestTopic', (0, 7), (2, 7), None), ('groups', '[]struct', 'OffsetFetchRequestOffsetFetchRequestGroup', (8, 32768), None, None), ('require_stable', 'bool', None, (7, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1337,6 +1425,8 @@ class OffsetFetchRequest(Struct):
 class OffsetFetchResponseOffsetFetchResponsePartition(Struct):
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
     _FIELDS = (('partition_index', 0), ('committed_offset', 0), ('committed_leader_epoch', -1), ('metadata', ''), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 7), None, None), ('committed_offset', 'int64', None, (0, 7), None, None), ('committed_leader_epoch', 'int32', None, (5, 7), None, None), ('metadata', 'string', None, (0, 7), (0, 7), None), ('error_code', 'int16', None, (0, 7), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1370,6 +1460,8 @@ class OffsetFetchResponseOffsetFetchResponsePartition(Struct):
 class OffsetFetchResponseOffsetFetchResponseTopic(Struct):
     __slots__ = ('name', 'partitions')
     _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 7), None, None), ('partitions', '[]struct', 'OffsetFetchResponseOffsetFetchResponsePartition', (0, 7), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1394,6 +1486,8 @@ class OffsetFetchResponseOffsetFetchResponseTopic(Struct):
 class OffsetFetchResponseOffsetFetchResponsePartitions(Struct):
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
     _FIELDS = (('partition_index', 0), ('committed_offset', 0), ('committed_leader_epoch', -1), ('metadata', ''), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (8, 32768), None, None), ('committed_offset', 'int64', None, (8, 32768), None, None), ('committed_leader_epoch', 'int32', None, (8, 32768), None, None), ('metadata', 'string', None, (8, 32768), (8, 32768), None), ('error_code', 'int16', None, (8, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1427,6 +1521,8 @@ class OffsetFetchResponseOffsetFetchResponsePartitions(Struct):
 class OffsetFetchResponseOffsetFetchResponseTopics(Struct):
     __slots__ = ('name', 'partitions')
     _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (8, 32768), None, None), ('partitions', '[]struct', 'OffsetFetchResponseOffsetFetchResponsePartitions', (8, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1451,6 +1547,8 @@ class OffsetFetchResponseOffsetFetchResponseTopics(Struct):
 class OffsetFetchResponseOffsetFetchResponseGroup(Struct):
     __slots__ = ('group_id', 'topics', 'error_code')
     _FIELDS = (('group_id', ''), ('topics', []), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (8, 32768), None, None), ('topics', '[]struct', 'OffsetFetchResponseOffsetFetchResponseTopics', (8, 32768), None, None), ('error_code', 'int16', None, (8, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1483,6 +1581,8 @@ class OffsetFetchResponse(Struct):
     FLEXIBLE = 6
     __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups')
     _FIELDS = (('throttle_time_ms', 0), ('topics', []), ('error_code', 0), ('groups', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (3, 32768), None, None), ('topics', '[]struct', 'OffsetFetchResponseOffsetFetchResponseTopic', (0, 7), None, None), ('error_code', 'int16', None, (2, 7), None, None), ('groups', '[]struct', 'OffsetFetchResponseOffsetFetchResponseGroup', (8, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1518,6 +1618,8 @@ class FindCoordinatorRequest(Struct):
     FLEXIBLE = 3
     __slots__ = ('key', 'key_type', 'coordinator_keys')
     _FIELDS = (('key', ''), ('key_type', 0), ('coordinator_keys', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('key', 'string', None, (0, 3), None, None), ('key_type', 'int8', None, (1, 32768), None, None), ('coordinator_keys', '[]string', None, (4, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1545,6 +1647,8 @@ class FindCoordinatorRequest(Struct):
 class FindCoordinatorResponseCoordinator(Struct):
     __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message')
     _FIELDS = (('key', ''), ('node_id', 0), ('host', ''), ('port', 0), ('error_code', 0), ('error_message', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('key', 'string', None, (4, 32768), None, None), ('node_id', 'int32', None, (4, 32768), None, None), ('host', 'string', None, (4, 32768), None, None), ('port', 'int32', None, (4, 32768), None, None), ('error_code', 'int16', None, (4, 32768), None, None), ('error_message', 'string', None, (4, 32768), (4, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1586,6 +1690,8 @@ class FindCoordinatorResponse(Struct):
     FLEXIBLE = 3
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', ''), ('node_id', 0), ('host', ''), ('port', 0), ('coordinators', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (1, 32768), None, None), ('error_code', 'int16', None, (0, 3), None, None), ('error_message', 'string', None, (1, 3), (1, 3), None), ('node_id', 'int32', None, (0, 3), None, None), ('host', 'string', None, (0, 3), None, None), ('port', 'int32', None, (0, 3), None, None), ('coordinators', '[]struct', 'FindCoordinatorResponseCoordinator', (4, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1625,6 +1731,8 @@ class FindCoordinatorResponse(Struct):
 class JoinGroupRequestJoinGroupRequestProtocol(Struct):
     __slots__ = ('name', 'metadata')
     _FIELDS = (('name', ''), ('metadata', b''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('metadata', 'bytes', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1652,6 +1760,8 @@ class JoinGroupRequest(Struct):
     FLEXIBLE = 6
     __slots__ = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason')
     _FIELDS = (('group_id', ''), ('session_timeout_ms', 0), ('rebalance_timeout_ms', -1), ('member_id', ''), ('group_instance_id', None), ('protocol_type', ''), ('protocols', []), ('reason', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('session_timeout_ms', 'int32', None, (0, 32768), None, None), ('rebalance_timeout_ms', 'int32', None, (1, 32768), None, None), ('member_id', 'string', None, (0, 32768), None, None), ('group_instance_id', 'string', None, (5, 32768), (5, 32768), None), ('protocol_type', 'string', None, (0, 32768), None, None), ('protocols', '[]struct', 'JoinGroupRequestJoinGroupRequestProtocol', (0, 32768), None, None), ('reason', 'string', None, (8, 32768), (8, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1689,6 +1799,8 @@ class JoinGroupRequest(Struct):
 class JoinGroupResponseJoinGroupResponseMember(Struct):
     __slots__ = ('member_id', 'group_instance_id', 'metadata')
     _FIELDS = (('member_id', ''), ('group_instance_id', None), ('metadata', b''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('member_id', 'string', None, (0, 32768), None, None), ('group_instance_id', 'string', None, (5, 32768), (5, 32768), None), ('metadata', 'bytes', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1719,6 +1831,8 @@ class JoinGroupResponse(Struct):
     FLEXIBLE = 6
     __slots__ = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('generation_id', -1), ('protocol_type', None), ('protocol_name', ''), ('leader', ''), ('skip_assignment', False), ('member_id', ''), ('members', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (2, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('generation_id', 'int32', None, (0, 32768), None, None), ('protocol_type', 'string', None, (7, 32768), (7, 32768), None), ('protocol_name', 'string', None, (0, 32768), (7, 32768), None), ('leader', 'string', None, (0, 32768), None, None), ('skip_assignment', 'bool', None, (9, 32768), None, None), ('member_id', 'string', None, (0, 32768), None, None), ('members', '[]struct', 'JoinGroupResponseJoinGroupResponseMember', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1763,6 +1877,8 @@ class HeartbeatRequest(Struct):
     FLEXIBLE = 4
     __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id')
     _FIELDS = (('group_id', ''), ('generation_id', 0), ('member_id', ''), ('group_instance_id', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('generation_id', 'int32', None, (0, 32768), None, None), ('member_id', 'string', None, (0, 32768), None, None), ('group_instance_id', 'string', None, (3, 32768), (3, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1795,6 +1911,8 @@ class HeartbeatResponse(Struct):
     FLEXIBLE = 4
     __slots__ = ('throttle_time_ms', 'error_code')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (1, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1818,6 +1936,8 @@ class HeartbeatResponse(Struct):
 class LeaveGroupRequestMemberIdentity(Struct):
     __slots__ = ('member_id', 'group_instance_id', 'reason')
     _FIELDS = (('member_id', ''), ('group_instance_id', None), ('reason', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('member_id', 'string', None, (3, 32768), None, None), ('group_instance_id', 'string', None, (3, 32768), (3, 32768), None), ('reason', 'string', None, (5, 32768), (5, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1850,6 +1970,8 @@ class LeaveGroupRequest(Struct):
     FLEXIBLE = 4
     __slots__ = ('group_id', 'member_id', 'members')
     _FIELDS = (('group_id', ''), ('member_id', ''), ('members', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('member_id', 'string', None, (0, 2), None, None), ('members', '[]struct', 'LeaveGroupRequestMemberIdentity', (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1876,6 +1998,8 @@ class LeaveGroupRequest(Struct):
 class LeaveGroupResponseMemberResponse(Struct):
     __slots__ = ('member_id', 'group_instance_id', 'error_code')
     _FIELDS = (('member_id', ''), ('group_instance_id', ''), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('member_id', 'string', None, (3, 32768), None, None), ('group_instance_id', 'string', None, (3, 32768), (3, 32768), None), ('error_code', 'int16', None, (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1908,6 +2032,8 @@ class LeaveGroupResponse(Struct):
     FLEXIBLE = 4
     __slots__ = ('throttle_time_ms', 'error_code', 'members')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('members', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (1, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('members', '[]struct', 'LeaveGroupResponseMemberResponse', (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1934,6 +2060,8 @@ class LeaveGroupResponse(Struct):
 class SyncGroupRequestSyncGroupRequestAssignment(Struct):
     __slots__ = ('member_id', 'assignment')
     _FIELDS = (('member_id', ''), ('assignment', b''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('member_id', 'string', None, (0, 32768), None, None), ('assignment', 'bytes', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1961,6 +2089,8 @@ class SyncGroupRequest(Struct):
     FLEXIBLE = 4
     __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'protocol_type', 'protocol_name', 'assignments')
     _FIELDS = (('group_id', ''), ('generation_id', 0), ('member_id', ''), ('group_instance_id', None), ('protocol_type', None), ('protocol_name', None), ('assignments', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('generation_id', 'int32', None, (0, 32768), None, None), ('member_id', 'string', None, (0, 32768), None, None), ('group_instance_id', 'string', None, (3, 32768), (3, 32768), None), ('protocol_type', 'string', None, (5, 32768), (5, 32768), None), ('protocol_name', 'string', None, (5, 32768), (5, 32768), None), ('assignments', '[]struct', 'SyncGroupRequestSyncGroupRequestAssignment', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2001,6 +2131,8 @@ class SyncGroupResponse(Struct):
     FLEXIBLE = 4
     __slots__ = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('protocol_type', None), ('protocol_name', None), ('assignment', b''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (1, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('protocol_type', 'string', None, (5, 32768), (5, 32768), None), ('protocol_name', 'string', None, (5, 32768), (5, 32768), None), ('assignment', 'bytes', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2037,6 +2169,8 @@ class DescribeGroupsRequest(Struct):
     FLEXIBLE = 5
     __slots__ = ('groups', 'include_authorized_operations')
     _FIELDS = (('groups', []), ('include_authorized_operations', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('groups', '[]string', None, (0, 32768), None, None), ('include_authorized_operations', 'bool', None, (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2060,6 +2194,8 @@ class DescribeGroupsRequest(Struct):
 class DescribeGroupsResponseDescribedGroupMember(Struct):
     __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
     _FIELDS = (('member_id', ''), ('group_instance_id', None), ('client_id', ''), ('client_host', ''), ('member_metadata', b''), ('member_assignment', b''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('member_id', 'string', None, (0, 32768), None, None), ('group_instance_id', 'string', None, (4, 32768), (4, 32768), None), ('client_id', 'string', None, (0, 32768), None, None), ('client_host', 'string', None, (0, 32768), None, None), ('member_metadata', 'bytes', None, (0, 32768), None, None), ('member_assignment', 'bytes', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2091,6 +2227,8 @@ class DescribeGroupsResponseDescribedGroupMember(Struct):
 class DescribeGroupsResponseDescribedGroup(Struct):
     __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
     _FIELDS = (('error_code', 0), ('group_id', ''), ('group_state', ''), ('protocol_type', ''), ('protocol_data', ''), ('members', []), ('authorized_operations', -2147483648), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('group_id', 'string', None, (0, 32768), None, None), ('group_state', 'string', None, (0, 32768), None, None), ('protocol_type', 'string', None, (0, 32768), None, None), ('protocol_data', 'string', None, (0, 32768), None, None), ('members', '[]struct', 'DescribeGroupsResponseDescribedGroupMember', (0, 32768), None, None), ('authorized_operations', 'int32', None, (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2129,6 +2267,8 @@ class DescribeGroupsResponse(Struct):
     FLEXIBLE = 5
     __slots__ = ('throttle_time_ms', 'groups')
     _FIELDS = (('throttle_time_ms', 0), ('groups', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (1, 32768), None, None), ('groups', '[]struct', 'DescribeGroupsResponseDescribedGroup', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2157,6 +2297,8 @@ class ListGroupsRequest(Struct):
     FLEXIBLE = 3
     __slots__ = ('states_filter', 'types_filter')
     _FIELDS = (('states_filter', []), ('types_filter', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('states_filter', '[]string', None, (4, 32768), None, None), ('types_filter', '[]string', None, (5, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2181,6 +2323,8 @@ class ListGroupsRequest(Struct):
 class ListGroupsResponseListedGroup(Struct):
     __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type')
     _FIELDS = (('group_id', ''), ('protocol_type', ''), ('group_state', ''), ('group_type', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('protocol_type', 'string', None, (0, 32768), None, None), ('group_state', 'string', None, (4, 32768), None, None), ('group_type', 'string', None, (5, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2214,6 +2358,8 @@ class ListGroupsResponse(Struct):
     FLEXIBLE = 3
     __slots__ = ('throttle_time_ms', 'error_code', 'groups')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('groups', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (1, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('groups', '[]struct', 'ListGroupsResponseListedGroup', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2244,6 +2390,8 @@ class SaslHandshakeRequest(Struct):
     FLEXIBLE = None
     __slots__ = ('mechanism',)
     _FIELDS = (('mechanism', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('mechanism', 'string', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2265,6 +2413,8 @@ class SaslHandshakeResponse(Struct):
     FLEXIBLE = None
     __slots__ = ('error_code', 'mechanisms')
     _FIELDS = (('error_code', 0), ('mechanisms', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('mechanisms', '[]string', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2288,6 +2438,8 @@ class ApiVersionsRequest(Struct):
     FLEXIBLE = 3
     __slots__ = ('client_software_name', 'client_software_version')
     _FIELDS = (('client_software_name', ''), ('client_software_version', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('client_software_name', 'string', None, (3, 32768), None, None), ('client_software_version', 'string', None, (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2312,6 +2464,8 @@ class ApiVersionsRequest(Struct):
 class ApiVersionsResponseApiVersion(Struct):
     __slots__ = ('api_key', 'min_version', 'max_version')
     _FIELDS = (('api_key', 0), ('min_version', 0), ('max_version', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('api_key', 'int16', None, (0, 32768), None, None), ('min_version', 'int16', None, (0, 32768), None, None), ('max_version', 'int16', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2336,6 +2490,8 @@ class ApiVersionsResponseApiVersion(Struct):
 class ApiVersionsResponseSupportedFeatureKey(Struct):
     __slots__ = ('name', 'min_version', 'max_version')
     _FIELDS = (('name', ''), ('min_version', 0), ('max_version', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (3, 32768), None, None), ('min_version', 'int16', None, (3, 32768), None, None), ('max_version', 'int16', None, (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2363,6 +2519,8 @@ class ApiVersionsResponseSupportedFeatureKey(Struct):
 class ApiVersionsResponseFinalizedFeatureKey(Struct):
     __slots__ = ('name', 'max_version_level', 'min_version_level')
     _FIELDS = (('name', ''), ('max_version_level', 0), ('min_version_level', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (3, 32768), None, None), ('max_version_level', 'int16', None, (3, 32768), None, None), ('min_version_level', 'int16', None, (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2395,6 +2553,8 @@ class ApiVersionsResponse(Struct):
     FLEXIBLE = 3
     __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready')
     _FIELDS = (('error_code', 0), ('api_keys', []), ('throttle_time_ms', 0), ('supported_features', []), ('finalized_features_epoch', -1), ('finalized_features', []), ('zk_migration_ready', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('api_keys', '[]struct', 'ApiVersionsResponseApiVersion', (0, 32768), None, None), ('throttle_time_ms', 'int32', None, (1, 32768), None, None), ('supported_features', '[]struct', 'ApiVersionsResponseSupportedFeatureKey', (3, 32768), None, (3, 32768)), ('finalized_features_epoch', 'int64', None, (3, 32768), None, (3, 32768)), ('finalized_features', '[]struct', 'ApiVersionsResponseFinalizedFeatureKey', (3, 32768), None, (3, 32768)), ('zk_migration_ready', 'bool', None, (3, 32768), None, (3, 32768)), )
 
     @classmethod
     def read(cls, r, v):
@@ -2449,6 +2609,8 @@ class ApiVersionsResponse(Struct):
 class CreateTopicsRequestCreatableReplicaAssignment(Struct):
     __slots__ = ('partition_index', 'broker_ids')
     _FIELDS = (('partition_index', 0), ('broker_ids', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('broker_ids', '[]int32', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2471,6 +2633,8 @@ class CreateTopicsRequestCreatableReplicaAssignment(Struct):
 class CreateTopicsRequestCreatableTopicConfig(Struct):
     __slots__ = ('name', 'value')
     _FIELDS = (('name', ''), ('value', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('value', 'string', None, (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2493,6 +2657,8 @@ class CreateTopicsRequestCreatableTopicConfig(Struct):
 class CreateTopicsRequestCreatableTopic(Struct):
     __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs')
     _FIELDS = (('name', ''), ('num_partitions', 0), ('replication_factor', 0), ('assignments', []), ('configs', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('num_partitions', 'int32', None, (0, 32768), None, None), ('replication_factor', 'int16', None, (0, 32768), None, None), ('assignments', '[]struct', 'CreateTopicsRequestCreatableReplicaAssignment', (0, 32768), None, None), ('configs', '[]struct', 'CreateTopicsRequestCreatableTopicConfig', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2526,6 +2692,8 @@ class CreateTopicsRequest(Struct):
     FLEXIBLE = 5
     __slots__ = ('topics', 'timeout_ms', 'validate_only')
     _FIELDS = (('topics', []), ('timeout_ms', 60000), ('validate_only', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topics', '[]struct', 'CreateTopicsRequestCreatableTopic', (0, 32768), None, None), ('timeout_ms', 'int32', None, (0, 32768), None, None), ('validate_only', 'bool', None, (1, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2551,6 +2719,8 @@ class CreateTopicsRequest(Struct):
 class CreateTopicsResponseCreatableTopicConfigs(Struct):
     __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive')
     _FIELDS = (('name', ''), ('value', ''), ('read_only', False), ('config_source', -1), ('is_sensitive', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (5, 32768), None, None), ('value', 'string', None, (5, 32768), (5, 32768), None), ('read_only', 'bool', None, (5, 32768), None, None), ('config_source', 'int8', None, (5, 32768), None, None), ('is_sensitive', 'bool', None, (5, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2584,6 +2754,8 @@ class CreateTopicsResponseCreatableTopicConfigs(Struct):
 class CreateTopicsResponseCreatableTopicResult(Struct):
     __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs')
     _FIELDS = (('name', ''), ('topic_id', ZERO_UUID), ('error_code', 0), ('error_message', ''), ('topic_config_error_code', 0), ('num_partitions', -1), ('replication_factor', -1), ('configs', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('topic_id', 'uuid', None, (7, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (1, 32768), (0, 32768), None), ('topic_config_error_code', 'int16', None, (5, 32768), None, (5, 32768)), ('num_partitions', 'int32', None, (5, 32768), None, None), ('replication_factor', 'int16', None, (5, 32768), None, None), ('configs', '[]struct', 'CreateTopicsResponseCreatableTopicConfigs', (5, 32768), (5, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2634,6 +2806,8 @@ class CreateTopicsResponse(Struct):
     FLEXIBLE = 5
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = (('throttle_time_ms', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (2, 32768), None, None), ('topics', '[]struct', 'CreateTopicsResponseCreatableTopicResult', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2657,6 +2831,8 @@ class CreateTopicsResponse(Struct):
 class DeleteTopicsRequestDeleteTopicState(Struct):
     __slots__ = ('name', 'topic_id')
     _FIELDS = (('name', None), ('topic_id', ZERO_UUID), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (6, 32768), (6, 32768), None), ('topic_id', 'uuid', None, (6, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2686,6 +2862,8 @@ class DeleteTopicsRequest(Struct):
     FLEXIBLE = 4
     __slots__ = ('topics', 'topic_names', 'timeout_ms')
     _FIELDS = (('topics', []), ('topic_names', []), ('timeout_ms', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topics', '[]struct', 'DeleteTopicsRequestDeleteTopicState', (6, 32768), None, None), ('topic_names', '[]string', None, (0, 5), None, None), ('timeout_ms', 'int32', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2712,6 +2890,8 @@ class DeleteTopicsRequest(Struct):
 class DeleteTopicsResponseDeletableTopicResult(Struct):
     __slots__ = ('name', 'topic_id', 'error_code', 'error_message')
     _FIELDS = (('name', ''), ('topic_id', ZERO_UUID), ('error_code', 0), ('error_message', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), (6, 32768), None), ('topic_id', 'uuid', None, (6, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (5, 32768), (5, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2745,6 +2925,8 @@ class DeleteTopicsResponse(Struct):
     FLEXIBLE = 4
     __slots__ = ('throttle_time_ms', 'responses')
     _FIELDS = (('throttle_time_ms', 0), ('responses', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (1, 32768), None, None), ('responses', '[]struct', 'DeleteTopicsResponseDeletableTopicResult', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2768,6 +2950,8 @@ class DeleteTopicsResponse(Struct):
 class DeleteRecordsRequestDeleteRecordsPartition(Struct):
     __slots__ = ('partition_index', 'offset')
     _FIELDS = (('partition_index', 0), ('offset', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('offset', 'int64', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2790,6 +2974,8 @@ class DeleteRecordsRequestDeleteRecordsPartition(Struct):
 class DeleteRecordsRequestDeleteRecordsTopic(Struct):
     __slots__ = ('name', 'partitions')
     _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'DeleteRecordsRequestDeleteRecordsPartition', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2817,6 +3003,8 @@ class DeleteRecordsRequest(Struct):
     FLEXIBLE = 2
     __slots__ = ('topics', 'timeout_ms')
     _FIELDS = (('topics', []), ('timeout_ms', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topics', '[]struct', 'DeleteRecordsRequestDeleteRecordsTopic', (0, 32768), None, None), ('timeout_ms', 'int32', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2839,6 +3027,8 @@ class DeleteRecordsRequest(Struct):
 class DeleteRecordsResponseDeleteRecordsPartitionResult(Struct):
     __slots__ = ('partition_index', 'low_watermark', 'error_code')
     _FIELDS = (('partition_index', 0), ('low_watermark', 0), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('low_watermark', 'int64', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2863,6 +3053,8 @@ class DeleteRecordsResponseDeleteRecordsPartitionResult(Struct):
 class DeleteRecordsResponseDeleteRecordsTopicResult(Struct):
     __slots__ = ('name', 'partitions')
     _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'DeleteRecordsResponseDeleteRecordsPartitionResult', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2890,6 +3082,8 @@ class DeleteRecordsResponse(Struct):
     FLEXIBLE = 2
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = (('throttle_time_ms', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('topics', '[]struct', 'DeleteRecordsResponseDeleteRecordsTopicResult', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2917,6 +3111,8 @@ class InitProducerIdRequest(Struct):
     FLEXIBLE = 2
     __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch')
     _FIELDS = (('transactional_id', ''), ('transaction_timeout_ms', 0), ('producer_id', -1), ('producer_epoch', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('transactional_id', 'string', None, (0, 32768), (0, 32768), None), ('transaction_timeout_ms', 'int32', None, (0, 32768), None, None), ('producer_id', 'int64', None, (3, 32768), None, None), ('producer_epoch', 'int16', None, (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2950,6 +3146,8 @@ class InitProducerIdResponse(Struct):
     FLEXIBLE = 2
     __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('producer_id', -1), ('producer_epoch', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('producer_id', 'int64', None, (0, 32768), None, None), ('producer_epoch', 'int16', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -2976,6 +3174,8 @@ class InitProducerIdResponse(Struct):
 class DescribeConfigsRequestDescribeConfigsResource(Struct):
     __slots__ = ('resource_type', 'resource_name', 'configuration_keys')
     _FIELDS = (('resource_type', 0), ('resource_name', ''), ('configuration_keys', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('resource_type', 'int8', None, (0, 32768), None, None), ('resource_name', 'string', None, (0, 32768), None, None), ('configuration_keys', '[]string', None, (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3005,6 +3205,8 @@ class DescribeConfigsRequest(Struct):
     FLEXIBLE = 4
     __slots__ = ('resources', 'include_synonyms', 'include_documentation')
     _FIELDS = (('resources', []), ('include_synonyms', False), ('include_documentation', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('resources', '[]struct', 'DescribeConfigsRequestDescribeConfigsResource', (0, 32768), None, None), ('include_synonyms', 'bool', None, (1, 32768), None, None), ('include_documentation', 'bool', None, (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3031,6 +3233,8 @@ class DescribeConfigsRequest(Struct):
 class DescribeConfigsResponseDescribeConfigsSynonym(Struct):
     __slots__ = ('name', 'value', 'source')
     _FIELDS = (('name', ''), ('value', ''), ('source', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (1, 32768), None, None), ('value', 'string', None, (1, 32768), (0, 32768), None), ('source', 'int8', None, (1, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3058,6 +3262,8 @@ class DescribeConfigsResponseDescribeConfigsSynonym(Struct):
 class DescribeConfigsResponseDescribeConfigsResourceResult(Struct):
     __slots__ = ('name', 'value', 'read_only', 'is_default', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation')
     _FIELDS = (('name', ''), ('value', ''), ('read_only', False), ('is_default', False), ('config_source', -1), ('is_sensitive', False), ('synonyms', []), ('config_type', 0), ('documentation', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('value', 'string', None, (0, 32768), (0, 32768), None), ('read_only', 'bool', None, (0, 32768), None, None), ('is_default', 'bool', None, (0, 0), None, None), ('config_source', 'int8', None, (1, 32768), None, None), ('is_sensitive', 'bool', None, (0, 32768), None, None), ('synonyms', '[]struct', 'DescribeConfigsResponseDescribeConfigsSynonym', (1, 32768), None, None), ('config_type', 'int8', None, (3, 32768), None, None), ('documentation', 'string', None, (3, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3099,6 +3305,8 @@ class DescribeConfigsResponseDescribeConfigsResourceResult(Struct):
 class DescribeConfigsResponseDescribeConfigsResult(Struct):
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs')
     _FIELDS = (('error_code', 0), ('error_message', ''), ('resource_type', 0), ('resource_name', ''), ('configs', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('resource_type', 'int8', None, (0, 32768), None, None), ('resource_name', 'string', None, (0, 32768), None, None), ('configs', '[]struct', 'DescribeConfigsResponseDescribeConfigsResourceResult', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3132,6 +3340,8 @@ class DescribeConfigsResponse(Struct):
     FLEXIBLE = 4
     __slots__ = ('throttle_time_ms', 'results')
     _FIELDS = (('throttle_time_ms', 0), ('results', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('results', '[]struct', 'DescribeConfigsResponseDescribeConfigsResult', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3154,6 +3364,8 @@ class DescribeConfigsResponse(Struct):
 class AlterConfigsRequestAlterableConfig(Struct):
     __slots__ = ('name', 'value')
     _FIELDS = (('name', ''), ('value', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('value', 'string', None, (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3176,6 +3388,8 @@ class AlterConfigsRequestAlterableConfig(Struct):
 class AlterConfigsRequestAlterConfigsResource(Struct):
     __slots__ = ('resource_type', 'resource_name', 'configs')
     _FIELDS = (('resource_type', 0), ('resource_name', ''), ('configs', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('resource_type', 'int8', None, (0, 32768), None, None), ('resource_name', 'string', None, (0, 32768), None, None), ('configs', '[]struct', 'AlterConfigsRequestAlterableConfig', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3205,6 +3419,8 @@ class AlterConfigsRequest(Struct):
     FLEXIBLE = 2
     __slots__ = ('resources', 'validate_only')
     _FIELDS = (('resources', []), ('validate_only', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('resources', '[]struct', 'AlterConfigsRequestAlterConfigsResource', (0, 32768), None, None), ('validate_only', 'bool', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3227,6 +3443,8 @@ class AlterConfigsRequest(Struct):
 class AlterConfigsResponseAlterConfigsResourceResponse(Struct):
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
     _FIELDS = (('error_code', 0), ('error_message', ''), ('resource_type', 0), ('resource_name', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('resource_type', 'int8', None, (0, 32768), None, None), ('resource_name', 'string', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3258,6 +3476,8 @@ class AlterConfigsResponse(Struct):
     FLEXIBLE = 2
     __slots__ = ('throttle_time_ms', 'responses')
     _FIELDS = (('throttle_time_ms', 0), ('responses', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('responses', '[]struct', 'AlterConfigsResponseAlterConfigsResourceResponse', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3280,6 +3500,8 @@ class AlterConfigsResponse(Struct):
 class CreatePartitionsRequestCreatePartitionsAssignment(Struct):
     __slots__ = ('broker_ids',)
     _FIELDS = (('broker_ids', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('broker_ids', '[]int32', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3300,6 +3522,8 @@ class CreatePartitionsRequestCreatePartitionsAssignment(Struct):
 class CreatePartitionsRequestCreatePartitionsTopic(Struct):
     __slots__ = ('name', 'count', 'assignments')
     _FIELDS = (('name', ''), ('count', 0), ('assignments', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('count', 'int32', None, (0, 32768), None, None), ('assignments', '[]struct', 'CreatePartitionsRequestCreatePartitionsAssignment', (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3329,6 +3553,8 @@ class CreatePartitionsRequest(Struct):
     FLEXIBLE = 2
     __slots__ = ('topics', 'timeout_ms', 'validate_only')
     _FIELDS = (('topics', []), ('timeout_ms', 0), ('validate_only', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topics', '[]struct', 'CreatePartitionsRequestCreatePartitionsTopic', (0, 32768), None, None), ('timeout_ms', 'int32', None, (0, 32768), None, None), ('validate_only', 'bool', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3353,6 +3579,8 @@ class CreatePartitionsRequest(Struct):
 class CreatePartitionsResponseCreatePartitionsTopicResult(Struct):
     __slots__ = ('name', 'error_code', 'error_message')
     _FIELDS = (('name', ''), ('error_code', 0), ('error_message', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3382,6 +3610,8 @@ class CreatePartitionsResponse(Struct):
     FLEXIBLE = 2
     __slots__ = ('throttle_time_ms', 'results')
     _FIELDS = (('throttle_time_ms', 0), ('results', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('results', '[]struct', 'CreatePartitionsResponseCreatePartitionsTopicResult', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3409,6 +3639,8 @@ class DeleteGroupsRequest(Struct):
     FLEXIBLE = 2
     __slots__ = ('groups_names',)
     _FIELDS = (('groups_names', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('groups_names', '[]string', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3429,6 +3661,8 @@ class DeleteGroupsRequest(Struct):
 class DeleteGroupsResponseDeletableGroupResult(Struct):
     __slots__ = ('group_id', 'error_code')
     _FIELDS = (('group_id', ''), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3456,6 +3690,8 @@ class DeleteGroupsResponse(Struct):
     FLEXIBLE = 2
     __slots__ = ('throttle_time_ms', 'results')
     _FIELDS = (('throttle_time_ms', 0), ('results', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('results', '[]struct', 'DeleteGroupsResponseDeletableGroupResult', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3478,6 +3714,8 @@ class DeleteGroupsResponse(Struct):
 class IncrementalAlterConfigsRequestAlterableConfig(Struct):
     __slots__ = ('name', 'config_operation', 'value')
     _FIELDS = (('name', ''), ('config_operation', 0), ('value', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('config_operation', 'int8', None, (0, 32768), None, None), ('value', 'string', None, (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3502,6 +3740,8 @@ class IncrementalAlterConfigsRequestAlterableConfig(Struct):
 class IncrementalAlterConfigsRequestAlterConfigsResource(Struct):
     __slots__ = ('resource_type', 'resource_name', 'configs')
     _FIELDS = (('resource_type', 0), ('resource_name', ''), ('configs', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('resource_type', 'int8', None, (0, 32768), None, None), ('resource_name', 'string', None, (0, 32768), None, None), ('configs', '[]struct', 'IncrementalAlterConfigsRequestAlterableConfig', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3531,6 +3771,8 @@ class IncrementalAlterConfigsRequest(Struct):
     FLEXIBLE = 1
     __slots__ = ('resources', 'validate_only')
     _FIELDS = (('resources', []), ('validate_only', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('resources', '[]struct', 'IncrementalAlterConfigsRequestAlterConfigsResource', (0, 32768), None, None), ('validate_only', 'bool', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3553,6 +3795,8 @@ class IncrementalAlterConfigsRequest(Struct):
 class IncrementalAlterConfigsResponseAlterConfigsResourceResponse(Struct):
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
     _FIELDS = (('error_code', 0), ('error_message', ''), ('resource_type', 0), ('resource_name', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('resource_type', 'int8', None, (0, 32768), None, None), ('resource_name', 'string', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3584,6 +3828,8 @@ class IncrementalAlterConfigsResponse(Struct):
     FLEXIBLE = 1
     __slots__ = ('throttle_time_ms', 'responses')
     _FIELDS = (('throttle_time_ms', 0), ('responses', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('responses', '[]struct', 'IncrementalAlterConfigsResponseAlterConfigsResourceResponse', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3611,6 +3857,8 @@ class DescribeClusterRequest(Struct):
     FLEXIBLE = 0
     __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers')
     _FIELDS = (('include_cluster_authorized_operations', False), ('endpoint_type', 1), ('include_fenced_brokers', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('include_cluster_authorized_operations', 'bool', None, (0, 32768), None, None), ('endpoint_type', 'int8', None, (1, 32768), None, None), ('include_fenced_brokers', 'bool', None, (2, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3637,6 +3885,8 @@ class DescribeClusterRequest(Struct):
 class DescribeClusterResponseDescribeClusterBroker(Struct):
     __slots__ = ('broker_id', 'host', 'port', 'rack', 'is_fenced')
     _FIELDS = (('broker_id', 0), ('host', ''), ('port', 0), ('rack', None), ('is_fenced', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('broker_id', 'int32', None, (0, 32768), None, None), ('host', 'string', None, (0, 32768), None, None), ('port', 'int32', None, (0, 32768), None, None), ('rack', 'string', None, (0, 32768), (0, 32768), None), ('is_fenced', 'bool', None, (2, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3671,6 +3921,8 @@ class DescribeClusterResponse(Struct):
     FLEXIBLE = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', None), ('endpoint_type', 1), ('cluster_id', ''), ('controller_id', -1), ('brokers', []), ('cluster_authorized_operations', -2147483648), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('endpoint_type', 'int8', None, (1, 32768), None, None), ('cluster_id', 'string', None, (0, 32768), None, None), ('controller_id', 'int32', None, (0, 32768), None, None), ('brokers', '[]struct', 'DescribeClusterResponseDescribeClusterBroker', (0, 32768), None, None), ('cluster_authorized_operations', 'int32', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3706,6 +3958,8 @@ class DescribeClusterResponse(Struct):
 class ConsumerProtocolSubscriptionTopicPartition(Struct):
     __slots__ = ('topic', 'partitions')
     _FIELDS = (('topic', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic', 'string', None, (1, 32768), None, None), ('partitions', '[]int32', None, (1, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3731,6 +3985,8 @@ class ConsumerProtocolSubscription(Struct):
     FLEXIBLE = None
     __slots__ = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id')
     _FIELDS = (('topics', []), ('user_data', None), ('owned_partitions', []), ('generation_id', -1), ('rack_id', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topics', '[]string', None, (0, 32768), None, None), ('user_data', 'bytes', None, (0, 32768), (0, 32768), None), ('owned_partitions', '[]struct', 'ConsumerProtocolSubscriptionTopicPartition', (1, 32768), None, None), ('generation_id', 'int32', None, (2, 32768), None, None), ('rack_id', 'string', None, (3, 32768), (3, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3758,6 +4014,8 @@ class ConsumerProtocolSubscription(Struct):
 class ConsumerProtocolAssignmentTopicPartition(Struct):
     __slots__ = ('topic', 'partitions')
     _FIELDS = (('topic', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic', 'string', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3781,6 +4039,8 @@ class ConsumerProtocolAssignment(Struct):
     FLEXIBLE = None
     __slots__ = ('assigned_partitions', 'user_data')
     _FIELDS = (('assigned_partitions', []), ('user_data', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('assigned_partitions', '[]struct', 'ConsumerProtocolAssignmentTopicPartition', (0, 32768), None, None), ('user_data', 'bytes', None, (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
