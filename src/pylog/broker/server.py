@@ -126,10 +126,13 @@ class Broker:
             return
         self.stopping = True
         if self._listener is not None:
-            try:
-                self._listener.close()
-            except OSError:
-                pass
+            # shutdown() first: it wakes the acceptor blocked in accept() (close() alone
+            # would leave the socket listening until accept returned).
+            for stop in (lambda: self._listener.shutdown(socket.SHUT_RDWR), self._listener.close):
+                try:
+                    stop()
+                except OSError:
+                    pass
         with self._lock:
             parked = list(self._parked)
         for event in parked:

@@ -1,0 +1,139 @@
+"""A small blocking Kafka protocol client: pylog's own, for its tools.
+
+One connection to one broker (pylog is a single node; for a Kafka cluster, use a full
+client such as confluent-kafka). It negotiates versions with ApiVersions and speaks the
+generated messages directly, so callers get raw record batches: ``fetch`` returns the
+bytes of whole batches as the broker sent them, ready for pylog's C decoder
+(``pylog.record.decode_arrow``), with no per-record Python on the way.
+
+Used by the broker's tests, and meant for the CLI's ``--bootstrap-server`` forms, Spark's
+remote mode and ``pylog perf --bootstrap-server``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+
+from . import messages as m
+from .api import SUPPORTED, decode_response, encode_request
+
+__all__ = ["ProtocolClient", "ProtocolError"]
+
+_i32 = struct.Struct(">i")
+
+
+class ProtocolError(Exception):
+    """A response carried a Kafka error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{message} (Kafka error {code})")
+        self.code = code
+
+
+class ProtocolClient:
+    """``ProtocolClient("127.0.0.1:9092")``: requests and responses over one socket."""
+
+    def __init__(self, bootstrap: str, client_id: str = "pylog", timeout: float = 30.0) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id
+        self._ids = itertools.count(1)
+        self.versions: dict[int, tuple[int, int]] = {18: (0, 0)}
+        try:
+            response = self.request(18, m.ApiVersionsRequest(), version=0)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> ProtocolClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def version(self, api_key: int) -> int:
+        """The newest version both sides speak."""
+        lo, hi = self.versions[api_key]
+        ours = SUPPORTED.get(api_key, m.REQUESTS[api_key].VERSIONS)
+        v = min(hi, ours[1])
+        if v < max(lo, ours[0]):
+            raise ProtocolError(35, f"no common version of API {api_key}")
+        return v
+
+    # ================================================================ wire
+
+    def send(self, api_key: int, body, version: int | None = None) -> tuple[int, int]:
+        """Sends a request without waiting; returns (correlation id, version)."""
+        version = self.version(api_key) if version is None else version
+        correlation = next(self._ids)
+        self.sock.sendall(encode_request(api_key, version, correlation, self.client_id, body))
+        return correlation, version
+
+    def receive(self, api_key: int, version: int, correlation: int):
+        size = _i32.unpack(self._recv(4))[0]
+        got, body = decode_response(api_key, version, self._recv(size))
+        if got != correlation:
+            raise ProtocolError(-1, f"response {got} arrived for request {correlation}")
+        return body
+
+    def request(self, api_key: int, body, version: int | None = None):
+        correlation, version = self.send(api_key, body, version)
+        return self.receive(api_key, version, correlation)
+
+    def _recv(self, n: int) -> bytearray:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            buf += chunk
+        return buf
+
+    # ============================================================ helpers
+
+    def metadata(self, topics: list[str] | None = None, allow_auto_create: bool = False):
+        req = m.MetadataRequest(topics=None if topics is None else
+                                [m.MetadataRequestMetadataRequestTopic(name=t) for t in topics],
+                                allow_auto_topic_creation=allow_auto_create)
+        return self.request(3, req)
+
+    def produce(self, topic: str, partition: int, records: bytes, acks: int = -1,
+                version: int | None = None):
+        """Appends record batches; returns the partition's response (base_offset, error)."""
+        req = m.ProduceRequest(acks=acks, timeout_ms=30000, topic_data=[m.ProduceRequestTopicProduceData(
+            name=topic, partition_data=[m.ProduceRequestPartitionProduceData(index=partition,
+                                                                              records=records)])])
+        if acks == 0:
+            self.send(0, req, version)
+            return None
+        return self.request(0, req, version).responses[0].partition_responses[0]
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
+              max_wait_ms: int = 0, min_bytes: int = 1):
+        """One partition's FetchResponse partition data; ``records`` holds raw batches
+        (the last one may be partial, as Kafka allows)."""
+        req = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                             max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                             topics=[m.FetchRequestFetchTopic(topic=topic, partitions=[
+                                 m.FetchRequestFetchPartition(partition=partition, fetch_offset=offset,
+                                                              partition_max_bytes=max_bytes,
+                                                              current_leader_epoch=-1,
+                                                              log_start_offset=-1)])])
+        return self.request(1, req).responses[0].partitions[0]
+
+    def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
+        """ListOffsets: -2 earliest, -1 latest, or the first offset at or after `timestamp`."""
+        req = m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequestListOffsetsTopic(
+            name=topic, partitions=[m.ListOffsetsRequestListOffsetsPartition(
+                partition_index=partition, timestamp=timestamp)])])
+        part = self.request(2, req).topics[0].partitions[0]
+        if part.error_code:
+            raise ProtocolError(part.error_code, f"ListOffsets {topic}-{partition}")
+        return part.offset

@@ -1,0 +1,185 @@
+"""The broker's network layer and its errors, over raw sockets and pylog's protocol
+client: version negotiation, malformed and oversized frames, pipelining, idle timeout,
+long polls, graceful shutdown, and Kafka's error codes for bad produce requests (with
+the stored data intact after each)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+import pylog
+from pylog.protocol import encode_request
+from pylog.protocol import messages as m
+from pylog.protocol.client import ProtocolClient
+from pylog.record import encode_batch
+
+
+def raw(served) -> socket.socket:
+    host, port = served.broker.address
+    s = socket.create_connection((host, port), timeout=10)
+    return s
+
+
+def read_frame(s: socket.socket) -> bytes:
+    head = recv_exact(s, 4)
+    return recv_exact(s, struct.unpack(">i", head)[0])
+
+
+def recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+def closed_by_peer(s: socket.socket) -> bool:
+    s.settimeout(10)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_unknown_api_versions_version_gets_a_v0_answer(served):
+    with raw(served) as s:
+        s.sendall(encode_request(18, 99, 5, "probe", m.ApiVersionsRequest()))
+        frame = read_frame(s)
+        assert struct.unpack(">i", frame[:4])[0] == 5                # header v0: no tags
+        body = m.ApiVersionsResponse.decode(frame[4:], 0)
+        assert body.error_code == 35                                  # UNSUPPORTED_VERSION
+        assert {k.api_key for k in body.api_keys} >= {0, 1, 2, 3, 18, 22}
+        # The connection stays usable: the client retries with a version we speak.
+        s.sendall(encode_request(18, 3, 6, "probe", m.ApiVersionsRequest(
+            client_software_name="probe", client_software_version="1")))
+        assert m.ApiVersionsResponse.decode(read_frame(s)[4:], 3).error_code == 0
+
+
+@pytest.mark.parametrize("frame,why", [
+    (encode_request(1, 13, 1, None, m.FetchRequest()), "unsupported Fetch version"),
+    (struct.pack(">ihhih", 10, 999, 0, 1, -1), "unknown API key"),
+    (struct.pack(">i", 200 << 20), "size above socket.request.max.bytes"),
+    (struct.pack(">i", 3) + b"abc", "size below a header"),
+    (struct.pack(">ihhih", 12, 3, 12, 1, -1) + b"\xff\xff", "Metadata body that does not parse"),
+])
+def test_bad_frames_close_only_their_connection(served, frame, why):
+    with raw(served) as s:
+        s.sendall(frame)
+        assert closed_by_peer(s), why
+    with ProtocolClient(served.bootstrap) as client:          # the broker still serves
+        assert client.metadata().brokers[0].port == served.broker.address[1]
+
+
+def test_requests_are_pipelined_and_answered_in_order(served):
+    topic = served.topic()
+    with raw(served) as s:
+        frames = b"".join(encode_request(k, v, cid, "p", body) for cid, (k, v, body) in enumerate([
+            (18, 3, m.ApiVersionsRequest()),
+            (3, 12, m.MetadataRequest(topics=[m.MetadataRequestMetadataRequestTopic(name=topic)])),
+            (2, 7, m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequestListOffsetsTopic(
+                name=topic, partitions=[m.ListOffsetsRequestListOffsetsPartition(timestamp=-1)])])),
+        ] * 20, start=100))
+        s.sendall(frames)
+        ids = [struct.unpack(">i", read_frame(s)[:4])[0] for _ in range(60)]
+        assert ids == list(range(100, 160))
+
+
+def test_idle_connections_are_closed(tmp_path):
+    with pylog.open(tmp_path) as store, pylog.Broker(store, listen="127.0.0.1:0",
+                                                     connections_max_idle_ms=300) as broker:
+        s = socket.create_connection(broker.address, timeout=10)
+        start = time.monotonic()
+        assert closed_by_peer(s)
+        assert 0.25 < time.monotonic() - start < 5
+        s.close()
+
+
+def test_fetch_long_poll_is_woken_by_an_append(served):
+    topic = served.topic()
+    with ProtocolClient(served.bootstrap) as client:
+        done = {}
+
+        def fetch():
+            start = time.monotonic()
+            done["part"] = client.fetch(topic, 0, 0, max_wait_ms=20_000, min_bytes=1)
+            done["seconds"] = time.monotonic() - start
+        t = threading.Thread(target=fetch)
+        t.start()
+        time.sleep(0.3)
+        assert t.is_alive()                                   # parked: nothing to return yet
+        served.store.log(topic, 0).append_records([b"wake"])
+        t.join(10)
+        assert done["part"].error_code == 0 and 0.3 <= done["seconds"] < 5
+        assert pylog.records.decode_arrow(bytes(done["part"].records)).column("value").to_pylist() == [b"wake"]
+
+
+def test_fetch_without_data_waits_max_wait_ms(served):
+    topic = served.topic()
+    with ProtocolClient(served.bootstrap) as client:
+        start = time.monotonic()
+        part = client.fetch(topic, 0, 0, max_wait_ms=400, min_bytes=1)
+        assert 0.35 < time.monotonic() - start < 5 and part.records in (b"", None) or not part.records
+
+
+def test_shutdown_answers_parked_fetches_and_finishes_in_flight_requests(tmp_path):
+    store = pylog.open(tmp_path)
+    store.create_topic("t", 1)
+    broker = pylog.Broker(store, listen="127.0.0.1:0").start()
+    client = ProtocolClient(broker.bootstrap_servers)
+    result = {}
+
+    def fetch():
+        result["part"] = client.fetch("t", 0, 0, max_wait_ms=60_000)
+    t = threading.Thread(target=fetch)
+    t.start()
+    time.sleep(0.3)
+    start = time.monotonic()
+    broker.shutdown()
+    t.join(10)
+    assert not t.is_alive() and time.monotonic() - start < 5
+    assert result["part"].error_code == 0                   # answered, not dropped
+    with pytest.raises(OSError):
+        ProtocolClient(broker.bootstrap_servers, timeout=2)   # no longer accepting
+    client.close()
+    store.close()
+
+
+def batch(values, **kw) -> bytes:
+    return encode_batch(values, None, [int(time.time() * 1000)] * len(values), **kw)
+
+
+def test_produce_errors_are_kafkas_and_leave_the_log_intact(served):
+    topic = served.topic()
+    served.store.create_topic("small", 1, {"max.message.bytes": 200})
+    with ProtocolClient(served.bootstrap) as client:
+        ok = client.produce(topic, 0, batch([b"kept"]))
+        assert (ok.error_code, ok.base_offset) == (0, 0)
+        corrupt = bytearray(batch([b"x" * 50]))
+        corrupt[-1] ^= 0xFF                                     # the CRC no longer matches
+        assert client.produce(topic, 0, bytes(corrupt)).error_code == 2      # CORRUPT_MESSAGE
+        assert client.produce("small", 0, batch([b"y" * 500])).error_code == 10  # MESSAGE_TOO_LARGE
+        assert client.produce("nope", 0, batch([b"z"])).error_code == 3      # UNKNOWN_TOPIC_OR_PARTITION
+        assert client.produce(topic, 9, batch([b"z"])).error_code == 3
+        assert client.produce("__consumer_offsets", 0, batch([b"z"])).error_code == 17
+        assert client.produce(topic, 0, batch([b"a"]) + batch([b"b"])).error_code == 87  # two batches
+        assert client.produce(topic, 0, batch([b"z"], compression="zstd"),
+                              version=6).error_code == 76     # zstd before produce v7
+        assert client.produce(topic, 0, batch([b"z"]), acks=2).error_code == 21
+        assert client.produce(topic, 0, b"\x00" * 30).error_code == 2        # shorter than a header
+        # Idempotent: a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER; a retry is a duplicate
+        # (answered with success and the original offset, as Kafka does).
+        first = batch([b"s0"], producer_id=77, producer_epoch=0, base_sequence=0)
+        assert client.produce(topic, 0, first).base_offset == 1
+        gap = batch([b"s5"], producer_id=77, producer_epoch=0, base_sequence=5)
+        assert client.produce(topic, 0, gap).error_code == 45
+        again = client.produce(topic, 0, first)
+        assert (again.error_code, again.base_offset) == (0, 1)
+    log = served.store.log(topic, 0)
+    assert [r.value for r in log.read(0).records()] == [b"kept", b"s0"]
