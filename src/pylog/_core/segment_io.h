@@ -35,6 +35,7 @@ typedef struct {
     int64_t cap;
     int64_t win_pos;        /* file position of buf[0] */
     int64_t win_len;        /* valid bytes in buf */
+    int64_t last_size;      /* size of the batch just walked (large: read headers only) */
 } pylog_walker;
 
 /* Returns 0 or -ENOMEM. window: read size in bytes (>= 64). */

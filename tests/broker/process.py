@@ -1,0 +1,69 @@
+"""`pylog serve` in a child process, for tests that watch the broker from outside
+(its syscalls with strace, its resident memory in /proc)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+
+class ServeProcess:
+    def __init__(self, log_dirs: str, *overrides: str) -> None:
+        cmd = [sys.executable, "-c", "import sys; from pylog.cli import main; sys.exit(main())",
+               "serve", "--log-dirs", log_dirs, "--listen", "127.0.0.1:0", "--log-level", "warning"]
+        for o in overrides:
+            cmd += ["--override", o]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        found = re.search(r" on (\S+):(\d+)$", line.strip())
+        if not found:
+            self.proc.kill()
+            raise RuntimeError(f"pylog serve did not start: {line!r} {self.proc.stderr.read()}")
+        self.bootstrap = f"{found.group(1)}:{found.group(2)}"
+        self.pid = self.proc.pid
+
+    def status(self, field: str) -> int:
+        """A /proc/PID/status field in KiB (VmRSS, VmHWM)."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        raise KeyError(field)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 20) -> int:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.stderr = self.proc.stderr.read()
+        self.proc.stderr.close()
+        return self.proc.returncode
+
+    def __enter__(self) -> ServeProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def wait_until(predicate, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+__all__ = ["ServeProcess", "wait_until", "os"]

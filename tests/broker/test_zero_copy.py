@@ -1,0 +1,75 @@
+"""Zero-copy fetch, observed from outside the broker: strace counts the bytes the
+`pylog serve` process moves with sendfile(2) and the bytes it reads into user space
+while a consumer fetches a topic. Every fetched byte must go through sendfile; reads
+stay a tiny fraction (a regression to read+send would double them)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import pylog
+from pylog.protocol.client import ProtocolClient
+
+from .process import ServeProcess
+
+TOTAL = 24 << 20
+
+
+def strace_counts(path: str) -> dict[str, int]:
+    """Bytes returned per syscall name in an strace -f output file."""
+    counts: dict[str, int] = {}
+    pattern = re.compile(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(\w+)\(.*\)\s+=\s+(\d+)")
+    resumed = re.compile(r"<\.\.\. (\w+) resumed>.*\)\s+=\s+(\d+)")
+    with open(path) as f:
+        for line in f:
+            found = pattern.search(line) or resumed.search(line)
+            if found:
+                counts[found.group(1)] = counts.get(found.group(1), 0) + int(found.group(2))
+    return counts
+
+
+def test_fetched_records_leave_by_sendfile_not_through_user_space(tmp_path):
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed (tools/setup.sh installs it as root)")
+    data = tmp_path / "data"
+    with pylog.open(data) as store:
+        store.create_topic("big", 1)
+        log = store.log("big", 0)
+        value = os.urandom(1000)
+        for _ in range(TOTAL // (1000 * 500)):
+            log.append_records([value] * 500)
+        size = log.size
+    with ServeProcess(str(data)) as served:
+        trace = tmp_path / "trace.txt"
+        tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=sendfile,read,pread64,readv,preadv,preadv2",
+                                   "-p", str(served.pid), "-o", str(trace)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(1.0)                        # strace attaches to every thread
+        if tracer.poll() is not None:
+            pytest.skip(f"strace cannot attach here: {tracer.stderr.read().decode().strip()}")
+        fetched = 0
+        with ProtocolClient(served.bootstrap) as client:
+            offset = 0
+            end = client.list_offset("big", 0, -1)
+            while offset < end:
+                part = client.fetch("big", 0, offset, max_bytes=1 << 20)
+                assert part.error_code == 0
+                fetched += len(part.records)
+                batches = pylog.records.iter_batches(bytes(part.records))
+                offset = list(batches)[-1].next_offset
+        time.sleep(0.3)
+        tracer.terminate()
+        tracer.wait(10)
+        tracer.stderr.close()
+    counts = strace_counts(str(trace))
+    copied = sum(counts.get(name, 0) for name in ("read", "pread64", "readv", "preadv", "preadv2"))
+    assert fetched >= size - (1 << 20)
+    assert counts.get("sendfile", 0) >= fetched
+    assert copied < fetched / 50, counts
