@@ -48,6 +48,10 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("fetch.max.bytes", "int32", 57671680,
               "The most bytes one Fetch response carries (a request may ask for less).",
               at_least(1024)),
+    ConfigDef("pylog.fetch.coalesce.ms", "int32", 1,
+              "A parked fetch woken by an append waits this long for more appends before it "
+              "answers (never past its max_wait_ms): fewer, fuller responses for consumers at "
+              "the log's tail. 0 answers at once, as Kafka does.", between(0, 1000)),
     ConfigDef("offsets.retention.minutes", "int32", 10080,
               "Committed offsets of empty groups are kept this long (not enforced yet).",
               at_least(1)),

@@ -157,6 +157,7 @@ def fetch(broker, conn, header, req):
         return response
     # Long poll: park until an append to one of the logs, max_wait_ms, or shutdown.
     deadline = time.monotonic() + req.max_wait_ms / 1000
+    coalesce = broker.server_config["pylog.fetch.coalesce.ms"] / 1000
     wake = threading.Event()
     logs = [lg for lg in plan.logs.values() if not isinstance(lg, Exception)]
     for lg in logs:
@@ -167,7 +168,12 @@ def fetch(broker, conn, header, req):
             left = deadline - time.monotonic()
             if left <= 0 or broker.stopping:
                 break
-            wake.wait(left)
+            if not wake.wait(left):
+                continue                         # max_wait_ms passed: answer as we are
+            # Coalesce: one response for the appends of the next few ms, not one per
+            # append (a consumer at the log's tail otherwise costs a round trip per
+            # record, and the broker's CPU goes to fetches instead of appends).
+            time.sleep(min(coalesce, max(0.0, deadline - time.monotonic())))
             wake.clear()
             response, total, failed = plan.build()
             if total >= req.min_bytes or failed:
