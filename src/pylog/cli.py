@@ -18,6 +18,15 @@ __all__ = ["main"]
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from pylog.errors import PylogError
+    try:
+        return _serve_store(args)
+    except (PylogError, OSError) as exc:
+        print(f"pylog serve: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve_store(args: argparse.Namespace) -> int:
     import pylog
     from pylog.broker import read_properties, split_config
 

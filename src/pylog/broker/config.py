@@ -22,6 +22,7 @@ from pylog.common.config import (
     unknown_key,
 )
 from pylog.errors import ConfigError
+from pylog.storage import BROKER_CONFIGS, TOPIC_CONFIGS
 
 __all__ = ["SERVER_CONFIGS", "ServerConfig", "parse_listener", "read_properties", "split_config"]
 
@@ -95,10 +96,18 @@ def parse_listener(text: str, key: str = "listeners") -> tuple[str, int]:
 
 
 def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(broker keys, store keys) of one configuration."""
+    """(broker keys, store keys) of one configuration. A key neither side knows is an
+    error that suggests the closest key of either side."""
+    store_keys = set(BROKER_CONFIGS) | {s for d in TOPIC_CONFIGS.values() for s in d.broker_synonyms}
     server, store = {}, {}
     for key, value in values.items():
-        (server if normalize_key(key) in SERVER_CONFIGS else store)[key] = value
+        name = normalize_key(key)
+        if name in SERVER_CONFIGS:
+            server[key] = value
+        elif name in store_keys:
+            store[key] = value
+        else:
+            raise unknown_key(name, sorted(set(SERVER_CONFIGS) | store_keys), "broker")
     return server, store
 
 
