@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "_core": {"errors", "record.compression"},
     "record": {"_core", "errors"},
     "storage": {"_core", "errors", "common", "record"},
-    "coordinator": {"_core", "errors", "common", "record", "storage"},
+    "coordinator": {"_core", "errors", "common", "record", "storage", "protocol"},
     "client": {"_core", "errors", "common", "record", "storage", "coordinator"},
     "store": {"errors", "common", "storage", "coordinator"},
     # The wire protocol knows bytes only: the broker and every client share it.

@@ -134,6 +134,41 @@ def test_two_members_split_then_one_takes_over_from_committed_offsets(served):
         b.close()
 
 
+def test_a_pylog_consumer_and_a_kafka_python_consumer_share_a_group(served):
+    topic = served.topic(partitions=2)
+    remote = Member(served, topic, "mixed")
+    local = pylog.Consumer(served.store, group_id="mixed", auto_offset_reset="earliest",
+                           enable_auto_commit=False)
+    mine = []
+    try:
+        wait_for(lambda: len(remote.assignment) == 2, "the remote member owns the topic")
+        local.subscribe([topic])             # in-process: joins the same group through the bridge
+        wait_for(lambda: len(remote.assignment) == 1 and len(local.assignment()) == 1,
+                 "one partition each")
+        assert {tp.partition for tp in local.assignment()} | remote.assignment == {0, 1}
+        fill(served, topic, 2, 5)
+        deadline = time.monotonic() + 30
+        while (len(mine) < 5 or len(remote.records) < 5) and time.monotonic() < deadline:
+            mine += local.poll(0.1)
+        (local_partition,) = {tp.partition for tp in local.assignment()}
+        assert sorted((r.partition, r.offset) for r in mine) == [(local_partition, o) for o in range(5)]
+        assert sorted((r.partition, r.offset) for r in remote.records) == \
+            [(1 - local_partition, o) for o in range(5)]
+        local.commit()
+        remote.call(lambda c: c.commit())
+        remote.close()                        # leaves: the pylog Consumer takes both partitions
+        wait_for(lambda: len(local.assignment()) == 2, "the pylog consumer owns the topic")
+        fill(served, topic, 2, 5)
+        deadline = time.monotonic() + 30
+        while len(mine) < 15 and time.monotonic() < deadline:
+            mine += local.poll(0.1)
+        assert sorted((r.partition, r.offset) for r in mine[5:]) == \
+            [(p, o) for p in range(2) for o in range(5, 10)]     # resumed at the committed offsets
+    finally:
+        local.close()
+        remote.close()
+
+
 def test_a_silent_member_is_evicted_after_its_session_timeout(served):
     topic = served.topic(partitions=2)
     fill(served, topic, 2, 3)

@@ -61,7 +61,10 @@ def join_group(broker, conn, header, req):
         response.error_code = 26            # INVALID_SESSION_TIMEOUT
         return response
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
-    result = _group(broker, req.group_id).join(
+    group = _group(broker, req.group_id)
+    # In-process pylog Consumers of this group join it too, as one member (bridge.py).
+    broker.store.coordinator.bridge_if_shared(req.group_id)
+    result = group.join(
         req.member_id, header.client_id or "", conn.host, req.protocol_type,
         [(p.name, p.metadata) for p in req.protocols], req.session_timeout_ms, rebalance_timeout,
         require_known_member=v >= 4, group_instance_id=req.group_instance_id if v >= 5 else None,

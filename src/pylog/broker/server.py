@@ -137,6 +137,8 @@ class Broker:
             parked = list(self._parked)
         for event in parked:
             event.set()
+        # In-process members go back to sharing the group among themselves alone.
+        self.store.coordinator.stop_bridges()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:

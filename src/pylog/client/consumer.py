@@ -153,6 +153,8 @@ class Consumer:
         self._group = self.store.coordinator.group(self.group_id)
         self._member = self._group.join(topics, self._strategies, self._list_topics(),
                                         self._partition_count)
+        # Remote Kafka clients in the same group (through a Broker on this store)?
+        self.store.coordinator.bridge_if_shared(self.group_id)
         self._sync_listeners()
 
     def unsubscribe(self) -> None:

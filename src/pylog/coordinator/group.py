@@ -62,6 +62,17 @@ def roundrobin_assign(members: dict[str, set[str]], partitions: dict[str, int]) 
 ASSIGNORS = {"range": range_assign, "roundrobin": roundrobin_assign}
 
 
+def _assign_subset(members: dict[str, set[str]], allowed) -> dict[str, list[TopicPartition]]:
+    """The partitions of `allowed` dealt round-robin to the members subscribed to each
+    (the process's share of a group it shares with remote clients)."""
+    out: dict[str, list[TopicPartition]] = {m: [] for m in members}
+    for tp in sorted(allowed):
+        candidates = sorted((len(out[m]), m) for m, topics in members.items() if tp.topic in topics)
+        if candidates:
+            out[candidates[0][1]].append(tp)
+    return out
+
+
 class ConsumerGroup:
     """One group's members, generation, assignment and positions."""
 
@@ -73,6 +84,9 @@ class ConsumerGroup:
         self.assignment: dict[str, list[TopicPartition]] = {}
         self.positions: dict[TopicPartition, int] = {}
         self.topic_epoch = -1         # the store's topic epoch of the last rebalance
+        # The partitions this process may hand out, when remote Kafka clients share the
+        # group (set by the GroupBridge, bridge.py); None: every subscribed partition.
+        self.allowed: set[TopicPartition] | None = None
         self._next_member = 0
 
     def join(self, subscription: list[str] | re.Pattern, strategies: tuple[str, ...],
@@ -90,9 +104,7 @@ class ConsumerGroup:
                 self.assignment.pop(member, None)
                 self.rebalance(topics, partitions_of)
 
-    def rebalance(self, topics: Iterable[str], partitions_of) -> None:
-        """A new generation (lock held): every subscribed partition to exactly one member."""
-        topics = list(topics)
+    def _wanted(self, topics: list[str]) -> dict[str, set[str]]:
         wanted: dict[str, set[str]] = {}
         for member, (subscription, _) in self.members.items():
             if isinstance(subscription, re.Pattern):
@@ -100,6 +112,21 @@ class ConsumerGroup:
                                   and not t.startswith("__")}
             else:
                 wanted[member] = set(subscription)
+        return wanted
+
+    def subscribed_topics(self, topics: Iterable[str]) -> set[str]:
+        """The topics some member subscribes to (lock held)."""
+        return set().union(*self._wanted(list(topics)).values()) if self.members else set()
+
+    def rebalance(self, topics: Iterable[str], partitions_of) -> None:
+        """A new generation (lock held): every subscribed partition to exactly one member
+        (of ``allowed`` only, when remote clients share the group)."""
+        topics = list(topics)
+        wanted = self._wanted(topics)
+        if self.allowed is not None:
+            self.assignment = _assign_subset(wanted, self.allowed)
+            self.generation += 1
+            return
         counts = {t: partitions_of(t) for t in set().union(*wanted.values())} if wanted else {}
         counts = {t: n for t, n in counts.items() if n}
         common = [s for s in next(iter(self.members.values()))[1]

@@ -34,6 +34,7 @@ from pylog.errors import KafkaStorageError, UnknownTopicOrPartitionError
 from pylog.record import encode_batch
 from pylog.storage import OFFSETS_TOPIC, Log, LogManager
 
+from .bridge import GroupBridge
 from .classic_group import ClassicGroup
 from .group import ConsumerGroup
 from .offsets import (
@@ -62,6 +63,7 @@ class GroupCoordinator:
         self._lock = threading.Lock()             # appends to __consumer_offsets, compaction
         self._groups: dict[str, ConsumerGroup] = {}
         self._classic: dict[str, ClassicGroup] = {}
+        self._bridges: dict[str, GroupBridge] = {}
         self._groups_lock = threading.Lock()
         self._load_committed_offsets()
         storage.add_periodic_task("offsets-compaction",
@@ -87,6 +89,34 @@ class GroupCoordinator:
             if group is None and create:
                 group = self._classic[group_id] = ClassicGroup(group_id, initial_delay_ms)
             return group
+
+    def bridge_if_shared(self, group_id: str, initial_delay_ms: int = 3000) -> None:
+        """Starts the group's bridge (bridge.py) when in-process members and the
+        Kafka-protocol group both exist: called when either side gains a member."""
+        with self._groups_lock:
+            local = self._groups.get(group_id)
+            classic = self._classic.get(group_id)
+            if local is None or not local.members or group_id in self._bridges:
+                return
+            if classic is None:
+                return
+            bridge = self._bridges[group_id] = GroupBridge(
+                self, local, classic, lambda: self.storage.list_topics(),
+                lambda t: self.storage.partition_count(t) or 0)
+        bridge.start()
+
+    def _bridge_stopped(self, bridge: GroupBridge) -> None:
+        with self._groups_lock:
+            if self._bridges.get(bridge.local.group_id) is bridge:
+                del self._bridges[bridge.local.group_id]
+
+    def stop_bridges(self) -> None:
+        with self._groups_lock:
+            bridges = list(self._bridges.values())
+        for b in bridges:
+            b.stop()
+        for b in bridges:
+            b.thread.join(10)
 
     def classic_groups(self) -> list[ClassicGroup]:
         with self._groups_lock:
