@@ -111,10 +111,14 @@ def test_every_client_reads_every_client_byte_identical(served):
             for r in mine] == [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in everything]
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+IDEMPOTENCE = {"kcat": {"enable.idempotence": "true"}, "confluent": {"enable.idempotence": True},
+               "kafka-python": {"enable_idempotence": True}, "aiokafka": {"enable_idempotence": True}}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
 def test_idempotent_producers_write_sequenced_batches(served, client):
     topic = served.topic()
-    extra = {"enable.idempotence": True} if client == "confluent" else {"enable_idempotence": True}
+    extra = IDEMPOTENCE[client]
     for _ in range(3):
         produce(client, served.bootstrap, topic, sample(client, 10), codec="none", acks="all", **extra)
     batches = served.store.log(topic, 0).read(0, 1 << 30).batches()

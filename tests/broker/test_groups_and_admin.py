@@ -52,12 +52,46 @@ def poll_until(consumers, predicate, timeout=30):
                          f"{ {k: len(v) for k, v in got.items()} }")
 
 
-class Member:
-    """A kafka-python group member polling on its own thread, as an application's
-    consumer does (a poll blocks while its JoinGroup waits for the other members)."""
+class _Polled:
+    def __init__(self, partition: int, offset: int) -> None:
+        self.partition, self.offset = partition, offset
+
+
+class ConfluentConsumer:
+    """confluent-kafka's Consumer behind kafka-python's poll/assignment/commit shapes."""
 
     def __init__(self, served, topic, group) -> None:
-        self.consumer = kp_consumer(served, topic, group)
+        import confluent_kafka as ck
+        self.c = ck.Consumer({"bootstrap.servers": served.bootstrap, "group.id": group,
+                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                              "session.timeout.ms": 3000, "heartbeat.interval.ms": 200,
+                              "partition.assignment.strategy": "range"})
+        self.c.subscribe([topic])
+
+    def poll(self, timeout_ms):
+        msgs = self.c.consume(100, timeout_ms / 1000)
+        return {0: [_Polled(m.partition(), m.offset()) for m in msgs if not m.error()]}
+
+    def assignment(self):
+        return self.c.assignment()
+
+    def commit(self):
+        self.c.commit(asynchronous=False)
+
+    def unsubscribe(self):
+        self.c.unsubscribe()
+
+    def close(self):
+        self.c.close()
+
+
+class Member:
+    """A group member polling on its own thread, as an application's consumer does
+    (a poll blocks while its JoinGroup waits for the other members)."""
+
+    def __init__(self, served, topic, group, client: str = "kafka-python") -> None:
+        self.consumer = kp_consumer(served, topic, group) if client == "kafka-python" \
+            else ConfluentConsumer(served, topic, group)
         self.records = []
         self.assignment = set()
         self._calls = queue.Queue()
@@ -100,14 +134,17 @@ def wait_for(condition, what, timeout=30):
     raise AssertionError(f"not in {timeout}s: {what}")
 
 
-def test_two_members_split_then_one_takes_over_from_committed_offsets(served):
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_two_members_split_then_one_takes_over_from_committed_offsets(served, client):
     topic = served.topic(partitions=4)
-    fill(served, topic, 4, 10)
-    a = Member(served, topic, "split")
-    b = Member(served, topic, "split")
+    group = f"split-{client}"
+    a = Member(served, topic, group, client)
+    b = Member(served, topic, group, client)
     try:
-        wait_for(lambda: len(a.assignment) == 2 and len(b.assignment) == 2
-                 and len(a.records) + len(b.records) == 40, "two members with two partitions each")
+        wait_for(lambda: len(a.assignment) == 2 and len(b.assignment) == 2,
+                 "two members with two partitions each")
+        fill(served, topic, 4, 10)
+        wait_for(lambda: len(a.records) + len(b.records) == 40, "every record")
         assert not a.assignment & b.assignment
         # Every record once, each from the member that owns its partition.
         assert sorted((r.partition, r.offset) for m in (a, b) for r in m.records) == \
@@ -118,7 +155,7 @@ def test_two_members_split_then_one_takes_over_from_committed_offsets(served):
         b.call(lambda c: c.commit())
         owned_by_b = sorted(b.assignment)
         # The broker stored the commits in the store's __consumer_offsets.
-        assert {p: served.store.committed("split", topic, p) for p in range(4)} == {p: 10 for p in range(4)}
+        assert {p: served.store.committed(group, topic, p) for p in range(4)} == {p: 10 for p in range(4)}
         fill(served, topic, 4, 5)                 # 5 more per partition
         wait_for(lambda: len(a.records) + len(b.records) == 60, "the new records")
         b.call(lambda c: c.unsubscribe())          # leaves without committing the last 5
@@ -325,8 +362,12 @@ def test_aiokafka_admin_and_group(served):
         admin = AIOKafkaAdminClient(bootstrap_servers=served.bootstrap)
         await admin.start()
         try:
-            await admin.create_topics([NewTopic("admin-aio", 2, 1)])
-            assert "admin-aio" in await admin.list_topics()
+            await admin.create_topics([NewTopic("admin-aio", 2, 1), NewTopic("admin-aio-gone", 1, 1)])
+            assert {"admin-aio", "admin-aio-gone"} <= set(await admin.list_topics())
+            described = await admin.describe_topics(["admin-aio"])
+            assert len(described[0]["partitions"]) == 2
+            await admin.delete_topics(["admin-aio-gone"])
+            assert "admin-aio-gone" not in served.store.list_topics()
         finally:
             await admin.close()
         fill(served, "admin-aio", 2, 3)
