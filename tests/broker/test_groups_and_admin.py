@@ -21,7 +21,7 @@ import pylog
 
 from .clients import Rec, produce
 
-FAST_GROUP = dict(session_timeout_ms=3000, heartbeat_interval_ms=200, max_poll_interval_ms=10_000,
+FAST_GROUP = dict(session_timeout_ms=6000, heartbeat_interval_ms=200, max_poll_interval_ms=10_000,
                   auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100)
 
 

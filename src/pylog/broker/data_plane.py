@@ -8,8 +8,7 @@ sends it with sendfile(2), so the records go from the page cache to the socket.
 
 from __future__ import annotations
 
-import threading
-import time
+import asyncio
 
 from pylog.errors import (
     KafkaError,
@@ -21,7 +20,7 @@ from pylog.storage import INTERNAL_TOPICS
 
 from .errors import NONE, codes, error_code
 
-__all__ = ["produce", "fetch", "list_offsets", "init_producer_id", "delete_records"]
+__all__ = ["produce", "fetch", "FetchPlan", "list_offsets", "init_producer_id", "delete_records"]
 
 _ZSTD = 4
 
@@ -97,7 +96,7 @@ def produce(broker, conn, header, req):
     return m.ProduceResponse(responses=out, throttle_time_ms=0)
 
 
-class _FetchPlan:
+class FetchPlan:
     """A fetch's partitions resolved to logs once; read again on each wake-up."""
 
     def __init__(self, broker, req, version: int) -> None:
@@ -149,39 +148,57 @@ class _FetchPlan:
                                responses=topics), total, failed
 
 
-def fetch(broker, conn, header, req):
-    plan = _FetchPlan(broker, req, header.api_version)
+class Waker:
+    """A Log listener (``set()`` after every append) that wakes a parked fetch on the
+    broker's event loop."""
+
+    __slots__ = ("loop", "event")
+
+    def __init__(self, loop, event) -> None:
+        self.loop = loop
+        self.event = event
+
+    def set(self) -> None:
+        self.loop.call_soon_threadsafe(self.event.set)
+
+
+async def fetch(broker, conn, header, req):
+    """Fetch, on the event loop: answer at once when min_bytes are there (or max_wait_ms
+    is 0), else park until an append to one of the logs, max_wait_ms, or shutdown."""
+    plan = FetchPlan(broker, req, header.api_version)
     response, total, failed = plan.build()
     if total >= req.min_bytes or req.max_wait_ms <= 0 or failed or broker.stopping:
         broker.stats["bytes_out"] += total
         return response
-    # Long poll: park until an append to one of the logs, max_wait_ms, or shutdown.
-    deadline = time.monotonic() + req.max_wait_ms / 1000
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000
     coalesce = broker.server_config["pylog.fetch.coalesce.ms"] / 1000
-    wake = threading.Event()
+    event = asyncio.Event()
+    waker = Waker(loop, event)
     logs = [lg for lg in plan.logs.values() if not isinstance(lg, Exception)]
     for lg in logs:
-        lg.add_listener(wake)
-    broker.park(wake)
+        lg.add_listener(waker)
+    broker.park(event)
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or broker.stopping:
+        while not broker.stopping:
+            left = deadline - loop.time()
+            if left <= 0:
                 break
-            if not wake.wait(left):
-                continue                         # max_wait_ms passed: answer as we are
+            try:
+                await asyncio.wait_for(event.wait(), left)
+            except asyncio.TimeoutError:
+                break                            # max_wait_ms passed: answer as we are
             # Coalesce: one response for the appends of the next few ms, not one per
-            # append (a consumer at the log's tail otherwise costs a round trip per
-            # record, and the broker's CPU goes to fetches instead of appends).
-            time.sleep(min(coalesce, max(0.0, deadline - time.monotonic())))
-            wake.clear()
+            # append (a consumer at the log's tail otherwise costs a round trip per record).
+            await asyncio.sleep(min(coalesce, max(0.0, deadline - loop.time())))
+            event.clear()
             response, total, failed = plan.build()
             if total >= req.min_bytes or failed:
                 break
     finally:
-        broker.unpark(wake)
+        broker.unpark(event)
         for lg in logs:
-            lg.remove_listener(wake)
+            lg.remove_listener(waker)
     broker.stats["bytes_out"] += total
     return response
 

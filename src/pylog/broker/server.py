@@ -4,9 +4,12 @@
 uses in-process (its own Producers, Consumers and appends see the same logs);
 ``pylog serve`` opens a store and serves it until SIGTERM/SIGINT.
 
-Threads: one acceptor, one thread per connection (connection.py), one timer for the
-groups' session and rebalance deadlines. Handlers run on the connection's thread and
-call the store directly; the store is thread-safe and releases the GIL in its C core.
+Threads: one event loop thread runs every connection (connection.py) and the cheap
+handlers; handlers that may block (fsync for acks=all, admin work that creates or
+deletes files, offset commits) run in a pool, and group joins and syncs, which wait for
+the other members, in a second pool sized for waiting; one timer thread drives the
+groups' session and rebalance deadlines. docs/ARCHITECTURE.md ("The broker") has the
+measurement behind this model.
 
 Graceful shutdown (:meth:`Broker.shutdown`): stop accepting, wake parked long polls
 (they answer with what they have), let in-flight requests finish (bounded), close the
@@ -15,12 +18,14 @@ connections. The store is not closed: it belongs to whoever opened it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pylog.protocol import API_NAMES
@@ -43,6 +48,12 @@ HANDLERS = {
     32: admin.describe_configs, 33: admin.alter_configs, 37: admin.create_partitions,
     42: groups.delete_groups, 44: admin.incremental_alter_configs, 60: admin.describe_cluster,
 }
+
+#: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
+#: Produce only with acks=all, Metadata only when it may create a topic (see handle).
+BLOCKING = {8, 19, 20, 21, 22, 33, 37, 42, 44}
+#: Handlers that wait for other members (a rebalance): the wait pool, sized for waiting.
+WAITING = {11, 14}
 
 
 class Broker:
@@ -67,12 +78,16 @@ class Broker:
         self.cluster_id = getattr(store, "cluster_id", None) or "pylog-" + str(self.node_id)
         self.stats: Counter = Counter()
         self.stopping = False
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._listener: socket.socket | None = None
+        self._server: asyncio.base_events.Server | None = None
         self._connections: set[Connection] = set()
         self._lock = threading.Lock()
-        self._parked: set[threading.Event] = set()
+        self._parked: set[asyncio.Event] = set()
         self._threads: list[threading.Thread] = []
         self._stopped = threading.Event()
+        self._io_pool = ThreadPoolExecutor(16, thread_name_prefix="pylog-broker-io")
+        self._wait_pool = ThreadPoolExecutor(1024, thread_name_prefix="pylog-broker-wait")
         self.address: tuple[str, int] = parse_listener(self.server_config["listeners"])
 
     # ========================================================== lifecycle
@@ -86,10 +101,31 @@ class Broker:
         sock.listen(512)
         self._listener = sock
         self.address = sock.getsockname()[:2]
-        for name, target in (("pylog-acceptor", self._accept_loop), ("pylog-group-timer", self._timer)):
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run_loop() -> None:
+            asyncio.set_event_loop(self.loop)
+            try:
+                self._server = self.loop.run_until_complete(asyncio.start_server(
+                    self._on_connection, sock=sock, limit=1 << 20))
+            except BaseException as exc:          # noqa: BLE001 - reported by start()
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            self.loop.call_later(1.0, self._sweep_idle)
+            self.loop.run_forever()
+            self.loop.close()
+
+        for name, target in (("pylog-broker-loop", run_loop), ("pylog-group-timer", self._timer)):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
+        ready.wait()
+        if failure:
+            raise failure[0]
         log.info("pylog broker (node %d) listening on %s:%d, advertised as %s:%d",
                  self.node_id, *self.address, *self.advertised)
         return self
@@ -125,59 +161,74 @@ class Broker:
             self._stopped.wait(timeout)
             return
         self.stopping = True
-        if self._listener is not None:
-            # shutdown() first: it wakes the acceptor blocked in accept() (close() alone
-            # would leave the socket listening until accept returned).
-            for stop in (lambda: self._listener.shutdown(socket.SHUT_RDWR), self._listener.close):
-                try:
-                    stop()
-                except OSError:
-                    pass
-        with self._lock:
-            parked = list(self._parked)
-        for event in parked:
-            event.set()
+        deadline = time.monotonic() + timeout
+        loop = self.loop
+        if loop is not None and loop.is_running():
+            def stop_accepting() -> None:
+                if self._server is not None:
+                    self._server.close()
+                for event in list(self._parked):
+                    event.set()
+            loop.call_soon_threadsafe(stop_accepting)
         # In-process members go back to sharing the group among themselves alone.
         self.store.coordinator.stop_bridges()
-        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
                 busy = [c for c in self._connections if c.busy]
             if not busy:
                 break
             time.sleep(0.01)
-        with self._lock:
-            connections = list(self._connections)
-        for c in connections:
-            c.close()
-        for c in connections:
-            c.thread.join(max(0.0, deadline - time.monotonic()))
+        if loop is not None and loop.is_running():
+            async def close_all() -> None:
+                with self._lock:
+                    connections = list(self._connections)
+                for c in connections:
+                    c.writer.close()
+                await asyncio.sleep(0)
+            try:
+                asyncio.run_coroutine_threadsafe(close_all(), loop).result(max(0.1, deadline - time.monotonic()))
+            except Exception:                   # noqa: BLE001 - closing anyway
+                pass
+            loop.call_soon_threadsafe(loop.stop)
+        for t in self._threads:
+            if t.name == "pylog-broker-loop":
+                t.join(max(0.1, deadline - time.monotonic()))
+        if self._listener is not None:
+            self._listener.close()
+        self._io_pool.shutdown(wait=False, cancel_futures=True)
+        self._wait_pool.shutdown(wait=False, cancel_futures=True)
         self._stopped.set()
         log.info("pylog broker stopped (%d requests served)", sum(
             v for k, v in self.stats.items() if k.startswith("requests.")))
 
     # ========================================================= connections
 
-    def _accept_loop(self) -> None:
-        listener = self._listener
-        while not self.stopping:
-            try:
-                sock, peer = listener.accept()
-            except OSError:
-                if self.stopping:
-                    return
-                time.sleep(0.01)            # EMFILE and friends: retry, do not spin
-                continue
-            with self._lock:
-                if len(self._connections) >= self.server_config["max.connections"]:
-                    log.warning("refusing connection from %s: max.connections (%d) reached",
-                                peer, self.server_config["max.connections"])
-                    sock.close()
-                    continue
-                conn = Connection(self, sock, peer)
-                self._connections.add(conn)
-            self.stats["connections.accepted"] += 1
-            conn.start()
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with self._lock:
+            if len(self._connections) >= self.server_config["max.connections"]:
+                log.warning("refusing connection from %s: max.connections (%d) reached",
+                            writer.get_extra_info("peername"), self.server_config["max.connections"])
+                writer.close()
+                return
+            conn = Connection(self, reader, writer)
+            self._connections.add(conn)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.stats["connections.accepted"] += 1
+        await conn.run()
+
+    def _sweep_idle(self) -> None:
+        """Closes connections with no request for connections.max.idle.ms (on the loop)."""
+        idle = self.server_config["connections.max.idle.ms"] / 1000
+        now = self.loop.time()
+        with self._lock:
+            stale = [c for c in self._connections if not c.busy and now - c.last_active > idle]
+        for c in stale:
+            log.info("closing idle connection %s (connections.max.idle.ms)", c.peer)
+            c.writer.close()
+        if not self.stopping:
+            self.loop.call_later(min(1.0, idle / 4), self._sweep_idle)
 
     def _forget(self, conn: Connection) -> None:
         with self._lock:
@@ -197,20 +248,35 @@ class Broker:
 
     # ============================================================ requests
 
-    def park(self, event: threading.Event) -> None:
-        """A long poll waits on `event`; shutdown sets it."""
-        with self._lock:
-            self._parked.add(event)
+    def park(self, event: asyncio.Event) -> None:
+        """A long poll waits on `event` (on the loop); shutdown sets it."""
+        self._parked.add(event)
         if self.stopping:
             event.set()
 
-    def unpark(self, event: threading.Event) -> None:
-        with self._lock:
-            self._parked.discard(event)
+    def unpark(self, event: asyncio.Event) -> None:
+        self._parked.discard(event)
 
-    def handle(self, conn: Connection, header, body):
-        self.stats["requests." + API_NAMES.get(header.api_key, str(header.api_key))] += 1
-        return HANDLERS[header.api_key](self, conn, header, body)
+    async def handle(self, conn: Connection, header, body):
+        key = header.api_key
+        self.stats["requests." + API_NAMES.get(key, str(key))] += 1
+        handler = HANDLERS[key]
+        if key == 1:
+            return await handler(self, conn, header, body)
+        if key in WAITING:
+            pool = self._wait_pool
+        elif key in BLOCKING or (key == 0 and body.acks == -1) or (key == 3 and self._may_create(body)):
+            pool = self._io_pool
+        else:
+            return handler(self, conn, header, body)
+        return await self.loop.run_in_executor(pool, handler, self, conn, header, body)
+
+    def _may_create(self, req) -> bool:
+        """Whether a Metadata request may auto-create a topic (file work: the I/O pool)."""
+        if not req.topics or not self.store.config["auto.create.topics.enable"]:
+            return False
+        known = self.store.partition_count
+        return any(t.name is not None and known(t.name) is None for t in req.topics)
 
     def api_versions_response(self, error: int):
         return admin.api_versions_response(error)
