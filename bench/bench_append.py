@@ -56,7 +56,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import storage_common as sc  # noqa: E402
-from storage_common import MB, GiB, MiB  # noqa: E402
+from storage_common import MB, MiB, GiB  # noqa: E402
 
 import pylog  # noqa: E402
 from pylog.record import RECORD_BATCH_OVERHEAD, encode_batch, scan_batches  # noqa: E402

@@ -65,19 +65,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import pylog
-from pylog import Consumer, Producer
+from pylog import Consumer
+from pylog import Producer
 from pylog.record import decode_arrow, encode_batch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clients_output import (
-    consumer_table,
-    fmt_rate,
-    latency_table,
-    producer_table,
-    targets_table,
-    write_plots,
-)
+from clients_output import (consumer_table, fmt_rate, latency_table, producer_table, targets_table,
+                            write_plots)
 from report import cpu_report, cpu_snapshot, wait_for_quiet  # noqa: E402
+
 
 perf_counter = time.perf_counter
 monotonic_ns = time.monotonic_ns

@@ -43,22 +43,23 @@ import time
 import types
 from dataclasses import dataclass, field
 
+import numpy as np
+
 import cramjam
 import crc32c as crc32c_pkg
-import kafka.codec as kafka_codec
 import lz4.frame
-import numpy as np
 import zstandard
 from isal import igzip
-from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
 
 import pylog
 from pylog import records
 
+import kafka.codec as kafka_codec
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import cpu_report, cpu_snapshot, verdict, wait_for_quiet  # noqa: E402
-from report import render as _render
+from report import cpu_report, cpu_snapshot, render as _render, verdict, wait_for_quiet  # noqa: E402
 
 
 def render(title, header, rows, markdown, notes=()):

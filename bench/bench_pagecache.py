@@ -52,7 +52,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import storage_common as sc  # noqa: E402
-from storage_common import MB, GiB, MiB  # noqa: E402
+from storage_common import MB, MiB, GiB  # noqa: E402
 
 import pylog  # noqa: E402
 from pylog.record import encode_batch  # noqa: E402

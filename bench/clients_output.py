@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import render as _render  # noqa: E402
-from report import verdict
+from report import render as _render, verdict  # noqa: E402
 
 if TYPE_CHECKING:
     from bench_clients import ConsumerRow, LatencyRow, ProducerRow
