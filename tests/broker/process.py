@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -25,6 +26,10 @@ class ServeProcess:
             raise RuntimeError(f"pylog serve did not start: {line!r} {self.proc.stderr.read()}")
         self.bootstrap = f"{found.group(1)}:{found.group(2)}"
         self.pid = self.proc.pid
+        # Drain the broker's log as it comes: a full pipe would block its logging.
+        self._err: list[str] = []
+        self._drain = threading.Thread(target=lambda: self._err.extend(self.proc.stderr), daemon=True)
+        self._drain.start()
 
     def status(self, field: str) -> int:
         """A /proc/PID/status field in KiB (VmRSS, VmHWM)."""
@@ -46,7 +51,8 @@ class ServeProcess:
                 self.proc.kill()
                 self.proc.wait()
         self.proc.stdout.close()
-        self.stderr = self.proc.stderr.read()
+        self._drain.join(10)
+        self.stderr = "".join(self._err)
         self.proc.stderr.close()
         return self.proc.returncode
 

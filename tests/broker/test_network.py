@@ -183,3 +183,22 @@ def test_produce_errors_are_kafkas_and_leave_the_log_intact(served):
         assert (again.error_code, again.base_offset) == (0, 1)
     log = served.store.log(topic, 0)
     assert [r.value for r in log.read(0).records()] == [b"kept", b"s0"]
+
+
+def test_a_fetch_larger_than_the_socket_buffer_to_a_slow_reader(served):
+    topic = served.topic()
+    log = served.store.log(topic, 0)
+    value = bytes(range(256)) * 16                   # 4 KiB
+    for i in range(24):
+        log.append_records([value] * 250)            # ~1 MB per batch, ~24 MB in all
+    with ProtocolClient(served.bootstrap) as client:
+        correlation, version = client.send(1, m.FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=64 << 20, session_epoch=-1,
+            topics=[m.FetchRequestFetchTopic(topic=topic, partitions=[m.FetchRequestFetchPartition(
+                partition=0, fetch_offset=0, partition_max_bytes=64 << 20)])]))
+        time.sleep(0.5)                               # the broker fills the socket buffer, waits
+        part = client.receive(1, version, correlation).responses[0].partitions[0]
+        assert part.error_code == 0 and len(part.records) == log.size
+        assert bytes(part.records) == log.read(0, 64 << 20).read()
+        # The connection is still in step: the next request is answered.
+        assert client.list_offset(topic, 0, -1) == 24 * 250

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import struct
 
 from pylog.protocol import MalformedMessageError, decode_request, frame_response
@@ -127,19 +128,23 @@ class Connection:
         await writer.drain()
 
     async def _send_region(self, region) -> None:
-        """sendfile(2) of a file region on the transport's (non-blocking) socket, whose
-        buffer has drained; waits for writability when the socket buffer is full."""
-        loop = self.broker.loop
+        """sendfile(2) of a file region on the transport's socket, whose buffer has
+        drained. Non-blocking first, on the loop; what does not fit in the socket buffer
+        is finished in the wait pool (asyncio lets no one else watch a transport's fd)."""
         sock = self.writer.get_extra_info("socket")
         fd = sock.fileno()
-        sent = 0
-        while sent < region.size:
-            sent += region.send_to(fd, sent)
-            if sent < region.size:
-                ready = loop.create_future()
-                loop.add_writer(fd, ready.set_result, None)
-                try:
-                    await ready
-                finally:
-                    loop.remove_writer(fd)
+        sent = region.send_to(fd)
+        if sent < region.size:
+            await self.broker.loop.run_in_executor(self.broker._wait_pool, self._send_rest,
+                                                   region, fd, sent)
         self.broker.stats["fetch_bytes_sendfile"] += region.size
+
+    def _send_rest(self, region, fd: int, sent: int) -> None:
+        """In a pool thread: wait for room in the socket buffer, send, repeat."""
+        timeout_ms = int(self.broker.server_config["connections.max.idle.ms"])
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        while sent < region.size:
+            if not poller.poll(timeout_ms):
+                raise TimeoutError(f"connection {self.peer} stopped reading")
+            sent += region.send_to(fd, sent)
