@@ -2,7 +2,7 @@
 # Prepares everything pylog needs in ./.venv, idempotently:
 #   - system packages (as root on Debian/Ubuntu): liburing-dev for the io_uring
 #     engine, xfsprogs and fio for filesystem tests and benchmarks, kcat and strace
-#     for the broker's tests;
+#     for the broker's tests; Java and Maven for Apache Kafka (tools/kafka);
 #   - a virtualenv with the runtime and [dev] dependencies;
 #   - the compiled C core (an editable install; rebuilt when sources change).
 # Without root or without liburing the build still works, without io_uring.
@@ -15,6 +15,8 @@ command -v mkfs.xfs >/dev/null 2>&1 || want+=(xfsprogs)
 command -v fio >/dev/null 2>&1 || want+=(fio)
 command -v kcat >/dev/null 2>&1 || want+=(kcat)       # a real Kafka client (librdkafka 2.0) for broker tests
 command -v strace >/dev/null 2>&1 || want+=(strace)   # the zero-copy fetch test watches syscalls
+command -v java >/dev/null 2>&1 || want+=(openjdk-17-jre-headless)   # Apache Kafka, the reference
+command -v mvn >/dev/null 2>&1 || want+=(maven)       # fetches Kafka's jars (tools/kafka/pom.xml)
 if [ ${#want[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "pylog setup: apt-get install ${want[*]}"
@@ -32,4 +34,8 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q "setuptools>=77" wheel "Cython>=3.0,<3.4"
 .venv/bin/python -m pip install -q --no-build-isolation -e ".[dev]"
+# Apache Kafka's broker, clients and tools (Maven Central, into ~/.cache/pylog; never committed).
+if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
+    tools/kafka/fetch >/dev/null || echo "pylog setup: could not fetch Apache Kafka's jars (tools/kafka/fetch)"
+fi
 .venv/bin/python -c "import pylog; print('pylog setup: ready;', 'crc32c:', pylog.crc32c_implementation())"

@@ -1,0 +1,136 @@
+"""Apache Kafka itself, for tests and benchmarks: its tool classes run against pylog (or a
+real Kafka broker), and a real single-node Kafka broker in KRaft mode.
+
+The jars come from Maven Central through tools/kafka/fetch (tools/kafka/pom.xml pins the
+version) into a cache dir. Where Java or the jars are missing, tests skip with the reason;
+in CI (``CI=true``) they fail instead: the CI machine must run them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FETCH = ROOT / "tools" / "kafka" / "fetch"
+
+TOOLS = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-dump-log": "kafka.tools.DumpLogSegments",
+    "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-server": "kafka.Kafka",
+}
+
+
+def unavailable(reason: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must run Apache Kafka's checks: {reason}")
+    pytest.skip(reason)
+
+
+def kafka_libs() -> Path:
+    """The jars' dir (fetched on first use)."""
+    if shutil.which("java") is None:
+        unavailable("java is not installed (Java 17+ runs Apache Kafka)")
+    try:
+        out = subprocess.run([str(FETCH)], check=True, capture_output=True, text=True, timeout=900)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        unavailable(f"could not fetch Apache Kafka's jars with tools/kafka/fetch: {exc}")
+    return Path(out.stdout.strip())
+
+
+def java_command(tool: str, *args: str) -> list[str]:
+    libs = kafka_libs()
+    return ["java", "-Xmx512m", "-Dlog4j.configuration=file:/dev/null",
+            "-cp", f"{libs}/*", TOOLS.get(tool, tool), *args]
+
+
+def run_tool(tool: str, *args: str, input: str | None = None, timeout: float = 120,
+             check: bool = True) -> subprocess.CompletedProcess:
+    """Runs one of Kafka's command-line tools (by its script name) to completion."""
+    run = subprocess.run(java_command(tool, *args), input=input, capture_output=True, text=True,
+                         timeout=timeout)
+    if check and run.returncode != 0:
+        raise AssertionError(f"{tool} {' '.join(args)} failed ({run.returncode}):\n"
+                             f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+    return run
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class KafkaBroker:
+    """A real Apache Kafka broker, single node, KRaft, on free ports of 127.0.0.1."""
+
+    def __init__(self, workdir: Path, **config: str) -> None:
+        self.port, self.controller_port = free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.log_dir = workdir / "kafka-logs"
+        self.properties = workdir / "server.properties"
+        settings = {
+            "process.roles": "broker,controller", "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.log_dir), "num.partitions": "1",
+            "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1", "group.initial.rebalance.delay.ms": "0",
+            **config,
+        }
+        self.properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 120) -> KafkaBroker:
+        run_tool("kafka-storage", "format", "-t", _random_cluster_id(), "-c", str(self.properties))
+        self.stdout = open(self.properties.with_suffix(".log"), "w")
+        self.proc = subprocess.Popen(["java", "-Xmx1G", "-Xms1G", "-Dlog4j.configuration=file:/dev/null",
+                                      "-cp", f"{kafka_libs()}/*", TOOLS["kafka-server"],
+                                      str(self.properties)], stdout=self.stdout, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Kafka exited with {self.proc.returncode}: "
+                                   f"{self.properties.with_suffix('.log').read_text()[-3000:]}")
+            try:
+                run_tool("kafka-topics", "--bootstrap-server", self.bootstrap, "--list", timeout=30)
+                return self
+            except AssertionError:
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"Kafka did not start in {timeout}s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if getattr(self, "stdout", None):
+            self.stdout.close()
+
+
+def _random_cluster_id() -> str:
+    import base64
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
