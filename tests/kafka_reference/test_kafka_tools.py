@@ -76,3 +76,56 @@ def test_dump_log_segments_reads_pylog_files(tmp_path):
         check = run_tool("kafka-dump-log", "--files", str(segment.with_suffix(suffix)),
                          "--index-sanity-check").stdout
         assert "Dumping" in check and "mismatch" not in check.lower() and "corrupt" not in check.lower()
+
+
+def test_kafka_configs_describe_and_alter(pylog_broker):
+    store, broker = pylog_broker
+    b = ["--bootstrap-server", broker.bootstrap_servers]
+    store.create_topic("configs", 1)
+    run_tool("kafka-configs", *b, "--entity-type", "topics", "--entity-name", "configs", "--alter",
+             "--add-config", "retention.ms=7200000,cleanup.policy=compact")
+    config = store.describe_topic("configs").config
+    assert config["retention.ms"] == 7200000 and config["cleanup.policy"] == ("compact",)
+    out = run_tool("kafka-configs", *b, "--entity-type", "topics", "--entity-name", "configs",
+                   "--describe").stdout
+    assert "retention.ms=7200000" in out and "cleanup.policy=compact" in out
+    run_tool("kafka-configs", *b, "--entity-type", "topics", "--entity-name", "configs", "--alter",
+             "--delete-config", "retention.ms")
+    assert "retention.ms" not in store.describe_topic("configs").overrides
+
+
+def test_consumer_groups_reset_offsets_and_delete(pylog_broker):
+    store, broker = pylog_broker
+    b = ["--bootstrap-server", broker.bootstrap_servers]
+    store.create_topic("resets", 1)
+    store.log("resets", 0).append_records([b"r%d" % i for i in range(10)])
+    store.commit_offsets("resetting", {("resets", 0): 8})
+    run_tool("kafka-consumer-groups", *b, "--group", "resetting", "--topic", "resets",
+             "--reset-offsets", "--to-earliest", "--execute")
+    assert store.committed("resetting", "resets", 0) == 0
+    run_tool("kafka-consumer-groups", *b, "--group", "resetting", "--topic", "resets",
+             "--reset-offsets", "--shift-by", "3", "--execute")
+    assert store.committed("resetting", "resets", 0) == 3
+    plan = run_tool("kafka-consumer-groups", *b, "--group", "resetting", "--topic", "resets",
+                    "--reset-offsets", "--to-latest", "--dry-run").stdout
+    assert "10" in plan and store.committed("resetting", "resets", 0) == 3
+    described = run_tool("kafka-consumer-groups", *b, "--describe", "--group", "resetting").stdout
+    assert "resets" in described and " 7 " in f" {' '.join(described.split())} "   # lag 10 - 3
+    run_tool("kafka-consumer-groups", *b, "--delete", "--group", "resetting")
+    assert store.committed("resetting", "resets", 0) is None
+
+
+def test_delete_records_and_consumer_perf_test(pylog_broker, tmp_path):
+    store, broker = pylog_broker
+    b = ["--bootstrap-server", broker.bootstrap_servers]
+    store.create_topic("trim", 1)
+    store.log("trim", 0).append_records([b"x" * 100] * 1000)
+    plan = tmp_path / "offsets.json"
+    plan.write_text('{"partitions": [{"topic": "trim", "partition": 0, "offset": 400}], "version": 1}')
+    run_tool("kafka-delete-records", *b, "--offset-json-file", str(plan))
+    assert store.log("trim", 0).log_start_offset == 400
+    out = run_tool("kafka-consumer-perf-test", *b, "--topic", "trim", "--messages", "600",
+                   "--timeout", "30000").stdout
+    header, values = out.strip().splitlines()[-2:]
+    row = dict(zip(header.split(", "), values.split(", ")))
+    assert int(row["data.consumed.in.nMsg"]) == 600          # offsets 400..999: all that is left
