@@ -212,6 +212,10 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: in
     ready.wait(30)
     time.sleep(1)
     p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": linger_ms})
+    for _ in range(1000):                  # warm up: metadata, connections, a JIT's first calls
+        p.produce(topic, b"%020d" % time.perf_counter_ns() + b"w" * 80)
+    p.flush(30)
+    time.sleep(0.5)
     interval = 1 / rate
     start = time.perf_counter()
     n = 0
