@@ -388,3 +388,21 @@ def test_aiokafka_admin_and_group(served):
     got = asyncio.run(run())
     assert sorted((r.partition, r.offset) for r in got) == [(p, o) for p in range(2) for o in range(3)]
     assert served.store.committed("aio-g", "admin-aio", 1) == 3
+
+
+def test_validate_only_checks_everything_and_changes_nothing(served):
+    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+    from kafka.errors import InvalidPartitionsError, InvalidReplicationFactorError
+    admin = KafkaAdminClient(bootstrap_servers=served.bootstrap)
+    try:
+        admin.create_topics([NewTopic("only-validated", 2, 1)], validate_only=True)
+        assert "only-validated" not in served.store.list_topics()
+        with pytest.raises(InvalidReplicationFactorError):
+            admin.create_topics([NewTopic("only-validated", 2, 3)], validate_only=True)
+        topic = served.topic(partitions=2)
+        admin.create_partitions({topic: NewPartitions(4)}, validate_only=True)
+        assert served.store.partition_count(topic) == 2
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_partitions({topic: NewPartitions(1)}, validate_only=True)
+    finally:
+        admin.close()

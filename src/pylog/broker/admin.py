@@ -13,14 +13,12 @@ from typing import Any
 
 from pylog.errors import (
     ConfigError,
-    InvalidPartitionsError,
     InvalidTopicError,
-    TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 from pylog.protocol import SUPPORTED
 from pylog.protocol import messages as m
-from pylog.storage import TOPIC_CONFIGS, LogConfig, validate_topic_name
+from pylog.storage import TOPIC_CONFIGS, validate_topic_name
 
 from .errors import NONE, RequestError, codes, error_code
 
@@ -119,15 +117,12 @@ def create_topics(broker, conn, header, req):
                                        f"({broker.node_id})")
                 count = len(t.assignments)
             configs = {c.name: c.value for c in t.configs}
-            if req.validate_only:
-                validate_topic_name(t.name)
-                if t.name in store.list_topics(include_internal=True):
-                    raise TopicAlreadyExistsError(f"topic {t.name!r} already exists")
-                LogConfig(configs)
+            d = store.create_topic(t.name, count, configs, replication_factor=t.replication_factor,
+                                   validate_only=req.validate_only)
+            if d is None:                        # validate_only: every check passed
                 res.num_partitions = count or store.config["num.partitions"]
                 res.replication_factor = 1
             else:
-                d = store.create_topic(t.name, count, configs, replication_factor=t.replication_factor)
                 res.topic_id = topic_id_bytes(d.topic_id)
                 res.num_partitions = len(d.partitions)
                 res.replication_factor = 1
@@ -174,15 +169,7 @@ def create_partitions(broker, conn, header, req):
     for t in req.topics:
         res = m.CreatePartitionsResponseCreatePartitionsTopicResult(name=t.name)
         try:
-            if req.validate_only:
-                current = broker.store.partition_count(t.name)
-                if current is None:
-                    raise UnknownTopicOrPartitionError(f"topic {t.name!r} does not exist")
-                if t.count <= current:
-                    raise InvalidPartitionsError(f"topic {t.name!r} has {current} partitions; "
-                                                 f"the new count must be larger, not {t.count}")
-            else:
-                broker.store.create_partitions(t.name, t.count)
+            broker.store.create_partitions(t.name, t.count, validate_only=req.validate_only)
         except Exception as exc:                # noqa: BLE001
             res.error_code, res.error_message = error_code(exc)
         results.append(res)
@@ -247,11 +234,7 @@ def _alter(broker, resource_type: int, name: str, compute, validate_only: bool):
                           "restart with a new server.properties)")
     store = broker.store
     current = dict(store.describe_topic(name).overrides)
-    new = compute(current)
-    if validate_only:
-        LogConfig(new)
-    else:
-        store.alter_topic_config(name, new, replace=True)
+    store.alter_topic_config(name, compute(current), replace=True, validate_only=validate_only)
 
 
 def alter_configs(broker, conn, header, req):

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pylog.errors import (
-    KafkaError,
-    OffsetOutOfRangeError,
-    UnknownTopicOrPartitionError,
-)
+from pylog.errors import KafkaError, OffsetOutOfRangeError
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
@@ -254,8 +250,6 @@ def delete_records(broker, conn, header, req):
                     raise OffsetOutOfRangeError(f"cannot delete records before offset {offset}")
                 log.advance_log_start_offset(offset)
                 resp.low_watermark = log.log_start_offset
-            except UnknownTopicOrPartitionError as exc:
-                resp.error_code = error_code(exc)[0]
             except Exception as exc:            # noqa: BLE001
                 resp.error_code = error_code(exc)[0]
             parts.append(resp)

@@ -55,14 +55,18 @@ class TopicAdmin:
 
     def create_topic(self, name: str, partitions: int | None = None,
                      config: Mapping[str, Any] | None = None, *,
-                     replication_factor: int = -1) -> TopicDescription:
+                     replication_factor: int = -1,
+                     validate_only: bool = False) -> TopicDescription | None:
         """Creates a topic (Kafka's CreateTopics). `partitions` defaults to
         ``num.partitions``; `config` holds topic overrides (``retention.ms``, ...).
         Raises InvalidTopicError, TopicAlreadyExistsError, InvalidPartitionsError,
-        InvalidReplicationFactorError or ConfigError."""
-        return self._create_topic(name, partitions, config, replication_factor, internal=False)
+        InvalidReplicationFactorError or ConfigError. ``validate_only`` (Kafka's
+        validateOnly) runs every check, writes nothing and returns None."""
+        return self._create_topic(name, partitions, config, replication_factor, internal=False,
+                                  validate_only=validate_only)
 
-    def _create_topic(self, name, partitions, config, replication_factor, internal: bool):
+    def _create_topic(self, name, partitions, config, replication_factor, internal: bool,
+                      validate_only: bool = False):
         validate_topic_name(name)
         if not internal and (name in INTERNAL_TOPICS):
             raise InvalidTopicError(f"topic name {name!r} is reserved for pylog's internal use")
@@ -81,6 +85,8 @@ class TopicAdmin:
                 if collision_key(other) == collision_key(name):
                     raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r} "
                                             f"('.' and '_' are the same in Kafka's metric names)")
+            if validate_only:
+                return None
             table = copy.deepcopy(self._topics)
             table.topics[name] = Topic(name, checkpoints.random_uuid(), count, overrides)
             table.epoch += 1
@@ -222,12 +228,13 @@ class TopicAdmin:
         return TopicDescription(name, topic.topic_id, name in INTERNAL_TOPICS, tuple(parts),
                                 dict(config.items()), dict(topic.config))
 
-    def alter_topic_config(self, name: str, config: Mapping[str, Any], *,
-                           replace: bool = False) -> TopicDescription:
+    def alter_topic_config(self, name: str, config: Mapping[str, Any], *, replace: bool = False,
+                           validate_only: bool = False) -> TopicDescription | None:
         """Changes a topic's overrides. By default `config` is merged into the
         current overrides (Kafka's IncrementalAlterConfigs; a value of None
         removes that override); with ``replace=True`` it replaces them all
-        (Kafka's AlterConfigs). Applied to the live logs at once."""
+        (Kafka's AlterConfigs). Applied to the live logs at once.
+        ``validate_only`` checks, writes nothing and returns None."""
         with self._lock:
             self._check_open()
             topic = self._topics.topics.get(name)
@@ -242,6 +249,8 @@ class TopicAdmin:
                     merged[key] = value
             overrides = config_to_strings(LogConfig(merged).overrides)
             new_config = self._make_config(overrides)
+            if validate_only:
+                return None
             table = copy.deepcopy(self._topics)
             table.topics[name].config = overrides
             table.epoch += 1
@@ -254,9 +263,11 @@ class TopicAdmin:
                     lg.update_config(new_config)
         return self.describe_topic(name)
 
-    def create_partitions(self, name: str, total: int) -> TopicDescription:
+    def create_partitions(self, name: str, total: int, *,
+                          validate_only: bool = False) -> TopicDescription | None:
         """Grows a topic to `total` partitions (Kafka's CreatePartitions: the new
-        total, which must be larger than the current count)."""
+        total, which must be larger than the current count). ``validate_only``
+        checks, writes nothing and returns None."""
         with self._lock:
             self._check_open()
             topic = self._topics.topics.get(name)
@@ -268,6 +279,8 @@ class TopicAdmin:
                                              f"new count must be larger, not {total}")
             if name == OFFSETS_TOPIC:
                 raise InvalidPartitionsError(f"the partition count of {name} is fixed")
+            if validate_only:
+                return None
             table = copy.deepcopy(self._topics)
             table.topics[name].partitions = total
             table.epoch += 1
