@@ -79,8 +79,8 @@ def test_seek_inside_a_batch_and_by_timestamp(served, written, client):
     middle = inner.base_offset + 1                     # not a batch's first offset
     got = consume(client, served.bootstrap, topic, 3, offset=middle)
     assert [r.offset for r in got] == [middle, middle + 1, middle + 2]
-    # The record with timestamp base + 21 s is offset 10 of partition 1... of partition 0:
-    # records i = 0, 2, 4, ... went to partition 0 with timestamps base + i s.
+    # Records i = 0, 2, 4, ... went to partition 0 (offset i / 2) with timestamps base + i s:
+    # the first at or after base + 21 s is i = 22, offset 11.
     got = consume(client, served.bootstrap, topic, 2, offset=("timestamp", base + 21_000))
     assert [r.offset for r in got] == [11, 12]
     assert got[0].timestamp == want[11].timestamp == base + 22_000

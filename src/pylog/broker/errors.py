@@ -13,15 +13,13 @@ log = logging.getLogger("pylog.broker")
 NONE = 0
 
 
-class codes:  # noqa: N801 - Kafka's Errors, the ones the broker sets itself
+class codes:  # noqa: N801 - Kafka's Errors the broker sets itself (the group ones: classic_group.errors)
     UNKNOWN_SERVER_ERROR = -1
     OFFSET_OUT_OF_RANGE = 1
     CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3
     LEADER_NOT_AVAILABLE = 5
     MESSAGE_TOO_LARGE = 10
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
     INVALID_TOPIC_EXCEPTION = 17
     INVALID_REQUIRED_ACKS = 21
     INVALID_REQUEST = 42
@@ -34,9 +32,6 @@ class codes:  # noqa: N801 - Kafka's Errors, the ones the broker sets itself
     KAFKA_STORAGE_ERROR = 56
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
-    INVALID_GROUP_ID = 24
-    GROUP_ID_NOT_FOUND = 69
-    NON_EMPTY_GROUP = 68
     TRANSACTIONAL_ID_NOT_FOUND = 105
 
 

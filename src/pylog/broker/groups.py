@@ -10,6 +10,7 @@ a remote client and by an in-process ``pylog.Consumer`` of the same group are on
 from __future__ import annotations
 
 from pylog.coordinator import OffsetAndMetadata
+from pylog.coordinator.classic_group import errors as group_errors
 from pylog.protocol import messages as m
 
 from .errors import NONE, codes, error_code
@@ -27,9 +28,9 @@ def find_coordinator(broker, conn, header, req):
 
     def answer(key: str):
         if req.key_type != GROUP:
-            return (codes.COORDINATOR_NOT_AVAILABLE, "pylog has no transaction coordinator", -1, "", -1)
+            return (group_errors.COORDINATOR_NOT_AVAILABLE, "pylog has no transaction coordinator", -1, "", -1)
         if not key and v < 4:
-            return codes.INVALID_GROUP_ID, "empty group id", -1, "", -1
+            return group_errors.INVALID_GROUP_ID, "empty group id", -1, "", -1
         return NONE, None, broker.node_id, host, port
 
     if v >= 4:
@@ -55,10 +56,10 @@ def join_group(broker, conn, header, req):
     response = m.JoinGroupResponse(throttle_time_ms=0, generation_id=-1, protocol_name=None if v >= 7 else "",
                                    leader="", member_id=req.member_id)
     if not req.group_id:
-        response.error_code = codes.INVALID_GROUP_ID
+        response.error_code = group_errors.INVALID_GROUP_ID
         return response
     if not cfg["group.min.session.timeout.ms"] <= req.session_timeout_ms <= cfg["group.max.session.timeout.ms"]:
-        response.error_code = 26            # INVALID_SESSION_TIMEOUT
+        response.error_code = group_errors.INVALID_SESSION_TIMEOUT
         return response
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
     group = _group(broker, req.group_id)
@@ -85,7 +86,7 @@ def join_group(broker, conn, header, req):
 def sync_group(broker, conn, header, req):
     group = _group(broker, req.group_id, create=False)
     if group is None:
-        return m.SyncGroupResponse(throttle_time_ms=0, error_code=25, assignment=b"")
+        return m.SyncGroupResponse(throttle_time_ms=0, error_code=group_errors.UNKNOWN_MEMBER_ID, assignment=b"")
     error, assignment, ptype, proto = group.sync(
         req.member_id, req.generation_id, {a.member_id: a.assignment for a in req.assignments},
         wait_s=broker.server_config["request.timeout.ms"] / 1000)
@@ -95,7 +96,7 @@ def sync_group(broker, conn, header, req):
 
 def heartbeat(broker, conn, header, req):
     group = _group(broker, req.group_id, create=False)
-    error = 25 if group is None else group.heartbeat(req.member_id, req.generation_id)
+    error = group_errors.UNKNOWN_MEMBER_ID if group is None else group.heartbeat(req.member_id, req.generation_id)
     return m.HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
@@ -105,11 +106,11 @@ def leave_group(broker, conn, header, req):
     if v >= 3:
         members = []
         for mem in req.members:
-            err = 25 if group is None else group.leave(mem.member_id)
+            err = group_errors.UNKNOWN_MEMBER_ID if group is None else group.leave(mem.member_id)
             members.append(m.LeaveGroupResponseMemberResponse(
                 member_id=mem.member_id, group_instance_id=mem.group_instance_id, error_code=err))
         return m.LeaveGroupResponse(throttle_time_ms=0, error_code=NONE, members=members)
-    error = 25 if group is None else group.leave(req.member_id)
+    error = group_errors.UNKNOWN_MEMBER_ID if group is None else group.leave(req.member_id)
     return m.LeaveGroupResponse(throttle_time_ms=0, error_code=error)
 
 
@@ -121,7 +122,7 @@ def offset_commit(broker, conn, header, req):
     if group is not None:
         error = group.check_commit(req.member_id, generation)
     else:
-        error = NONE if generation < 0 else 25
+        error = NONE if generation < 0 else group_errors.UNKNOWN_MEMBER_ID
     now = broker.store.clock()
     topics = []
     offsets = {}
@@ -241,9 +242,9 @@ def delete_groups(broker, conn, header, req):
     for gid in req.groups_names:
         group = known.get(gid, False)
         if group is False:
-            err = codes.GROUP_ID_NOT_FOUND
+            err = group_errors.GROUP_ID_NOT_FOUND
         elif group is not None and group.describe()["state"] not in ("Empty", "Dead"):
-            err = codes.NON_EMPTY_GROUP
+            err = group_errors.NON_EMPTY_GROUP
         else:
             try:
                 broker.store.coordinator.delete_group(gid)

@@ -74,7 +74,7 @@ class Broker:
             values["listeners"] = listen
         self.store = store
         self.server_config = ServerConfig(values)
-        self.node_id = int(store.config["node.id"]) if "node.id" in store.config else 0
+        self.node_id = int(store.config["node.id"])
         self.cluster_id = getattr(store, "cluster_id", None) or "pylog-" + str(self.node_id)
         self.stats: Counter = Counter()
         self.stopping = False
@@ -84,7 +84,7 @@ class Broker:
         self._connections: set[Connection] = set()
         self._lock = threading.Lock()
         self._parked: set[asyncio.Event] = set()
-        self._threads: list[threading.Thread] = []
+        self._loop_thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._io_pool = ThreadPoolExecutor(16, thread_name_prefix="pylog-broker-io")
         self._wait_pool = ThreadPoolExecutor(1024, thread_name_prefix="pylog-broker-wait")
@@ -119,10 +119,9 @@ class Broker:
             self.loop.run_forever()
             self.loop.close()
 
-        for name, target in (("pylog-broker-loop", run_loop), ("pylog-group-timer", self._timer)):
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._loop_thread = threading.Thread(target=run_loop, name="pylog-broker-loop", daemon=True)
+        self._loop_thread.start()
+        threading.Thread(target=self._timer, name="pylog-group-timer", daemon=True).start()
         ready.wait()
         if failure:
             raise failure[0]
@@ -190,9 +189,8 @@ class Broker:
             except Exception:                   # noqa: BLE001 - closing anyway
                 pass
             loop.call_soon_threadsafe(loop.stop)
-        for t in self._threads:
-            if t.name == "pylog-broker-loop":
-                t.join(max(0.1, deadline - time.monotonic()))
+        if self._loop_thread is not None:
+            self._loop_thread.join(max(0.1, deadline - time.monotonic()))
         if self._listener is not None:
             self._listener.close()
         self._io_pool.shutdown(wait=False, cancel_futures=True)

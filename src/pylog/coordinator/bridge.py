@@ -117,7 +117,8 @@ class GroupBridge:
             self.coordinator._bridge_stopped(self)
 
     def _join(self, topics: list[str]) -> int | None:
-        protocols = [(name, encode_subscription(topics)) for name in ("range", "roundrobin")]
+        subscription = encode_subscription(topics)
+        protocols = [(name, subscription) for name in ("range", "roundrobin")]
         result = self.classic.join(self.member_id, "pylog-in-process", "in-process", PROTOCOL_TYPE,
                                    protocols, SESSION_MS, REBALANCE_MS, require_known_member=True,
                                    group_instance_id=None, wait_s=REBALANCE_MS / 1000 + 5)

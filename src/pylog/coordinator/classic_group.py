@@ -37,6 +37,7 @@ class errors:  # noqa: N801 - a namespace of Kafka error codes
     COORDINATOR_NOT_AVAILABLE = 15
     ILLEGAL_GENERATION = 22
     INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
     UNKNOWN_MEMBER_ID = 25
     INVALID_SESSION_TIMEOUT = 26
     REBALANCE_IN_PROGRESS = 27
@@ -208,13 +209,14 @@ class ClassicGroup:
 
     def _choose_protocol(self) -> str:
         """Kafka's vote: each member votes for its most preferred protocol that all support."""
-        common = self._common_protocols({n for n, _ in next(iter(self.members.values())).protocols})
+        first = [n for n, _ in next(iter(self.members.values())).protocols]
+        common = self._common_protocols(set(first))
         votes: dict[str, int] = {}
         for m in self.members.values():
             choice = next(n for n, _ in m.protocols if n in common)
             votes[choice] = votes.get(choice, 0) + 1
-        return max(votes, key=lambda n: (votes[n], -[p for p, _ in
-                                                    next(iter(self.members.values())).protocols].index(n)))
+        # Most votes; a tie goes to the first member's preference.
+        return max(votes, key=lambda n: (votes[n], -first.index(n)))
 
     # ================================================================ sync
 

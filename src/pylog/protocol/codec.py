@@ -47,8 +47,10 @@ class Struct:
         for name, default in self._FIELDS:
             if name in values:
                 setattr(self, name, values.pop(name))
+            elif isinstance(default, (list, Struct)):
+                setattr(self, name, type(default)())     # a fresh one: defaults are shared
             else:
-                setattr(self, name, [] if default == [] else default)
+                setattr(self, name, default)
         if values:
             raise TypeError(f"{type(self).__name__} has no field(s) {sorted(values)}")
 
@@ -68,9 +70,7 @@ class Struct:
 
     @classmethod
     def decode(cls, data, version: int):
-        r = Reader(data)
-        out = cls.read(r, version)
-        return out
+        return cls.read(Reader(data), version)
 
 
 class Reader:
