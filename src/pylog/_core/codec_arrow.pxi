@@ -121,12 +121,15 @@ cdef object _arrow_buffer(int64_t nbytes, void **address, bint zero):
     return buf
 
 
-def decode_arrow(buffer, *, bint validate=True, bint include_control=False):
+def decode_arrow(buffer, *, bint validate=True, bint include_control=False,
+                 bint timestamp_type=False):
     """Decodes every complete batch in ``buffer`` into one ``pyarrow.RecordBatch``.
 
     Columns: ``offset`` int64, ``timestamp`` timestamp[ms], ``key`` and
     ``value`` binary (null for null), ``headers`` list<struct<key: string,
-    value: binary>>. Binary columns switch to large_binary/large_string when
+    value: binary>>; with ``timestamp_type``, a last column ``timestamp_type``
+    int32 (0 CreateTime, 1 LogAppendTime: Kafka's TimestampType ids, from each
+    batch's attributes). Binary columns switch to large_binary/large_string when
     a column exceeds 2 GiB. Control batches (transaction markers) are skipped
     unless ``include_control``. A trailing partial batch is ignored, as the
     next read will return it whole; corrupt data raises CorruptRecordError.
@@ -139,7 +142,8 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False):
     cdef Py_ssize_t i
     cdef int rc = PYLOG_OK
     cdef int wide
-    cdef int64_t n, width
+    cdef int64_t n, width, row, j
+    cdef int32_t *types
     cdef void *addr
     sections.keep = []
     _collect(sections, buf.ptr(), buf.size(), buf.obj, validate, include_control, 0)
@@ -216,4 +220,16 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False):
         _pa.Array.from_buffers(_pa.timestamp("ms"), n, [None, ts_buf], null_count=0),
         keys, values, headers,
     ]
+    if timestamp_type:
+        # One value per batch, spread over its records: a C loop, no objects.
+        types_buf = _arrow_buffer(n * 4, &addr, False)
+        types = <int32_t *>addr
+        row = 0
+        with nogil:
+            for i in range(sections.count):
+                for j in range(sections.items[i].count):
+                    types[row + j] = 1 if sections.items[i].log_append else 0
+                row += sections.items[i].count
+        columns.append(_pa.Array.from_buffers(_pa.int32(), n, [None, types_buf], null_count=0))
+        schema = schema.append(_pa.field("timestamp_type", _pa.int32(), nullable=False))
     return _pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -30,13 +30,19 @@ cdef class LogFile:
     cdef int _users             # calls using fd without the GIL right now
     cdef bint _close_pending    # close() was called while _users > 0
 
-    def __init__(self, str path, *, bint create=False, int64_t preallocate=0):
-        """Opens (or creates) the file; size starts as the file's length, or 0 when preallocating."""
+    def __init__(self, str path, *, bint create=False, int64_t preallocate=0, bint readonly=False):
+        """Opens (or creates) the file; size starts as the file's length, or 0 when preallocating.
+
+        ``readonly`` opens with O_RDONLY, for readers beside the process that owns the log
+        (pylog.storage.reader): appends, truncation and sync then fail with EBADF."""
         cdef bytes bpath = _os.fsencode(path)
         cdef stat st
         cdef int rc = 0
         self.path = path
-        self.fd = open(bpath, O_RDWR | O_CLOEXEC | (O_CREAT if create else 0), 0o644)
+        if readonly and (create or preallocate):
+            raise ValueError("a read-only LogFile cannot create or preallocate")
+        self.fd = open(bpath, (O_RDONLY if readonly else O_RDWR) | O_CLOEXEC | (O_CREAT if create else 0),
+                       0o644)
         if self.fd < 0:
             _raise_os(errno, path)
         if fstat(self.fd, &st) < 0:

@@ -1,0 +1,293 @@
+"""Read-only access to log dirs that another process owns (docs/FORMAT.md, section 13).
+
+A Spark executor, a ``pylog dump-log`` or any second process can read a
+topic's segment files while a Producer or ``pylog serve`` appends to them.
+The reader takes no lock, recovers nothing and writes nothing: every file is
+opened ``O_RDONLY`` and read with ``pread(2)`` (never mapped, so a writer
+trimming an index or a segment cannot fault the reader).
+
+**Consistent end.** The writer appends whole batches with one write each and
+Linux grows a file's size only behind copied data, so every byte below the
+size a reader observes is written. The end a reader may read to is the end of
+the last *complete* batch of the newest segment (a header walk, from the last
+offset-index entry): a batch still being written is past it. Batches read
+are CRC-checked by the decoder; a bad CRC below that end is corruption, not a
+write in progress, and raises CorruptRecordError.
+
+**Rolls and deletes under the reader.** Segment lists are re-read when a file
+is missing; a descriptor already open stays readable after the writer unlinks
+it. An offset below the first remaining segment (or the checkpointed log start
+offset) raises OffsetOutOfRangeError: retention deleted it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections.abc import Iterable, Iterator
+
+from pylog._core.storage import LogFile
+from pylog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+
+from . import files
+from .checkpoints import read_offset_checkpoint
+from .topics import TopicTable
+
+__all__ = ["LogDirsReader", "PartitionReader", "NotALogDirError"]
+
+_INT64_MAX = 2**63 - 1
+_OFFSET_ENTRY = struct.Struct(">iI")      # relative offset, position
+_TIME_ENTRY = struct.Struct(">qi")        # timestamp, relative offset
+_SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
+
+
+class NotALogDirError(ValueError):
+    """A path given as a log dir is missing or holds no pylog/Kafka log dir."""
+
+
+def _split_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = str(paths).split(",")
+    out = [os.path.abspath(str(p).strip()) for p in paths if str(p).strip()]
+    if not out:
+        raise NotALogDirError("no log dir given")
+    return out
+
+
+class LogDirsReader:
+    """The topics and partitions of one store's log dirs, read-only."""
+
+    def __init__(self, paths: str | os.PathLike | Iterable[str | os.PathLike]) -> None:
+        self.paths = _split_paths(paths)
+        for path in self.paths:
+            if not os.path.isdir(path):
+                raise NotALogDirError(f"log dir {path} does not exist (or is not a directory)")
+            names = set(os.listdir(path))
+            if not names & {files.META_PROPERTIES_FILE, files.TOPICS_FILE}:
+                raise NotALogDirError(
+                    f"{path} is not a log dir: it has neither {files.META_PROPERTIES_FILE} nor "
+                    f"{files.TOPICS_FILE} (give the directory pylog.open() or pylog serve was given)")
+
+    def _partition_dirs(self) -> dict[tuple[str, int], str]:
+        found: dict[tuple[str, int], str] = {}
+        for path in self.paths:
+            for name in os.listdir(path):
+                tp = files.parse_partition_dir(name)
+                if tp is not None and os.path.isdir(os.path.join(path, name)):
+                    found.setdefault(tp, os.path.join(path, name))
+        return found
+
+    def topics(self) -> dict[str, int]:
+        """Topic name -> partition count: the newest topic table of the dirs, plus any
+        partition dir on disk (a store written before its table, or by Kafka)."""
+        tables = [t for t in (TopicTable.read(p) for p in self.paths) if t is not None]
+        out: dict[str, int] = {}
+        if tables:
+            newest = max(tables, key=lambda t: t.epoch)
+            out = {name: t.partitions for name, t in newest.topics.items()}
+        for topic, partition in self._partition_dirs():
+            out[topic] = max(out.get(topic, 0), partition + 1)
+        return out
+
+    def partition(self, topic: str, partition: int) -> PartitionReader:
+        directory = self._partition_dirs().get((topic, partition))
+        if directory is None:
+            if topic not in self.topics():
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} does not exist in {','.join(self.paths)}")
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of topic {topic!r} has no directory in "
+                f"{','.join(self.paths)}")
+        return PartitionReader(topic, partition, directory)
+
+
+def _pread_entry(fd: int, entry: struct.Struct, i: int) -> tuple[int, int] | None:
+    raw = os.pread(fd, entry.size, i * entry.size)
+    return entry.unpack(raw) if len(raw) == entry.size else None
+
+
+def _index_floor_position(directory: str, base: int, target: int, log_size: int) -> int:
+    """Position of the largest offset-index entry <= target (0 without one).
+
+    Binary search with pread: an unused (zero) slot after entry 0 sorts last,
+    as the active segment's index is preallocated with zeros."""
+    try:
+        fd = os.open(files.index_file(directory, base), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    try:
+        lo, hi = 0, os.fstat(fd).st_size // _OFFSET_ENTRY.size - 1
+        best = 0
+        rel_target = target - base
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            e = _pread_entry(fd, _OFFSET_ENTRY, mid)
+            used = e is not None and (mid == 0 or e != (0, 0))
+            if used and e[0] <= rel_target:
+                best = e[1] if e[1] <= log_size else best
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return best
+    finally:
+        os.close(fd)
+
+
+def _time_index_last(directory: str, base: int) -> int | None:
+    """The largest timestamp of a rolled segment (its trimmed time index's last
+    entry), or None when the index is missing or empty."""
+    try:
+        fd = os.open(files.time_index_file(directory, base), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        n = os.fstat(fd).st_size // _TIME_ENTRY.size
+        e = _pread_entry(fd, _TIME_ENTRY, n - 1) if n else None
+        return e[0] if e is not None and e != (0, 0) else None
+    finally:
+        os.close(fd)
+
+
+class PartitionReader:
+    """One partition's segments, read-only. Cheap to build; every call re-reads the dir."""
+
+    def __init__(self, topic: str, partition: int, directory: str) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.directory = directory
+
+    def __repr__(self) -> str:
+        return f"PartitionReader({self.topic!r}, {self.partition}, {self.directory!r})"
+
+    def segment_bases(self) -> list[int]:
+        """Base offsets of the segments on disk, ascending (``.deleted`` ones excluded)."""
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            raise UnknownTopicOrPartitionError(
+                f"{self.topic}-{self.partition}: {self.directory} was deleted") from None
+        return sorted(int(m.group(1)) for m in map(_SEGMENT_LOG.match, names) if m)
+
+    def _open(self, base: int) -> LogFile | None:
+        try:
+            return LogFile(files.log_file(self.directory, base), readonly=True)
+        except FileNotFoundError:
+            return None       # deleted (or renamed .deleted) since the listing
+
+    def log_start_offset(self) -> int:
+        """The first offset still readable: the first segment's base, or the log start
+        offset the owner checkpointed (DeleteRecords) when that is later."""
+        bases = self.segment_bases()
+        start = bases[0] if bases else 0
+        checkpoint = os.path.join(os.path.dirname(self.directory),
+                                  files.LOG_START_OFFSET_CHECKPOINT_FILE)
+        try:
+            start = max(start, read_offset_checkpoint(checkpoint).get(
+                (self.topic, self.partition), start))
+        except ValueError:
+            pass                 # being rewritten by its owner; segment bases suffice
+        return start
+
+    def log_end_offset(self) -> int:
+        """One past the last offset of the last complete batch (the consistent end)."""
+        for _attempt in range(100):
+            bases = self.segment_bases()
+            if not bases:
+                return 0
+            lf = self._open(bases[-1])
+            if lf is None:
+                continue          # rolled or deleted since the listing: list again
+            try:
+                pos = _index_floor_position(self.directory, bases[-1], _INT64_MAX, lf.size)
+                last = lf.summarize(pos, lf.size)[2]
+            finally:
+                lf.close()
+            # An empty newest segment was rolled at the log end: its base is the end.
+            return last + 1 if last >= 0 else bases[-1]
+        raise OSError(f"{self.directory}: segments kept changing while the end was read")
+
+    def offset_for_timestamp(self, timestamp: int, start: int | None = None) -> int | None:
+        """The first offset at or after ``start`` whose timestamp is >= ``timestamp``
+        (Kafka's offsetsForTimes), or None when every record is older."""
+        from pylog.record import decode_arrow
+        start = self.log_start_offset() if start is None else start
+        bases = self.segment_bases()
+        for i, base in enumerate(bases):
+            nxt = bases[i + 1] if i + 1 < len(bases) else None
+            if nxt is not None and nxt <= start:
+                continue
+            if nxt is not None:
+                largest = _time_index_last(self.directory, base)
+                if largest is not None and largest < timestamp:
+                    continue
+            lf = self._open(base)
+            if lf is None:
+                continue
+            try:
+                found = lf.find_timestamp(0, lf.size, timestamp, start)
+                if found is None:
+                    continue
+                rows = decode_arrow(lf.read(found[0], found[1]))
+            finally:
+                lf.close()
+            offsets = rows.column(0).to_numpy()
+            stamps = rows.column(1).cast("int64").to_numpy()
+            hits = ((stamps >= timestamp) & (offsets >= start)).nonzero()[0]
+            if len(hits):
+                return int(offsets[hits[0]])
+        return None
+
+    def read_arrow(self, start: int, end: int, max_bytes: int = 8 << 20,
+                   timestamp_type: bool = True) -> Iterator:
+        """The records with offsets in [start, end) as pyarrow RecordBatches of the C
+        decoder (``pylog.record.decode_arrow`` columns), about ``max_bytes`` of batches
+        each. Raises OffsetOutOfRangeError when ``start`` was deleted, and when a
+        segment the range needs disappears before it is opened."""
+        from pylog.record import decode_arrow
+        if start >= end:
+            return
+        first = self.log_start_offset()
+        if start < first:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition}: offset {start} is no longer in the log "
+                f"(log start offset {first}: deleted by retention or DeleteRecords)",
+                offset=start, log_start_offset=first)
+        bases = self.segment_bases()
+        target = start
+        for i, base in enumerate(bases):
+            nxt = bases[i + 1] if i + 1 < len(bases) else _INT64_MAX
+            if nxt <= target:
+                continue
+            if base >= end:
+                break
+            lf = self._open(base)
+            if lf is None:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic}-{self.partition}: segment {base} was deleted while offsets "
+                    f"{target}..{end - 1} were being read", offset=target)
+            try:
+                pos = _index_floor_position(self.directory, base, target, lf.size)
+                while target < end:
+                    info = lf.slice_info(pos, lf.size, target, max_bytes, end)
+                    if info is None:
+                        # The next batch straddles `end`: read it alone and trim.
+                        info = lf.slice_info(pos, lf.size, target, 1)
+                        if info is None:
+                            break     # this segment holds nothing more
+                    spos, epos, _first, last, _n = info
+                    rows = decode_arrow(lf.read(spos, epos - spos), timestamp_type=timestamp_type)
+                    yield _trim(rows, target, end)
+                    target, pos = last + 1, epos
+            finally:
+                lf.close()
+            if target >= end:
+                return
+
+
+def _trim(rows, start: int, end: int):
+    """The rows of a decoded slice with start <= offset < end (offsets ascend)."""
+    import numpy as np
+    offsets = rows.column(0).to_numpy()
+    lo, hi = np.searchsorted(offsets, [start, end])
+    return rows if (lo, hi) == (0, len(offsets)) else rows.slice(lo, hi - lo)
