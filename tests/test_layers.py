@@ -32,12 +32,14 @@ ALLOWED: dict[str, set[str]] = {
     # The wire protocol knows bytes only: the broker and every client share it.
     "protocol": {"errors"},
     "broker": {"errors", "common", "storage", "coordinator", "store", "protocol"},
+    # PySpark's source and sink: read-only readers and the store, like an application.
+    "spark": {"_core", "errors", "common", "record", "storage", "store"},
     "cli": {"*"},
     "__init__": {"*"},
 }
 
 # Layers above storage may use only the names pylog.storage exports.
-STORAGE_PUBLIC_ONLY = {"coordinator", "client", "store", "broker"}
+STORAGE_PUBLIC_ONLY = {"coordinator", "client", "store", "broker", "spark"}
 
 
 def layer_of(module: str) -> str:

@@ -7,6 +7,7 @@ layers above use these names only.
 
 from .config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, LogConfig
 from .file_slice import FileSlice
+from .files import SPARK_DIR, make_dirs, write_file_atomically
 from .info import AppendInfo, RecoveryReport, SegmentRecovery, TimestampOffset
 from .log import (
     EARLIEST_TIMESTAMP,
@@ -16,6 +17,7 @@ from .log import (
     default_engine,
 )
 from .manager import LogManager
+from .reader import LogDirsReader, NotALogDirError, PartitionReader
 from .startup import StartupReport
 from .topics import (
     INTERNAL_TOPICS,
@@ -35,16 +37,22 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "Log",
     "LogConfig",
+    "LogDirsReader",
     "LogManager",
     "MAX_TIMESTAMP",
+    "NotALogDirError",
     "OFFSETS_TOPIC",
+    "PartitionReader",
     "PartitionDescription",
     "RecoveryReport",
+    "SPARK_DIR",
     "SegmentRecovery",
     "StartupReport",
     "TOPIC_CONFIGS",
     "TimestampOffset",
     "TopicDescription",
     "default_engine",
+    "make_dirs",
     "validate_topic_name",
+    "write_file_atomically",
 ]

@@ -322,6 +322,8 @@ class LogLoading:
             if name.endswith(files.DELETE_DIR_SUFFIX):
                 shutil.rmtree(entry.path, ignore_errors=True)   # a delete that did not finish
                 continue
+            if name == files.SPARK_DIR:
+                continue                       # pylog.spark's sink (not a partition)
             if name.endswith(files.STRAY_DIR_SUFFIX) or name.endswith("-future"):
                 log.warning("ignoring %s (set aside earlier; delete it if unneeded)", entry.path)
                 continue

@@ -1,0 +1,251 @@
+"""The options of ``format("pylog")``: Spark's Kafka source and sink names, checked on
+the driver at planning time so a typo is an error naming the option, never a
+traceback from an executor.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["SourceOptions", "SinkOptions", "OptionError", "EARLIEST", "LATEST"]
+
+EARLIEST = -2      # Kafka's JSON offsets: -2 is the earliest offset, -1 the latest
+LATEST = -1
+
+# Spark adds these itself (load(path), streaming writers).
+_SPARK_ADDED = {"path", "paths", "queryname", "checkpointlocation"}
+
+SOURCE_OPTIONS = {
+    "path", "subscribe", "subscribepattern", "assign",
+    "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
+    "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
+    "minpartitions", "maxrecordsperpartition", "failondataloss", "includeheaders",
+    "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
+}
+SINK_OPTIONS = {"path", "topic", "kafka.compression.type", "includeheaders"}
+
+# The spelling users know, for messages.
+_CANONICAL = {name.lower(): name for name in (
+    "path", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
+    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "minPartitions",
+    "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders", "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "topic",
+    "kafka.compression.type")}
+
+
+class OptionError(ValueError):
+    """A bad ``format("pylog")`` option: the message names it."""
+
+
+def _name(key: str) -> str:
+    return _CANONICAL.get(key, key)
+
+
+def _check_known(options: Mapping[str, str], known: set[str], what: str) -> dict[str, str]:
+    out = {str(k).lower(): str(v) for k, v in options.items()}
+    for key in out:
+        if key in known or key in _SPARK_ADDED:
+            continue
+        if key.startswith("kafka."):
+            raise OptionError(
+                f"option {key!r}: kafka.* options configure a Kafka client, and the pylog "
+                f"{what} reads the log dirs given by 'path' directly (remote mode through "
+                f"kafka.bootstrap.servers is not built yet)")
+        hint = difflib.get_close_matches(key, sorted(known), n=1)
+        suggestion = f"; did you mean {_name(hint[0])!r}?" if hint else ""
+        raise OptionError(f"unknown option {key!r} for the pylog {what}{suggestion} "
+                          f"(known: {', '.join(sorted(_name(k) for k in known))})")
+    return out
+
+
+def _int(opts: dict[str, str], key: str, minimum: int | None = None) -> int | None:
+    if key not in opts:
+        return None
+    try:
+        value = int(opts[key])
+    except ValueError:
+        raise OptionError(f"option {_name(key)!r} must be an integer, got {opts[key]!r}") from None
+    if minimum is not None and value < minimum:
+        raise OptionError(f"option {_name(key)!r} must be >= {minimum}, got {value}")
+    return value
+
+
+def _bool(opts: dict[str, str], key: str, default: bool) -> bool:
+    if key not in opts:
+        return default
+    text = opts[key].strip().lower()
+    if text not in ("true", "false"):
+        raise OptionError(f"option {_name(key)!r} must be true or false, got {opts[key]!r}")
+    return text == "true"
+
+
+def _json_partitions(key: str, text: str, what: str) -> dict[str, dict[int, int]]:
+    """``{"topic":{"0":23,"1":-2}}`` -> {"topic": {0: 23, 1: -2}}."""
+    example = '{"topicA":{"0":23,"1":-1}}' if what == "offsets" else '{"topicA":{"0":1700000000000}}'
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise OptionError(f"option {_name(key)!r} is not valid JSON ({exc}); expected "
+                          f"earliest, latest or {example}") from None
+    if not isinstance(body, dict) or not body:
+        raise OptionError(f"option {_name(key)!r} must be a JSON object like {example}, got {text!r}")
+    out: dict[str, dict[int, int]] = {}
+    for topic, parts in body.items():
+        if not isinstance(parts, dict):
+            raise OptionError(f"option {_name(key)!r}: topic {topic!r} must map to an object of "
+                              f"partition -> {what[:-1]}, like {example}")
+        out[topic] = {}
+        for p, value in parts.items():
+            try:
+                partition = int(p)
+            except ValueError:
+                raise OptionError(f"option {_name(key)!r}: partition {p!r} of topic {topic!r} "
+                                  f"is not an integer") from None
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise OptionError(f"option {_name(key)!r}: {topic}-{partition} must be an "
+                                  f"integer {what[:-1]}, got {value!r}")
+            out[topic][partition] = value
+    return out
+
+
+@dataclass
+class SourceOptions:
+    paths: str
+    subscribe: list[str] | None = None
+    pattern: re.Pattern | None = None
+    assign: dict[str, list[int]] | None = None
+    starting: str | dict[str, dict[int, int]] = "earliest"
+    ending: str | dict[str, dict[int, int]] = "latest"
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+    starting_by_timestamp: dict[str, dict[int, int]] | None = None
+    ending_by_timestamp: dict[str, dict[int, int]] | None = None
+    timestamp_strategy: str = "error"
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:
+        what = "streaming source" if streaming else "source"
+        opts = _check_known(options, SOURCE_OPTIONS, what)
+        paths = opts.get("path") or opts.get("paths")
+        if not paths:
+            raise OptionError("the pylog source needs the log dirs: .option(\"path\", "
+                              "\"/data/pylog\") or .load(\"/data/pylog\") (comma-separated for JBOD)")
+        if paths.startswith("["):      # load([...]) passes a JSON list as 'paths'
+            paths = ",".join(json.loads(paths))
+        out = cls(paths=paths)
+        given = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+        if len(given) != 1:
+            raise OptionError("give exactly one of the options 'subscribe', 'subscribePattern' "
+                              f"and 'assign' (got {', '.join(map(_name, given)) or 'none'})")
+        if "subscribe" in opts:
+            out.subscribe = [t.strip() for t in opts["subscribe"].split(",") if t.strip()]
+            if not out.subscribe:
+                raise OptionError("option 'subscribe' names no topic")
+        elif "subscribepattern" in opts:
+            try:
+                out.pattern = re.compile(opts["subscribepattern"])
+            except re.error as exc:
+                raise OptionError(f"option 'subscribePattern' is not a valid regular expression: "
+                                  f"{exc}") from None
+        else:
+            try:
+                body = json.loads(opts["assign"])
+                assert isinstance(body, dict) and body and all(
+                    isinstance(v, list) and all(isinstance(p, int) and not isinstance(p, bool)
+                                                for p in v) for v in body.values())
+            except (ValueError, AssertionError):
+                raise OptionError("option 'assign' must be JSON like {\"topicA\":[0,1]}, got "
+                                  f"{opts['assign']!r}") from None
+            out.assign = {str(t): sorted(set(ps)) for t, ps in body.items()}
+        out.starting = _offsets(opts, "startingoffsets", "latest" if streaming else "earliest")
+        if streaming and "endingoffsets" in opts:
+            raise OptionError("option 'endingOffsets' is for batch queries; a streaming query "
+                              "has no end (use trigger(availableNow=True) to stop at the end)")
+        out.ending = _offsets(opts, "endingoffsets", "latest")
+        if out.starting == "latest" and not streaming:
+            raise OptionError("option 'startingOffsets' cannot be latest for a batch query")
+        if out.ending == "earliest":
+            raise OptionError("option 'endingOffsets' cannot be earliest")
+        if isinstance(out.ending, dict) and any(v == EARLIEST for ps in out.ending.values()
+                                                for v in ps.values()):
+            raise OptionError("option 'endingOffsets' cannot use -2 (earliest) for a partition")
+        out.starting_timestamp = _int(opts, "startingtimestamp", 0)
+        out.ending_timestamp = _int(opts, "endingtimestamp", 0)
+        if "startingoffsetsbytimestamp" in opts:
+            out.starting_by_timestamp = _json_partitions(
+                "startingoffsetsbytimestamp", opts["startingoffsetsbytimestamp"], "timestamps")
+        if "endingoffsetsbytimestamp" in opts:
+            if streaming:
+                raise OptionError("option 'endingOffsetsByTimestamp' is for batch queries")
+            out.ending_by_timestamp = _json_partitions(
+                "endingoffsetsbytimestamp", opts["endingoffsetsbytimestamp"], "timestamps")
+        if streaming and "endingtimestamp" in opts:
+            raise OptionError("option 'endingTimestamp' is for batch queries")
+        strategy = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
+        if strategy not in ("error", "latest"):
+            raise OptionError("option 'startingOffsetsByTimestampStrategy' must be error or "
+                              f"latest, got {strategy!r}")
+        out.timestamp_strategy = strategy
+        out.min_partitions = _int(opts, "minpartitions", 1)
+        out.max_records_per_partition = _int(opts, "maxrecordsperpartition", 1)
+        out.fail_on_data_loss = _bool(opts, "failondataloss", True)
+        out.include_headers = _bool(opts, "includeheaders", False)
+        out.max_offsets_per_trigger = _int(opts, "maxoffsetspertrigger", 1)
+        out.min_offsets_per_trigger = _int(opts, "minoffsetspertrigger", 1)
+        if "maxtriggerdelay" in opts:
+            out.max_trigger_delay_ms = _duration_ms(opts["maxtriggerdelay"])
+        return out
+
+
+def _offsets(opts: dict[str, str], key: str, default: str):
+    text = opts.get(key, default).strip()
+    if text.lower() in ("earliest", "latest"):
+        return text.lower()
+    return _json_partitions(key, text, "offsets")
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$")
+
+
+def _duration_ms(text: str) -> int:
+    match = _DURATION.match(text)
+    if not match:
+        raise OptionError(f"option 'maxTriggerDelay' must be a duration like 15m or 30s, got {text!r}")
+    value, unit = int(match.group(1)), match.group(2) or "ms"
+    return value * {"ms": 1, "s": 1000, "m": 60000, "min": 60000, "h": 3600000}[unit]
+
+
+@dataclass
+class SinkOptions:
+    paths: str
+    topic: str | None = None
+    compression: str = "none"
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        opts = _check_known(options, SINK_OPTIONS, "sink")
+        paths = opts.get("path") or opts.get("paths")
+        if not paths:
+            raise OptionError("the pylog sink needs the log dirs: .option(\"path\", \"/data/pylog\") "
+                              "or .save(\"/data/pylog\")")
+        if paths.startswith("["):
+            paths = ",".join(json.loads(paths))
+        compression = opts.get("kafka.compression.type", "none").lower()
+        if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
+            raise OptionError("option 'kafka.compression.type' must be none, gzip, snappy, lz4 or "
+                              f"zstd, got {compression!r}")
+        return cls(paths=paths, topic=opts.get("topic") or None, compression=compression)

@@ -1,0 +1,205 @@
+"""Planning on the driver: which topic-partitions, which offsets, how many tasks.
+
+Pure Python over :class:`pylog.storage.reader.LogDirsReader`, no Spark: the batch
+and streaming readers call it, and tests call it directly. Every error raised
+here reaches the user at planning time, naming the option or topic.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from pylog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from pylog.storage import LogDirsReader
+
+from .options import EARLIEST, LATEST, OptionError, SourceOptions
+
+__all__ = ["OffsetRange", "resolve_partitions", "starting_offsets", "ending_offsets",
+           "latest_offsets", "split_ranges", "TopicPartitionKey"]
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Records [start, end) of one partition: one Spark task. Plain and picklable."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    directory: str
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def resolve_partitions(reader: LogDirsReader, opts: SourceOptions) -> list[TopicPartitionKey]:
+    """The partitions ``subscribe``/``subscribePattern``/``assign`` name, sorted."""
+    topics = reader.topics()
+    where = ",".join(reader.paths)
+    if opts.subscribe is not None:
+        missing = [t for t in opts.subscribe if t not in topics]
+        if missing:
+            raise UnknownTopicOrPartitionError(
+                f"option 'subscribe': topic {missing[0]!r} does not exist in {where} "
+                f"(topics: {', '.join(sorted(t for t in topics if not t.startswith('__'))) or 'none'})")
+        return sorted((t, p) for t in set(opts.subscribe) for p in range(topics[t]))
+    if opts.pattern is not None:
+        # Kafka's consumer leaves internal topics (__consumer_offsets) out of patterns.
+        return sorted((t, p) for t, n in topics.items()
+                      if not t.startswith("__") and opts.pattern.fullmatch(t) for p in range(n))
+    out = []
+    for topic, parts in (opts.assign or {}).items():
+        if topic not in topics:
+            raise UnknownTopicOrPartitionError(
+                f"option 'assign': topic {topic!r} does not exist in {where}")
+        for p in parts:
+            if not 0 <= p < topics[topic]:
+                raise UnknownTopicOrPartitionError(
+                    f"option 'assign': topic {topic!r} has {topics[topic]} partitions, no "
+                    f"partition {p}")
+            out.append((topic, p))
+    return sorted(out)
+
+
+def _require_all(key: str, given: dict[str, dict[int, int]], tps: list[TopicPartitionKey]) -> None:
+    specified = {(t, p) for t, ps in given.items() for p in ps}
+    if specified != set(tps):
+        raise OptionError(
+            f"if option {key!r} contains specific offsets, you must specify all topic "
+            f"partitions (use -1 for latest, -2 for earliest); specified: "
+            f"{sorted(specified)}, assigned: {sorted(tps)}")
+
+
+def _by_timestamp(reader, tp, timestamp: int, strategy: str, key: str, ending: bool) -> int:
+    pr = reader.partition(*tp)
+    found = pr.offset_for_timestamp(timestamp)
+    if found is not None:
+        return found
+    if ending or strategy == "latest":
+        return pr.log_end_offset()
+    raise OptionError(
+        f"option {key!r}: no record of {tp[0]}-{tp[1]} has a timestamp >= {timestamp} "
+        "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)")
+
+
+def starting_offsets(reader: LogDirsReader, tps: list[TopicPartitionKey],
+                     opts: SourceOptions) -> dict[TopicPartitionKey, int]:
+    """Resolved first offsets; the precedence is Spark's: startingTimestamp, then
+    startingOffsetsByTimestamp, then startingOffsets."""
+    if opts.starting_timestamp is not None:
+        return {tp: _by_timestamp(reader, tp, opts.starting_timestamp, opts.timestamp_strategy,
+                                  "startingTimestamp", False) for tp in tps}
+    if opts.starting_by_timestamp is not None:
+        _require_all("startingOffsetsByTimestamp", opts.starting_by_timestamp, tps)
+        return {tp: _by_timestamp(reader, tp, opts.starting_by_timestamp[tp[0]][tp[1]],
+                                  opts.timestamp_strategy, "startingOffsetsByTimestamp", False)
+                for tp in tps}
+    return _offsets(reader, tps, opts.starting, "startingOffsets")
+
+
+def ending_offsets(reader: LogDirsReader, tps: list[TopicPartitionKey],
+                   opts: SourceOptions) -> dict[TopicPartitionKey, int]:
+    if opts.ending_timestamp is not None:
+        return {tp: _by_timestamp(reader, tp, opts.ending_timestamp, "latest",
+                                  "endingTimestamp", True) for tp in tps}
+    if opts.ending_by_timestamp is not None:
+        _require_all("endingOffsetsByTimestamp", opts.ending_by_timestamp, tps)
+        return {tp: _by_timestamp(reader, tp, opts.ending_by_timestamp[tp[0]][tp[1]], "latest",
+                                  "endingOffsetsByTimestamp", True) for tp in tps}
+    return _offsets(reader, tps, opts.ending, "endingOffsets")
+
+
+def _offsets(reader, tps, spec, key: str) -> dict[TopicPartitionKey, int]:
+    if isinstance(spec, dict):
+        _require_all(key, spec, tps)
+    out = {}
+    for tp in tps:
+        value = spec[tp[0]][tp[1]] if isinstance(spec, dict) else \
+            (EARLIEST if spec == "earliest" else LATEST)
+        pr = reader.partition(*tp)
+        if value == EARLIEST:
+            out[tp] = pr.log_start_offset()
+        elif value == LATEST:
+            out[tp] = pr.log_end_offset()
+        elif value < 0:
+            raise OptionError(f"option {key!r}: {tp[0]}-{tp[1]} has offset {value}; use an "
+                              "offset >= 0, -1 for latest or -2 for earliest")
+        else:
+            out[tp] = value
+    return out
+
+
+def latest_offsets(reader: LogDirsReader, tps: list[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+    return {tp: reader.partition(*tp).log_end_offset() for tp in tps}
+
+
+def check_range(reader: LogDirsReader, tp: TopicPartitionKey, start: int, end: int,
+                fail_on_data_loss: bool) -> tuple[int, int] | None:
+    """The readable part of [start, end): raises (failOnDataLoss) or skips what
+    retention deleted; None when nothing is left."""
+    pr = reader.partition(*tp)
+    first, last = pr.log_start_offset(), pr.log_end_offset()
+    if end > last:
+        raise OffsetOutOfRangeError(
+            f"{tp[0]}-{tp[1]}: offsets up to {end - 1} were asked for but the log ends at "
+            f"{last} (was the partition truncated or deleted and re-created?)",
+            offset=end, log_end_offset=last)
+    if start < first:
+        if fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"{tp[0]}-{tp[1]}: offsets {start}..{min(end, first) - 1} were deleted (log start "
+                f"offset {first}) before they were read. Some data may have been lost because "
+                "they are not available any more: retention or DeleteRecords removed them. If "
+                "you want the query to go on, set the option failOnDataLoss to false.",
+                offset=start, log_start_offset=first)
+        start = first
+    if start > end:
+        raise OptionError(f"{tp[0]}-{tp[1]}: the starting offset {start} is after the ending "
+                          f"offset {end}")
+    return (start, end) if start < end else None
+
+
+def split_ranges(reader: LogDirsReader, ranges: list[OffsetRange], min_partitions: int | None,
+                 max_records: int | None) -> list[OffsetRange]:
+    """Cuts ranges into tasks: none above ``maxRecordsPerPartition`` records, and at
+    least ``minPartitions`` tasks when the records allow it. A cut prefers the
+    segment boundary nearest the middle of the range (a task then reads whole
+    segments), else the middle."""
+    bounds = {}
+    for r in ranges:
+        key = (r.topic, r.partition)
+        if key not in bounds:
+            bounds[key] = reader.partition(*key).segment_bases()
+
+    def cut(r: OffsetRange, at: int | None = None) -> tuple[OffsetRange, OffsetRange]:
+        if at is None:
+            middle = r.start + r.size // 2
+            bases = bounds[(r.topic, r.partition)]
+            i = bisect.bisect_left(bases, middle)
+            near = [b for b in bases[max(i - 1, 0):i + 1] if r.start < b < r.end]
+            at = min(near, key=lambda b: abs(b - middle)) if near else middle
+            # A boundary far from the middle (outside the middle half) makes lopsided tasks.
+            if abs(at - middle) > r.size // 4:
+                at = middle
+        return (OffsetRange(r.topic, r.partition, r.start, at, r.directory),
+                OffsetRange(r.topic, r.partition, at, r.end, r.directory))
+
+    out: list[OffsetRange] = []
+    for r in ranges:
+        if max_records and r.size > max_records:
+            pieces = -(-r.size // max_records)
+            step = -(-r.size // pieces)
+            out += [OffsetRange(r.topic, r.partition, s, min(s + step, r.end), r.directory)
+                    for s in range(r.start, r.end, step)]
+        else:
+            out.append(r)
+    while min_partitions and len(out) < min_partitions:
+        largest = max(range(len(out)), key=lambda i: out[i].size, default=None)
+        if largest is None or out[largest].size < 2:
+            break
+        out[largest:largest + 1] = cut(out[largest])
+    return sorted(out, key=lambda r: (r.topic, r.partition, r.start))

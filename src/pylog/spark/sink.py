@@ -1,0 +1,339 @@
+"""``df.write.format("pylog")`` and ``writeStream.format("pylog")``.
+
+The columns are Spark's Kafka sink's: ``value`` (binary or string, required),
+``key``, ``headers`` (array<struct<key:string,value:binary>>), ``topic`` (or the
+``topic`` option, which wins), ``partition``. A row without a partition goes to
+Kafka's murmur2 partition of its key; rows without either go to one partition
+per task (Kafka's sticky rule, made deterministic per task).
+
+**Two phases.** A log dir has one owner (its ``.lock``), and Spark tasks run in
+separate processes, so tasks do not append: each encodes its rows into Kafka
+v2 batches with the C encoder and stages them in a file under
+``<log dir>/pylog-spark/staging/``; the driver's ``commit`` opens the store,
+appends the staged batches in task order (offsets are assigned there), fsyncs
+them and removes the staging files. A failed job appends nothing; ``abort``
+removes what its tasks staged. To write while ``pylog serve`` owns the dirs,
+produce through the broker instead.
+
+**Exactly once for streaming.** ``commit(messages, batchId)`` keeps, per query,
+``pylog-spark/sinks/<queryId>.json``: before appending it records the batch id
+and every target partition's end offset (fsync'd, atomic rename), after the
+fsync of the data it marks the batch done. A replayed batch that is done is
+skipped; one that was interrupted is completed: a partition whose end moved
+past the recorded one by k records already has the batch's first k records
+(batches append whole), so only the rest is appended. No batch is written
+twice, across a crash of the query or of the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from pylog._core.producer import partition_keys
+from pylog.record import encode_batch
+from pylog.storage import SPARK_DIR, LogDirsReader, make_dirs, write_file_atomically
+
+from .options import OptionError, SinkOptions
+
+__all__ = ["PylogBatchWriter", "PylogStreamWriter", "StagedBatches"]
+
+BATCH_TARGET_BYTES = 512 << 10    # records bytes per encoded batch (max.message.bytes is 1 MiB)
+_RECORD_OVERHEAD = 24             # framing of a record beside its key and value, an upper bound
+
+
+@dataclass
+class StagedBatches(WriterCommitMessage):
+    """What one task staged: ``entries`` are (topic, partition, position, length,
+    records) of encoded batches in ``path``, in the order they must be appended."""
+
+    path: str
+    task: int
+    entries: list = field(default_factory=list)
+    query_id: str | None = None
+
+
+def _check_columns(schema, topic_option: str | None) -> None:
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        StringType,
+        StructType,
+    )
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise OptionError("the pylog sink needs a 'value' column (binary or string), as Spark's "
+                          f"Kafka sink does; the DataFrame has {sorted(fields)}")
+    for name in ("key", "value"):
+        if name in fields and not isinstance(fields[name], (BinaryType, StringType)):
+            raise OptionError(f"column {name!r} must be binary or string, not "
+                              f"{fields[name].simpleString()}")
+    if "topic" in fields and not isinstance(fields["topic"], StringType):
+        raise OptionError(f"column 'topic' must be a string, not {fields['topic'].simpleString()}")
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise OptionError("column 'partition' must be an int, not "
+                          f"{fields['partition'].simpleString()}")
+    if "headers" in fields:
+        h = fields["headers"]
+        ok = isinstance(h, ArrayType) and isinstance(h.elementType, StructType) and \
+            [f.name for f in h.elementType.fields] == ["key", "value"]
+        if not ok:
+            raise OptionError("column 'headers' must be array<struct<key:string,value:binary>>, "
+                              f"not {h.simpleString()}")
+    if topic_option is None and "topic" not in fields:
+        raise OptionError("no topic to write to: set the option 'topic' or give the DataFrame a "
+                          "'topic' column")
+
+
+def _as_binary(column) -> pa.Array:
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    return column.cast(pa.binary()) if pa.types.is_string(column.type) else column
+
+
+def _chunks(values: pa.Array, keys: pa.Array | None) -> list[tuple[int, int]]:
+    """[lo, hi) row ranges of about BATCH_TARGET_BYTES of records each."""
+    n = len(values)
+    sizes = pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    if keys is not None:
+        sizes = sizes + pc.fill_null(pc.binary_length(keys), 0).to_numpy(
+            zero_copy_only=False).astype(np.int64)
+    ends = np.cumsum(sizes + _RECORD_OVERHEAD)
+    cuts, lo = [], 0
+    while lo < n:
+        base = ends[lo - 1] if lo else 0
+        hi = int(np.searchsorted(ends, base + BATCH_TARGET_BYTES, side="right"))
+        hi = max(hi, lo + 1)
+        cuts.append((lo, min(hi, n)))
+        lo = hi
+    return cuts
+
+
+def _task_context() -> tuple[int, int, int, str | None, str | None]:
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    if ctx is None:
+        return 0, 0, os.getpid(), None, None
+    return (ctx.partitionId(), ctx.attemptNumber(), ctx.taskAttemptId(),
+            ctx.getLocalProperty("sql.streaming.queryId"),
+            ctx.getLocalProperty("streaming.sql.batchId"))
+
+
+class _StagingWriter:
+    """The executor half: rows -> encoded batches in a staging file."""
+
+    def __init__(self, opts: SinkOptions, schema, overwrite: bool) -> None:
+        if overwrite:
+            raise OptionError("save mode overwrite is not supported: a pylog topic is "
+                              "append-only; use .mode(\"append\")")
+        _check_columns(schema, opts.topic)
+        self.opts = opts
+        reader = LogDirsReader(opts.paths)
+        self.partitions = reader.topics()
+        if opts.topic is not None and opts.topic not in self.partitions:
+            raise OptionError(f"option 'topic': topic {opts.topic!r} does not exist in "
+                              f"{','.join(reader.paths)} (create it first, e.g. "
+                              f"store.create_topic({opts.topic!r}, partitions=N))")
+        self.log_dir = reader.paths[0]
+        self.job = uuid.uuid4().hex
+        self.columns = {f.name.lower(): f.name for f in schema.fields}
+
+    def _staging_dir(self, batch_id: str | None = None) -> str:
+        job = self.job if batch_id is None else f"{self.job}-{batch_id}"
+        return os.path.join(self.log_dir, SPARK_DIR, "staging", job)
+
+    def write(self, batches):
+        task, attempt, task_attempt, query_id, batch_id = _task_context()
+        directory = self._staging_dir(batch_id)
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"{task:05d}-{attempt}-{task_attempt}.batches")
+        message = StagedBatches(path, task, query_id=query_id)
+        with open(path, "wb") as out:
+            for batch in batches:
+                if batch.num_rows:
+                    self._stage(batch, task, out, message.entries)
+            out.flush()
+            os.fsync(out.fileno())
+        return message
+
+    def _column(self, batch: pa.RecordBatch, name: str):
+        real = self.columns.get(name)
+        return None if real is None else batch.column(batch.schema.get_field_index(real))
+
+    def _stage(self, batch: pa.RecordBatch, task: int, out, entries: list) -> None:
+        values = _as_binary(self._column(batch, "value"))
+        keys = self._column(batch, "key")
+        keys = None if keys is None or keys.null_count == len(keys) else _as_binary(keys)
+        headers = self._column(batch, "headers")
+        partition_col = self._column(batch, "partition")
+        if self.opts.topic is not None:
+            groups = {self.opts.topic: None}
+        else:
+            topics = self._column(batch, "topic").dictionary_encode()
+            if topics.null_count:
+                raise ValueError("a row has a null 'topic' and no 'topic' option is set")
+            codes = topics.indices.to_numpy(zero_copy_only=False)
+            groups = {name: np.flatnonzero(codes == i)
+                      for i, name in enumerate(topics.dictionary.to_pylist())}
+        now = int(time.time() * 1000)
+        for topic, rows in groups.items():
+            count = self.partitions.get(topic)
+            if count is None:
+                raise ValueError(f"topic {topic!r} does not exist in {self.opts.paths}")
+            sub = (lambda a: a) if rows is None else (lambda a, r=rows: a.take(pa.array(r)))
+            v, k = sub(values), (None if keys is None else sub(keys))
+            parts = np.full(len(v), -1, dtype=np.int32)
+            if partition_col is not None:
+                given = sub(partition_col)
+                parts = pc.fill_null(given, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+                bad = (parts >= count) | (parts < -1)
+                if bad.any():
+                    raise ValueError(f"partition {int(parts[bad][0])} of topic {topic!r} does not "
+                                     f"exist (it has {count})")
+            if k is not None:
+                hashed = partition_keys(k, count)
+                parts = np.where(parts < 0, hashed, parts)
+            parts[parts < 0] = task % count         # no partition, no key: sticky per task
+            h = None if headers is None else sub(headers)
+            order = np.argsort(parts, kind="stable")
+            sorted_parts = parts[order]
+            for p in np.unique(sorted_parts):
+                lo, hi = np.searchsorted(sorted_parts, [p, p + 1])
+                idx = pa.array(order[lo:hi])
+                self._encode(topic, int(p), v.take(idx), None if k is None else k.take(idx),
+                             None if h is None else h.take(idx), now, out, entries)
+
+    def _encode(self, topic, partition, values, keys, headers, now, out, entries) -> None:
+        for lo, hi in _chunks(values, keys):
+            hdrs = None
+            if headers is not None:      # per-record Python: headers only
+                hdrs = [None if r is None else [(h["key"], h["value"]) for h in r]
+                        for r in headers.slice(lo, hi - lo).to_pylist()]
+            data = encode_batch(values.slice(lo, hi - lo),
+                                None if keys is None else keys.slice(lo, hi - lo),
+                                now, hdrs, compression=self.opts.compression)
+            position = out.tell()
+            out.write(data)
+            entries.append((topic, partition, position, len(data), hi - lo))
+
+
+def _remove_staged(messages, directory: str | None) -> None:
+    for m in messages or ():
+        if m is not None:
+            try:
+                os.unlink(m.path)
+            except FileNotFoundError:
+                pass
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _open_store(paths: str):
+    from pylog.errors import LogDirLockedError
+    from pylog.store import open as open_store
+    try:
+        return open_store(paths)
+    except LogDirLockedError as exc:
+        raise LogDirLockedError(
+            f"{exc} -- the pylog sink appends at commit and needs the log dirs to itself; "
+            "to write while a broker serves them, produce through the broker") from None
+
+
+def _append(store, messages, skip: dict | None = None) -> dict:
+    """Appends every staged batch, in task order; ``skip`` gives per partition how
+    many leading records are already in the log. Returns the logs touched."""
+    skip = dict(skip or {})
+    logs = {}
+    for m in sorted((m for m in messages if m is not None), key=lambda m: m.task):
+        with open(m.path, "rb") as f:
+            for topic, partition, position, length, records in m.entries:
+                tp = (topic, partition)
+                if skip.get(tp, 0) >= records:
+                    skip[tp] -= records
+                    continue
+                if skip.get(tp, 0):
+                    raise RuntimeError(f"{topic}-{partition}: the log holds part of a staged batch "
+                                       "(cannot happen: batches append whole)")
+                log = logs.get(tp) or logs.setdefault(tp, store.log(topic, partition))
+                log.append(os.pread(f.fileno(), length, position))
+    for log in logs.values():
+        log.flush()
+    return logs
+
+
+class PylogBatchWriter(_StagingWriter, DataSourceArrowWriter):
+    def commit(self, messages) -> None:
+        store = _open_store(self.opts.paths)
+        try:
+            _append(store, messages)
+        finally:
+            store.close()
+        _remove_staged(messages, self._staging_dir())
+
+    def abort(self, messages) -> None:
+        _remove_staged(messages, self._staging_dir())
+
+
+class PylogStreamWriter(_StagingWriter, DataSourceStreamArrowWriter):
+    def _state_path(self, query_id: str) -> str:
+        return os.path.join(self.log_dir, SPARK_DIR, "sinks", f"{query_id}.json")
+
+    def commit(self, messages, batchId: int) -> None:
+        present = [m for m in messages if m is not None]
+        directory = self._staging_dir(str(batchId))
+        query_id = next((m.query_id for m in present if m.query_id), None)
+        if query_id is None:           # no task wrote anything
+            _remove_staged(messages, directory)
+            return
+        path = self._state_path(query_id)
+        state = _read_state(path)
+        if state and (state["batch"] > batchId or (state["batch"] == batchId and state["done"])):
+            _remove_staged(messages, directory)      # a replay of a committed batch
+            return
+        store = _open_store(self.opts.paths)
+        try:
+            targets = sorted({(e[0], e[1]) for m in present for e in m.entries})
+            ends = {tp: store.log(*tp).log_end_offset for tp in targets}
+            skip = {}
+            if state and state["batch"] == batchId:
+                # Interrupted last time: what reached the log since is this batch's.
+                for tp in targets:
+                    before = state["ends"].get(f"{tp[0]}:{tp[1]}", ends[tp])
+                    skip[tp] = ends[tp] - before
+            else:
+                _write_state(path, {"batch": batchId, "done": False,
+                                    "ends": {f"{t}:{p}": o for (t, p), o in ends.items()}})
+            _append(store, present, skip)
+            _write_state(path, {"batch": batchId, "done": True, "ends": {}})
+        finally:
+            store.close()
+        _remove_staged(messages, directory)
+
+    def abort(self, messages, batchId: int) -> None:
+        _remove_staged(messages, self._staging_dir(str(batchId)))
+
+
+def _read_state(path: str) -> dict | None:
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        return None
+
+
+def _write_state(path: str, state: dict) -> None:
+    make_dirs(os.path.dirname(path))
+    write_file_atomically(path, json.dumps(state).encode("utf-8"))

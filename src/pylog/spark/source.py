@@ -1,0 +1,234 @@
+"""``spark.read.format("pylog")`` and ``spark.readStream.format("pylog")``.
+
+Executors read the segment files directly (pylog.storage.reader: read-only, no
+lock, beside a live writer) and yield Arrow batches built by the C decoder.
+The driver plans: it resolves the options to offset ranges and cuts them into
+tasks. Everything a task needs is in its :class:`RangePartition` (the reader
+object that plans is not the one that reads).
+
+Streaming offsets are Spark's Kafka JSON, ``{"topic": {"0": 42}}`` (next offset
+to read, exclusive ends). Exactly-once on the source side rests on
+determinism: a range read twice returns the same records (segments are
+immutable below the consistent end), and a range retention deleted fails
+loudly (or is skipped with failOnDataLoss=false).
+"""
+
+from __future__ import annotations
+
+import time
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from pylog.errors import OffsetOutOfRangeError
+from pylog.storage import LogDirsReader, PartitionReader
+
+from . import planning
+from .options import SinkOptions, SourceOptions
+from .planning import OffsetRange
+from .schema import spark_schema, to_spark_batch
+
+__all__ = ["PylogDataSource"]
+
+
+class RangePartition(InputPartition):
+    """One task: records [start, end) of one partition, and how to read them."""
+
+    def __init__(self, r: OffsetRange, include_headers: bool, fail_on_data_loss: bool) -> None:
+        super().__init__(None)
+        self.range = r
+        self.include_headers = include_headers
+        self.fail_on_data_loss = fail_on_data_loss
+
+    def __repr__(self) -> str:
+        r = self.range
+        return f"RangePartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
+
+
+def read_range(part: RangePartition):
+    """Executor side: Arrow batches of the Kafka source schema for one task."""
+    r = part.range
+    reader = PartitionReader(r.topic, r.partition, r.directory)
+    start = r.start
+    if not part.fail_on_data_loss:
+        start = max(start, reader.log_start_offset())
+    try:
+        for rows in reader.read_arrow(start, r.end):
+            if rows.num_rows:
+                yield to_spark_batch(rows, r.topic, r.partition, part.include_headers)
+    except OffsetOutOfRangeError:
+        if part.fail_on_data_loss:
+            raise
+        # Deleted under the task: skip to what is left, as Spark's Kafka source does.
+        start = reader.log_start_offset()
+        for rows in reader.read_arrow(max(start, r.start), r.end):
+            if rows.num_rows:
+                yield to_spark_batch(rows, r.topic, r.partition, part.include_headers)
+
+
+def _to_json(offsets: dict[tuple[str, int], int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (topic, p), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(p)] = offset
+    return out
+
+
+def _from_json(offsets: dict) -> dict[tuple[str, int], int]:
+    return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
+
+
+class PylogBatchReader(DataSourceReader):
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self):
+        opts = self.opts
+        reader = LogDirsReader(opts.paths)
+        tps = planning.resolve_partitions(reader, opts)
+        starts = planning.starting_offsets(reader, tps, opts)
+        ends = planning.ending_offsets(reader, tps, opts)
+        ranges = []
+        for tp in tps:
+            checked = planning.check_range(reader, tp, starts[tp], ends[tp], opts.fail_on_data_loss)
+            if checked:
+                ranges.append(OffsetRange(tp[0], tp[1], checked[0], checked[1],
+                                          reader.partition(*tp).directory))
+        tasks = planning.split_ranges(reader, ranges, opts.min_partitions,
+                                      opts.max_records_per_partition)
+        return [RangePartition(r, opts.include_headers, opts.fail_on_data_loss) for r in tasks]
+
+    def read(self, partition: RangePartition):
+        return read_range(partition)
+
+
+class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over the log: admission control (maxOffsetsPerTrigger,
+    minOffsetsPerTrigger), Trigger.AvailableNow, new partitions from their start."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._target: dict[tuple[str, int], int] | None = None
+        self._last_trigger = time.monotonic()   # maxTriggerDelay counts from here
+
+    def _reader(self) -> LogDirsReader:
+        return LogDirsReader(self.opts.paths)
+
+    def initialOffset(self):
+        reader = self._reader()
+        tps = planning.resolve_partitions(reader, self.opts)
+        return _to_json(planning.starting_offsets(reader, tps, self.opts))
+
+    def _latest(self) -> dict[tuple[str, int], int]:
+        reader = self._reader()
+        return planning.latest_offsets(reader, planning.resolve_partitions(reader, self.opts))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._latest()
+
+    def getDefaultReadLimit(self):
+        if self.opts.max_offsets_per_trigger:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def reportLatestOffset(self):
+        return _to_json(self._latest())
+
+    def latestOffset(self, start=None, limit=None):
+        latest = self._target if self._target is not None else self._latest()
+        begin = _from_json(start) if start else {}
+        reader = self._reader()
+        for tp in latest:
+            if tp not in begin:             # a partition added since: from its start
+                begin[tp] = reader.partition(*tp).log_start_offset()
+        lag = {tp: max(latest[tp] - begin[tp], 0) for tp in latest}
+        total = sum(lag.values())
+        # minOffsetsPerTrigger waits for enough records, at most maxTriggerDelay (Kafka's
+        # rule); never under availableNow, which would then wait forever.
+        minimum = self.opts.min_offsets_per_trigger if self._target is None else None
+        waited_ms = (time.monotonic() - self._last_trigger) * 1000
+        if minimum and total < minimum and waited_ms < self.opts.max_trigger_delay_ms:
+            return _to_json({tp: begin[tp] for tp in latest})
+        if total:
+            self._last_trigger = time.monotonic()
+        end = dict(latest)
+        if isinstance(limit, ReadMaxRows) and total > limit.max_rows:
+            # Kafka's rate limit: each partition gets its share of the lag.
+            budget = limit.max_rows
+            for tp in sorted(lag, key=lambda k: lag[k]):
+                share = lag[tp] * limit.max_rows // total
+                take = min(lag[tp], share, budget)
+                end[tp] = begin[tp] + take
+                budget -= take
+            for tp in sorted(lag):          # what rounding left, in partition order
+                extra = min(budget, latest[tp] - end[tp])
+                end[tp] += extra
+                budget -= extra
+        return _to_json({tp: max(end[tp], begin[tp]) for tp in end})
+
+    def partitions(self, start, end):
+        begin, stop = _from_json(start), _from_json(end)
+        reader = self._reader()
+        ranges = []
+        for tp, last in sorted(stop.items()):
+            first = begin.get(tp)
+            if first is None:
+                first = reader.partition(*tp).log_start_offset()
+            if last <= first:
+                continue
+            checked = planning.check_range(reader, tp, first, last, self.opts.fail_on_data_loss)
+            if checked:
+                ranges.append(OffsetRange(tp[0], tp[1], checked[0], checked[1],
+                                          reader.partition(*tp).directory))
+        tasks = planning.split_ranges(reader, ranges, self.opts.min_partitions,
+                                      self.opts.max_records_per_partition)
+        return [RangePartition(r, self.opts.include_headers, self.opts.fail_on_data_loss)
+                for r in tasks]
+
+    def read(self, partition: RangePartition):
+        return read_range(partition)
+
+    def commit(self, end) -> None:
+        """Nothing to do: the checkpoint is the source of truth (Spark commits lag a batch)."""
+
+
+class PylogDataSource(DataSource):
+    """``format("pylog")``: Spark's Kafka source and sink over pylog log dirs."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pylog"
+
+    def schema(self):
+        # The other options are checked by reader()/streamReader(), which know the mode.
+        include = str(self.options.get("includeHeaders", "false")).strip().lower()
+        if include not in ("true", "false"):
+            raise ValueError(f"option 'includeHeaders' must be true or false, got {include!r}")
+        return spark_schema(include == "true")
+
+    def reader(self, schema):
+        opts = SourceOptions.parse(self.options, streaming=False)
+        return PylogBatchReader(opts)
+
+    def streamReader(self, schema):
+        opts = SourceOptions.parse(self.options, streaming=True)
+        return PylogStreamReader(opts)
+
+    def writer(self, schema, overwrite: bool):
+        from .sink import PylogBatchWriter
+        return PylogBatchWriter(SinkOptions.parse(self.options), schema, overwrite)
+
+    def streamWriter(self, schema, overwrite: bool):
+        from .sink import PylogStreamWriter
+        return PylogStreamWriter(SinkOptions.parse(self.options), schema, overwrite)
