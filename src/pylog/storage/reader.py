@@ -107,31 +107,37 @@ def _pread_entry(fd: int, entry: struct.Struct, i: int) -> tuple[int, int] | Non
     return entry.unpack(raw) if len(raw) == entry.size else None
 
 
-def _index_floor_position(directory: str, base: int, target: int, log_size: int) -> int:
-    """Position of the largest offset-index entry <= target (0 without one).
+def _index_floor(directory: str, base: int, target: int, log_size: int) -> tuple[int, int]:
+    """(offset, position) of the largest offset-index entry <= target whose position
+    is inside ``log_size``; (base - 1, 0) without one.
 
     Binary search with pread: an unused (zero) slot after entry 0 sorts last,
     as the active segment's index is preallocated with zeros."""
     try:
         fd = os.open(files.index_file(directory, base), os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
-        return 0
+        return base - 1, 0
     try:
         lo, hi = 0, os.fstat(fd).st_size // _OFFSET_ENTRY.size - 1
-        best = 0
+        best = (base - 1, 0)
         rel_target = target - base
         while lo <= hi:
             mid = (lo + hi) // 2
             e = _pread_entry(fd, _OFFSET_ENTRY, mid)
             used = e is not None and (mid == 0 or e != (0, 0))
             if used and e[0] <= rel_target:
-                best = e[1] if e[1] <= log_size else best
+                if e[1] < log_size:
+                    best = (base + e[0], e[1])
                 lo = mid + 1
             else:
                 hi = mid - 1
         return best
     finally:
         os.close(fd)
+
+
+def _index_floor_position(directory: str, base: int, target: int, log_size: int) -> int:
+    return _index_floor(directory, base, target, log_size)[1]
 
 
 def _time_index_last(directory: str, base: int) -> int | None:
@@ -199,8 +205,13 @@ class PartitionReader:
             if lf is None:
                 continue          # rolled or deleted since the listing: list again
             try:
-                pos = _index_floor_position(self.directory, bases[-1], _INT64_MAX, lf.size)
+                # The writer may have indexed a batch that was not complete when the
+                # file's size was read: step back an entry until a batch is whole.
+                offset, pos = _index_floor(self.directory, bases[-1], _INT64_MAX, lf.size)
                 last = lf.summarize(pos, lf.size)[2]
+                while last < 0 and pos > 0:
+                    offset, pos = _index_floor(self.directory, bases[-1], offset - 1, lf.size)
+                    last = lf.summarize(pos, lf.size)[2]
             finally:
                 lf.close()
             # An empty newest segment was rolled at the log end: its base is the end.

@@ -1,0 +1,235 @@
+"""spark.read.format("pylog"): the Kafka source's schema, options and errors, over real
+log dirs written by pylog's Producer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import pylog
+from pylog.spark import PylogDataSource, register
+
+from .support import produce
+
+pytestmark = pytest.mark.spark
+
+
+def rows_of(df):
+    return sorted((r.asDict() for r in df.collect()), key=lambda r: (r["partition"], r["offset"]))
+
+
+def expected_rows(sent, topic, with_headers=True):
+    out = []
+    for s in sent:
+        row = {"key": s["key"], "value": s["value"], "topic": topic, "partition": s["partition"],
+               "offset": s["offset"], "timestampType": 0}
+        if with_headers:
+            row["headers"] = [{"key": k, "value": v} for k, v in s["headers"]]
+        out.append(row)
+    return sorted(out, key=lambda r: (r["partition"], r["offset"]))
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_batch_read_equals_what_the_producer_wrote(spark, tmp_path, codec):
+    sent = produce(str(tmp_path), "events", 1500, compression=codec)
+    df = (spark.read.format("pylog").option("subscribe", "events")
+          .option("includeHeaders", "true").load(str(tmp_path)))
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp",
+                          "timestampType", "headers"]
+    got = rows_of(df)
+    stamps = {(r["partition"], r["offset"]): r.pop("timestamp") for r in got}
+    for r in got:
+        r["key"] = None if r["key"] is None else bytes(r["key"])
+        r["value"] = bytes(r["value"])
+        r["headers"] = [{"key": h["key"], "value": None if h["value"] is None else bytes(h["value"])}
+                        for h in r["headers"]]
+    assert got == expected_rows(sent, "events")
+    for s in sent:    # timestamps are the records' CreateTime, to the millisecond, in UTC
+        ts = stamps[(s["partition"], s["offset"])]
+        assert round(ts.timestamp() * 1000) == s["timestamp_ms"]
+
+
+def test_schema_without_headers_is_the_kafka_sources(spark, tmp_path):
+    produce(str(tmp_path), "t", 10)
+    df = spark.read.format("pylog").option("subscribe", "t").load(str(tmp_path))
+    assert df.schema.simpleString() == ("struct<key:binary,value:binary,topic:string,"
+                                        "partition:int,offset:bigint,timestamp:timestamp,"
+                                        "timestampType:int>")
+    assert df.count() == 10
+
+
+def test_register_and_case_insensitive_name(spark, tmp_path):
+    produce(str(tmp_path), "t", 10)
+    register(spark)
+    assert PylogDataSource.name() == "pylog"
+    assert spark.read.format("PyLog").option("subscribe", "t").load(str(tmp_path)).count() == 10
+
+
+def test_discovery_without_register_in_a_fresh_session(tmp_path):
+    """A new Spark application (its own JVM) finds format("pylog") by itself."""
+    produce(str(tmp_path), "t", 7)
+    if not os.environ.get("CI") and not __import__("shutil").which("java"):
+        pytest.skip("no java")
+    code = textwrap.dedent(f"""
+        import os, sys
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        from pyspark.sql import SparkSession
+        s = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .getOrCreate())
+        print("COUNT", s.read.format("pylog").option("subscribe", "t").load({str(tmp_path)!r}).count())
+        s.stop()
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "COUNT 7" in run.stdout, run.stderr[-3000:]
+
+
+def test_offset_ranges_json_and_ends(spark, tmp_path):
+    sent = produce(str(tmp_path), "t", 400)
+    df = (spark.read.format("pylog").option("subscribe", "t")
+          .option("startingOffsets", json.dumps({"t": {"0": 10, "1": -2}}))
+          .option("endingOffsets", json.dumps({"t": {"0": 50, "1": -1}})).load(str(tmp_path)))
+    got = {(r.partition, r.offset) for r in df.select("partition", "offset").collect()}
+    want = {(s["partition"], s["offset"]) for s in sent
+            if (s["partition"] == 0 and 10 <= s["offset"] < 50) or s["partition"] == 1}
+    assert got == want
+
+
+def test_assign_and_subscribe_pattern(spark, tmp_path):
+    produce(str(tmp_path), "alpha", 30)
+    produce(str(tmp_path), "beta", 20)
+    produce(str(tmp_path), "gamma", 10)
+    path = str(tmp_path)
+
+    def read():
+        return spark.read.format("pylog")
+    assert read().option("subscribePattern", "(alpha|beta)").load(path).count() == 50
+    assigned = read().option("assign", json.dumps({"alpha": [1]})).load(path)
+    assert {r.partition for r in assigned.select("partition").collect()} == {1}
+    assert read().option("subscribe", "beta,gamma").load(path).count() == 30
+
+
+def test_timestamps_select_ranges(spark, tmp_path):
+    base = 1_700_000_000_000
+    produce(str(tmp_path), "t", 300, timestamp=lambda i: base + i * 1000)
+    path = str(tmp_path)
+    df = (spark.read.format("pylog").option("subscribe", "t")
+          .option("startingTimestamp", str(base + 100_000))
+          .option("endingTimestamp", str(base + 200_000)).load(path))
+    stamps = [round(r.timestamp.timestamp() * 1000) for r in df.select("timestamp").collect()]
+    assert len(stamps) == 100 and min(stamps) == base + 100_000 and max(stamps) == base + 199_000
+    by_partition = (spark.read.format("pylog").option("subscribe", "t")
+                    .option("startingOffsetsByTimestamp",
+                            json.dumps({"t": {"0": base + 290_000, "1": base + 10**9}}))
+                    .option("startingOffsetsByTimestampStrategy", "latest").load(path))
+    stamps = sorted(round(r.timestamp.timestamp() * 1000) for r in by_partition.collect())
+    assert stamps and min(stamps) >= base + 290_000 and len(stamps) <= 10
+
+
+def test_a_big_partition_is_split_into_tasks_read_exactly_once(spark, tmp_path):
+    sent = produce(str(tmp_path), "big", 20000, partitions=1, segment_bytes=1 << 20)
+    segments = pylog.storage.LogDirsReader(str(tmp_path)).partition("big", 0).segment_bases()
+    assert len(segments) >= 2
+    df = (spark.read.format("pylog").option("subscribe", "big").option("minPartitions", "6")
+          .load(str(tmp_path)))
+    assert df.rdd.getNumPartitions() == 6
+    offsets = [r.offset for r in df.select("offset").collect()]
+    assert sorted(offsets) == [s["offset"] for s in sent] == list(range(20000))
+    capped = (spark.read.format("pylog").option("subscribe", "big")
+              .option("maxRecordsPerPartition", "3000").load(str(tmp_path)))
+    assert capped.rdd.getNumPartitions() == 7
+    assert capped.count() == 20000 and capped.select("offset").distinct().count() == 20000
+
+
+def test_fail_on_data_loss_after_retention(spark, tmp_path):
+    produce(str(tmp_path), "t", 30000, partitions=1, segment_bytes=1 << 20)
+    with pylog.open(str(tmp_path)) as store:
+        log = store.log("t", 0)
+        second = log.segments[1].base_offset
+        assert log.delete_segments_before(second) >= 1
+        store.checkpoint()
+    start = json.dumps({"t": {"0": 0}})
+    read = (spark.read.format("pylog").option("subscribe", "t").option("startingOffsets", start))
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        read.load(str(tmp_path)).count()
+    lenient = read.option("failOnDataLoss", "false").load(str(tmp_path))
+    offsets = [r.offset for r in lenient.select("offset").collect()]
+    assert min(offsets) == second and len(offsets) == 30000 - second
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"subscrib": "t"}, "unknown option 'subscrib'.*did you mean 'subscribe'"),
+    ({"subscribe": "nope"}, "topic 'nope' does not exist"),
+    ({"subscribe": "t", "startingOffsets": "{bad"}, "option 'startingOffsets' is not valid JSON"),
+    ({"subscribe": "t", "startingOffsets": '{"t":{"0":1}}'}, "must specify all topic partitions"),
+    ({"subscribe": "t", "startingOffsets": "latest"}, "cannot be latest for a batch query"),
+    ({"subscribe": "t", "minPartitions": "many"}, "'minPartitions' must be an integer"),
+    ({"subscribe": "t", "assign": '{"t":[0]}'}, "exactly one of"),
+    ({"subscribe": "t", "includeHeaders": "yes"}, "'includeHeaders' must be true or false"),
+])
+def test_bad_options_name_the_problem_at_planning(spark, tmp_path, options, message):
+    produce(str(tmp_path), "t", 5)
+    read = spark.read.format("pylog")
+    for k, v in options.items():
+        read = read.option(k, v)
+    with pytest.raises(Exception, match=message) as info:
+        read.load(str(tmp_path)).count()
+    assert "PYTHON_DATA_SOURCE" in str(info.value) or "AnalysisException" in type(info.value).__name__ \
+        or "Analysis" in str(type(info.value))
+
+
+def test_a_path_that_is_not_a_log_dir(spark, tmp_path):
+    with pytest.raises(Exception, match="is not a log dir"):
+        spark.read.format("pylog").option("subscribe", "t").load(str(tmp_path)).count()
+    with pytest.raises(Exception, match="does not exist"):
+        spark.read.format("pylog").option("subscribe", "t").load(str(tmp_path / "x")).count()
+
+
+WRITER = textwrap.dedent("""
+    import sys, time, pylog
+    path, topic = sys.argv[1], sys.argv[2]
+    with pylog.open(path, **{"log.segment.bytes": 1 << 20}) as store:
+        producer = pylog.Producer(store, linger_ms=1)
+        i = 0
+        print("ready", flush=True)
+        deadline = time.time() + float(sys.argv[3])
+        while time.time() < deadline:
+            producer.send_batch(topic, [b"%d:" % j + b"y" * 200 for j in range(i, i + 500)])
+            producer.flush()
+            i += 500
+        producer.close()
+""")
+
+
+def test_reads_beside_a_live_writer(spark, tmp_path):
+    """A producer process owns the dir and rolls segments; Spark reads it meanwhile:
+    every read is a dense prefix of the log with every value in place."""
+    path = str(tmp_path)
+    with pylog.open(path) as store:
+        store.create_topic("live", partitions=1, config={"segment.bytes": 1 << 20})
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, path, "live", "12"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+        seen = []
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            rows = (spark.read.format("pylog").option("subscribe", "live").load(path)
+                    .select("offset", "value").collect())
+            offsets = sorted(r.offset for r in rows)
+            assert offsets == list(range(len(offsets)))
+            assert all(bytes(r.value).startswith(b"%d:" % r.offset) for r in rows)
+            seen.append(len(offsets))
+        assert len(seen) >= 2 and seen[-1] > seen[0] > 0
+    finally:
+        writer.kill()
+        writer.wait()
+        writer.stdout.close()
+    segments = pylog.storage.LogDirsReader(path).partition("live", 0).segment_bases()
+    assert len(segments) >= 2     # the writer rolled segments under the reads
