@@ -1,0 +1,199 @@
+"""df.write.format("pylog") and writeStream.format("pylog"): Spark's Kafka sink columns,
+Kafka's partitioning, and a streaming sink that never writes a batch twice."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import pylog
+from pylog.client.partitioner import key_partition
+from pylog.spark.sink import PylogStreamWriter, StagedBatches
+from pylog.spark.options import SinkOptions
+
+pytestmark = pytest.mark.spark
+
+
+def log_rows(path, topic):
+    out = []
+    with pylog.open(path) as store:
+        consumer = pylog.Consumer(store, auto_offset_reset="earliest")
+        partitions = len(store.describe_topic(topic).partitions)
+        consumer.assign([pylog.TopicPartition(topic, p) for p in range(partitions)])
+        while True:
+            records = consumer.poll(0.2)
+            if not records:
+                break
+            out += [(r.partition, r.offset, r.key, r.value, list(r.headers)) for r in records]
+        consumer.close()
+    return sorted(out)
+
+
+def test_write_round_trip_with_kafkas_partitioning(spark, tmp_path):
+    path = str(tmp_path)
+    with pylog.open(path) as store:
+        store.create_topic("out", partitions=4)
+    data = [(f"k{i % 11}" if i % 4 else None, f"value {i}") for i in range(3000)]
+    df = spark.createDataFrame(data, "key string, value string").repartition(3)
+    df.write.format("pylog").mode("append").option("topic", "out").save(path)
+    rows = log_rows(path, "out")
+    assert sorted(v for _, _, _, v, _ in rows) == sorted(v.encode() for _, v in data)
+    for partition, _, key, _, _ in rows:
+        if key is not None:       # the partition Kafka's Java client would pick
+            assert partition == key_partition(key, 4)
+    by_partition = {}
+    for partition, offset, *_ in rows:
+        by_partition.setdefault(partition, []).append(offset)
+    assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values())
+    # Read back through the source: the same records.
+    back = spark.read.format("pylog").option("subscribe", "out").load(path)
+    assert back.count() == 3000
+
+
+def test_topic_partition_and_headers_columns(spark, tmp_path):
+    path = str(tmp_path)
+    with pylog.open(path) as store:
+        store.create_topic("a", partitions=2)
+        store.create_topic("b", partitions=3)
+    rows = [("a", 1, b"x", b"v1", [("h", b"1")]), ("b", 2, None, b"v2", []),
+            ("b", None, b"key", b"v3", [("h1", None), ("h2", b"2")])]
+    df = spark.createDataFrame(rows, "topic string, partition int, key binary, value binary, "
+                                     "headers array<struct<key:string,value:binary>>")
+    df.write.format("pylog").mode("append").save(path)
+    assert log_rows(path, "a") == [(1, 0, b"x", b"v1", [("h", b"1")])]
+    assert sorted(log_rows(path, "b")) == sorted([
+        (2, 0, None, b"v2", []),
+        (key_partition(b"key", 3), 0 if key_partition(b"key", 3) != 2 else 1, b"key", b"v3",
+         [("h1", None), ("h2", b"2")])])
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_write_compressed(spark, tmp_path, codec):
+    path = str(tmp_path)
+    with pylog.open(path) as store:
+        store.create_topic("c", partitions=1)
+    spark.range(5000).selectExpr("cast(id as string) as value").write.format("pylog") \
+        .mode("append").option("topic", "c").option("kafka.compression.type", codec).save(path)
+    batches = list(pylog.storage.LogDirsReader(path).partition("c", 0).read_arrow(0, 5000))
+    assert sum(b.num_rows for b in batches) == 5000
+    from pylog.record import iter_batches
+    seg = os.path.join(path, "c-0", "00000000000000000000.log")
+    with open(seg, "rb") as f:
+        assert {b.compression for b in iter_batches(f.read())} == {codec}
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("overwrite", "save mode overwrite is not supported"),
+    ("error", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
+])
+def test_save_modes(spark, tmp_path, mode, message):
+    path = str(tmp_path)
+    with pylog.open(path) as store:
+        store.create_topic("t", partitions=1)
+    with pytest.raises(Exception, match=message):
+        spark.range(3).selectExpr("cast(id as string) as value").write.format("pylog") \
+            .mode(mode).option("topic", "t").save(path)
+
+
+@pytest.mark.parametrize("schema, options, message", [
+    ("key string", {"topic": "t"}, "needs a 'value' column"),
+    ("value string", {}, "no topic to write to"),
+    ("value string", {"topic": "nope"}, "topic 'nope' does not exist"),
+    ("value string, partition string", {"topic": "t"}, "column 'partition' must be an int"),
+    ("value string", {"topic": "t", "kafka.compression.type": "brotli"}, "must be none, gzip"),
+    ("value string", {"topic": "t", "topik": "x"}, "unknown option 'topik'"),
+])
+def test_bad_sink_input_names_the_problem(spark, tmp_path, schema, options, message):
+    path = str(tmp_path)
+    with pylog.open(path) as store:
+        store.create_topic("t", partitions=1)
+    df = spark.createDataFrame([], schema)
+    writer = df.write.format("pylog").mode("append")
+    for k, v in options.items():
+        writer = writer.option(k, v)
+    with pytest.raises(Exception, match=message):
+        writer.save(path)
+    assert log_rows(path, "t") == []
+
+
+def test_a_failed_job_appends_nothing(spark, tmp_path):
+    path = str(tmp_path)
+    with pylog.open(path) as store:
+        store.create_topic("t", partitions=2)
+    df = spark.createDataFrame([(0, "a"), (1, "b"), (5, "c")], "partition int, value string")
+    with pytest.raises(Exception, match="partition 5 of topic 't' does not exist"):
+        df.repartition(3).write.format("pylog").mode("append").option("topic", "t").save(path)
+    assert log_rows(path, "t") == []
+    staging = os.path.join(path, "pylog-spark", "staging")
+    assert not os.path.exists(staging) or os.listdir(staging) == []
+
+
+def test_streaming_sink_exactly_once_across_restarts(spark, tmp_path):
+    path, src, ckpt = str(tmp_path / "logs"), str(tmp_path / "src"), str(tmp_path / "ckpt")
+    with pylog.open(path) as store:
+        store.create_topic("s", partitions=2)
+
+    def run():
+        q = (spark.readStream.format("parquet").schema("value string").load(src)
+             .writeStream.format("pylog").option("topic", "s").option("path", path)
+             .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+        q.awaitTermination(240)
+        q.stop()
+
+    spark.createDataFrame([(f"a{i}",) for i in range(500)], "value string").write.mode("append").parquet(src)
+    run()
+    spark.createDataFrame([(f"b{i}",) for i in range(300)], "value string").write.mode("append").parquet(src)
+    run()
+    run()
+    values = sorted(v for _, _, _, v, _ in log_rows(path, "s"))
+    assert values == sorted([f"a{i}".encode() for i in range(500)] + [f"b{i}".encode() for i in range(300)])
+    sinks = os.listdir(os.path.join(path, "pylog-spark", "sinks"))
+    assert len(sinks) == 1
+    with open(os.path.join(path, "pylog-spark", "sinks", sinks[0])) as f:
+        state = json.load(f)
+    assert state["done"] and state["batch"] >= 1
+
+
+def stage(tmp_path, writer, task, records, query="q1"):
+    """Stages `records` values for s-0 as the executor would, without Spark."""
+    import pyarrow as pa
+    batch = pa.RecordBatch.from_pydict({"value": [b"%d" % i for i in records]})
+    message = StagedBatches(str(tmp_path / f"task{task}-{records[0]}"), task, query_id=query)
+    with open(message.path, "wb") as out:
+        writer._encode("s", 0, batch.column(0), None, None, 0, out, message.entries)
+    return message
+
+
+def test_streaming_commit_replay_and_interrupted_commit(spark, tmp_path):
+    """commit(batchId) again after it finished writes nothing; after a commit died
+    between its append and its 'done' mark, the replay completes it and adds nothing
+    twice."""
+    from pyspark.sql.types import StringType, StructField, StructType
+    path = str(tmp_path / "logs")
+    with pylog.open(path) as store:
+        store.create_topic("s", partitions=1)
+    schema = StructType([StructField("value", StringType())])
+    writer = PylogStreamWriter(SinkOptions.parse({"path": path, "topic": "s"}), schema, False)
+
+    def values():
+        return [int(v) for _, _, _, v, _ in log_rows(path, "s")]
+
+    m0 = [stage(tmp_path, writer, 0, list(range(0, 100)))]
+    writer.commit(m0, 0)
+    m0 = [stage(tmp_path, writer, 0, list(range(0, 100)))]
+    writer.commit(m0, 0)                                  # a replayed batch: skipped
+    assert values() == list(range(100))
+
+    # Batch 1 died after appending task 0's batch but before task 1's and the 'done' mark.
+    m1 = [stage(tmp_path, writer, 0, list(range(100, 150))), stage(tmp_path, writer, 1, list(range(150, 200)))]
+    from pylog.spark import sink
+    state = os.path.join(path, "pylog-spark", "sinks", "q1.json")
+    sink._write_state(state, {"batch": 1, "done": False, "ends": {"s:0": 100}})
+    with pylog.open(path) as store:
+        sink._append(store, m1[:1])
+    writer.commit(m1, 1)
+    assert values() == list(range(200))
+    with open(state) as f:
+        assert json.load(f) == {"batch": 1, "done": True, "ends": {}}
