@@ -1,7 +1,9 @@
 """The README's Python examples run as written (paths moved into a temp dir)."""
 
+import os
 import re
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,13 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), 
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_readme_example_runs(index, tmp_path):
+def test_readme_example_runs(index, tmp_path, monkeypatch):
     code = BLOCKS[index]
+    if "pyspark" in code:
+        if not os.environ.get("CI"):
+            pytest.importorskip("pyspark", reason="pyspark is not installed (the [spark] extra)")
+        monkeypatch.setenv("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
+        monkeypatch.setenv("SPARK_LOCAL_IP", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
     for path in sorted(set(re.findall(r'"(/(?:data|disk\d)[^"]*)"', code)), key=len, reverse=True):
         code = code.replace(f'"{path}"', repr(str(tmp_path) + path))
     a, b = socket.socketpair()

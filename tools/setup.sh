@@ -15,7 +15,7 @@ command -v mkfs.xfs >/dev/null 2>&1 || want+=(xfsprogs)
 command -v fio >/dev/null 2>&1 || want+=(fio)
 command -v kcat >/dev/null 2>&1 || want+=(kcat)       # a real Kafka client (librdkafka 2.0) for broker tests
 command -v strace >/dev/null 2>&1 || want+=(strace)   # the zero-copy fetch test watches syscalls
-command -v java >/dev/null 2>&1 || want+=(openjdk-17-jre-headless)   # Apache Kafka, the reference
+command -v java >/dev/null 2>&1 || want+=(openjdk-17-jre-headless)   # Apache Kafka (the reference) and Spark
 command -v mvn >/dev/null 2>&1 || want+=(maven)       # fetches Kafka's jars (tools/kafka/pom.xml)
 if [ ${#want[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -33,7 +33,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q "setuptools>=77" wheel "Cython>=3.0,<3.4"
-.venv/bin/python -m pip install -q --no-build-isolation -e ".[dev]"
+.venv/bin/python -m pip install -q --no-build-isolation -e ".[dev,spark]"
 # Apache Kafka's broker, clients and tools (Maven Central, into ~/.cache/pylog; never committed).
 if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
     tools/kafka/fetch >/dev/null || echo "pylog setup: could not fetch Apache Kafka's jars (tools/kafka/fetch)"

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 import pylog
+
+
+def require_pyspark() -> None:
+    """Skips a Spark test module where pyspark is not installed; in CI, its import
+    error fails the run instead (the CI machine must run the Spark tests)."""
+    if not os.environ.get("CI"):
+        pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
 
 
 def produce(path: str, topic: str, n: int, *, partitions: int = 2, compression: str = "none",

@@ -8,10 +8,14 @@ import os
 
 import pytest
 
-import pylog
+from .support import require_pyspark
+
+require_pyspark()
+
+import pylog  # noqa: E402
 from pylog.client.partitioner import key_partition
-from pylog.spark.sink import PylogStreamWriter, StagedBatches
 from pylog.spark.options import SinkOptions
+from pylog.spark.sink import PylogStreamWriter, StagedBatches
 
 pytestmark = pytest.mark.spark
 

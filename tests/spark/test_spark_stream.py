@@ -7,7 +7,11 @@ import json
 
 import pytest
 
-import pylog
+from .support import require_pyspark
+
+require_pyspark()
+
+import pylog  # noqa: E402
 
 from .support import produce
 

@@ -1,4 +1,4 @@
-"""Read-only access to log dirs that another process owns (docs/FORMAT.md, section 13).
+"""Read-only access to log dirs that another process owns (docs/FORMAT.md, section 12).
 
 A Spark executor, a ``pylog dump-log`` or any second process can read a
 topic's segment files while a Producer or ``pylog serve`` appends to them.
