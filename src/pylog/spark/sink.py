@@ -32,6 +32,7 @@ import os
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -208,6 +209,9 @@ class _StagingWriter:
                 parts = np.where(parts < 0, hashed, parts)
             parts[parts < 0] = task % count         # no partition, no key: sticky per task
             h = None if headers is None else sub(headers)
+            if (parts == parts[0]).all():      # one partition (the usual case): no copy
+                self._encode(topic, int(parts[0]), v, k, h, now, out, entries)
+                continue
             order = np.argsort(parts, kind="stable")
             sorted_parts = parts[order]
             for p in np.unique(sorted_parts):
@@ -252,26 +256,43 @@ def _open_store(paths: str):
             "to write while a broker serves them, produce through the broker") from None
 
 
-def _append(store, messages, skip: dict | None = None) -> dict:
-    """Appends every staged batch, in task order; ``skip`` gives per partition how
-    many leading records are already in the log. Returns the logs touched."""
-    skip = dict(skip or {})
-    logs = {}
+def _append(store, messages, skip: dict | None = None) -> None:
+    """Appends every staged batch and fsyncs it: per partition in task order, the
+    partitions in parallel (the appends and fsyncs release the GIL). ``skip`` gives per
+    partition how many leading records are already in the log."""
+    work: dict[tuple[str, int], list] = {}
     for m in sorted((m for m in messages if m is not None), key=lambda m: m.task):
-        with open(m.path, "rb") as f:
-            for topic, partition, position, length, records in m.entries:
-                tp = (topic, partition)
-                if skip.get(tp, 0) >= records:
-                    skip[tp] -= records
+        for topic, partition, position, length, records in m.entries:
+            work.setdefault((topic, partition), []).append((m.path, position, length, records))
+
+    def append_partition(tp) -> None:
+        log = store.log(*tp)
+        already = (skip or {}).get(tp, 0)
+        handles: dict[str, int] = {}
+        try:
+            for path, position, length, records in work[tp]:
+                if already >= records:
+                    already -= records
                     continue
-                if skip.get(tp, 0):
-                    raise RuntimeError(f"{topic}-{partition}: the log holds part of a staged batch "
+                if already:
+                    raise RuntimeError(f"{tp[0]}-{tp[1]}: the log holds part of a staged batch "
                                        "(cannot happen: batches append whole)")
-                log = logs.get(tp) or logs.setdefault(tp, store.log(topic, partition))
-                log.append(os.pread(f.fileno(), length, position))
-    for log in logs.values():
-        log.flush()
-    return logs
+                fd = handles.get(path)
+                if fd is None:
+                    fd = handles[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                log.append(os.pread(fd, length, position))
+            log.flush()
+        finally:
+            for fd in handles.values():
+                os.close(fd)
+
+    if len(work) <= 1:
+        for tp in work:
+            append_partition(tp)
+        return
+    with ThreadPoolExecutor(min(len(work), os.cpu_count() or 1, 16)) as pool:
+        for done in [pool.submit(append_partition, tp) for tp in work]:
+            done.result()
 
 
 class PylogBatchWriter(_StagingWriter, DataSourceArrowWriter):
