@@ -33,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "protocol": {"errors"},
     "broker": {"errors", "common", "storage", "coordinator", "store", "protocol"},
     # PySpark's source and sink: read-only readers and the store, like an application.
-    "spark": {"_core", "errors", "common", "record", "storage", "store"},
+    "spark": {"_core", "errors", "common", "record", "storage", "store", "protocol"},
     "cli": {"*"},
     "__init__": {"*"},
 }

@@ -37,5 +37,6 @@ fi
 # Apache Kafka's broker, clients and tools (Maven Central, into ~/.cache/pylog; never committed).
 if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
     tools/kafka/fetch >/dev/null || echo "pylog setup: could not fetch Apache Kafka's jars (tools/kafka/fetch)"
+    tools/spark-kafka/fetch >/dev/null || echo "pylog setup: could not fetch Spark's Kafka connector (tools/spark-kafka/fetch)"
 fi
 .venv/bin/python -c "import pylog; print('pylog setup: ready;', 'crc32c:', pylog.crc32c_implementation())"

@@ -24,6 +24,16 @@ from pylog._core.codec import (
     upconvert,
 )
 
+
+def slice_offsets(rows, start: int, end: int):
+    """The rows of a ``decode_arrow`` batch with start <= offset < end (offsets ascend,
+    so this is a zero-copy slice found by binary search)."""
+    import numpy as np
+    offsets = rows.column(0).to_numpy()
+    lo, hi = np.searchsorted(offsets, [start, end])
+    return rows if (lo, hi) == (0, len(offsets)) else rows.slice(lo, hi - lo)
+
+
 __all__ = [
     "ARROW_SCHEMA",
     "CREATE_TIME",
@@ -40,5 +50,6 @@ __all__ = [
     "encode_control_batch",
     "iter_batches",
     "scan_batches",
+    "slice_offsets",
     "upconvert",
 ]

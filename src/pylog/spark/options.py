@@ -21,13 +21,14 @@ LATEST = -1
 _SPARK_ADDED = {"path", "paths", "queryname", "checkpointlocation"}
 
 SOURCE_OPTIONS = {
-    "path", "subscribe", "subscribepattern", "assign",
+    "path", "kafka.bootstrap.servers", "subscribe", "subscribepattern", "assign",
     "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
     "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
     "minpartitions", "maxrecordsperpartition", "failondataloss", "includeheaders",
     "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
 }
-SINK_OPTIONS = {"path", "topic", "kafka.compression.type", "includeheaders"}
+SINK_OPTIONS = {"path", "kafka.bootstrap.servers", "topic", "kafka.compression.type",
+                "includeheaders"}
 
 # The spelling users know, for messages.
 _CANONICAL = {name.lower(): name for name in (
@@ -36,11 +37,27 @@ _CANONICAL = {name.lower(): name for name in (
     "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "minPartitions",
     "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "topic",
-    "kafka.compression.type")}
+    "kafka.compression.type", "kafka.bootstrap.servers")}
 
 
 class OptionError(ValueError):
     """A bad ``format("pylog")`` option: the message names it."""
+
+
+def _location(opts: dict[str, str], what: str) -> tuple[str | None, str | None]:
+    """(paths, bootstrap): exactly one of ``path`` and ``kafka.bootstrap.servers``."""
+    paths = opts.get("path") or opts.get("paths")
+    if paths and paths.startswith("["):      # load([...]) passes a JSON list as 'paths'
+        paths = ",".join(json.loads(paths))
+    bootstrap = opts.get("kafka.bootstrap.servers")
+    if bool(paths) == bool(bootstrap):
+        verb = "load" if what != "sink" else "save"
+        raise OptionError(
+            f"the pylog {what} needs exactly one of the log dirs (.option(\"path\", "
+            f"\"/data/pylog\") or .{verb}(\"/data/pylog\"), comma-separated for JBOD) and a "
+            "broker (.option(\"kafka.bootstrap.servers\", \"host:9092\"))"
+            + (", not both" if paths else ""))
+    return paths or None, bootstrap or None
 
 
 def _name(key: str) -> str:
@@ -54,9 +71,10 @@ def _check_known(options: Mapping[str, str], known: set[str], what: str) -> dict
             continue
         if key.startswith("kafka."):
             raise OptionError(
-                f"option {key!r}: kafka.* options configure a Kafka client, and the pylog "
-                f"{what} reads the log dirs given by 'path' directly (remote mode through "
-                f"kafka.bootstrap.servers is not built yet)")
+                f"option {key!r} is not supported: of the Kafka client's options, the pylog "
+                f"{what} takes kafka.bootstrap.servers (remote mode)"
+                + (" and kafka.compression.type" if what == "sink" else "")
+                + " (no TLS/SASL yet)")
         hint = difflib.get_close_matches(key, sorted(known), n=1)
         suggestion = f"; did you mean {_name(hint[0])!r}?" if hint else ""
         raise OptionError(f"unknown option {key!r} for the pylog {what}{suggestion} "
@@ -116,7 +134,8 @@ def _json_partitions(key: str, text: str, what: str) -> dict[str, dict[int, int]
 
 @dataclass
 class SourceOptions:
-    paths: str
+    paths: str | None
+    bootstrap: str | None = None
     subscribe: list[str] | None = None
     pattern: re.Pattern | None = None
     assign: dict[str, list[int]] | None = None
@@ -140,13 +159,8 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:
         what = "streaming source" if streaming else "source"
         opts = _check_known(options, SOURCE_OPTIONS, what)
-        paths = opts.get("path") or opts.get("paths")
-        if not paths:
-            raise OptionError("the pylog source needs the log dirs: .option(\"path\", "
-                              "\"/data/pylog\") or .load(\"/data/pylog\") (comma-separated for JBOD)")
-        if paths.startswith("["):      # load([...]) passes a JSON list as 'paths'
-            paths = ",".join(json.loads(paths))
-        out = cls(paths=paths)
+        paths, bootstrap = _location(opts, what)
+        out = cls(paths=paths, bootstrap=bootstrap)
         given = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
         if len(given) != 1:
             raise OptionError("give exactly one of the options 'subscribe', 'subscribePattern' "
@@ -231,21 +245,18 @@ def _duration_ms(text: str) -> int:
 
 @dataclass
 class SinkOptions:
-    paths: str
+    paths: str | None
+    bootstrap: str | None = None
     topic: str | None = None
     compression: str = "none"
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         opts = _check_known(options, SINK_OPTIONS, "sink")
-        paths = opts.get("path") or opts.get("paths")
-        if not paths:
-            raise OptionError("the pylog sink needs the log dirs: .option(\"path\", \"/data/pylog\") "
-                              "or .save(\"/data/pylog\")")
-        if paths.startswith("["):
-            paths = ",".join(json.loads(paths))
+        paths, bootstrap = _location(opts, "sink")
         compression = opts.get("kafka.compression.type", "none").lower()
         if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
             raise OptionError("option 'kafka.compression.type' must be none, gzip, snappy, lz4 or "
                               f"zstd, got {compression!r}")
-        return cls(paths=paths, topic=opts.get("topic") or None, compression=compression)
+        return cls(paths=paths, bootstrap=bootstrap, topic=opts.get("topic") or None,
+                   compression=compression)

@@ -68,6 +68,18 @@ def _constant_string(text: str, n: int) -> pa.Array:
                                                   pa.py_buffer(raw * n)], null_count=0)
 
 
+def _headers_or_null(headers: pa.ListArray) -> pa.Array:
+    """Spark's Kafka source gives null, not [], for a record without headers (checked
+    against spark-sql-kafka-0-10 in tests/spark/test_spark_kafka_connector.py)."""
+    empty = pc.equal(pc.list_value_length(headers), 0)
+    offsets = headers.offsets
+    first, last = offsets[0].as_py(), offsets[-1].as_py()
+    if first:                       # a slice: offsets from 0 over the slice's children
+        offsets = pc.subtract(offsets, pa.scalar(first, pa.int32()))
+    values = headers.values.slice(first, last - first).cast(_HEADER)
+    return pa.ListArray.from_arrays(offsets, values, type=_HEADERS, mask=empty)
+
+
 def to_spark_batch(rows: pa.RecordBatch, topic: str, partition: int,
                    include_headers: bool) -> pa.RecordBatch:
     """A ``pylog.record.decode_arrow(..., timestamp_type=True)`` batch in the Kafka
@@ -85,5 +97,5 @@ def to_spark_batch(rows: pa.RecordBatch, topic: str, partition: int,
         rows.column("timestamp_type"),
     ]
     if include_headers:
-        columns.append(rows.column("headers").cast(_HEADERS))
+        columns.append(_headers_or_null(rows.column("headers")))
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))

@@ -134,7 +134,8 @@ def _task_context() -> tuple[int, int, int, str | None, str | None]:
 
 
 class _StagingWriter:
-    """The executor half: rows -> encoded batches in a staging file."""
+    """The executor half: rows -> encoded batches, staged in a file (path mode) or
+    produced to the partitions' leaders (remote mode)."""
 
     def __init__(self, opts: SinkOptions, schema, overwrite: bool) -> None:
         if overwrite:
@@ -142,13 +143,19 @@ class _StagingWriter:
                               "append-only; use .mode(\"append\")")
         _check_columns(schema, opts.topic)
         self.opts = opts
-        reader = LogDirsReader(opts.paths)
-        self.partitions = reader.topics()
+        self.leaders: dict | None = None
+        if opts.bootstrap is not None:
+            from .remote import leaders
+            self.partitions, self.leaders = leaders(opts.bootstrap, None)
+            where, self.log_dir = opts.bootstrap, None
+        else:
+            reader = LogDirsReader(opts.paths)
+            self.partitions = reader.topics()
+            where, self.log_dir = ",".join(reader.paths), reader.paths[0]
         if opts.topic is not None and opts.topic not in self.partitions:
             raise OptionError(f"option 'topic': topic {opts.topic!r} does not exist in "
-                              f"{','.join(reader.paths)} (create it first, e.g. "
+                              f"{where} (create it first, e.g. "
                               f"store.create_topic({opts.topic!r}, partitions=N))")
-        self.log_dir = reader.paths[0]
         self.job = uuid.uuid4().hex
         self.columns = {f.name.lower(): f.name for f in schema.fields}
 
@@ -158,14 +165,24 @@ class _StagingWriter:
 
     def write(self, batches):
         task, attempt, task_attempt, query_id, batch_id = _task_context()
+        if self.leaders is not None:
+            from .remote import RemoteProducer
+            with RemoteProducer(self.leaders) as producer:
+                for batch in batches:
+                    if batch.num_rows:
+                        self._stage(batch, task, producer.send)
+            return StagedBatches("", task, query_id=query_id)
         directory = self._staging_dir(batch_id)
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"{task:05d}-{attempt}-{task_attempt}.batches")
         message = StagedBatches(path, task, query_id=query_id)
         with open(path, "wb") as out:
+            def stage(topic, partition, data, records):
+                message.entries.append((topic, partition, out.tell(), len(data), records))
+                out.write(data)
             for batch in batches:
                 if batch.num_rows:
-                    self._stage(batch, task, out, message.entries)
+                    self._stage(batch, task, stage)
             out.flush()
             os.fsync(out.fileno())
         return message
@@ -174,7 +191,7 @@ class _StagingWriter:
         real = self.columns.get(name)
         return None if real is None else batch.column(batch.schema.get_field_index(real))
 
-    def _stage(self, batch: pa.RecordBatch, task: int, out, entries: list) -> None:
+    def _stage(self, batch: pa.RecordBatch, task: int, emit) -> None:
         values = _as_binary(self._column(batch, "value"))
         keys = self._column(batch, "key")
         keys = None if keys is None or keys.null_count == len(keys) else _as_binary(keys)
@@ -193,7 +210,8 @@ class _StagingWriter:
         for topic, rows in groups.items():
             count = self.partitions.get(topic)
             if count is None:
-                raise ValueError(f"topic {topic!r} does not exist in {self.opts.paths}")
+                raise ValueError(f"topic {topic!r} does not exist in "
+                                 f"{self.opts.paths or self.opts.bootstrap}")
             sub = (lambda a: a) if rows is None else (lambda a, r=rows: a.take(pa.array(r)))
             v, k = sub(values), (None if keys is None else sub(keys))
             parts = np.full(len(v), -1, dtype=np.int32)
@@ -210,7 +228,7 @@ class _StagingWriter:
             parts[parts < 0] = task % count         # no partition, no key: sticky per task
             h = None if headers is None else sub(headers)
             if (parts == parts[0]).all():      # one partition (the usual case): no copy
-                self._encode(topic, int(parts[0]), v, k, h, now, out, entries)
+                self._encode(topic, int(parts[0]), v, k, h, now, emit)
                 continue
             order = np.argsort(parts, kind="stable")
             sorted_parts = parts[order]
@@ -218,9 +236,9 @@ class _StagingWriter:
                 lo, hi = np.searchsorted(sorted_parts, [p, p + 1])
                 idx = pa.array(order[lo:hi])
                 self._encode(topic, int(p), v.take(idx), None if k is None else k.take(idx),
-                             None if h is None else h.take(idx), now, out, entries)
+                             None if h is None else h.take(idx), now, emit)
 
-    def _encode(self, topic, partition, values, keys, headers, now, out, entries) -> None:
+    def _encode(self, topic, partition, values, keys, headers, now, emit) -> None:
         for lo, hi in _chunks(values, keys):
             hdrs = None
             if headers is not None:      # per-record Python: headers only
@@ -229,9 +247,7 @@ class _StagingWriter:
             data = encode_batch(values.slice(lo, hi - lo),
                                 None if keys is None else keys.slice(lo, hi - lo),
                                 now, hdrs, compression=self.opts.compression)
-            position = out.tell()
-            out.write(data)
-            entries.append((topic, partition, position, len(data), hi - lo))
+            emit(topic, partition, data, hi - lo)
 
 
 def _remove_staged(messages, directory: str | None) -> None:
@@ -297,6 +313,8 @@ def _append(store, messages, skip: dict | None = None) -> None:
 
 class PylogBatchWriter(_StagingWriter, DataSourceArrowWriter):
     def commit(self, messages) -> None:
+        if self.leaders is not None:
+            return                     # remote: the tasks produced (at least once)
         store = _open_store(self.opts.paths)
         try:
             _append(store, messages)
@@ -305,7 +323,8 @@ class PylogBatchWriter(_StagingWriter, DataSourceArrowWriter):
         _remove_staged(messages, self._staging_dir())
 
     def abort(self, messages) -> None:
-        _remove_staged(messages, self._staging_dir())
+        if self.leaders is None:
+            _remove_staged(messages, self._staging_dir())
 
 
 class PylogStreamWriter(_StagingWriter, DataSourceStreamArrowWriter):
@@ -313,6 +332,8 @@ class PylogStreamWriter(_StagingWriter, DataSourceStreamArrowWriter):
         return os.path.join(self.log_dir, SPARK_DIR, "sinks", f"{query_id}.json")
 
     def commit(self, messages, batchId: int) -> None:
+        if self.leaders is not None:
+            return                     # remote: the tasks produced (at least once)
         present = [m for m in messages if m is not None]
         directory = self._staging_dir(str(batchId))
         query_id = next((m.query_id for m in present if m.query_id), None)
@@ -344,7 +365,8 @@ class PylogStreamWriter(_StagingWriter, DataSourceStreamArrowWriter):
         _remove_staged(messages, directory)
 
     def abort(self, messages, batchId: int) -> None:
-        _remove_staged(messages, self._staging_dir(str(batchId)))
+        if self.leaders is None:
+            _remove_staged(messages, self._staging_dir(str(batchId)))
 
 
 def _read_state(path: str) -> dict | None:

@@ -44,11 +44,12 @@ __all__ = ["PylogDataSource"]
 class RangePartition(InputPartition):
     """One task: records [start, end) of one partition, and how to read them."""
 
-    def __init__(self, r: OffsetRange, include_headers: bool, fail_on_data_loss: bool) -> None:
+    def __init__(self, r: OffsetRange, opts: SourceOptions) -> None:
         super().__init__(None)
         self.range = r
-        self.include_headers = include_headers
-        self.fail_on_data_loss = fail_on_data_loss
+        self.include_headers = opts.include_headers
+        self.fail_on_data_loss = opts.fail_on_data_loss
+        self.remote = opts.bootstrap is not None     # r.directory is then the leader
 
     def __repr__(self) -> str:
         r = self.range
@@ -58,7 +59,11 @@ class RangePartition(InputPartition):
 def read_range(part: RangePartition):
     """Executor side: Arrow batches of the Kafka source schema for one task."""
     r = part.range
-    reader = PartitionReader(r.topic, r.partition, r.directory)
+    if part.remote:
+        from .remote import RemotePartition
+        reader = RemotePartition(r.topic, r.partition, r.directory)
+    else:
+        reader = PartitionReader(r.topic, r.partition, r.directory)
     start = r.start
     if not part.fail_on_data_loss:
         start = max(start, reader.log_start_offset())
@@ -74,6 +79,14 @@ def read_range(part: RangePartition):
         for rows in reader.read_arrow(max(start, r.start), r.end):
             if rows.num_rows:
                 yield to_spark_batch(rows, r.topic, r.partition, part.include_headers)
+
+
+def open_topics(opts: SourceOptions):
+    """The log dirs (read-only) or, in remote mode, the broker: same questions, same answers."""
+    if opts.bootstrap is not None:
+        from .remote import RemoteTopics
+        return RemoteTopics(opts.bootstrap)
+    return LogDirsReader(opts.paths)
 
 
 def _to_json(offsets: dict[tuple[str, int], int]) -> dict[str, dict[str, int]]:
@@ -93,7 +106,7 @@ class PylogBatchReader(DataSourceReader):
 
     def partitions(self):
         opts = self.opts
-        reader = LogDirsReader(opts.paths)
+        reader = open_topics(opts)
         tps = planning.resolve_partitions(reader, opts)
         starts = planning.starting_offsets(reader, tps, opts)
         ends = planning.ending_offsets(reader, tps, opts)
@@ -105,7 +118,7 @@ class PylogBatchReader(DataSourceReader):
                                           reader.partition(*tp).directory))
         tasks = planning.split_ranges(reader, ranges, opts.min_partitions,
                                       opts.max_records_per_partition)
-        return [RangePartition(r, opts.include_headers, opts.fail_on_data_loss) for r in tasks]
+        return [RangePartition(r, opts) for r in tasks]
 
     def read(self, partition: RangePartition):
         return read_range(partition)
@@ -120,8 +133,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[tuple[str, int], int] | None = None
         self._last_trigger = time.monotonic()   # maxTriggerDelay counts from here
 
-    def _reader(self) -> LogDirsReader:
-        return LogDirsReader(self.opts.paths)
+    def _reader(self):
+        return open_topics(self.opts)
 
     def initialOffset(self):
         reader = self._reader()
@@ -193,8 +206,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                           reader.partition(*tp).directory))
         tasks = planning.split_ranges(reader, ranges, self.opts.min_partitions,
                                       self.opts.max_records_per_partition)
-        return [RangePartition(r, self.opts.include_headers, self.opts.fail_on_data_loss)
-                for r in tasks]
+        return [RangePartition(r, self.opts) for r in tasks]
 
     def read(self, partition: RangePartition):
         return read_range(partition)

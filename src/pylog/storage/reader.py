@@ -255,7 +255,7 @@ class PartitionReader:
         decoder (``pylog.record.decode_arrow`` columns), about ``max_bytes`` of batches
         each. Raises OffsetOutOfRangeError when ``start`` was deleted, and when a
         segment the range needs disappears before it is opened."""
-        from pylog.record import decode_arrow
+        from pylog.record import decode_arrow, slice_offsets
         if start >= end:
             return
         first = self.log_start_offset()
@@ -288,17 +288,10 @@ class PartitionReader:
                             break     # this segment holds nothing more
                     spos, epos, _first, last, _n = info
                     rows = decode_arrow(lf.read(spos, epos - spos), timestamp_type=timestamp_type)
-                    yield _trim(rows, target, end)
+                    yield slice_offsets(rows, target, end)
                     target, pos = last + 1, epos
             finally:
                 lf.close()
             if target >= end:
                 return
 
-
-def _trim(rows, start: int, end: int):
-    """The rows of a decoded slice with start <= offset < end (offsets ascend)."""
-    import numpy as np
-    offsets = rows.column(0).to_numpy()
-    lo, hi = np.searchsorted(offsets, [start, end])
-    return rows if (lo, hi) == (0, len(offsets)) else rows.slice(lo, hi - lo)
