@@ -166,7 +166,10 @@ def stage(tmp_path, writer, task, records, query="q1"):
     batch = pa.RecordBatch.from_pydict({"value": [b"%d" % i for i in records]})
     message = StagedBatches(str(tmp_path / f"task{task}-{records[0]}"), task, query_id=query)
     with open(message.path, "wb") as out:
-        writer._encode("s", 0, batch.column(0), None, None, 0, out, message.entries)
+        def emit(topic, partition, data, records):
+            message.entries.append((topic, partition, out.tell(), len(data), records))
+            out.write(data)
+        writer._encode("s", 0, batch.column(0), None, None, 0, emit)
     return message
 
 
