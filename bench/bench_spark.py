@@ -2,7 +2,9 @@
 
     .venv/bin/python bench/bench_spark.py [--records 5000000] [--value-size 100] [--repeat 3]
 
-Rows: a batch read of the topic (``format("pylog")``); the same query on a trivial Python
+Rows: a batch read of the topic (``format("pylog")``, from the log dirs and, in remote
+mode, through ``pylog serve``); Spark's JVM Kafka connector reading the same topic through
+the same broker (when tools/spark-kafka/fetch can get its jars); the same query on a trivial Python
 source that yields pre-built Arrow batches of the same schema (the ceiling of any Python
 data source here); the same rows from Parquet (Spark's JVM reader); the C decoder alone on
 one core (``decode_arrow`` of the same segments, no Spark). Writes: the pylog sink
@@ -114,6 +116,19 @@ def null_sink():
     return NullSink
 
 
+def connector_jars() -> list[str]:
+    """Spark's Kafka connector jars (tools/spark-kafka/fetch), or [] without them."""
+    import glob
+    import subprocess
+    fetch = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "spark-kafka",
+                         "fetch")
+    try:
+        run = subprocess.run([fetch], capture_output=True, text=True, timeout=600)
+    except OSError:
+        return []
+    return sorted(glob.glob(os.path.join(run.stdout.strip(), "*.jar"))) if run.returncode == 0 else []
+
+
 def timed(fn, repeat: int) -> list[float]:
     out = []
     for _ in range(repeat):
@@ -151,8 +166,13 @@ def main(argv=None) -> int:
         decode_s = time.perf_counter() - t0
         assert decoded == n
 
+        store = pylog.open(logs)              # served while Spark reads (path mode reads beside it)
+        broker = pylog.Broker(store, listen="127.0.0.1:0").start()
+        jars = connector_jars()
         from pyspark.sql import SparkSession
-        spark = (SparkSession.builder.master(f"local[{os.cpu_count()}]").appName("bench-spark")
+        builder = SparkSession.builder.config("spark.jars", ",".join(jars)) if jars else \
+            SparkSession.builder
+        spark = (builder.master(f"local[{os.cpu_count()}]").appName("bench-spark")
                  .config("spark.driver.memory", args.driver_memory)
                  .config("spark.sql.shuffle.partitions", str(os.cpu_count()))
                  .config("spark.ui.enabled", "false")
@@ -172,14 +192,30 @@ def main(argv=None) -> int:
         got = pylog_df().selectExpr(query, "count(*) as n").collect()[0]
         assert got.n == n and got.bytes == n * size, got
 
+        def remote_df(fmt):
+            return (spark.read.format(fmt).option("kafka.bootstrap.servers",
+                                                  broker.bootstrap_servers)
+                    .option("subscribe", "bench").option("minPartitions", str(os.cpu_count()))
+                    .load())
+
+        remote_df("pylog").selectExpr(query).collect()             # warm-ups
+        if jars:
+            remote_df("kafka").selectExpr(query).collect()
         reads = {
             "pylog source": lambda: pylog_df().selectExpr(query).collect(),
+            "pylog source, remote (through pylog serve)":
+                lambda: remote_df("pylog").selectExpr(query).collect(),
             "trivial Arrow source (ceiling)": lambda: spark.read.format("trivial_bench").load()
             .selectExpr(query).collect(),
             "Parquet (Spark's JVM reader)": lambda: spark.read.parquet(parquet).selectExpr(query)
             .collect(),
         }
+        if jars:
+            reads["Spark's JVM Kafka connector (through pylog serve)"] = \
+                lambda: remote_df("kafka").selectExpr(query).collect()
         times = {name: min(timed(fn, args.repeat)) for name, fn in reads.items()}
+        broker.shutdown()
+        store.close()
 
         out_logs = os.path.join(work, "sink-logs")
         with pylog.open(out_logs) as store:

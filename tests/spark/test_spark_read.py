@@ -70,6 +70,12 @@ def test_schema_without_headers_is_the_kafka_sources(spark, tmp_path):
     assert df.count() == 10
 
 
+def test_an_empty_topic_reads_as_no_rows(spark, tmp_path):
+    with pylog.open(str(tmp_path)) as store:
+        store.create_topic("empty", partitions=2)
+    assert spark.read.format("pylog").option("subscribe", "empty").load(str(tmp_path)).count() == 0
+
+
 def test_register_and_case_insensitive_name(spark, tmp_path):
     produce(str(tmp_path), "t", 10)
     register(spark)
@@ -242,3 +248,25 @@ def test_reads_beside_a_live_writer(spark, tmp_path):
         writer.stdout.close()
     segments = pylog.storage.LogDirsReader(path).partition("live", 0).segment_bases()
     assert len(segments) >= 2     # the writer rolled segments under the reads
+
+
+def test_filter_pushdown_prunes_partitions_offsets_and_timestamps(spark, tmp_path):
+    base = 1_700_000_000_000
+    sent = produce(str(tmp_path), "t", 3000, partitions=3, timestamp=lambda i: base + i)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        def read():
+            return (spark.read.format("pylog").option("subscribe", "t")
+                    .option("filterPushdown", "true").load(str(tmp_path)))
+        one = read().where("partition = 1")
+        assert one.rdd.getNumPartitions() == 1          # the other partitions are not read
+        assert one.count() == sum(s["partition"] == 1 for s in sent)
+        ranged = read().where("partition IN (0, 2) AND offset >= 100 AND offset < 150")
+        got = sorted((r.partition, r.offset) for r in ranged.select("partition", "offset").collect())
+        assert got == [(p, o) for p in (0, 2) for o in range(100, 150)]
+        since = read().where(f"timestamp >= timestamp_millis({base + 2500})")
+        assert sorted(r.offset for r in since.select("offset").collect()) == sorted(
+            s["offset"] for s in sent if s["timestamp_ms"] >= base + 2500)
+        assert read().where("offset > 1000000").count() == 0
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")

@@ -25,7 +25,7 @@ SOURCE_OPTIONS = {
     "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
     "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
     "minpartitions", "maxrecordsperpartition", "failondataloss", "includeheaders",
-    "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
+    "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "filterpushdown",
 }
 SINK_OPTIONS = {"path", "kafka.bootstrap.servers", "topic", "kafka.compression.type",
                 "includeheaders"}
@@ -36,7 +36,7 @@ _CANONICAL = {name.lower(): name for name in (
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
     "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "minPartitions",
     "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders", "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger", "maxTriggerDelay", "topic",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "filterPushdown", "topic",
     "kafka.compression.type", "kafka.bootstrap.servers")}
 
 
@@ -153,6 +153,7 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
+    filter_pushdown: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -218,6 +219,7 @@ class SourceOptions:
         out.max_records_per_partition = _int(opts, "maxrecordsperpartition", 1)
         out.fail_on_data_loss = _bool(opts, "failondataloss", True)
         out.include_headers = _bool(opts, "includeheaders", False)
+        out.filter_pushdown = _bool(opts, "filterpushdown", False)
         out.max_offsets_per_trigger = _int(opts, "maxoffsetspertrigger", 1)
         out.min_offsets_per_trigger = _int(opts, "minoffsetspertrigger", 1)
         if "maxtriggerdelay" in opts:

@@ -163,6 +163,60 @@ def check_range(reader: LogDirsReader, tp: TopicPartitionKey, start: int, end: i
     return (start, end) if start < end else None
 
 
+class Pruning:
+    """What pushed-down filters on ``partition``, ``offset`` and ``timestamp`` allow the
+    reader to skip. Partition and offset filters are applied exactly (Spark does not
+    apply them again); a timestamp bound only moves each start to the first record at or
+    after it (records before it are all older) and goes back to Spark."""
+
+    def __init__(self) -> None:
+        self.partitions: set[int] | None = None
+        self.low, self.high = 0, 2**63 - 1          # offsets [low, high)
+        self.timestamp_ms: int | None = None        # first timestamp that can match
+
+    def take(self, f) -> bool:
+        """Records the filter; True when it is applied exactly."""
+        from pyspark.sql.datasource import (
+            EqualTo,
+            GreaterThan,
+            GreaterThanOrEqual,
+            In,
+            LessThan,
+            LessThanOrEqual,
+        )
+        column = f.attribute[0].lower() if len(getattr(f, "attribute", ())) == 1 else None
+        value = getattr(f, "value", None)
+        if column == "partition" and isinstance(f, (EqualTo, In)):
+            wanted = set(value) if isinstance(f, In) else {value}
+            self.partitions = wanted if self.partitions is None else self.partitions & wanted
+            return True
+        if column == "offset" and isinstance(value, int) and not isinstance(value, bool):
+            bounds = {EqualTo: (value, value + 1), GreaterThan: (value + 1, None),
+                      GreaterThanOrEqual: (value, None), LessThan: (None, value),
+                      LessThanOrEqual: (None, value + 1)}.get(type(f))
+            if bounds is None:
+                return False
+            if bounds[0] is not None:
+                self.low = max(self.low, bounds[0])
+            if bounds[1] is not None:
+                self.high = min(self.high, bounds[1])
+            return True
+        if column == "timestamp" and isinstance(f, (GreaterThan, GreaterThanOrEqual)) \
+                and hasattr(value, "timestamp"):
+            micros = round(value.timestamp() * 1_000_000)
+            first = micros // 1000 + 1 if isinstance(f, GreaterThan) else -(-micros // 1000)
+            self.timestamp_ms = max(first, self.timestamp_ms or 0)
+        return False
+
+    def clip(self, reader, tp: TopicPartitionKey, start: int, end: int) -> tuple[int, int]:
+        """[start, end) narrowed by the filters; (end, end) when nothing can match."""
+        lo, hi = max(start, self.low), min(end, self.high)
+        if self.timestamp_ms is not None and lo < hi:
+            found = reader.partition(*tp).offset_for_timestamp(self.timestamp_ms, lo)
+            lo = hi if found is None else max(lo, found)
+        return (lo, hi) if lo < hi else (end, end)
+
+
 def split_ranges(reader: LogDirsReader, ranges: list[OffsetRange], min_partitions: int | None,
                  max_records: int | None) -> list[OffsetRange]:
     """Cuts ranges into tasks: none above ``maxRecordsPerPartition`` records, and at

@@ -42,43 +42,46 @@ __all__ = ["PylogDataSource"]
 
 
 class RangePartition(InputPartition):
-    """One task: records [start, end) of one partition, and how to read them."""
+    """One task: records [start, end) of one partition, and how to read them.
+
+    Everything is in ``value`` (plain, picklable): with filter pushdown on, PySpark hands
+    ``read()`` a plain InputPartition rebuilt from ``value``."""
 
     def __init__(self, r: OffsetRange, opts: SourceOptions) -> None:
-        super().__init__(None)
-        self.range = r
-        self.include_headers = opts.include_headers
-        self.fail_on_data_loss = opts.fail_on_data_loss
-        self.remote = opts.bootstrap is not None     # r.directory is then the leader
+        # remote: r.directory is then the partition's leader ("host:port").
+        super().__init__((r, opts.include_headers, opts.fail_on_data_loss,
+                          opts.bootstrap is not None))
 
     def __repr__(self) -> str:
-        r = self.range
+        r = self.value[0]
         return f"RangePartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
 
 
-def read_range(part: RangePartition):
+def read_range(part: InputPartition):
     """Executor side: Arrow batches of the Kafka source schema for one task."""
-    r = part.range
-    if part.remote:
+    if part.value is None:
+        return          # PySpark's stand-in when planning found nothing to read
+    r, include_headers, fail_on_data_loss, remote = part.value
+    if remote:
         from .remote import RemotePartition
         reader = RemotePartition(r.topic, r.partition, r.directory)
     else:
         reader = PartitionReader(r.topic, r.partition, r.directory)
     start = r.start
-    if not part.fail_on_data_loss:
+    if not fail_on_data_loss:
         start = max(start, reader.log_start_offset())
     try:
         for rows in reader.read_arrow(start, r.end):
             if rows.num_rows:
-                yield to_spark_batch(rows, r.topic, r.partition, part.include_headers)
+                yield to_spark_batch(rows, r.topic, r.partition, include_headers)
     except OffsetOutOfRangeError:
-        if part.fail_on_data_loss:
+        if fail_on_data_loss:
             raise
         # Deleted under the task: skip to what is left, as Spark's Kafka source does.
         start = reader.log_start_offset()
         for rows in reader.read_arrow(max(start, r.start), r.end):
             if rows.num_rows:
-                yield to_spark_batch(rows, r.topic, r.partition, part.include_headers)
+                yield to_spark_batch(rows, r.topic, r.partition, include_headers)
 
 
 def open_topics(opts: SourceOptions):
@@ -103,16 +106,19 @@ def _from_json(offsets: dict) -> dict[tuple[str, int], int]:
 class PylogBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
+        self.pruning = planning.Pruning()
 
     def partitions(self):
         opts = self.opts
         reader = open_topics(opts)
-        tps = planning.resolve_partitions(reader, opts)
+        tps = [tp for tp in planning.resolve_partitions(reader, opts)
+               if self.pruning.partitions is None or tp[1] in self.pruning.partitions]
         starts = planning.starting_offsets(reader, tps, opts)
         ends = planning.ending_offsets(reader, tps, opts)
         ranges = []
         for tp in tps:
-            checked = planning.check_range(reader, tp, starts[tp], ends[tp], opts.fail_on_data_loss)
+            start, end = self.pruning.clip(reader, tp, starts[tp], ends[tp])
+            checked = planning.check_range(reader, tp, start, end, opts.fail_on_data_loss)
             if checked:
                 ranges.append(OffsetRange(tp[0], tp[1], checked[0], checked[1],
                                           reader.partition(*tp).directory))
@@ -122,6 +128,17 @@ class PylogBatchReader(DataSourceReader):
 
     def read(self, partition: RangePartition):
         return read_range(partition)
+
+
+class PylogPushdownReader(PylogBatchReader):
+    """The batch reader with filter pushdown (``filterPushdown=true``; Spark also needs
+    ``spark.sql.python.filterPushdown.enabled=true``, and fails every read of a reader
+    that implements pushFilters without it, hence the opt-in)."""
+
+    def pushFilters(self, filters):
+        for f in filters:
+            if not self.pruning.take(f):
+                yield f
 
 
 class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -231,7 +248,7 @@ class PylogDataSource(DataSource):
 
     def reader(self, schema):
         opts = SourceOptions.parse(self.options, streaming=False)
-        return PylogBatchReader(opts)
+        return PylogPushdownReader(opts) if opts.filter_pushdown else PylogBatchReader(opts)
 
     def streamReader(self, schema):
         opts = SourceOptions.parse(self.options, streaming=True)
