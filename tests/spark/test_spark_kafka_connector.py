@@ -75,3 +75,47 @@ def test_sparks_kafka_connector_reads_pylog_serve_like_format_pylog(connector, t
             assert written == sorted(f"from spark's kafka sink {i}".encode() for i in range(200))
     finally:
         store.close()
+
+
+def test_sparks_kafka_connector_streams_through_pylog_serve(connector, tmp_path):
+    """readStream/writeStream format("kafka") at pylog serve: checkpointed, restarted,
+    exactly once into Parquet; a Kafka-sink stream writes into pylog."""
+    spark = connector
+    path = str(tmp_path / "logs")
+    sent = produce(path, "events", 1000)
+    store = pylog.open(path)
+    try:
+        store.create_topic("copy", partitions=2)
+        with pylog.Broker(store, listen="127.0.0.1:0") as broker:
+            def run():
+                q = (spark.readStream.format("kafka")
+                     .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                     .option("subscribe", "events").option("startingOffsets", "earliest")
+                     .option("maxOffsetsPerTrigger", "400").load()
+                     .selectExpr("partition", "offset", "value").writeStream.format("parquet")
+                     .option("path", str(tmp_path / "out"))
+                     .option("checkpointLocation", str(tmp_path / "ckpt"))
+                     .trigger(availableNow=True).start())
+                q.awaitTermination(240)
+                q.stop()
+            run()
+            producer = pylog.Producer(store)
+            producer.send_batch("events", [b"late %d" % i for i in range(300)], partition=0)
+            producer.close()
+            run()                                   # restart from the checkpoint
+            out = spark.read.parquet(str(tmp_path / "out"))
+            got = [(r.partition, r.offset) for r in out.select("partition", "offset").collect()]
+            assert len(got) == len(set(got)) == len(sent) + 300
+
+            q = (spark.readStream.format("parquet").schema(out.schema).load(str(tmp_path / "out"))
+                 .selectExpr("cast(offset as string) as key", "value").writeStream.format("kafka")
+                 .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                 .option("topic", "copy").option("checkpointLocation", str(tmp_path / "ckpt2"))
+                 .trigger(availableNow=True).start())
+            q.awaitTermination(240)
+            q.stop()
+            copied = (spark.read.format("pylog").option("subscribe", "copy").load(path)
+                      .where("true"))
+            assert copied.count() == len(sent) + 300
+    finally:
+        store.close()
