@@ -16,6 +16,7 @@ import pylog
 from pylog.protocol import encode_request
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient
+from pylog.protocol.codec import Reader
 from pylog.record import encode_batch
 
 
@@ -62,9 +63,32 @@ def test_unknown_api_versions_version_gets_a_v0_answer(served):
         assert m.ApiVersionsResponse.decode(read_frame(s)[4:], 3).error_code == 0
 
 
+def test_versions_pylog_does_not_speak_get_unsupported_version(served):
+    """Fetch 13 (topic ids) and Produce 10: Kafka's error code in the message's own place
+    (top-level for Fetch, per partition for Produce), and the connection stays usable."""
+    with raw(served) as s:
+        s.sendall(encode_request(1, 13, 7, "probe", m.FetchRequest(max_wait_ms=0)))
+        frame = read_frame(s)
+        assert struct.unpack(">i", frame[:4])[0] == 7
+        body = m.FetchResponse.read(Reader(memoryview(frame)[5:]), 13)   # flexible header: a tag byte
+        assert body.error_code == 35
+        produce = m.ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
+            m.ProduceRequestTopicProduceData(name="t", partition_data=[
+                m.ProduceRequestPartitionProduceData(index=0, records=b""),
+                m.ProduceRequestPartitionProduceData(index=3, records=b"")])])
+        s.sendall(encode_request(0, 10, 8, "probe", produce))
+        frame = read_frame(s)
+        body = m.ProduceResponse.read(Reader(memoryview(frame)[5:]), 10)
+        assert [(p.index, p.error_code) for p in body.responses[0].partition_responses] == \
+            [(0, 35), (3, 35)]
+        s.sendall(encode_request(18, 3, 9, "probe", m.ApiVersionsRequest(
+            client_software_name="probe", client_software_version="1")))
+        assert m.ApiVersionsResponse.decode(read_frame(s)[4:], 3).error_code == 0
+
+
 @pytest.mark.parametrize("frame,why", [
-    (encode_request(1, 13, 1, None, m.FetchRequest()), "unsupported Fetch version"),
     (struct.pack(">ihhih", 10, 999, 0, 1, -1), "unknown API key"),
+    (struct.pack(">ihhih", 10, 29, 0, 1, -1), "an API left out of ApiVersions (DescribeAcls)"),
     (struct.pack(">i", 200 << 20), "size above socket.request.max.bytes"),
     (struct.pack(">i", 3) + b"abc", "size below a header"),
     (struct.pack(">ihhih", 12, 3, 12, 1, -1) + b"\xff\xff", "Metadata body that does not parse"),

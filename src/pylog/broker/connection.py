@@ -13,8 +13,10 @@ Defences, as Kafka's SocketServer:
   frame grows only as its bytes arrive;
 - a header or body that does not parse closes the connection (Kafka does the same: a
   request that cannot be parsed cannot be answered in its own format);
-- an unknown API key or version gets UNSUPPORTED_VERSION where the protocol has a
-  response for it (ApiVersions always answers with v0), else the connection closes;
+- an API or version pylog does not speak gets UNSUPPORTED_VERSION where the message
+  has a place for it (ApiVersions always answers with v0; a top-level error_code, as
+  Fetch 7+; every partition of a Produce), else the connection closes (an API left out
+  of ApiVersions, which clients do not send);
 - no request for ``connections.max.idle.ms`` closes the connection (the broker's idle
   sweeper, once a second: cheaper than a timeout per read).
 
@@ -31,7 +33,7 @@ import select
 import struct
 
 from pylog.protocol import MalformedMessageError, decode_request, frame_response
-from pylog.protocol.api import API_VERSIONS_KEY
+from pylog.protocol.api import API_VERSIONS_KEY, unsupported_version_response
 
 __all__ = ["Connection"]
 
@@ -107,6 +109,15 @@ class Connection:
                 # error and our ranges; the client retries with a version we speak.
                 response = self.broker.api_versions_response(_UNSUPPORTED_VERSION)
                 await self._send(frame_response(header, response, version=0))
+                return True
+            try:
+                answer = unsupported_version_response(header, frame)
+            except MalformedMessageError:
+                answer = None
+            if answer is not None:
+                log.info("%s: %s (client %r): answered UNSUPPORTED_VERSION", self.peer, problem,
+                         header.client_id)
+                await self._send(frame_response(header, answer))
                 return True
             log.warning("closing connection %s: %s (client %r)", self.peer, problem, header.client_id)
             return False

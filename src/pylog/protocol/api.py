@@ -16,6 +16,7 @@ from . import messages as m
 from .codec import Reader, Writer
 
 __all__ = ["API_NAMES", "SUPPORTED", "RequestHeader", "decode_request", "encode_request",
+           "unsupported_version_response",
            "frame_response", "decode_response", "is_flexible"]
 
 _i32 = struct.Struct(">i")
@@ -99,6 +100,35 @@ def decode_request(frame) -> tuple[RequestHeader, object | None, str | None]:
     # Bytes after the last field are ignored, as Kafka's broker does: librdkafka 2.16 sends
     # three of them after its "all topics" Metadata v12 request (measured).
     return header, cls.read(r, api_version), None
+
+
+UNSUPPORTED_VERSION = 35
+
+
+def unsupported_version_response(header: RequestHeader, frame):
+    """The answer to a request of an API pylog speaks at a version it does not, where
+    Kafka's messages have a place for the error: a top-level ``error_code`` (e.g. Fetch
+    7+), or each partition of a Produce. None where there is none (the caller closes the
+    connection, as Kafka's broker does for a request it cannot answer)."""
+    req_cls, resp_cls = m.REQUESTS.get(header.api_key), m.RESPONSES.get(header.api_key)
+    if req_cls is None or resp_cls is None or \
+            not resp_cls.VERSIONS[0] <= header.api_version <= resp_cls.VERSIONS[1]:
+        return None
+    version = header.api_version
+    fields = {f[0]: f[3] for f in resp_cls._SCHEMA}
+    if "error_code" in fields and fields["error_code"][0] <= version <= fields["error_code"][1]:
+        return resp_cls(error_code=UNSUPPORTED_VERSION)
+    if header.api_key == 0:               # Produce: the error goes in every partition
+        r = Reader(frame)
+        r.int16(), r.int16(), r.int32(), r.string(False, True)
+        if is_flexible(0, version):
+            r.skip_tagged_fields()
+        request = req_cls.read(r, version)
+        return resp_cls(responses=[m.ProduceResponseTopicProduceResponse(
+            name=t.name, partition_responses=[m.ProduceResponsePartitionProduceResponse(
+                index=p.index, error_code=UNSUPPORTED_VERSION) for p in t.partition_data])
+            for t in request.topic_data])
+    return None
 
 
 def frame_response(header: RequestHeader, body, version: int | None = None) -> list:

@@ -1,0 +1,79 @@
+// Kafka's Java Producer and Consumer, driven by tests/kafka_reference/test_java_clients.py.
+// Run with the JDK's source launcher: java -cp '<kafka libs>/*' JavaClients.java MODE ARGS
+//   produce BOOTSTRAP TOPIC CODEC COUNT         -> "SENT <count>" (idempotent: Kafka's default)
+//   consume BOOTSTRAP TOPIC GROUP INSTANCE COUNT -> one line per record, then "DONE"
+//     (cooperative-sticky assignor, read_uncommitted, static membership when INSTANCE != "-")
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Properties;
+
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public class JavaClients {
+    static byte[] utf8(String s) { return s.getBytes(StandardCharsets.UTF_8); }
+
+    public static void main(String[] args) throws Exception {
+        if (args[0].equals("produce")) {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", args[1]);
+            p.put("compression.type", args[3]);
+            p.put("acks", "all");
+            p.put("linger.ms", "5");
+            int count = Integer.parseInt(args[4]);
+            try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+                for (int i = 0; i < count; i++) {
+                    ProducerRecord<byte[], byte[]> r = new ProducerRecord<>(
+                        args[2], null, 1_700_000_000_000L + i, i % 4 == 0 ? null : utf8("k" + (i % 9)),
+                        utf8("java value " + i));
+                    r.headers().add("i", utf8(Integer.toString(i)));
+                    producer.send(r);
+                }
+                producer.flush();
+            }
+            System.out.println("SENT " + count);
+        } else {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", args[1]);
+            p.put("group.id", args[3]);
+            if (!args[4].equals("-")) p.put("group.instance.id", args[4]);
+            p.put("partition.assignment.strategy",
+                  "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+            p.put("isolation.level", "read_uncommitted");
+            p.put("auto.offset.reset", "earliest");
+            p.put("enable.auto.commit", "false");
+            int count = Integer.parseInt(args[5]);
+            int seen = 0;
+            try (KafkaConsumer<byte[], byte[]> consumer =
+                     new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+                consumer.subscribe(List.of(args[2]));
+                long deadline = System.currentTimeMillis() + 60_000;
+                while (seen < count && System.currentTimeMillis() < deadline) {
+                    for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                        StringBuilder line = new StringBuilder();
+                        line.append(r.partition()).append('\t').append(r.offset()).append('\t')
+                            .append(r.timestamp()).append('\t')
+                            .append(r.key() == null ? "<null>" : new String(r.key(), StandardCharsets.UTF_8))
+                            .append('\t').append(new String(r.value(), StandardCharsets.UTF_8));
+                        for (Header h : r.headers())
+                            line.append('\t').append(h.key()).append('=')
+                                .append(h.value() == null ? "<null>" : new String(h.value(), StandardCharsets.UTF_8));
+                        System.out.println(line);
+                        seen++;
+                    }
+                    consumer.commitSync();
+                }
+                System.out.println("ASSIGNED " + consumer.assignment().size());
+            }
+            System.out.println("DONE " + seen);
+        }
+    }
+}
