@@ -16,6 +16,7 @@ command -v fio >/dev/null 2>&1 || want+=(fio)
 command -v kcat >/dev/null 2>&1 || want+=(kcat)       # a real Kafka client (librdkafka 2.0) for broker tests
 command -v strace >/dev/null 2>&1 || want+=(strace)   # the zero-copy fetch test watches syscalls
 command -v java >/dev/null 2>&1 || want+=(openjdk-17-jre-headless)   # Apache Kafka (the reference) and Spark
+command -v javac >/dev/null 2>&1 || want+=(openjdk-17-jdk-headless)  # Kafka's Java clients run from a source file
 command -v mvn >/dev/null 2>&1 || want+=(maven)       # fetches Kafka's jars (tools/kafka/pom.xml)
 if [ ${#want[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -129,3 +129,37 @@ def test_delete_records_and_consumer_perf_test(pylog_broker, tmp_path):
     header, values = out.strip().splitlines()[-2:]
     row = dict(zip(header.split(", "), values.split(", ")))
     assert int(row["data.consumed.in.nMsg"]) == 600          # offsets 400..999: all that is left
+
+
+def test_dump_log_segments_reads_idempotent_rolled_segments_and_snapshots(tmp_path):
+    """An idempotent producer's batches in a rolled and an active segment: Kafka's
+    DumpLogSegments reads the .log (producer fields), checks both indexes with
+    --verify-index-only, and reads the producer-state .snapshot pylog wrote at the roll."""
+    with pylog.open(tmp_path / "store") as store:
+        store.create_topic("idem", 1)
+        producer = pylog.Producer(store, enable_idempotence=True, acks="all")
+        for i in range(200):
+            producer.send("idem", value=b"value %d" % i, key=b"k%d" % (i % 5), partition=0)
+            if i == 99:
+                producer.flush()
+                store.log("idem", 0).roll()
+        producer.flush()
+        producer.close()
+        producer_id = store.log("idem", 0).read(0).batches()[0].producer_id
+    files = sorted((tmp_path / "store" / "idem-0").iterdir())
+    logs = [f for f in files if f.suffix == ".log"]
+    snapshots = [f for f in files if f.suffix == ".snapshot"]
+    assert len(logs) == 2 and snapshots
+    out = run_tool("kafka-dump-log", "--files", ",".join(map(str, logs)), "--deep-iteration").stdout
+    assert out.count("isvalid: true") >= 2 and "Exception" not in out
+    assert f"producerId: {producer_id}" in out and "producerEpoch: 0" in out
+    assert out.count("baseSequence: 0 ") >= 1            # the first batch's sequence
+    for f in files:
+        if f.suffix in (".index", ".timeindex"):
+            check = run_tool("kafka-dump-log", "--files", str(f), "--verify-index-only").stdout
+            assert "Dumping" in check and "mismatch" not in check.lower(), check
+    for snapshot in snapshots:         # <offset>.snapshot: the state after offset - 1
+        end = int(snapshot.stem) - 1
+        state = run_tool("kafka-dump-log", "--files", str(snapshot)).stdout
+        assert f"producerId: {producer_id} " in state, state
+        assert f"lastSequence: {end} lastOffset: {end} " in state, state
