@@ -1,6 +1,7 @@
 """The ``pylog`` command.
 
-``pylog serve`` runs the broker. The operations tools (topics, console producer and
+``pylog serve`` runs the broker; ``pylog export-to-kafka`` hands a topic to an Apache
+Kafka broker (storage/kafka_export.py). The operations tools (topics, console producer and
 consumer, dump-log, perf) arrive with their own issue and register here as
 subcommands. argparse for now: the command has one subcommand and needs nothing a
 standard-library parser lacks.
@@ -75,6 +76,44 @@ def _serve_store(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_to_kafka(args: argparse.Namespace) -> int:
+    """pylog's side of moving a topic to an Apache Kafka broker (storage/kafka_export.py)."""
+    import csv
+    import os
+
+    import pylog
+    from pylog.errors import PylogError
+    from pylog.storage.kafka_export import ExportError, check_pylog_dirs, export_topic
+    from pylog.storage.reader import LogDirsReader
+    try:
+        check_pylog_dirs(LogDirsReader(args.log_dirs))
+        # The groups' committed offsets for the topic, as kafka-consumer-groups.sh
+        # --reset-offsets --from-file reads them (topic,partition,offset per line).
+        written = []
+        if args.offsets_dir:
+            os.makedirs(args.offsets_dir, exist_ok=True)
+            with pylog.open(args.log_dirs) as store:     # closes cleanly again
+                for group in store.consumer_groups():
+                    rows = sorted((partition, getattr(om, "offset", om)) for (topic, partition), om
+                                  in store.committed_offsets(group).items() if topic == args.topic)
+                    if rows:
+                        path = os.path.join(args.offsets_dir, f"{group}.csv")
+                        with open(path, "w", newline="") as f:
+                            csv.writer(f).writerows((args.topic, p, o) for p, o in rows)
+                        written.append((group, path))
+        report = export_topic(args.log_dirs, args.topic, args.kafka_log_dir)
+    except (ExportError, PylogError, OSError) as exc:
+        print(f"pylog export-to-kafka: {exc}", file=sys.stderr)
+        return 2
+    print(f"copied {report.segments} segments ({report.bytes:,} bytes) of {report.partitions} "
+          f"partitions of {args.topic!r} into {args.kafka_log_dir}; end offsets "
+          f"{report.end_offsets}. Start Kafka: it validates and indexes them on start-up.")
+    for group, path in written:
+        print(f"group {group}: kafka-consumer-groups.sh --bootstrap-server HOST:9092 --group "
+              f"{group} --reset-offsets --from-file {path} --execute")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import pylog
 
@@ -97,6 +136,19 @@ def main(argv: list[str] | None = None) -> int:
                             "kafka-server-start.sh --override")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(run=_serve)
+    export = sub.add_parser(
+        "export-to-kafka", help="hand a topic to a stopped Apache Kafka broker, unconverted",
+        description="Copies a topic's segment files into a Kafka broker's log dir (the topic "
+                    "created there first with the same partitions, and Kafka stopped). The "
+                    "pylog store must be closed cleanly. Committed offsets of the topic's "
+                    "consumer groups go to CSV files for kafka-consumer-groups.sh "
+                    "--reset-offsets --from-file.")
+    export.add_argument("--log-dirs", required=True, help="pylog's log dirs (comma-separated)")
+    export.add_argument("--topic", required=True)
+    export.add_argument("--kafka-log-dir", required=True,
+                        help="the Kafka broker's log dir holding the topic's partition dirs")
+    export.add_argument("--offsets-dir", help="where to write <group>.csv committed offsets")
+    export.set_defaults(run=_export_to_kafka)
     args = parser.parse_args(argv)
     if getattr(args, "run", None) is None:
         parser.print_help()

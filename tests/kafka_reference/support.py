@@ -100,8 +100,11 @@ class KafkaBroker:
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 120) -> KafkaBroker:
-        run_tool("kafka-storage", "format", "-t", _random_cluster_id(), "-c", str(self.properties))
+    def start(self, timeout: float = 120, format: bool = True) -> KafkaBroker:
+        """Formats the storage (unless restarting on it) and starts the broker."""
+        if format:
+            run_tool("kafka-storage", "format", "-t", _random_cluster_id(), "-c",
+                     str(self.properties))
         self.stdout = open(self.properties.with_suffix(".log"), "w")
         self.proc = subprocess.Popen(["java", "-Xmx1G", "-Xms1G", "-Dlog4j.configuration=file:/dev/null",
                                       "-cp", f"{kafka_libs()}/*", TOOLS["kafka-server"],
