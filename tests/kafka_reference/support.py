@@ -135,5 +135,10 @@ class KafkaBroker:
 
 
 def _random_cluster_id() -> str:
+    """A Kafka Uuid; never one that starts with '-' (kafka-storage's parser would take it
+    for an option: a 1-in-64 failure seen in CI)."""
     import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
