@@ -114,11 +114,16 @@ class KafkaBroker:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"Kafka exited with {self.proc.returncode}: "
                                    f"{self.properties.with_suffix('.log').read_text()[-3000:]}")
+            # Ready when it answers Metadata with itself as a broker (a Python probe: a
+            # JVM tool per attempt would add its own start-up to the broker's).
             try:
-                run_tool("kafka-topics", "--bootstrap-server", self.bootstrap, "--list", timeout=30)
-                return self
-            except AssertionError:
-                time.sleep(0.5)
+                from pylog.protocol.client import ProtocolClient
+                with ProtocolClient(self.bootstrap, timeout=5) as client:
+                    if client.metadata().brokers:
+                        return self
+            except Exception:           # not up yet (refused, or no answer)
+                pass
+            time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"Kafka did not start in {timeout}s")
 
