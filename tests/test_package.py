@@ -32,4 +32,4 @@ def test_console_script_runs(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"pylog {pylog.__version__}")
     helped = subprocess.run(command + ["--help"], capture_output=True, text=True, timeout=60)
-    assert helped.returncode == 0 and "usage: pylog" in helped.stdout
+    assert helped.returncode == 0 and "Usage: pylog" in helped.stdout

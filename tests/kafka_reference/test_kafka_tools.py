@@ -163,3 +163,31 @@ def test_dump_log_segments_reads_idempotent_rolled_segments_and_snapshots(tmp_pa
         state = run_tool("kafka-dump-log", "--files", str(snapshot)).stdout
         assert f"producerId: {producer_id} " in state, state
         assert f"lastSequence: {end} lastOffset: {end} " in state, state
+
+
+def test_pylog_dump_log_prints_what_kafkas_dump_log_prints(tmp_path):
+    """`pylog dump-log` beside Kafka's DumpLogSegments on the same files: the same lines."""
+    import os
+    import subprocess
+    import sys
+    with pylog.open(tmp_path / "store") as store:
+        store.create_topic("same", 1)
+        log = store.log("same", 0)
+        log.append_records([b"v1", b"v2"], [b"k", None], compression="gzip",
+                           headers=[[("h", b"x"), ("g", None)], []])
+        producer = pylog.Producer(store, enable_idempotence=True, compression_type="zstd")
+        for i in range(50):
+            producer.send("same", value=b"value %d" % i, key=b"key", partition=0)
+        producer.flush()
+        log.roll()
+        producer.send("same", value=b"after the roll", partition=0)
+        producer.close()
+    script = os.path.join(os.path.dirname(sys.executable), "pylog")
+    for path in sorted((tmp_path / "store" / "same-0").iterdir()):
+        if path.suffix not in (".log", ".index", ".timeindex", ".snapshot"):
+            continue
+        flags = ["--deep-iteration", "--print-data-log"] if path.suffix == ".log" else []
+        kafka = run_tool("kafka-dump-log", "--files", str(path), *flags).stdout
+        ours = subprocess.run([script, "dump-log", "--files", str(path), *flags],
+                              capture_output=True, text=True, check=True).stdout
+        assert ours.splitlines() == kafka.splitlines(), path.name

@@ -1,0 +1,53 @@
+"""What every verb shares: one-line errors, --log-dirs, aligned tables or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+__all__ = ["PylogCommandError", "fail_on", "log_dirs_option", "print_table", "print_json"]
+
+
+class PylogCommandError(Exception):
+    """A problem to print as one line on stderr (exit status 2)."""
+
+
+def fail_on(*errors: type[BaseException]):
+    """Turns `errors` raised by the verb into PylogCommandError (one line), unless
+    --verbose asked for the traceback."""
+    import functools
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except click.ClickException:
+                raise                      # usage errors: click prints them with their hint
+            except errors as exc:
+                ctx = click.get_current_context(silent=True)
+                if ctx is not None and (ctx.find_root().obj or {}).get("verbose"):
+                    raise
+                raise PylogCommandError(f"{ctx.info_name if ctx else ''}: {exc}") from None
+        return run
+    return wrap
+
+
+def log_dirs_option(required: bool = True):
+    return click.option("--log-dirs", required=required, metavar="DIR[,DIR...]",
+                        help="the store's log dirs (Kafka's log.dirs), comma-separated")
+
+
+def print_table(headers: list[str], rows: list[list]) -> None:
+    """Columns aligned for people."""
+    cells = [headers] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for r in cells:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def print_json(value) -> None:
+    json.dump(value, sys.stdout, indent=1, sort_keys=False)
+    sys.stdout.write("\n")

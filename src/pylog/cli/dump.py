@@ -1,0 +1,182 @@
+"""``pylog dump-log``: Kafka's kafka-dump-log.sh (DumpLogSegments) on pylog's (and Kafka's)
+files, line for line in Kafka's format: ``.log`` batches (and records with
+``--deep-iteration``/``--print-data-log``), ``.index`` and ``.timeindex`` entries (with
+``--index-sanity-check``/``--verify-index-only`` checks against the ``.log``), producer
+``.snapshot`` state, and the checkpoint files. A debugging tool, not a hot path: it walks
+records in Python.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import click
+
+from .common import fail_on
+
+__all__ = ["dump_log"]
+
+_OFFSET_ENTRY = struct.Struct(">iI")
+_TIME_ENTRY = struct.Struct(">qi")
+_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def _text(raw) -> str:
+    return bytes(raw).decode("utf-8", errors="replace")
+
+
+def _dump_log_file(path: str, deep: bool, data: bool) -> None:
+    from pylog.record import iter_batches
+    with open(path, "rb") as f:
+        buf = f.read()
+    base = int(os.path.basename(path).split(".")[0])
+    click.echo(f"Log starting offset: {base}")
+    position = 0
+    for batch in iter_batches(buf, validate=False):
+        ts_label = "LogAppendTime" if batch.timestamp_type == 1 else "CreateTime"
+        horizon = f"OptionalLong[{batch.base_timestamp}]" if batch.has_delete_horizon \
+            else "OptionalLong.empty"
+        click.echo(
+            f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: "
+            f"{batch.records_count} baseSequence: {batch.base_sequence} lastSequence: "
+            f"{batch.last_sequence} producerId: {batch.producer_id} producerEpoch: "
+            f"{batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
+            f"isTransactional: {str(batch.is_transactional).lower()} isControl: "
+            f"{str(batch.is_control).lower()} deleteHorizonMs: {horizon} position: {position} "
+            f"{ts_label}: {batch.max_timestamp} size: {batch.size_in_bytes} magic: {batch.magic} "
+            f"compresscodec: {_CODECS.get(batch.compression_type, batch.compression)} crc: "
+            f"{batch.crc} isvalid: {str(batch.is_valid()).lower()}")
+        if deep or data:
+            for i, r in enumerate(batch.records()):
+                seq = batch.base_sequence + i if batch.base_sequence >= 0 else -1
+                line = (f"| offset: {r.offset} {ts_label}: {r.timestamp} keySize: "
+                        f"{-1 if r.key is None else len(r.key)} valueSize: "
+                        f"{-1 if r.value is None else len(r.value)} sequence: {seq} headerKeys: "
+                        f"[{','.join(k for k, _ in r.headers)}]")
+                if batch.is_control:
+                    line += f" {batch.control_type}"
+                elif data:
+                    if r.key is not None:
+                        line += f" key: {_text(r.key)}"
+                    line += f" payload: {'' if r.value is None else _text(r.value)}"
+                click.echo(line)
+        position += batch.size_in_bytes
+    if position < len(buf):
+        click.echo(f"Found {len(buf) - position} invalid bytes at the end of {os.path.basename(path)}")
+
+
+def _entries(path: str, entry: struct.Struct) -> list[tuple[int, int]]:
+    with open(path, "rb") as f:
+        raw = f.read()
+    out = []
+    for i in range(len(raw) // entry.size):
+        e = entry.unpack_from(raw, i * entry.size)
+        if i and e == (0, 0):
+            break                                  # preallocated, unused
+        out.append(e)
+    return out
+
+
+def _dump_index(path: str, sanity: bool, verify_only: bool) -> None:
+    base = int(os.path.basename(path).split(".")[0])
+    entries = _entries(path, _OFFSET_ENTRY)
+    if entries and entries[0] == (0, 0) and os.path.getsize(path) and len(entries) == 1 and \
+            _log_size(path) == 0:
+        entries = []
+    if not entries:
+        click.echo(f"{path} is empty.")
+        return
+    problems = _check_index(path, [(base + rel, pos) for rel, pos in entries])
+    if sanity or verify_only:
+        for p in problems:
+            click.echo(p)
+        if sanity and not problems:
+            click.echo(f"{path} passed sanity check.")
+        if verify_only:
+            return
+    for rel, pos in entries:
+        click.echo(f"offset: {base + rel} position: {pos}")
+
+
+def _log_size(index_path: str) -> int:
+    log = index_path.rsplit(".", 1)[0] + ".log"
+    return os.path.getsize(log) if os.path.exists(log) else 0
+
+
+def _check_index(path: str, entries: list[tuple[int, int]]) -> list[str]:
+    """Each entry must name a batch of the .log that starts at its position and ends at
+    its offset; offsets and positions must increase."""
+    from pylog.record import iter_batches
+    log = path.rsplit(".", 1)[0] + ".log"
+    if not os.path.exists(log):
+        return [f"{log} is missing: the index cannot be checked"]
+    with open(log, "rb") as f:
+        buf = f.read()
+    batches, position = {}, 0
+    for b in iter_batches(buf, validate=False):
+        batches[position] = b.last_offset
+        position += b.size_in_bytes
+    problems = []
+    last = (-1, -1)
+    for offset, pos in entries:
+        if batches.get(pos) != offset:
+            problems.append(f"Index mismatch: offset {offset} at position {pos} is not the last "
+                            f"offset of a batch starting there ({batches.get(pos)})")
+        if offset <= last[0] or pos <= last[1] and last[1] >= 0 and pos != 0:
+            problems.append(f"Index out of order at offset {offset} position {pos}")
+        last = (offset, pos)
+    return problems
+
+
+def _dump_time_index(path: str) -> None:
+    base = int(os.path.basename(path).split(".")[0])
+    entries = _entries(path, _TIME_ENTRY)
+    if not entries or entries == [(0, 0)]:
+        click.echo(f"{path} is empty.")
+        return
+    for ts, rel in entries:
+        click.echo(f"timestamp: {ts} offset: {base + rel}")
+
+
+def _dump_snapshot(path: str) -> None:
+    from pylog.storage.producer_state import ProducerStateManager
+    manager = ProducerStateManager(os.path.dirname(os.path.abspath(path)))
+    manager.read_snapshot(int(os.path.basename(path).split(".")[0]))
+    for pid, entry in sorted(manager.producers.items()):
+        b = entry.batches[-1]
+        click.echo(f"producerId: {pid} producerEpoch: {entry.epoch} coordinatorEpoch: -1 "
+                   f"currentTxnFirstOffset: OptionalLong.empty lastTimestamp: {b.timestamp} "
+                   f"firstSequence: {b.first_seq} lastSequence: {b.last_seq} lastOffset: "
+                   f"{b.last_offset} offsetDelta: {b.last_offset - b.first_offset} timestamp: "
+                   f"{b.timestamp}")
+
+
+@click.command("dump-log", help="Print the contents of log files (kafka-dump-log.sh): .log, "
+                                ".index, .timeindex, .snapshot and checkpoint files.")
+@click.option("--files", required=True, metavar="FILE[,FILE...]", help="comma-separated files")
+@click.option("--deep-iteration", is_flag=True, help="print every record of every batch")
+@click.option("--print-data-log", is_flag=True, help="print keys and values (implies --deep-iteration)")
+@click.option("--index-sanity-check", is_flag=True,
+              help="check each index against its .log and say whether it passed")
+@click.option("--verify-index-only", is_flag=True, help="check indexes; print only problems")
+@fail_on(OSError, ValueError)
+def dump_log(files, deep_iteration, print_data_log, index_sanity_check, verify_index_only) -> int:
+    for path in [f for f in files.split(",") if f]:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path} does not exist")
+        click.echo(f"Dumping {path}")
+        if path.endswith(".log"):
+            _dump_log_file(path, deep_iteration, print_data_log)
+        elif path.endswith(".index"):
+            _dump_index(path, index_sanity_check, verify_index_only)
+        elif path.endswith(".timeindex"):
+            _dump_time_index(path)
+        elif path.endswith(".snapshot"):
+            _dump_snapshot(path)
+        elif "checkpoint" in os.path.basename(path) or os.path.basename(path).startswith("pylog-"):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                click.echo(f.read().rstrip("\n"))
+        else:
+            raise ValueError(f"{path}: not a .log, .index, .timeindex, .snapshot or checkpoint file")
+    return 0

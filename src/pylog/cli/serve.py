@@ -1,0 +1,81 @@
+"""``pylog serve``: the store served to Kafka clients (pylog.broker)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+import click
+
+__all__ = ["serve"]
+
+
+@click.command(help="Serve log dirs to Kafka clients (Kafka's wire protocol): kcat, librdkafka, "
+                    "kafka-python, aiokafka, Java. SIGTERM or SIGINT shuts down gracefully.")
+@click.option("--log-dirs", metavar="DIR[,DIR...]", help="comma-separated log dirs (Kafka's log.dirs)")
+@click.option("--listen", metavar="HOST:PORT",
+              help="where to listen (default 127.0.0.1:9092; Kafka's listeners)")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="a server.properties file in Kafka's format")
+@click.option("--override", multiple=True, metavar="KEY=VALUE",
+              help="a config that overrides the file (repeatable), as kafka-server-start.sh --override")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+def serve(log_dirs, listen, config_file, override, log_level) -> int:
+    from pylog.errors import PylogError
+    try:
+        return _serve(log_dirs, listen, config_file, override, log_level)
+    except (PylogError, OSError) as exc:
+        print(f"pylog serve: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve(log_dirs, listen, config_file, override, log_level) -> int:
+    import pylog
+    from pylog.broker import read_properties, split_config
+
+    values: dict[str, str] = {}
+    if config_file:
+        values.update(read_properties(config_file))
+    for item in override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"pylog serve: --override expects key=value, got {item!r}", file=sys.stderr)
+            return 2
+        values[key.strip()] = value.strip()
+    if log_dirs:
+        values["log.dirs"] = log_dirs
+    if listen:
+        values["listeners"] = listen
+    server, store_config = split_config(values)
+    # Kafka: log.dirs wins over log.dir.
+    dirs = store_config.pop("log.dirs", None), store_config.pop("log.dir", None)
+    dirs = dirs[0] or dirs[1]
+    if not dirs:
+        print("pylog serve: give --log-dirs DIR[,DIR...] (or log.dirs in --config)", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=getattr(logging, log_level.upper()),
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    store = pylog.open(dirs, **store_config)
+    try:
+        broker = pylog.Broker(store, config=server).start()
+    except BaseException:
+        store.close()
+        raise
+
+    def stop(signum, frame):  # noqa: ARG001
+        logging.getLogger("pylog.broker").info("signal %d: shutting down", signum)
+        # shutdown() waits for in-flight requests: not inside the signal handler.
+        threading.Thread(target=broker.shutdown, name="pylog-shutdown").start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"pylog serving {dirs} on {broker.bootstrap_servers}", flush=True)
+    try:
+        broker.serve_forever()
+    finally:
+        broker.shutdown()
+        store.close()
+    return 0

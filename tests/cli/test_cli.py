@@ -1,0 +1,98 @@
+"""The pylog command through the installed console script, on real files: topics,
+get-offsets and dump-log; every bad input one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import pylog
+
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "pylog")
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    command = [SCRIPT] if os.path.exists(SCRIPT) else [sys.executable, "-m", "pylog.cli"]
+    out = subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_help_lists_every_verb():
+    out = run("--help").stdout
+    for verb in ("serve", "export-to-kafka", "topics", "get-offsets", "dump-log"):
+        assert verb in out
+    assert "--files" in run("dump-log", "--help").stdout
+
+
+def test_topics_create_list_describe_alter_delete(tmp_path):
+    d = str(tmp_path)
+    run("topics", "--log-dirs", d, "--create", "--topic", "clicks", "--partitions", "3",
+        "--config", "retention.ms=60000")
+    run("topics", "--log-dirs", d, "--create", "--topic", "views", "--partitions", "1")
+    assert run("topics", "--log-dirs", d, "--list").stdout.split() == ["clicks", "views"]
+    assert run("topics", "--log-dirs", d, "--list", "--topic", "cl.*").stdout.split() == ["clicks"]
+    described = run("topics", "--log-dirs", d, "--describe", "--topic", "clicks").stdout
+    assert "PartitionCount: 3" in described and "retention.ms=60000" in described
+    assert described.count("\tTopic: clicks\tPartition:") == 3
+    run("topics", "--log-dirs", d, "--alter", "--topic", "clicks", "--partitions", "4")
+    as_json = json.loads(run("topics", "--log-dirs", d, "--describe", "--json").stdout)
+    assert [len(t["partitions"]) for t in as_json] == [4, 1]
+    run("topics", "--log-dirs", d, "--delete", "--topic", "views")
+    assert run("topics", "--log-dirs", d, "--list").stdout.split() == ["clicks"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["topics", "--log-dirs", "{d}", "--create", "--topic", "bad name!", "--partitions", "1"],
+     "bad name!"),
+    (["topics", "--log-dirs", "{d}/missing", "--list"], "does not exist"),
+    (["topics", "--log-dirs", "{d}", "--create"], "--create needs --topic"),
+    (["get-offsets", "--log-dirs", "{d}", "--time", "yesterday"], "--time"),
+    (["dump-log", "--files", "{d}/nope.log"], "does not exist"),
+    (["topics", "--log-dirs", "{d}", "--frobnicate"], "No such option"),
+])
+def test_bad_input_is_one_line_and_a_non_zero_exit(tmp_path, args, message):
+    with pylog.open(str(tmp_path)) as store:
+        store.create_topic("t", 1)
+    out = run(*[a.format(d=tmp_path) for a in args], check=False)
+    assert out.returncode != 0
+    assert message in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_get_offsets_beside_a_running_store(tmp_path):
+    with pylog.open(str(tmp_path)) as store:
+        store.create_topic("t", 2)
+        store.log("t", 0).append_records([b"a"] * 5, timestamps=[1000, 2000, 3000, 4000, 5000])
+        store.log("t", 1).append_records([b"b"] * 2)
+        # The store is open in this process: get-offsets reads the dirs read-only.
+        assert run("get-offsets", "--log-dirs", str(tmp_path)).stdout.split() == ["t:0:5", "t:1:2"]
+        assert run("get-offsets", "--log-dirs", str(tmp_path), "--time", "-2",
+                   "--partitions", "0").stdout.split() == ["t:0:0"]
+        assert run("get-offsets", "--log-dirs", str(tmp_path), "--time", "2500",
+                   "--partitions", "0").stdout.split() == ["t:0:2"]
+
+
+def test_dump_log_prints_known_batches(tmp_path):
+    with pylog.open(str(tmp_path)) as store:
+        store.create_topic("d", 1)
+        log = store.log("d", 0)
+        log.append_records([b"v1", b"v2"], [b"k", None], compression="gzip",
+                           headers=[[("h", b"x")], []], timestamps=[1000, 1001])
+        log.append_records([b"v3"], timestamps=[1002])
+    seg = str(tmp_path / "d-0" / "00000000000000000000")
+    out = run("dump-log", "--files", seg + ".log", "--print-data-log").stdout.splitlines()
+    assert out[0] == f"Dumping {seg}.log" and out[1] == "Log starting offset: 0"
+    assert out[2].startswith("baseOffset: 0 lastOffset: 1 count: 2 ") and "compresscodec: gzip" in out[2]
+    assert "isvalid: true" in out[2] and "CreateTime: 1001" in out[2]
+    assert out[3] == ("| offset: 0 CreateTime: 1000 keySize: 1 valueSize: 2 sequence: -1 "
+                      "headerKeys: [h] key: k payload: v1")
+    assert out[4] == ("| offset: 1 CreateTime: 1001 keySize: -1 valueSize: 2 sequence: -1 "
+                      "headerKeys: [] payload: v2")
+    assert out[5].startswith("baseOffset: 2 lastOffset: 2 count: 1 ")
+    times = run("dump-log", "--files", seg + ".timeindex").stdout.splitlines()
+    assert times[1:] == ["timestamp: 1002 offset: 2"]
