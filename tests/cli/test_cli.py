@@ -96,3 +96,39 @@ def test_dump_log_prints_known_batches(tmp_path):
     assert out[5].startswith("baseOffset: 2 lastOffset: 2 count: 1 ")
     times = run("dump-log", "--files", seg + ".timeindex").stdout.splitlines()
     assert times[1:] == ["timestamp: 1002 offset: 2"]
+
+
+def test_console_producer_then_consumer_with_keys_headers_and_a_group(tmp_path):
+    d = str(tmp_path)
+    run("topics", "--log-dirs", d, "--create", "--topic", "c", "--partitions", "2")
+    lines = "".join(f"h1:v{i},h2:w\tk{i % 3}:value {i}\n" for i in range(20))
+    out = subprocess.run([SCRIPT, "console-producer", "--log-dirs", d, "--topic", "c",
+                          "--property", "parse.key=true", "--property", "key.separator=:",
+                          "--property", "parse.headers=true", "--compression-codec", "lz4"],
+                         input=lines, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    printed = run("console-consumer", "--log-dirs", d, "--topic", "c", "--from-beginning",
+                  "--max-messages", "20", "--property", "print.key=true", "--property",
+                  "print.headers=true", "--property", "print.partition=true",
+                  "--property", "key.separator=|").stdout.splitlines()
+    assert len(printed) == 20
+    from pylog.client.partitioner import key_partition
+    for line in printed:
+        partition, headers, key, value = line.split("|")
+        i = int(value.split()[1])
+        assert (key, headers) == (f"k{i % 3}", f"h1:v{i},h2:w")
+        assert partition == f"Partition:{key_partition(key.encode(), 2)}"
+    p0 = key_partition(b"k0", 2)
+    as_json = [json.loads(x) for x in run("console-consumer", "--log-dirs", d, "--topic", "c",
+                                          "--partition", str(p0), "--offset", "earliest",
+                                          "--timeout-ms", "300", "--formatter", "json").stdout.splitlines()]
+    assert as_json and all(r["partition"] == p0 for r in as_json)
+    assert [r["offset"] for r in as_json] == list(range(len(as_json)))
+    grouped = run("console-consumer", "--log-dirs", d, "--topic", "c", "--group", "g",
+                  "--from-beginning", "--timeout-ms", "500").stdout.splitlines()
+    assert sorted(grouped) == sorted(f"value {i}" for i in range(20))
+    with pylog.open(d) as store:                # the group committed what it printed
+        assert sum(store.committed("g", "c", p) or 0 for p in range(2)) == 20
+    again = run("console-consumer", "--log-dirs", d, "--topic", "c", "--group", "g",
+                "--timeout-ms", "300").stdout
+    assert again == ""

@@ -8,6 +8,7 @@ first use, so ``pylog --help`` stays fast:
 - ``export-to-kafka`` (export.py): hand a topic to a stopped Kafka broker;
 - ``topics``, ``get-offsets`` (topics.py): Kafka's kafka-topics and kafka-get-offsets on
   log dirs;
+- ``console-producer``, ``console-consumer`` (console.py): Kafka's console tools;
 - ``dump-log`` (dump.py): Kafka's kafka-dump-log on pylog's (and Kafka's) files.
 
 Errors print one line to stderr and exit non-zero, with no traceback (``--verbose`` shows
@@ -21,6 +22,7 @@ import sys
 import click
 
 from .common import PylogCommandError
+from .console import console_consumer, console_producer
 from .dump import dump_log
 from .export import export_to_kafka
 from .serve import serve
@@ -48,7 +50,8 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     ctx.obj = {"verbose": verbose}
 
 
-for command in (serve, export_to_kafka, topics, get_offsets, dump_log):
+for command in (serve, export_to_kafka, topics, get_offsets, console_producer, console_consumer,
+                dump_log):
     cli.add_command(command)
 
 
