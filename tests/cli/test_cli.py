@@ -132,3 +132,22 @@ def test_console_producer_then_consumer_with_keys_headers_and_a_group(tmp_path):
     again = run("console-consumer", "--log-dirs", d, "--topic", "c", "--group", "g",
                 "--timeout-ms", "300").stdout
     assert again == ""
+
+
+def test_the_readme_operations_commands_run(tmp_path):
+    """The README's Operations block, pasted into a shell (the store moved to a temp dir;
+    serve and export-to-kafka are proven by their own tests)."""
+    import re
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Operations"):]
+    block = re.search(r"```\n(.*?)```", section, re.S).group(1)
+    script = "\n".join(line for line in block.replace("\\\n", " ").splitlines()
+                       if not line.startswith(("pylog serve", "pylog export-to-kafka")))
+    script = script.replace("/data/pylog", str(tmp_path))
+    bindir = os.path.dirname(sys.executable)
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"]))
+    assert out.returncode == 0, out.stderr
+    assert "u1\t/home" in out.stdout and "u2\t/cart" in out.stdout
+    assert "clicks:0:0" in out.stdout and "PartitionCount: 3" in out.stdout
