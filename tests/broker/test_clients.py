@@ -38,7 +38,12 @@ def test_produce_with_every_codec_and_acks(served, client, codec):
     # The stored batches carry the client's codec: the broker stored them as sent.
     log = served.store.log(topic, 0)
     codecs = {b.compression_type for b in log.read(0, 1 << 30).batches()}
-    assert codecs == {CODEC_ID[codec]}
+    if client in ("kcat", "confluent") and codec != "none":
+        # librdkafka sends a batch uncompressed when compressing it does not make it
+        # smaller (a small batch, depending on timing): seen once in CI under load.
+        assert CODEC_ID[codec] in codecs and codecs <= {0, CODEC_ID[codec]}
+    else:
+        assert codecs == {CODEC_ID[codec]}
 
 
 @pytest.fixture(scope="module")
