@@ -151,3 +151,44 @@ def test_the_readme_operations_commands_run(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "u1\t/home" in out.stdout and "u2\t/cart" in out.stdout
     assert "clicks:0:0" in out.stdout and "PartitionCount: 3" in out.stdout
+
+
+def test_consumer_groups_describe_reset_and_delete(tmp_path):
+    d = str(tmp_path)
+    with pylog.open(d) as store:
+        store.create_topic("t", 2)
+        for p in range(2):
+            store.log("t", p).append_records([b"x"] * 10, timestamps=list(range(1000, 11000, 1000)))
+        store.commit_offsets("g", {("t", 0): 3, ("t", 1): 5})
+    assert run("consumer-groups", "--log-dirs", d, "--list").stdout.split() == ["g"]
+    described = run("consumer-groups", "--log-dirs", d, "--describe", "--group", "g",
+                    "--json").stdout
+    assert [(r["partition"], r["current_offset"], r["lag"]) for r in json.loads(described)] == \
+        [(0, 3, 7), (1, 5, 5)]
+    table = run("consumer-groups", "--log-dirs", d, "--describe", "--group", "g").stdout
+    assert table.splitlines()[0].split()[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
+                                                 "LOG-END-OFFSET", "LAG"]
+
+    def committed():
+        with pylog.open(d) as store:
+            return [store.committed("g", "t", p) for p in range(2)]
+
+    dry = run("consumer-groups", "--log-dirs", d, "--reset-offsets", "--group", "g", "--topic", "t",
+              "--to-earliest").stdout
+    assert "NEW-OFFSET" in dry and committed() == [3, 5]            # a dry run by default
+    run("consumer-groups", "--log-dirs", d, "--reset-offsets", "--group", "g", "--topic", "t",
+        "--to-earliest", "--execute")
+    assert committed() == [0, 0]
+    run("consumer-groups", "--log-dirs", d, "--reset-offsets", "--group", "g", "--all-topics",
+        "--shift-by", "4", "--execute")
+    assert committed() == [4, 4]
+    run("consumer-groups", "--log-dirs", d, "--reset-offsets", "--group", "g", "--topic", "t:1",
+        "--to-datetime", "1970-01-01T00:00:06.500", "--execute")
+    assert committed() == [4, 6]
+    run("consumer-groups", "--log-dirs", d, "--reset-offsets", "--group", "g", "--topic", "t",
+        "--shift-by", "100", "--execute")
+    assert committed() == [10, 10]                                  # clamped to the log end
+    run("consumer-groups", "--log-dirs", d, "--delete", "--group", "g")
+    assert run("consumer-groups", "--log-dirs", d, "--list").stdout.split() == []
+    bad = run("consumer-groups", "--log-dirs", d, "--describe", "--group", "nope", check=False)
+    assert bad.returncode != 0 and "does not exist" in bad.stderr and "Traceback" not in bad.stderr

@@ -9,6 +9,7 @@ first use, so ``pylog --help`` stays fast:
 - ``topics``, ``get-offsets`` (topics.py): Kafka's kafka-topics and kafka-get-offsets on
   log dirs;
 - ``console-producer``, ``console-consumer`` (console.py): Kafka's console tools;
+- ``consumer-groups`` (groups.py): list, describe with lag, reset offsets, delete;
 - ``dump-log`` (dump.py): Kafka's kafka-dump-log on pylog's (and Kafka's) files.
 
 Errors print one line to stderr and exit non-zero, with no traceback (``--verbose`` shows
@@ -25,6 +26,7 @@ from .common import PylogCommandError
 from .console import console_consumer, console_producer
 from .dump import dump_log
 from .export import export_to_kafka
+from .groups import consumer_groups
 from .serve import serve
 from .topics import get_offsets, topics
 
@@ -51,7 +53,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 for command in (serve, export_to_kafka, topics, get_offsets, console_producer, console_consumer,
-                dump_log):
+                consumer_groups, dump_log):
     cli.add_command(command)
 
 
