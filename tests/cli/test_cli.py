@@ -192,3 +192,48 @@ def test_consumer_groups_describe_reset_and_delete(tmp_path):
     assert run("consumer-groups", "--log-dirs", d, "--list").stdout.split() == []
     bad = run("consumer-groups", "--log-dirs", d, "--describe", "--group", "nope", check=False)
     assert bad.returncode != 0 and "does not exist" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _damaged_store(tmp_path):
+    d = str(tmp_path)
+    with pylog.open(d) as store:
+        store.create_topic("t", 1, config={"segment.bytes": 1 << 20})
+        log = store.log("t", 0)
+        for i in range(60):
+            log.append_records([b"record %d " % i + b"x" * 300] * 100)
+    return d, sorted((tmp_path / "t-0").glob("*.log"))
+
+
+def test_verify_a_clean_store_and_damaged_copies(tmp_path):
+    import shutil
+    d, logs = _damaged_store(tmp_path / "clean")
+    assert len(logs) >= 2
+    ok = run("verify", "--log-dirs", d)
+    assert ok.returncode == 0 and "OK" in ok.stdout and "6,000 records" in ok.stdout
+
+    torn = shutil.copytree(tmp_path / "clean", tmp_path / "torn")
+    last = sorted((torn / "t-0").glob("*.log"))[-1]
+    os.truncate(last, os.path.getsize(last) - 100)
+    out = run("verify", "--log-dirs", str(torn), check=False)
+    assert out.returncode == 1 and "torn tail" in out.stdout
+
+    flipped = shutil.copytree(tmp_path / "clean", tmp_path / "flipped")
+    first = sorted((flipped / "t-0").glob("*.log"))[0]
+    with open(first, "r+b") as f:
+        f.seek(5000)
+        byte = f.read(1)
+        f.seek(5000)
+        f.write(bytes([byte[0] ^ 0x40]))
+    out = run("verify", "--log-dirs", str(flipped), check=False)
+    assert out.returncode == 1 and "checksum mismatch" in out.stdout and "would truncate" in out.stdout
+
+    garbage = shutil.copytree(tmp_path / "clean", tmp_path / "garbage")
+    index = sorted((garbage / "t-0").glob("*.index"))[0]
+    with open(index, "r+b") as f:
+        f.write(os.urandom(64))
+    out = run("verify", "--log-dirs", str(garbage), check=False)
+    assert out.returncode == 1 and "Index" in out.stdout
+
+    recovered = run("recover", "--log-dirs", str(torn), "--force").stdout
+    assert "truncated" in recovered and "torn" in recovered.lower()
+    assert run("verify", "--log-dirs", str(torn)).returncode == 0

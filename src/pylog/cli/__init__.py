@@ -10,7 +10,8 @@ first use, so ``pylog --help`` stays fast:
   log dirs;
 - ``console-producer``, ``console-consumer`` (console.py): Kafka's console tools;
 - ``consumer-groups`` (groups.py): list, describe with lag, reset offsets, delete;
-- ``dump-log`` (dump.py): Kafka's kafka-dump-log on pylog's (and Kafka's) files.
+- ``dump-log`` (dump.py): Kafka's kafka-dump-log on pylog's (and Kafka's) files;
+- ``verify``, ``recover`` (verify.py): offline checks and recovery, with a report.
 
 Errors print one line to stderr and exit non-zero, with no traceback (``--verbose`` shows
 it).
@@ -29,6 +30,7 @@ from .export import export_to_kafka
 from .groups import consumer_groups
 from .serve import serve
 from .topics import get_offsets, topics
+from .verify import recover, verify
 
 __all__ = ["main", "cli"]
 
@@ -53,7 +55,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 for command in (serve, export_to_kafka, topics, get_offsets, console_producer, console_consumer,
-                consumer_groups, dump_log):
+                consumer_groups, dump_log, verify, recover):
     cli.add_command(command)
 
 
