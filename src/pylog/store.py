@@ -73,6 +73,19 @@ class LogManager(StorageLogManager):
 
     consumer_groups.__doc__ = GroupCoordinator.consumer_groups.__doc__
 
+    def metrics(self) -> dict:
+        """The storage metrics (:meth:`pylog.storage.LogManager.metrics`) plus each consumer
+        group's lag per partition: ``{"consumer_lag": {group: {(topic, p): lag}}}``."""
+        out = super().metrics()
+        lag: dict[str, dict[tuple[str, int], int]] = {}
+        for group in self.coordinator.consumer_groups():
+            for (topic, partition), om in self.coordinator.committed_offsets(group).items():
+                end = out["partitions"].get((topic, partition), {}).get("LogEndOffset")
+                if end is not None:
+                    lag.setdefault(group, {})[(topic, partition)] = max(0, end - om.offset)
+        out["consumer_lag"] = lag
+        return out
+
     def compact_committed_offsets(self) -> int:
         return self.coordinator.compact_committed_offsets()
 

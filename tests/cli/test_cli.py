@@ -237,3 +237,21 @@ def test_verify_a_clean_store_and_damaged_copies(tmp_path):
     recovered = run("recover", "--log-dirs", str(torn), "--force").stdout
     assert "truncated" in recovered and "torn" in recovered.lower()
     assert run("verify", "--log-dirs", str(torn)).returncode == 0
+
+
+def test_serve_exposes_prometheus_metrics(tmp_path):
+    import urllib.request
+    proc = subprocess.Popen([SCRIPT, "serve", "--log-dirs", str(tmp_path), "--listen", "127.0.0.1:0",
+                             "--metrics-port", "0", "--log-level", "warning"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "serving" in proc.stdout.readline()
+        url = proc.stdout.readline().split()[-1]
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert "kafka_server_replicamanager_partitioncount" in text
+        assert "kafka_log_logmanager_offlinelogdirectorycount 0.0" in text
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        proc.stdout.close()
+        proc.stderr.close()

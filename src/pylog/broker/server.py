@@ -77,6 +77,7 @@ class Broker:
         self.node_id = int(store.config["node.id"])
         self.cluster_id = getattr(store, "cluster_id", None) or "pylog-" + str(self.node_id)
         self.stats: Counter = Counter()
+        self.request_ms: Counter = Counter()     # request type -> total ms (TotalTimeMs)
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self._listener: socket.socket | None = None
@@ -257,17 +258,38 @@ class Broker:
 
     async def handle(self, conn: Connection, header, body):
         key = header.api_key
-        self.stats["requests." + API_NAMES.get(key, str(key))] += 1
-        handler = HANDLERS[key]
-        if key == 1:
-            return await handler(self, conn, header, body)
-        if key in WAITING:
-            pool = self._wait_pool
-        elif key in BLOCKING or (key == 0 and body.acks == -1) or (key == 3 and self._may_create(body)):
-            pool = self._io_pool
-        else:
-            return handler(self, conn, header, body)
-        return await self.loop.run_in_executor(pool, handler, self, conn, header, body)
+        name = API_NAMES.get(key, str(key))
+        self.stats["requests." + name] += 1
+        started = time.perf_counter()
+        try:
+            handler = HANDLERS[key]
+            if key == 1:
+                return await handler(self, conn, header, body)
+            if key in WAITING:
+                pool = self._wait_pool
+            elif key in BLOCKING or (key == 0 and body.acks == -1) or \
+                    (key == 3 and self._may_create(body)):
+                pool = self._io_pool
+            else:
+                return handler(self, conn, header, body)
+            return await self.loop.run_in_executor(pool, handler, self, conn, header, body)
+        finally:
+            # Kafka's TotalTimeMs: from the request to its response (a long poll's wait too).
+            self.request_ms[name] += (time.perf_counter() - started) * 1000
+
+    def metrics(self) -> dict:
+        """The broker's figures with Kafka's names: per request type ``RequestsPerSec``
+        (a count) and ``TotalTimeMs`` (a sum), ``MessagesIn``, ``BytesIn``, ``BytesOut``,
+        connections accepted and open."""
+        requests = {}
+        for key, count in list(self.stats.items()):
+            if key.startswith("requests."):
+                name = key.split(".", 1)[1]
+                requests[name] = {"count": count, "total_ms": self.request_ms.get(name, 0.0)}
+        return {"requests": requests, "MessagesIn": self.stats["records_in"],
+                "BytesIn": self.stats["bytes_in"], "BytesOut": self.stats["bytes_out"],
+                "ConnectionsAccepted": self.stats["connections.accepted"],
+                "Connections": len(self._connections)}
 
     def _may_create(self, req) -> bool:
         """Whether a Metadata request may auto-create a topic (file work: the I/O pool)."""

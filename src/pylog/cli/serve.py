@@ -23,16 +23,18 @@ __all__ = ["serve"]
               help="a config that overrides the file (repeatable), as kafka-server-start.sh --override")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
-def serve(log_dirs, listen, config_file, override, log_level) -> int:
+@click.option("--metrics-port", type=click.IntRange(0, 65535),
+              help="serve Prometheus metrics (Kafka's names) on 127.0.0.1:PORT/metrics (0: any)")
+def serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> int:
     from pylog.errors import PylogError
     try:
-        return _serve(log_dirs, listen, config_file, override, log_level)
+        return _serve(log_dirs, listen, config_file, override, log_level, metrics_port)
     except (PylogError, OSError) as exc:
         print(f"pylog serve: {exc}", file=sys.stderr)
         return 2
 
 
-def _serve(log_dirs, listen, config_file, override, log_level) -> int:
+def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> int:
     import pylog
     from pylog.broker import read_properties, split_config
 
@@ -72,10 +74,19 @@ def _serve(log_dirs, listen, config_file, override, log_level) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    metrics = None
+    if metrics_port is not None:
+        from pylog.metrics import serve_metrics
+        metrics, _ = serve_metrics(store, broker, metrics_port)
     print(f"pylog serving {dirs} on {broker.bootstrap_servers}", flush=True)
+    if metrics is not None:
+        print(f"metrics on http://127.0.0.1:{metrics.server_port}/metrics", flush=True)
     try:
         broker.serve_forever()
     finally:
+        if metrics is not None:
+            metrics.shutdown()
+            metrics.server_close()
         broker.shutdown()
         store.close()
     return 0

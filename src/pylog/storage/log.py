@@ -125,6 +125,12 @@ class Log:
         self._dir_dirty = True                  # new segment files since the last dir fsync
         self._pending_deletes: list[str] = []
         self._listeners: tuple[threading.Event, ...] = ()   # set after every append
+        # Counters for metrics (Kafka's MessagesInPerSec, BytesInPerSec, LogFlushRateAndTimeMs):
+        # bumped under the locks already held, read without them (ints: a read is atomic).
+        self.records_appended = 0
+        self.bytes_appended = 0
+        self.flushes = 0
+        self.flush_ms_total = 0.0
         self._rolled: list[LogSegment] = []     # rolled segments awaiting their flush task
         self._dir_lock: PartitionDirLock | None = None
         if self.standalone:
@@ -335,6 +341,8 @@ class Log:
                 raise self._storage_error(exc, "append") from exc
             self._next_offset = prepared.last_offset + 1
             self._unflushed_records += prepared.records
+            self.records_appended += prepared.records
+            self.bytes_appended += prepared.size
             if prepared.has_producer_ids:
                 for i in range(prepared.batch_count):
                     base, last, max_ts, records, _, pid, epoch, seq = prepared.batch(i)
@@ -464,6 +472,7 @@ class Log:
                     return
                 segments = self._segments_between(self._recovery_point, target)
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
+            started = time.perf_counter()
             try:
                 for segment in segments:
                     if segment.needs_flush():
@@ -473,6 +482,8 @@ class Log:
             except OSError as exc:
                 self._dir_dirty = self._dir_dirty or dir_dirty
                 raise self._storage_error(exc, "flush") from exc
+            self.flushes += 1
+            self.flush_ms_total += (time.perf_counter() - started) * 1000
             with self._lock:
                 self._recovery_point = max(self._recovery_point, target)
                 self._unflushed_records = max(0, self._next_offset - self._recovery_point)

@@ -311,6 +311,29 @@ class LogManager(LogLoading, TopicAdmin):
             return False
         return True
 
+    def metrics(self) -> dict:
+        """The store's figures with Kafka's metric names (docs/ARCHITECTURE.md, "Metrics"):
+        ``{"OfflineLogDirectoryCount": n, "PartitionCount": n, "LogFlushRateAndTimeMs":
+        {"count", "total_ms"}, "topics": {topic: {"MessagesIn", "BytesIn"}}, "partitions":
+        {(topic, p): {"Size", "LogEndOffset", "LogStartOffset", "NumLogSegments"}}}``.
+        Read from counters the append and flush paths keep anyway: no cost on them."""
+        partitions, topics = {}, {}
+        flushes, flush_ms = 0, 0.0
+        for (topic, partition), lg in self._live_logs():
+            segments = lg.segments
+            partitions[(topic, partition)] = {
+                "Size": sum(seg.size for seg in segments), "LogEndOffset": lg.log_end_offset,
+                "LogStartOffset": lg.log_start_offset, "NumLogSegments": len(segments)}
+            t = topics.setdefault(topic, {"MessagesIn": 0, "BytesIn": 0})
+            t["MessagesIn"] += lg.records_appended
+            t["BytesIn"] += lg.bytes_appended
+            flushes += lg.flushes
+            flush_ms += lg.flush_ms_total
+        return {"OfflineLogDirectoryCount": len(self.offline_log_dirs),
+                "PartitionCount": len(partitions),
+                "LogFlushRateAndTimeMs": {"count": flushes, "total_ms": flush_ms},
+                "topics": topics, "partitions": partitions}
+
     def run_background_tasks(self) -> int:
         """Runs every background task that is due by the clock, now, on this thread
         (for tests with an injected clock and ``background=False``). Returns how

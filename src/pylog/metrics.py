@@ -1,0 +1,97 @@
+"""Metrics in the Prometheus text format, with Kafka's names.
+
+``store.metrics()`` and ``broker.metrics()`` return plain dicts (no dependency, no cost on
+the append path: they read counters the store keeps anyway). This module exposes them for
+Prometheus (``prometheus_client``) under the names the Prometheus JMX exporter gives
+Kafka's MBeans, so dashboards built for Kafka read pylog:
+
+- ``kafka_server_brokertopicmetrics_messagesin_total`` / ``_bytesin_total`` (per topic),
+  ``_bytesout_total``;
+- ``kafka_log_log_size``, ``_logendoffset``, ``_logstartoffset``, ``_numlogsegments``
+  (per partition);
+- ``kafka_log_logflushstats_logflushrateandtimems_count`` / ``_sum`` (a summary);
+- ``kafka_log_logmanager_offlinelogdirectorycount``, ``kafka_server_replicamanager_partitioncount``;
+- ``kafka_network_requestmetrics_requests_total`` and ``kafka_network_requestmetrics_totaltimems``
+  ``_count``/``_sum`` (per request);
+- ``kafka_consumergroup_lag`` (per group and partition).
+
+``serve_metrics(store, broker, port)`` starts the HTTP endpoint (``pylog serve
+--metrics-port``), on 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PylogCollector", "serve_metrics"]
+
+
+class PylogCollector:
+    """A prometheus_client collector over a store (and optionally its broker)."""
+
+    def __init__(self, store, broker=None) -> None:
+        self.store = store
+        self.broker = broker
+
+    def collect(self):
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            SummaryMetricFamily,
+        )
+        m = self.store.metrics()
+        msg = CounterMetricFamily("kafka_server_brokertopicmetrics_messagesin",
+                                  "Records appended (MessagesInPerSec)", labels=["topic"])
+        byt = CounterMetricFamily("kafka_server_brokertopicmetrics_bytesin",
+                                  "Bytes appended (BytesInPerSec)", labels=["topic"])
+        for topic, t in sorted(m["topics"].items()):
+            msg.add_metric([topic], t["MessagesIn"])
+            byt.add_metric([topic], t["BytesIn"])
+        yield msg
+        yield byt
+        for name, key, text in (("size", "Size", "Bytes of the partition's segments"),
+                                ("logendoffset", "LogEndOffset", "The log end offset"),
+                                ("logstartoffset", "LogStartOffset", "The log start offset"),
+                                ("numlogsegments", "NumLogSegments", "Segments of the partition")):
+            g = GaugeMetricFamily(f"kafka_log_log_{name}", text, labels=["topic", "partition"])
+            for (topic, p), v in sorted(m["partitions"].items()):
+                g.add_metric([topic, str(p)], v[key])
+            yield g
+        flush = m["LogFlushRateAndTimeMs"]
+        yield SummaryMetricFamily("kafka_log_logflushstats_logflushrateandtimems",
+                                  "Log flushes (fsyncs) and the milliseconds they took",
+                                  count_value=flush["count"], sum_value=flush["total_ms"])
+        yield GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount",
+                                "Offline log dirs", value=m["OfflineLogDirectoryCount"])
+        yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
+                                "Partitions", value=m["PartitionCount"])
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "Records behind the log end",
+                                labels=["group", "topic", "partition"])
+        for group, parts in sorted(m.get("consumer_lag", {}).items()):
+            for (topic, p), v in sorted(parts.items()):
+                lag.add_metric([group, topic, str(p)], v)
+        yield lag
+        if self.broker is not None:
+            b = self.broker.metrics()
+            req = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                      "Requests (RequestsPerSec)", labels=["request"])
+            tot = SummaryMetricFamily("kafka_network_requestmetrics_totaltimems",
+                                      "Milliseconds from request to response (TotalTimeMs)",
+                                      labels=["request"])
+            for name, r in sorted(b["requests"].items()):
+                req.add_metric([name], r["count"])
+                tot.add_metric([name], r["count"], r["total_ms"])
+            yield req
+            yield tot
+            yield CounterMetricFamily("kafka_server_brokertopicmetrics_bytesout",
+                                      "Bytes fetched (BytesOutPerSec)", value=b["BytesOut"])
+            yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
+                                    "Open client connections", value=b["Connections"])
+
+
+def serve_metrics(store, broker=None, port: int = 0, addr: str = "127.0.0.1"):
+    """Serves /metrics over HTTP; returns (server, thread) (``server.server_port`` is the
+    port when 0 was asked for). ``server.shutdown()`` stops it."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import start_http_server
+    registry = CollectorRegistry()
+    registry.register(PylogCollector(store, broker))
+    return start_http_server(port, addr=addr, registry=registry)
