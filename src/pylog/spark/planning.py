@@ -1,7 +1,8 @@
 """Planning on the driver: which topic-partitions, which offsets, how many tasks.
 
-Pure Python over :class:`pylog.storage.reader.LogDirsReader`, no Spark: the batch
-and streaming readers call it, and tests call it directly. Every error raised
+Pure Python over a :class:`pylog.storage.LogDirsReader` (or, in remote mode, a
+:class:`pylog.spark.remote.RemoteTopics`, which answers the same questions), no Spark: the
+batch and streaming readers call it. Every error raised
 here reaches the user at planning time, naming the option or topic.
 """
 
@@ -229,16 +230,15 @@ def split_ranges(reader: LogDirsReader, ranges: list[OffsetRange], min_partition
         if key not in bounds:
             bounds[key] = reader.partition(*key).segment_bases()
 
-    def cut(r: OffsetRange, at: int | None = None) -> tuple[OffsetRange, OffsetRange]:
-        if at is None:
-            middle = r.start + r.size // 2
-            bases = bounds[(r.topic, r.partition)]
-            i = bisect.bisect_left(bases, middle)
-            near = [b for b in bases[max(i - 1, 0):i + 1] if r.start < b < r.end]
-            at = min(near, key=lambda b: abs(b - middle)) if near else middle
-            # A boundary far from the middle (outside the middle half) makes lopsided tasks.
-            if abs(at - middle) > r.size // 4:
-                at = middle
+    def cut(r: OffsetRange) -> tuple[OffsetRange, OffsetRange]:
+        middle = r.start + r.size // 2
+        bases = bounds[(r.topic, r.partition)]
+        i = bisect.bisect_left(bases, middle)
+        near = [b for b in bases[max(i - 1, 0):i + 1] if r.start < b < r.end]
+        at = min(near, key=lambda b: abs(b - middle)) if near else middle
+        # A boundary far from the middle (outside the middle half) makes lopsided tasks.
+        if abs(at - middle) > r.size // 4:
+            at = middle
         return (OffsetRange(r.topic, r.partition, r.start, at, r.directory),
                 OffsetRange(r.topic, r.partition, at, r.end, r.directory))
 
