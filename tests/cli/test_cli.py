@@ -255,3 +255,22 @@ def test_serve_exposes_prometheus_metrics(tmp_path):
         proc.wait(30)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_bootstrap_server_forms_against_a_broker(tmp_path):
+    with pylog.open(str(tmp_path)) as store, pylog.Broker(store, listen="127.0.0.1:0") as broker:
+        b = ["--bootstrap-server", broker.bootstrap_servers]
+        run("topics", *b, "--create", "--topic", "remote", "--partitions", "2")
+        assert store.partition_count("remote") == 2
+        store.log("remote", 1).append_records([b"x"] * 7)
+        assert "remote" in run("topics", *b, "--list").stdout.split()
+        described = json.loads(run("topics", *b, "--describe", "--topic", "remote", "--json").stdout)
+        assert [p["partition"] for p in described[0]["partitions"]] == [0, 1]
+        assert run("get-offsets", *b, "--topic", "remote").stdout.split() == ["remote:0:0", "remote:1:7"]
+        dup = run("topics", *b, "--create", "--topic", "remote", "--partitions", "1", check=False)
+        assert dup.returncode != 0 and "TopicAlreadyExists" in dup.stderr
+        run("topics", *b, "--delete", "--topic", "remote")
+        assert "remote" not in store.list_topics()
+    both = run("topics", "--log-dirs", str(tmp_path), "--bootstrap-server", "x:1", "--list",
+               check=False)
+    assert both.returncode != 0 and "one of them" in both.stderr

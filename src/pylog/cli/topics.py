@@ -13,6 +13,7 @@ import re
 import click
 
 from .common import fail_on, log_dirs_option, print_json
+from .remote import bootstrap_option, remote_offsets, remote_topics
 
 __all__ = ["topics", "get_offsets"]
 
@@ -37,8 +38,15 @@ def _matching(names, pattern: str | None) -> list[str]:
     return sorted(n for n in names if rx.fullmatch(n))
 
 
-@click.command(help="Create, list, describe, alter or delete topics (kafka-topics.sh).")
-@log_dirs_option()
+def _one_place(log_dirs, bootstrap) -> None:
+    if bool(log_dirs) == bool(bootstrap):
+        raise click.UsageError("give --log-dirs or --bootstrap-server (one of them)")
+
+
+@click.command(help="Create, list, describe, alter or delete topics (kafka-topics.sh), in log "
+                    "dirs or at a broker (--bootstrap-server).")
+@log_dirs_option(required=False)
+@bootstrap_option()
 @click.option("--create", "action", flag_value="create")
 @click.option("--list", "action", flag_value="list")
 @click.option("--describe", "action", flag_value="describe")
@@ -50,9 +58,15 @@ def _matching(names, pattern: str | None) -> list[str]:
               help="a topic config (repeatable), Kafka's names")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output (list, describe)")
 @fail_on(Exception)
-def topics(log_dirs, action, topic, partitions, configs, as_json) -> int:
+def topics(log_dirs, bootstrap_server, action, topic, partitions, configs, as_json) -> int:
+    _one_place(log_dirs, bootstrap_server)
     if action is None:
         raise click.UsageError("give one of --create, --list, --describe, --alter, --delete")
+    if bootstrap_server:
+        if action not in ("list", "describe") and not topic:
+            raise click.UsageError(f"--{action} needs --topic")
+        return remote_topics(bootstrap_server, action, topic, partitions, _configs(configs),
+                             as_json, _matching)
     if action in ("list", "describe"):
         return _list_or_describe(log_dirs, action, topic, as_json)
     if not topic:
@@ -125,15 +139,18 @@ def _list_or_describe(log_dirs, action, pattern, as_json) -> int:
 @click.command("get-offsets",
                help="Offsets of topic-partitions (kafka-get-offsets.sh): latest by default, "
                     "--time -2 for the earliest, or the first offset at or after a timestamp "
-                    "(ms). Reads the dirs read-only, beside a running owner.")
-@log_dirs_option()
+                    "(ms). Reads the dirs read-only, beside a running owner, or asks a broker "
+                    "(--bootstrap-server).")
+@log_dirs_option(required=False)
+@bootstrap_option()
 @click.option("--topic", help="a regular expression (default: every topic but internal ones)")
 @click.option("--partitions", help="comma-separated partition ids")
 @click.option("--time", "when", default="-1", show_default=True,
               help="-1 (latest), -2 (earliest), or a timestamp in ms")
 @fail_on(Exception)
-def get_offsets(log_dirs, topic, partitions, when) -> int:
+def get_offsets(log_dirs, bootstrap_server, topic, partitions, when) -> int:
     from pylog.storage import LogDirsReader
+    _one_place(log_dirs, bootstrap_server)
     try:
         when = {"latest": -1, "earliest": -2}.get(when, None) if not when.lstrip("-").isdigit() \
             else int(when)
@@ -142,6 +159,8 @@ def get_offsets(log_dirs, topic, partitions, when) -> int:
     if when is None or when < -2:
         raise click.BadParameter("use -1, -2, latest, earliest or a timestamp in ms",
                                  param_hint="--time")
+    if bootstrap_server:
+        return remote_offsets(bootstrap_server, topic, partitions, when, _matching)
     reader = LogDirsReader(log_dirs)
     counts = reader.topics()
     names = _matching([n for n in counts if topic or not n.startswith("__")], topic)
