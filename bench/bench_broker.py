@@ -56,7 +56,9 @@ def cpu_seconds(pid: int) -> float:
 
 # ================================================================== producer
 
-def produce_throughput(bootstrap: str, topic: str, count: int, size: int, acks: str, pid: int):
+def produce_throughput(bootstrap: str, topic: str, count: int, size: int, acks: str, pid: int,
+                       partition: int = -1):
+    """(records/s, broker CPU s per GB in); ``partition`` -1: the client's partitioner."""
     import confluent_kafka as ck
     stats = {}
     p = ck.Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
@@ -69,10 +71,10 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int, acks: 
     t0 = time.perf_counter()
     for _ in range(count):
         try:
-            produce(topic, value)
+            produce(topic, value, partition=partition)
         except BufferError:
             p.poll(0.01)
-            produce(topic, value)
+            produce(topic, value, partition=partition)
     p.flush(120)
     elapsed = time.perf_counter() - t0
     cpu = cpu_seconds(pid) - cpu0
@@ -83,17 +85,18 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int, acks: 
 
 # ================================================================== consumer
 
-def consume_throughput(bootstrap: str, topic: str, count: int, size: int, pid: int):
+def consume_throughput(bootstrap: str, topic: str, count: int, size: int, pid: int,
+                       partition: int = 0):
     import confluent_kafka as ck
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}",
                      "enable.auto.commit": False, "fetch.max.bytes": 52428800,
                      "max.partition.fetch.bytes": 8388608})
-    c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    c.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING)])
     got = 0
     cpu0 = cpu_seconds(pid)
     t0 = time.perf_counter()
     while got < count:
-        got += len(c.consume(10000, 5.0))
+        got += len(c.consume(min(10000, count - got), 5.0))   # never wait to fill past the end
     elapsed = time.perf_counter() - t0
     cpu = cpu_seconds(pid) - cpu0
     c.close()

@@ -35,10 +35,10 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def create(bootstrap: str, name: str) -> str:
+def create(bootstrap: str, name: str, partitions: int = 1) -> str:
     with ProtocolClient(bootstrap) as c:
         c.request(19, m.CreateTopicsRequest(topics=[m.CreateTopicsRequestCreatableTopic(
-            name=name, num_partitions=1, replication_factor=1,
+            name=name, num_partitions=partitions, replication_factor=1,
             configs=[m.CreateTopicsRequestCreatableTopicConfig(name="segment.bytes",
                                                                value="268435456")])],
             timeout_ms=30000))
@@ -46,57 +46,32 @@ def create(bootstrap: str, name: str) -> str:
     return name
 
 
-def _produce_part(args):
-    boot, topic, partition, count, size = args
-    import confluent_kafka as ck
-    p = ck.Producer({"bootstrap.servers": boot, "acks": "1", "linger.ms": 5,
-                     "batch.size": 1 << 20, "queue.buffering.max.messages": 2_000_000})
-    value = b"v" * size
-    for _ in range(count):
-        try:
-            p.produce(topic, value, partition=partition)
-        except BufferError:
-            p.poll(0.01)
-            p.produce(topic, value, partition=partition)
-    p.flush(120)
+def _produce_part(args) -> int:
+    """One of four_clients' producer processes: bench_broker's loop on one partition."""
+    boot, topic, partition, count, size, pid = args
+    bb.produce_throughput(boot, topic, count, size, "1", pid, partition)
     return count
 
 
-def _consume_part(args):
-    boot, topic, partition, count = args
-    import confluent_kafka as ck
-    c = ck.Consumer({"bootstrap.servers": boot, "group.id": f"bench-{time.time()}-{partition}",
-                     "enable.auto.commit": False, "fetch.max.bytes": 52428800,
-                     "max.partition.fetch.bytes": 8388608})
-    c.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING)])
-    got = 0
-    while got < count:
-        got += len(c.consume(10000, 5.0))
-    c.close()
-    return got
+def _consume_part(args) -> int:
+    boot, topic, partition, count, size, pid = args
+    bb.consume_throughput(boot, topic, count, size, pid, partition)
+    return count
 
 
-def four_clients(boot: str, topic: str, count: int, size: int) -> tuple[float, float]:
+def four_clients(boot: str, topic: str, count: int, size: int, pid: int) -> tuple[float, float]:
     """Aggregate records/s of 4 producer processes, then 4 consumer processes, one
     partition each of a 4-partition topic."""
     from concurrent.futures import ProcessPoolExecutor
     per = count // 4
     with ProcessPoolExecutor(4) as pool:
         t0 = time.perf_counter()
-        sent = sum(pool.map(_produce_part, [(boot, topic, p, per, size) for p in range(4)]))
+        sent = sum(pool.map(_produce_part, [(boot, topic, p, per, size, pid) for p in range(4)]))
         produce = sent / (time.perf_counter() - t0)
         t0 = time.perf_counter()
-        got = sum(pool.map(_consume_part, [(boot, topic, p, per) for p in range(4)]))
+        got = sum(pool.map(_consume_part, [(boot, topic, p, per, size, pid) for p in range(4)]))
         consume = got / (time.perf_counter() - t0)
     return produce, consume
-
-
-def create_partitions(bootstrap: str, name: str, partitions: int) -> str:
-    with ProtocolClient(bootstrap) as c:
-        c.request(19, m.CreateTopicsRequest(topics=[m.CreateTopicsRequestCreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=1)], timeout_ms=30000))
-    time.sleep(0.5)
-    return name
 
 
 def startup_with_segments(root: Path, segments: int, partitions: int = 10) -> tuple[float, float]:
@@ -184,7 +159,7 @@ def main(argv=None) -> int:
             rows.append(["consume 1 KiB", "-", f"{cons['pylog'][0] / 1e3:,.0f}",
                          f"{cons['kafka'][0] / 1e3:,.0f}", f"{cons['pylog'][0] / cons['kafka'][0]:.2f}",
                          f"{cons['pylog'][2]:.2f}", f"{cons['kafka'][2]:.2f}"])
-            four = {name: four_clients(boot, create_partitions(boot, "four", 4), n100, 100)
+            four = {name: four_clients(boot, create(boot, "four", 4), n100, 100, pid)
                     for name, (boot, pid) in brokers.items()}
             rows.append(["4 producers, 100 B (4 partitions)", "acks=1",
                          f"{four['pylog'][0] / 1e3:,.0f}", f"{four['kafka'][0] / 1e3:,.0f}",

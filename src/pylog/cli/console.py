@@ -188,9 +188,9 @@ def console_consumer(log_dirs, topic, from_beginning, partition, offset, max_mes
     if count is None:
         raise click.ClickException(f"topic {topic!r} does not exist in {log_dirs}")
     parts = [partition] if partition is not None else list(range(count))
+    readers = {q: reader.partition(topic, q) for q in parts}
     position = {}
-    for q in parts:
-        pr = reader.partition(topic, q)
+    for q, pr in readers.items():
         if offset not in (None, "earliest", "latest"):
             position[q] = int(offset)
         elif from_beginning or offset == "earliest":
@@ -200,8 +200,7 @@ def console_consumer(log_dirs, topic, from_beginning, partition, offset, max_mes
     printed, idle_since = 0, time.monotonic()
     while True:
         progressed = False
-        for q in parts:
-            pr = reader.partition(topic, q)
+        for q, pr in readers.items():
             end = pr.log_end_offset()
             if end <= position[q]:
                 continue

@@ -9,16 +9,15 @@ records in Python.
 from __future__ import annotations
 
 import os
-import struct
 
 import click
+
+from pylog.storage.reader import index_entries
 
 from .common import fail_on
 
 __all__ = ["dump_log"]
 
-_OFFSET_ENTRY = struct.Struct(">iI")
-_TIME_ENTRY = struct.Struct(">qi")
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
@@ -66,28 +65,15 @@ def _dump_log_file(path: str, deep: bool, data: bool) -> None:
         click.echo(f"Found {len(buf) - position} invalid bytes at the end of {os.path.basename(path)}")
 
 
-def _entries(path: str, entry: struct.Struct) -> list[tuple[int, int]]:
-    with open(path, "rb") as f:
-        raw = f.read()
-    out = []
-    for i in range(len(raw) // entry.size):
-        e = entry.unpack_from(raw, i * entry.size)
-        if i and e == (0, 0):
-            break                                  # preallocated, unused
-        out.append(e)
-    return out
-
-
 def _dump_index(path: str, sanity: bool, verify_only: bool) -> None:
     base = int(os.path.basename(path).split(".")[0])
-    entries = _entries(path, _OFFSET_ENTRY)
-    if entries and entries[0] == (0, 0) and os.path.getsize(path) and len(entries) == 1 and \
-            _log_size(path) == 0:
-        entries = []
+    entries = index_entries(path)
+    if entries == [(0, 0)] and _log_size(path) == 0:
+        entries = []                    # a preallocated index of an empty segment
     if not entries:
         click.echo(f"{path} is empty.")
         return
-    problems = _check_index(path, [(base + rel, pos) for rel, pos in entries])
+    problems = check_index(path, [(base + rel, pos) for rel, pos in entries])
     if sanity or verify_only:
         for p in problems:
             click.echo(p)
@@ -104,7 +90,7 @@ def _log_size(index_path: str) -> int:
     return os.path.getsize(log) if os.path.exists(log) else 0
 
 
-def _check_index(path: str, entries: list[tuple[int, int]]) -> list[str]:
+def check_index(path: str, entries: list[tuple[int, int]]) -> list[str]:
     """Each entry must name a batch of the .log that starts at its position and ends at
     its offset; offsets and positions must increase."""
     from pylog.record import iter_batches
@@ -118,20 +104,20 @@ def _check_index(path: str, entries: list[tuple[int, int]]) -> list[str]:
         batches[position] = b.last_offset
         position += b.size_in_bytes
     problems = []
-    last = (-1, -1)
+    last_offset, last_pos = -1, -1
     for offset, pos in entries:
         if batches.get(pos) != offset:
             problems.append(f"Index mismatch: offset {offset} at position {pos} is not the last "
                             f"offset of a batch starting there ({batches.get(pos)})")
-        if offset <= last[0] or pos <= last[1] and last[1] >= 0 and pos != 0:
+        if offset <= last_offset or pos <= last_pos:
             problems.append(f"Index out of order at offset {offset} position {pos}")
-        last = (offset, pos)
+        last_offset, last_pos = offset, pos
     return problems
 
 
 def _dump_time_index(path: str) -> None:
     base = int(os.path.basename(path).split(".")[0])
-    entries = _entries(path, _TIME_ENTRY)
+    entries = index_entries(path, time_index=True)
     if not entries or entries == [(0, 0)]:
         click.echo(f"{path} is empty.")
         return

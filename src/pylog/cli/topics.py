@@ -92,7 +92,6 @@ def topics(log_dirs, bootstrap_server, action, topic, partitions, configs, as_js
 
 def _list_or_describe(log_dirs, action, pattern, as_json) -> int:
     from pylog.storage import LogDirsReader
-    from pylog.storage.topics import TopicTable
     reader = LogDirsReader(log_dirs)
     counts = reader.topics()
     names = _matching(counts, pattern)
@@ -103,8 +102,7 @@ def _list_or_describe(log_dirs, action, pattern, as_json) -> int:
             for name in names:
                 click.echo(name)
         return 0
-    tables = [t for t in (TopicTable.read(p) for p in reader.paths) if t is not None]
-    newest = max(tables, key=lambda t: t.epoch).topics if tables else {}
+    newest = reader.topic_table()
     out = []
     for name in names:
         row = newest.get(name)

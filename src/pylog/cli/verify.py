@@ -9,8 +9,10 @@ opens the store, which runs pylog's recovery where a dir was not shut down clean
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
+import sys
 
 import click
 
@@ -68,24 +70,26 @@ def _verify_segment(path: str) -> dict:
 @fail_on(Exception)
 def verify(log_dirs, topic, as_json) -> int:
     from pylog.storage import LogDirsReader
+    from pylog.storage.reader import index_entries
 
-    from .dump import _OFFSET_ENTRY, _check_index, _entries
+    from .dump import check_index
     reader = LogDirsReader(log_dirs)
     report = []
     names = [topic] if topic else sorted(reader.topics())
     segments = [(t, p, reader.partition(t, p)) for t in names for p in range(reader.topics()[t])]
-    with click.progressbar(segments, label="verifying", file=None,
-                           show_pos=True) if _interactive() else _plain(segments) as bar:
+    progress = click.progressbar(segments, label="verifying", show_pos=True) \
+        if sys.stderr.isatty() else contextlib.nullcontext(segments)   # no bar when piped
+    with progress as bar:
         for t, p, pr in bar:
             for base in pr.segment_bases():
                 log_path = os.path.join(pr.directory, f"{base:020d}.log")
                 seg = _verify_segment(log_path)
                 index = log_path[:-4] + ".index"
                 if os.path.exists(index):
-                    entries = [(base + rel, pos) for rel, pos in _entries(index, _OFFSET_ENTRY)]
+                    entries = [(base + rel, pos) for rel, pos in index_entries(index)]
                     if entries and not (len(entries) == 1 and entries[0] == (base, 0)
                                         and seg["batches"] == 0):
-                        seg["problems"] += _check_index(index, entries)
+                        seg["problems"] += check_index(index, entries)
                 seg.update(topic=t, partition=p)
                 report.append(seg)
     bad = [s for s in report if s["problems"]]
@@ -100,24 +104,6 @@ def verify(log_dirs, topic, as_json) -> int:
             for problem in s["problems"]:
                 click.echo(f"{s['topic']}-{s['partition']} {os.path.basename(s['file'])}: {problem}")
     return 1 if bad else 0
-
-
-def _interactive() -> bool:
-    import sys
-    return sys.stderr.isatty()
-
-
-class _plain:
-    """No progress bar when the output is not a terminal."""
-
-    def __init__(self, items):
-        self.items = items
-
-    def __enter__(self):
-        return self.items
-
-    def __exit__(self, *exc):
-        return False
 
 
 @click.command(help="Open the store and recover what was not shut down cleanly (--force: every "

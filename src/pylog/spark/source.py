@@ -67,21 +67,22 @@ def read_range(part: InputPartition):
         reader = RemotePartition(r.topic, r.partition, r.directory)
     else:
         reader = PartitionReader(r.topic, r.partition, r.directory)
-    start = r.start
-    if not fail_on_data_loss:
-        start = max(start, reader.log_start_offset())
-    try:
-        for rows in reader.read_arrow(start, r.end):
-            if rows.num_rows:
-                yield to_spark_batch(rows, r.topic, r.partition, include_headers)
-    except OffsetOutOfRangeError:
-        if fail_on_data_loss:
-            raise
-        # Deleted under the task: skip to what is left, as Spark's Kafka source does.
-        start = reader.log_start_offset()
-        for rows in reader.read_arrow(max(start, r.start), r.end):
-            if rows.num_rows:
-                yield to_spark_batch(rows, r.topic, r.partition, include_headers)
+    start, failed_at = r.start, None
+    while True:
+        if not fail_on_data_loss:
+            # Deleted before (or under) the task: skip to what is left, as Spark's Kafka
+            # source does; rows already yielded are not read again.
+            start = max(start, reader.log_start_offset())
+        try:
+            for rows in reader.read_arrow(start, r.end):
+                if rows.num_rows:
+                    yield to_spark_batch(rows, r.topic, r.partition, include_headers)
+                    start = rows.column(0)[-1].as_py() + 1
+            return
+        except OffsetOutOfRangeError:
+            if fail_on_data_loss or failed_at == start:
+                raise                    # or no progress since the last try: give up
+            failed_at = start
 
 
 def open_topics(opts: SourceOptions):

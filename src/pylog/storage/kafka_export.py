@@ -19,7 +19,6 @@ records, a partition count that differs.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from pylog.errors import PylogError
 
 from . import files
 from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from .log_dir import lock_holder
 from .reader import LogDirsReader
 
 __all__ = ["ExportError", "ExportReport", "export_topic"]
@@ -49,28 +49,12 @@ class ExportReport:
     end_offsets: dict[int, int] = field(default_factory=dict)
 
 
-def _lock_free(directory: str) -> bool:
-    """True when nobody holds ``directory/.lock`` (pylog's and Kafka's dir lock)."""
-    path = os.path.join(directory, files.LOCK_FILE)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-
-
 def check_pylog_dirs(reader: LogDirsReader) -> None:
     for d in reader.paths:
-        if not _lock_free(d):
-            raise ExportError(f"pylog log dir {d} is open in another process (its .lock is held): "
-                              "close the store or stop pylog serve first")
+        holder = lock_holder(d)
+        if holder is not None:
+            raise ExportError(f"pylog log dir {d} is open in another process (its .lock is held "
+                              f"by {holder}): close the store or stop pylog serve first")
         if not os.path.exists(os.path.join(d, files.CLEAN_SHUTDOWN_FILE)):
             raise ExportError(
                 f"pylog log dir {d} was not shut down cleanly (no {files.CLEAN_SHUTDOWN_FILE}): "
@@ -88,8 +72,10 @@ def export_topic(log_dirs, topic: str, kafka_log_dir: str) -> ExportReport:
     kafka_log_dir = os.path.abspath(kafka_log_dir)
     if not os.path.isfile(os.path.join(kafka_log_dir, files.META_PROPERTIES_FILE)):
         raise ExportError(f"{kafka_log_dir} is not a Kafka log dir (no meta.properties)")
-    if not _lock_free(kafka_log_dir):
-        raise ExportError(f"Kafka log dir {kafka_log_dir} is locked: stop the Kafka broker first")
+    holder = lock_holder(kafka_log_dir)
+    if holder is not None:
+        raise ExportError(f"Kafka log dir {kafka_log_dir} is locked (by {holder}): stop the Kafka "
+                          "broker first")
     targets = []
     for p in range(partitions):
         target = os.path.join(kafka_log_dir, files.partition_dir_name(topic, p))

@@ -194,6 +194,21 @@ def _take_lock(lock_path: str, mode: int, *, create: bool, message) -> int:
     return fd
 
 
+def lock_holder(directory: str) -> str | None:
+    """Who holds ``directory/.lock`` now ("pid N", "another process"), or None when nobody
+    does (or there is no lock file). Probes with the same flock the owners take, and
+    lets go at once (pylog's and Kafka's log dirs lock alike)."""
+    path = os.path.join(directory, files.LOCK_FILE)
+    try:
+        fd = _take_lock(path, fcntl.LOCK_EX, create=False, message=_who)
+    except FileNotFoundError:
+        return None
+    except LogDirLockedError as exc:
+        return str(exc)
+    os.close(fd)                       # closing drops the flock
+    return None
+
+
 def _who(holder: str | None) -> str:
     if not holder:
         return "another process"

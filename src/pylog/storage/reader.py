@@ -34,7 +34,7 @@ from . import files
 from .checkpoints import read_offset_checkpoint
 from .topics import TopicTable
 
-__all__ = ["LogDirsReader", "PartitionReader", "NotALogDirError"]
+__all__ = ["LogDirsReader", "PartitionReader", "NotALogDirError", "index_entries"]
 
 _INT64_MAX = 2**63 - 1
 _OFFSET_ENTRY = struct.Struct(">iI")      # relative offset, position
@@ -60,6 +60,7 @@ class LogDirsReader:
 
     def __init__(self, paths: str | os.PathLike | Iterable[str | os.PathLike]) -> None:
         self.paths = _split_paths(paths)
+        self._dirs: dict[tuple[str, int], str] | None = None
         for path in self.paths:
             if not os.path.isdir(path):
                 raise NotALogDirError(f"log dir {path} does not exist (or is not a directory)")
@@ -69,29 +70,36 @@ class LogDirsReader:
                     f"{path} is not a log dir: it has neither {files.META_PROPERTIES_FILE} nor "
                     f"{files.TOPICS_FILE} (give the directory pylog.open() or pylog serve was given)")
 
-    def _partition_dirs(self) -> dict[tuple[str, int], str]:
-        found: dict[tuple[str, int], str] = {}
-        for path in self.paths:
-            for name in os.listdir(path):
-                tp = files.parse_partition_dir(name)
-                if tp is not None and os.path.isdir(os.path.join(path, name)):
-                    found.setdefault(tp, os.path.join(path, name))
-        return found
+    def _partition_dirs(self, refresh: bool = False) -> dict[tuple[str, int], str]:
+        """(topic, partition) -> its dir, listed once and again only on a miss (a topic
+        created since): planning asks for every partition several times."""
+        if refresh or self._dirs is None:
+            found: dict[tuple[str, int], str] = {}
+            for path in self.paths:
+                for name in os.listdir(path):
+                    tp = files.parse_partition_dir(name)
+                    if tp is not None and os.path.isdir(os.path.join(path, name)):
+                        found.setdefault(tp, os.path.join(path, name))
+            self._dirs = found
+        return self._dirs
+
+    def topic_table(self) -> dict:
+        """The newest topic table of the dirs (highest epoch): name -> its row (topic id,
+        partition count, config overrides); {} when no dir has one."""
+        tables = [t for t in (TopicTable.read(p) for p in self.paths) if t is not None]
+        return dict(max(tables, key=lambda t: t.epoch).topics) if tables else {}
 
     def topics(self) -> dict[str, int]:
         """Topic name -> partition count: the newest topic table of the dirs, plus any
         partition dir on disk (a store written before its table, or by Kafka)."""
-        tables = [t for t in (TopicTable.read(p) for p in self.paths) if t is not None]
-        out: dict[str, int] = {}
-        if tables:
-            newest = max(tables, key=lambda t: t.epoch)
-            out = {name: t.partitions for name, t in newest.topics.items()}
-        for topic, partition in self._partition_dirs():
+        out = {name: t.partitions for name, t in self.topic_table().items()}
+        for topic, partition in self._partition_dirs(refresh=True):
             out[topic] = max(out.get(topic, 0), partition + 1)
         return out
 
     def partition(self, topic: str, partition: int) -> PartitionReader:
-        directory = self._partition_dirs().get((topic, partition))
+        directory = self._partition_dirs().get((topic, partition)) or \
+            self._partition_dirs(refresh=True).get((topic, partition))
         if directory is None:
             if topic not in self.topics():
                 raise UnknownTopicOrPartitionError(
@@ -100,6 +108,22 @@ class LogDirsReader:
                 f"partition {partition} of topic {topic!r} has no directory in "
                 f"{','.join(self.paths)}")
         return PartitionReader(topic, partition, directory)
+
+
+def index_entries(path: str, time_index: bool = False) -> list[tuple[int, int]]:
+    """Every used entry of an .index ((relative offset, position)) or a .timeindex
+    ((timestamp, relative offset)) file: a zero entry after the first ends them (the rest
+    of a preallocated index). For tools (dump-log, verify); readers use _index_floor."""
+    entry = _TIME_ENTRY if time_index else _OFFSET_ENTRY
+    with open(path, "rb") as f:
+        raw = f.read()
+    out = []
+    for i in range(len(raw) // entry.size):
+        e = entry.unpack_from(raw, i * entry.size)
+        if i and e == (0, 0):
+            break
+        out.append(e)
+    return out
 
 
 def _pread_entry(fd: int, entry: struct.Struct, i: int) -> tuple[int, int] | None:
