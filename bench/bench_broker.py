@@ -22,9 +22,11 @@ Kafka 2014's published figures (one producer thread 821 k records/s of 100 B; en
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import multiprocessing as mp
 import os
+import shutil
 import socket
 import struct
 import sys
@@ -266,6 +268,7 @@ def main(argv=None) -> int:
     n100 = 300_000 if quick else 2_000_000
     n1k = 100_000 if quick else 500_000
     root = tempfile.mkdtemp(prefix="pylog-bench-broker-", dir=args.dir)
+    atexit.register(shutil.rmtree, root, True)      # GBs of logs: never left behind
     out = []
     with serve(root, "log.segment.bytes=268435456") as broker:
         from pylog.protocol.client import ProtocolClient

@@ -11,6 +11,8 @@ jars tools/kafka/fetch downloads (tools/kafka/pom.xml pins the version).
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import sys
 import tempfile
 import time
@@ -125,6 +127,7 @@ def main(argv=None) -> int:
     n100 = 300_000 if args.quick else 2_000_000
     n1k = 100_000 if args.quick else 500_000
     root = Path(tempfile.mkdtemp(prefix="pylog-vs-kafka-"))
+    atexit.register(shutil.rmtree, root, True)      # GBs of logs: never left behind
     (root / "kafka").mkdir()
     t0 = time.monotonic()
     kafka = KafkaBroker(root / "kafka").start()
