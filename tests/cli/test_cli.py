@@ -268,7 +268,7 @@ def test_bootstrap_server_forms_against_a_broker(tmp_path):
         assert [p["partition"] for p in described[0]["partitions"]] == [0, 1]
         assert run("get-offsets", *b, "--topic", "remote").stdout.split() == ["remote:0:0", "remote:1:7"]
         dup = run("topics", *b, "--create", "--topic", "remote", "--partitions", "1", check=False)
-        assert dup.returncode != 0 and "TopicAlreadyExists" in dup.stderr
+        assert dup.returncode != 0 and "TOPIC_ALREADY_EXISTS" in dup.stderr
         run("topics", *b, "--delete", "--topic", "remote")
         assert "remote" not in store.list_topics()
     both = run("topics", "--log-dirs", str(tmp_path), "--bootstrap-server", "x:1", "--list",

@@ -15,6 +15,7 @@ import time
 import click
 
 from .common import fail_on, log_dirs_option
+from .remote import bootstrap_option
 
 __all__ = ["console_producer", "console_consumer"]
 
@@ -40,8 +41,9 @@ _PRODUCER_PROPS = {"parse.key", "key.separator", "parse.headers", "headers.delim
 
 @click.command("console-producer",
                help="Append lines from stdin (or --file) to a topic, one record per line "
-                    "(kafka-console-producer.sh).")
-@log_dirs_option()
+                    "(kafka-console-producer.sh), in log dirs or at a broker.")
+@log_dirs_option(required=False)
+@bootstrap_option()
 @click.option("--topic", required=True)
 @click.option("--property", "props", multiple=True, metavar="KEY=VALUE",
               help="parse.key, key.separator (\\t), parse.headers, headers.delimiter (\\t), "
@@ -49,12 +51,42 @@ _PRODUCER_PROPS = {"parse.key", "key.separator", "parse.headers", "headers.delim
 @click.option("--compression-codec", default="none",
               type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]))
 @click.option("--partition", type=int, help="every record to this partition")
+@click.option("--request-required-acks", "acks", default="-1", show_default=True,
+              type=click.Choice(["-1", "all", "0", "1"]), help="with --bootstrap-server")
 @click.option("--file", "source", type=click.File("rb"), help="read this file instead of stdin")
-@click.option("--batch-lines", default=10000, show_default=True, help="lines per send_batch call")
+@click.option("--batch-lines", default=10000, show_default=True, help="lines per batch")
 @fail_on(Exception)
-def console_producer(log_dirs, topic, props, compression_codec, partition, source, batch_lines) -> int:
+def console_producer(log_dirs, bootstrap_server, topic, props, compression_codec, partition, acks,
+                     source, batch_lines) -> int:
+    if bool(log_dirs) == bool(bootstrap_server):
+        raise click.UsageError("give --log-dirs or --bootstrap-server (one of them)")
+    chunks = _parsed_lines(source or sys.stdin.buffer, batch_lines,
+                           _properties(props, _PRODUCER_PROPS))
+    if bootstrap_server:
+        sent = _produce_remote(bootstrap_server, topic, chunks, compression_codec, partition,
+                               -1 if acks == "all" else int(acks))
+        click.echo(f"{sent} records produced to {topic} at {bootstrap_server}", err=True)
+        return 0
     import pylog
-    p = _properties(props, _PRODUCER_PROPS)
+    sent = 0
+    with pylog.open(log_dirs) as store:
+        if topic not in store.list_topics():
+            raise click.ClickException(f"topic {topic!r} does not exist (pylog topics --create)")
+        producer = pylog.Producer(store, compression_type=compression_codec)
+        try:
+            for values, keys, headers in chunks:
+                producer.send_batch(topic, values, keys=keys, headers=headers,
+                                    partition=partition).result()
+                sent += len(values)
+        finally:
+            producer.close()
+    click.echo(f"{sent} records appended to {topic}", err=True)
+    return 0
+
+
+def _parsed_lines(stream, batch_lines: int, p: dict[str, str]):
+    """Chunks of (values, keys or None, headers or None) from the lines of `stream`,
+    split as Kafka's LineMessageReader splits them."""
     parse_key = p.get("parse.key", "false") == "true"
     parse_headers = p.get("parse.headers", "false") == "true"
     key_sep = p.get("key.separator", "\t").encode()
@@ -63,46 +95,70 @@ def console_producer(log_dirs, topic, props, compression_codec, partition, sourc
     hdr_key_sep = p.get("headers.key.separator", ":").encode()
     null = p.get("null.marker")
     null = None if null is None else null.encode()
-    stream = source or sys.stdin.buffer
+    n = 0
+    while True:
+        lines = [line.rstrip(b"\r\n") for line in _take(stream, batch_lines)]
+        if not lines:
+            return
+        values, keys, headers = [], [], []
+        for line in lines:
+            n += 1
+            hs = []
+            if parse_headers:
+                raw, found, line = line.partition(hdr_delim)
+                if not found:
+                    raise click.ClickException(f"line {n}: no headers delimiter "
+                                               f"{hdr_delim.decode()!r}")
+                for h in raw.split(hdr_sep) if raw else ():
+                    k, _, v = h.partition(hdr_key_sep)
+                    hs.append((k.decode(), None if v == null else v))
+            key = None
+            if parse_key:
+                key, found, line = line.partition(key_sep)
+                if not found:
+                    raise click.ClickException(f"line {n}: no key separator "
+                                               f"{key_sep.decode()!r} (parse.key=true)")
+                key = None if key == null else key
+            keys.append(key)
+            values.append(None if line == null else line)
+            headers.append(hs)
+        yield values, keys if parse_key else None, headers if parse_headers else None
+
+
+def _produce_remote(bootstrap, topic, chunks, compression, partition, acks) -> int:
+    """Encodes each chunk per partition (keys by Kafka's murmur2, keyless records to one
+    partition per chunk, as the sticky partitioner) and produces it to the leader."""
+    from pylog._core.producer import partition_keys
+    from pylog.protocol.remote import RemoteProducer, leaders
+    from pylog.record import encode_batch
+    counts, where = leaders(bootstrap, [topic], "pylog-console-producer")
+    count = counts.get(topic)
+    if count is None:
+        raise click.ClickException(f"topic {topic!r} does not exist at {bootstrap}")
+    if partition is not None and not 0 <= partition < count:
+        raise click.ClickException(f"topic {topic!r} has no partition {partition} "
+                                   f"(it has {count})")
     sent = 0
-    with pylog.open(log_dirs) as store:
-        if topic not in store.list_topics():
-            raise click.ClickException(f"topic {topic!r} does not exist (pylog topics --create)")
-        producer = pylog.Producer(store, compression_type=compression_codec)
-        try:
-            while True:
-                lines = [line.rstrip(b"\r\n") for line in _take(stream, batch_lines)]
-                if not lines:
-                    break
-                values, keys, headers = [], [], []
-                for n, line in enumerate(lines, sent + 1):
-                    hs = []
-                    if parse_headers:
-                        raw, found, line = line.partition(hdr_delim)
-                        if not found:
-                            raise click.ClickException(f"line {n}: no headers delimiter "
-                                                       f"{hdr_delim.decode()!r}")
-                        for h in raw.split(hdr_sep) if raw else ():
-                            k, _, v = h.partition(hdr_key_sep)
-                            hs.append((k.decode(), None if v == null else v))
-                    key = None
-                    if parse_key:
-                        key, found, line = line.partition(key_sep)
-                        if not found:
-                            raise click.ClickException(f"line {n}: no key separator "
-                                                       f"{key_sep.decode()!r} (parse.key=true)")
-                        key = None if key == null else key
-                    keys.append(key)
-                    values.append(None if line == null else line)
-                    headers.append(hs)
-                producer.send_batch(topic, values, keys=keys if parse_key else None,
-                                    headers=headers if parse_headers else None,
-                                    partition=partition).result()
-                sent += len(lines)
-        finally:
-            producer.close()
-    click.echo(f"{sent} records appended to {topic}", err=True)
-    return 0
+    with RemoteProducer(where, "pylog-console-producer", acks=acks) as producer:
+        for chunk, (values, keys, headers) in enumerate(chunks):
+            if partition is not None:
+                parts = [partition] * len(values)
+            else:
+                hashed = partition_keys(keys, count).tolist() if keys is not None else None
+                sticky = chunk % count
+                parts = [sticky if hashed is None or hashed[i] < 0 else hashed[i]
+                         for i in range(len(values))]
+            by_partition: dict[int, list[int]] = {}
+            for i, q in enumerate(parts):
+                by_partition.setdefault(q, []).append(i)
+            now = int(time.time() * 1000)
+            for q, rows in sorted(by_partition.items()):
+                pick = (lambda col: None if col is None else [col[i] for i in rows])
+                data = encode_batch(pick(values), pick(keys), now, pick(headers),
+                                    compression=compression)
+                producer.send(topic, q, data, len(rows))
+            sent += len(values)
+    return sent
 
 
 def _take(stream, n: int) -> list[bytes]:
@@ -159,45 +215,72 @@ def _formatter(p: dict[str, str], as_json: bool, topic: str):
 
 
 @click.command("console-consumer",
-               help="Print a topic's records (kafka-console-consumer.sh). Reads the log dirs "
-                    "read-only, beside a running owner, unless --group is given.")
-@log_dirs_option()
+               help="Print a topic's records (kafka-console-consumer.sh). Reads log dirs "
+                    "read-only, beside a running owner (unless --group is given), or a "
+                    "broker's topic (--bootstrap-server).")
+@log_dirs_option(required=False)
+@bootstrap_option()
 @click.option("--topic", required=True)
 @click.option("--from-beginning", is_flag=True, help="start at the earliest offset (default: latest)")
 @click.option("--partition", type=int, help="only this partition")
 @click.option("--offset", default=None, help="with --partition: earliest, latest or an offset")
 @click.option("--max-messages", type=int, help="exit after this many records")
 @click.option("--timeout-ms", type=int, help="exit after this long without a new record")
-@click.option("--group", help="consume as this group (opens the store; commits what it printed)")
+@click.option("--group", help="start at the group's committed offsets and commit what was "
+                              "printed (log dirs: joins the group in the store)")
 @click.option("--property", "props", multiple=True, metavar="KEY=VALUE",
               help="print.key, print.timestamp, print.headers, print.offset, print.partition, "
                    "print.value, key.separator, headers.separator, null.literal")
 @click.option("--formatter", type=click.Choice(["default", "json"]), default="default")
 @fail_on(Exception)
-def console_consumer(log_dirs, topic, from_beginning, partition, offset, max_messages, timeout_ms,
-                     group, props, formatter) -> int:
+def console_consumer(log_dirs, bootstrap_server, topic, from_beginning, partition, offset,
+                     max_messages, timeout_ms, group, props, formatter) -> int:
+    if bool(log_dirs) == bool(bootstrap_server):
+        raise click.UsageError("give --log-dirs or --bootstrap-server (one of them)")
     p = _properties(props, _CONSUMER_PROPS)
     fmt = _formatter(p, formatter == "json", topic)
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
-    if group:
+    if group and log_dirs:
         return _consume_group(log_dirs, topic, group, from_beginning, max_messages, timeout_ms, fmt)
+    if bootstrap_server:
+        from pylog.protocol.group_admin import RemoteGroups
+        from pylog.protocol.remote import RemoteTopics
+        with RemoteTopics(bootstrap_server, "pylog-console-consumer") as where, \
+                RemoteGroups(bootstrap_server, "pylog-console-consumer") as groups:
+            return _tail(where, bootstrap_server, topic, from_beginning, partition, offset,
+                         max_messages, timeout_ms, fmt, groups if group else None, group)
     from pylog.storage import LogDirsReader
-    reader = LogDirsReader(log_dirs)
-    count = reader.topics().get(topic)
+    return _tail(LogDirsReader(log_dirs), log_dirs, topic, from_beginning, partition, offset,
+                 max_messages, timeout_ms, fmt)
+
+
+def _tail(where, name, topic, from_beginning, partition, offset, max_messages, timeout_ms, fmt,
+          groups=None, group=None) -> int:
+    """Prints records of `where` (log dirs read-only, or a broker's partitions) as they
+    arrive. With `groups`, starts at the group's committed offsets and commits (as a
+    client outside the group) what it printed."""
+    count = where.topics().get(topic)
     if count is None:
-        raise click.ClickException(f"topic {topic!r} does not exist in {log_dirs}")
+        raise click.ClickException(f"topic {topic!r} does not exist in {name}")
     parts = [partition] if partition is not None else list(range(count))
-    readers = {q: reader.partition(topic, q) for q in parts}
+    readers = {q: where.partition(topic, q) for q in parts}
+    committed = groups.committed(group) if groups is not None else {}
     position = {}
     for q, pr in readers.items():
         if offset not in (None, "earliest", "latest"):
             position[q] = int(offset)
+        elif (topic, q) in committed and offset is None:
+            position[q] = committed[(topic, q)]
         elif from_beginning or offset == "earliest":
             position[q] = pr.log_start_offset()
         else:
             position[q] = pr.log_end_offset()
     printed, idle_since = 0, time.monotonic()
+
+    def commit() -> None:
+        if groups is not None:
+            groups.commit(group, {(topic, q): o for q, o in position.items()})
     while True:
         progressed = False
         for q, pr in readers.items():
@@ -214,9 +297,11 @@ def console_consumer(log_dirs, topic, from_beginning, partition, offset, max_mes
                     printed += 1
                     position[q] = cols["offset"][i] + 1
                     if max_messages is not None and printed >= max_messages:
+                        commit()
                         return 0
             progressed = True
         if progressed:
+            commit()
             idle_since = time.monotonic()
         elif timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
             return 0

@@ -15,8 +15,8 @@ def bootstrap_option():
 
 def _check(code: int, what: str) -> None:
     if code:
-        from pylog.errors import error_for_code
-        raise click.ClickException(f"{what}: {error_for_code(code).__name__} (error code {code})")
+        from pylog.protocol.client import ProtocolError
+        raise ProtocolError(code, what.rstrip(": "))
 
 
 def remote_topics(bootstrap: str, action: str, topic, partitions, configs, as_json, matching) -> int:
@@ -66,8 +66,26 @@ def remote_topics(bootstrap: str, action: str, topic, partitions, configs, as_js
             _check(result.error_code, f"deleting {topic!r}")
             click.echo(f"Deleted topic {topic}.")
         else:
-            raise click.UsageError("--alter with --bootstrap-server is not built yet: use "
-                                   "--log-dirs, or kafka-topics.sh against pylog serve")
+            if partitions is None and not configs:
+                raise click.UsageError("--alter needs --partitions or --config")
+            if partitions is not None:
+                req = m.CreatePartitionsRequest(timeout_ms=30000, validate_only=False, topics=[
+                    m.CreatePartitionsRequestCreatePartitionsTopic(name=topic, count=partitions,
+                                                                   assignments=None)])
+                result = client.request(37, req).results[0]
+                _check(result.error_code, f"altering the partitions of {topic!r}: "
+                                          f"{result.error_message or ''}".strip())
+            if configs:
+                # IncrementalAlterConfigs: SET (0) each key of the TOPIC (2) resource.
+                req = m.IncrementalAlterConfigsRequest(validate_only=False, resources=[
+                    m.IncrementalAlterConfigsRequestAlterConfigsResource(
+                        resource_type=2, resource_name=topic, configs=[
+                            m.IncrementalAlterConfigsRequestAlterableConfig(
+                                name=k, config_operation=0, value=v) for k, v in configs.items()])])
+                result = client.request(44, req).responses[0]
+                _check(result.error_code, f"altering the configs of {topic!r}: "
+                                          f"{result.error_message or ''}".strip())
+            click.echo(f"Altered topic {topic}.")
     return 0
 
 

@@ -145,8 +145,8 @@ class _StagingWriter:
         self.opts = opts
         self.leaders: dict | None = None
         if opts.bootstrap is not None:
-            from .remote import leaders
-            self.partitions, self.leaders = leaders(opts.bootstrap, None)
+            from pylog.protocol.remote import leaders
+            self.partitions, self.leaders = leaders(opts.bootstrap, None, "pylog-spark")
             where, self.log_dir = opts.bootstrap, None
         else:
             reader = LogDirsReader(opts.paths)
@@ -166,8 +166,8 @@ class _StagingWriter:
     def write(self, batches):
         task, attempt, task_attempt, query_id, batch_id = _task_context()
         if self.leaders is not None:
-            from .remote import RemoteProducer
-            with RemoteProducer(self.leaders) as producer:
+            from pylog.protocol.remote import RemoteProducer
+            with RemoteProducer(self.leaders, "pylog-spark") as producer:
                 for batch in batches:
                     if batch.num_rows:
                         self._stage(batch, task, producer.send)

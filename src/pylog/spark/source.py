@@ -63,8 +63,8 @@ def read_range(part: InputPartition):
         return          # PySpark's stand-in when planning found nothing to read
     r, include_headers, fail_on_data_loss, remote = part.value
     if remote:
-        from .remote import RemotePartition
-        reader = RemotePartition(r.topic, r.partition, r.directory)
+        from pylog.protocol.remote import RemotePartition
+        reader = RemotePartition(r.topic, r.partition, r.directory, "pylog-spark")
     else:
         reader = PartitionReader(r.topic, r.partition, r.directory)
     start, failed_at = r.start, None
@@ -88,8 +88,8 @@ def read_range(part: InputPartition):
 def open_topics(opts: SourceOptions):
     """The log dirs (read-only) or, in remote mode, the broker: same questions, same answers."""
     if opts.bootstrap is not None:
-        from .remote import RemoteTopics
-        return RemoteTopics(opts.bootstrap)
+        from pylog.protocol.remote import RemoteTopics
+        return RemoteTopics(opts.bootstrap, "pylog-spark")
     return LogDirsReader(opts.paths)
 
 
@@ -111,20 +111,20 @@ class PylogBatchReader(DataSourceReader):
 
     def partitions(self):
         opts = self.opts
-        reader = open_topics(opts)
-        tps = [tp for tp in planning.resolve_partitions(reader, opts)
-               if self.pruning.partitions is None or tp[1] in self.pruning.partitions]
-        starts = planning.starting_offsets(reader, tps, opts)
-        ends = planning.ending_offsets(reader, tps, opts)
-        ranges = []
-        for tp in tps:
-            start, end = self.pruning.clip(reader, tp, starts[tp], ends[tp])
-            checked = planning.check_range(reader, tp, start, end, opts.fail_on_data_loss)
-            if checked:
-                ranges.append(OffsetRange(tp[0], tp[1], checked[0], checked[1],
-                                          reader.partition(*tp).directory))
-        tasks = planning.split_ranges(reader, ranges, opts.min_partitions,
-                                      opts.max_records_per_partition)
+        with open_topics(opts) as reader:
+            tps = [tp for tp in planning.resolve_partitions(reader, opts)
+                   if self.pruning.partitions is None or tp[1] in self.pruning.partitions]
+            starts = planning.starting_offsets(reader, tps, opts)
+            ends = planning.ending_offsets(reader, tps, opts)
+            ranges = []
+            for tp in tps:
+                start, end = self.pruning.clip(reader, tp, starts[tp], ends[tp])
+                checked = planning.check_range(reader, tp, start, end, opts.fail_on_data_loss)
+                if checked:
+                    ranges.append(OffsetRange(tp[0], tp[1], checked[0], checked[1],
+                                              reader.partition(*tp).directory))
+            tasks = planning.split_ranges(reader, ranges, opts.min_partitions,
+                                          opts.max_records_per_partition)
         return [RangePartition(r, opts) for r in tasks]
 
     def read(self, partition: RangePartition):
@@ -155,13 +155,13 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return open_topics(self.opts)
 
     def initialOffset(self):
-        reader = self._reader()
-        tps = planning.resolve_partitions(reader, self.opts)
-        return _to_json(planning.starting_offsets(reader, tps, self.opts))
+        with self._reader() as reader:
+            tps = planning.resolve_partitions(reader, self.opts)
+            return _to_json(planning.starting_offsets(reader, tps, self.opts))
 
     def _latest(self) -> dict[tuple[str, int], int]:
-        reader = self._reader()
-        return planning.latest_offsets(reader, planning.resolve_partitions(reader, self.opts))
+        with self._reader() as reader:
+            return planning.latest_offsets(reader, planning.resolve_partitions(reader, self.opts))
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest()
@@ -179,10 +179,10 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start=None, limit=None):
         latest = self._target if self._target is not None else self._latest()
         begin = _from_json(start) if start else {}
-        reader = self._reader()
-        for tp in latest:
-            if tp not in begin:             # a partition added since: from its start
-                begin[tp] = reader.partition(*tp).log_start_offset()
+        with self._reader() as reader:
+            for tp in latest:
+                if tp not in begin:         # a partition added since: from its start
+                    begin[tp] = reader.partition(*tp).log_start_offset()
         lag = {tp: max(latest[tp] - begin[tp], 0) for tp in latest}
         total = sum(lag.values())
         # minOffsetsPerTrigger waits for enough records, at most maxTriggerDelay (Kafka's
@@ -210,20 +210,20 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start, end):
         begin, stop = _from_json(start), _from_json(end)
-        reader = self._reader()
         ranges = []
-        for tp, last in sorted(stop.items()):
-            first = begin.get(tp)
-            if first is None:
-                first = reader.partition(*tp).log_start_offset()
-            if last <= first:
-                continue
-            checked = planning.check_range(reader, tp, first, last, self.opts.fail_on_data_loss)
-            if checked:
-                ranges.append(OffsetRange(tp[0], tp[1], checked[0], checked[1],
-                                          reader.partition(*tp).directory))
-        tasks = planning.split_ranges(reader, ranges, self.opts.min_partitions,
-                                      self.opts.max_records_per_partition)
+        with self._reader() as reader:
+            for tp, last in sorted(stop.items()):
+                first = begin.get(tp)
+                if first is None:
+                    first = reader.partition(*tp).log_start_offset()
+                if last <= first:
+                    continue
+                checked = planning.check_range(reader, tp, first, last, self.opts.fail_on_data_loss)
+                if checked:
+                    ranges.append(OffsetRange(tp[0], tp[1], checked[0], checked[1],
+                                              reader.partition(*tp).directory))
+            tasks = planning.split_ranges(reader, ranges, self.opts.min_partitions,
+                                          self.opts.max_records_per_partition)
         return [RangePartition(r, self.opts) for r in tasks]
 
     def read(self, partition: RangePartition):

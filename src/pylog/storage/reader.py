@@ -70,6 +70,14 @@ class LogDirsReader:
                     f"{path} is not a log dir: it has neither {files.META_PROPERTIES_FILE} nor "
                     f"{files.TOPICS_FILE} (give the directory pylog.open() or pylog serve was given)")
 
+    # A context manager like pylog.protocol.remote.RemoteTopics (which holds connections
+    # inside it); reading files holds nothing between calls.
+    def __enter__(self) -> LogDirsReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
     def _partition_dirs(self, refresh: bool = False) -> dict[tuple[str, int], str]:
         """(topic, partition) -> its dir, listed once and again only on a miss (a topic
         created since): planning asks for every partition several times."""

@@ -1,18 +1,22 @@
-"""Remote mode: ``kafka.bootstrap.servers`` instead of ``path``.
+"""Partitions at a broker: the read-only questions of :class:`pylog.storage.LogDirsReader`
+answered over Kafka's wire protocol (pylog's own ProtocolClient), and a producer of
+pre-encoded batches.
 
-The same source and sink over Kafka's wire protocol (pylog's own ProtocolClient), so
-a job reads and writes a ``pylog serve`` broker or a Kafka cluster without Spark's JVM
-connector. :class:`RemoteTopics` and :class:`RemotePartition` answer what planning and
-the tasks ask of :class:`pylog.storage.LogDirsReader` (topics, log start and end offsets,
-offsets for times, Arrow batches of a range), so everything above them is shared.
+:class:`RemoteTopics` and :class:`RemotePartition` answer what the Spark source's planning
+and tasks and the CLI's ``--bootstrap-server`` forms ask of log dirs (topics, log start
+and end offsets, offsets for times, Arrow batches of a range), so everything above them
+is shared between a ``pylog serve`` broker or a Kafka cluster and local log dirs.
 
 Each request goes to the partition's leader (from Metadata). Fetches return raw
-batches that the C decoder turns into Arrow; a task's next offset comes from the batch
-headers (``scan_batches``), so control batches never stall it. Writes are produced by
-the tasks with ``acks=all``: at least once, as Spark's Kafka sink.
+batches that the C decoder turns into Arrow; the next offset comes from the batch
+headers (``scan_batches``), so control batches never stall a reader. Inside
+``with RemoteTopics(...)`` the partitions share one connection per leader; outside it,
+each call opens its own (what a Spark task, which lives for one range, wants).
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 from pylog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pylog.protocol.client import ProtocolClient, ProtocolError
@@ -29,9 +33,10 @@ def _first(bootstrap: str) -> str:
     return bootstrap.split(",")[0].strip()
 
 
-def leaders(bootstrap: str, topics: list[str] | None) -> tuple[dict[str, int], dict[tuple[str, int], str]]:
+def leaders(bootstrap: str, topics: list[str] | None, client_id: str = "pylog"
+            ) -> tuple[dict[str, int], dict[tuple[str, int], str]]:
     """(topic -> partition count, (topic, partition) -> "host:port" of its leader)."""
-    with ProtocolClient(_first(bootstrap), client_id="pylog-spark") as client:
+    with ProtocolClient(_first(bootstrap), client_id=client_id) as client:
         meta = client.metadata(topics)
     brokers = {b.node_id: f"{b.host}:{b.port}" for b in meta.brokers}
     counts, where = {}, {}
@@ -47,10 +52,21 @@ def leaders(bootstrap: str, topics: list[str] | None) -> tuple[dict[str, int], d
 class RemoteTopics:
     """What planning needs of a cluster: ``topics()`` and ``partition(topic, p)``."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, client_id: str = "pylog") -> None:
         self.bootstrap = bootstrap
+        self.client_id = client_id
         self.paths = [bootstrap]              # for messages ("... does not exist in <where>")
-        self._counts, self._leaders = leaders(bootstrap, None)
+        self._counts, self._leaders = leaders(bootstrap, None, client_id)
+        self._pool: dict[str, ProtocolClient] | None = None   # leader -> client, inside `with`
+
+    def __enter__(self) -> RemoteTopics:
+        self._pool = {}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pool, self._pool = self._pool or {}, None
+        for client in pool.values():
+            client.close()
 
     def topics(self) -> dict[str, int]:
         return dict(self._counts)
@@ -60,20 +76,35 @@ class RemoteTopics:
         if leader is None:
             raise UnknownTopicOrPartitionError(
                 f"topic {topic!r} has no partition {partition} at {self.bootstrap}")
-        return RemotePartition(topic, partition, leader)
+        return RemotePartition(topic, partition, leader, self.client_id, self._pool)
 
 
 class RemotePartition:
-    """One partition on a broker. ``directory`` is its leader's address (the task's
+    """One partition on a broker. ``directory`` is its leader's address (a Spark task's
     OffsetRange carries it, as it carries a partition dir in path mode)."""
 
-    def __init__(self, topic: str, partition: int, leader: str) -> None:
+    def __init__(self, topic: str, partition: int, leader: str, client_id: str = "pylog",
+                 pool: dict[str, ProtocolClient] | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.directory = leader
+        self.client_id = client_id
+        self._pool = pool
+
+    @contextmanager
+    def _client(self):
+        if self._pool is None:
+            with ProtocolClient(self.directory, client_id=self.client_id) as client:
+                yield client
+            return
+        client = self._pool.get(self.directory)
+        if client is None:
+            client = self._pool[self.directory] = ProtocolClient(self.directory,
+                                                                 client_id=self.client_id)
+        yield client
 
     def _list(self, timestamp: int) -> int:
-        with ProtocolClient(self.directory, client_id="pylog-spark") as client:
+        with self._client() as client:
             return client.list_offset(self.topic, self.partition, timestamp)
 
     def log_start_offset(self) -> int:
@@ -95,7 +126,7 @@ class RemotePartition:
                    timestamp_type: bool = True):
         """Decoder batches of [start, end), fetched from the leader."""
         offset = start
-        with ProtocolClient(self.directory, client_id="pylog-spark") as client:
+        with self._client() as client:
             while offset < end:
                 part = client.fetch(self.topic, self.partition, offset, max_bytes=max_bytes,
                                     max_wait_ms=500)
@@ -124,10 +155,14 @@ class RemotePartition:
 
 
 class RemoteProducer:
-    """A task's producer: one connection per leader, ``acks=all``, raises on an error code."""
+    """Produces pre-encoded batches: one connection per leader, ``acks=all`` by default
+    (at least once, as Spark's Kafka sink), raises on an error code."""
 
-    def __init__(self, leaders: dict[tuple[str, int], str]) -> None:
+    def __init__(self, leaders: dict[tuple[str, int], str], client_id: str = "pylog",
+                 acks: int = -1) -> None:
         self.leaders = leaders
+        self.client_id = client_id
+        self.acks = acks
         self.clients: dict[str, ProtocolClient] = {}
 
     def send(self, topic: str, partition: int, data: bytes, records: int) -> None:
@@ -136,9 +171,9 @@ class RemoteProducer:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} has no leader")
         client = self.clients.get(leader)
         if client is None:
-            client = self.clients[leader] = ProtocolClient(leader, client_id="pylog-spark")
-        response = client.produce(topic, partition, data, acks=-1)
-        if response.error_code:
+            client = self.clients[leader] = ProtocolClient(leader, client_id=self.client_id)
+        response = client.produce(topic, partition, data, acks=self.acks)
+        if response is not None and response.error_code:
             raise ProtocolError(response.error_code,
                                 f"Produce of {records} records to {topic}-{partition} at {leader}")
 

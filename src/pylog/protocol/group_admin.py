@@ -1,0 +1,138 @@
+"""Consumer groups at a broker: what kafka-consumer-groups.sh asks of its AdminClient
+(list, describe with members and assignments, committed offsets, reset, delete) over
+Kafka's wire protocol, against ``pylog serve`` or a Kafka cluster.
+
+Group requests go to the group's coordinator (FindCoordinator); ListGroups asks every
+broker of the cluster. Offsets are committed as a client outside the group (generation
+-1, no member id), which a coordinator accepts only while the group has no members
+(Kafka's tool refuses to reset an active group for the same reason).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pylog.protocol import messages as m
+from pylog.protocol.client import ProtocolClient, ProtocolError
+
+__all__ = ["GroupMember", "GroupDescription", "RemoteGroups"]
+
+_FIND_COORDINATOR, _OFFSET_COMMIT, _OFFSET_FETCH = 10, 8, 9
+_DESCRIBE_GROUPS, _LIST_GROUPS, _DELETE_GROUPS = 15, 16, 42
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    partitions: tuple[tuple[str, int], ...]     # its assignment (consumer protocol)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str                                  # Empty, Stable, PreparingRebalance, Dead, ...
+    members: tuple[GroupMember, ...]
+
+
+def _pinned(client: ProtocolClient, api_key: int, newest: int) -> int:
+    """The newest version both sides speak, at most `newest` (the request shapes used here)."""
+    return min(client.version(api_key), newest)
+
+
+class RemoteGroups:
+    """``with RemoteGroups("host:port") as groups: groups.describe("g")``."""
+
+    def __init__(self, bootstrap: str, client_id: str = "pylog-consumer-groups") -> None:
+        self.bootstrap = bootstrap.split(",")[0].strip()
+        self.client_id = client_id
+        self._clients: dict[str, ProtocolClient] = {}
+
+    def __enter__(self) -> RemoteGroups:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def _client(self, address: str) -> ProtocolClient:
+        client = self._clients.get(address)
+        if client is None:
+            client = self._clients[address] = ProtocolClient(address, client_id=self.client_id)
+        return client
+
+    def _coordinator(self, group: str) -> ProtocolClient:
+        client = self._client(self.bootstrap)
+        v = _pinned(client, _FIND_COORDINATOR, 3)
+        found = client.request(_FIND_COORDINATOR, m.FindCoordinatorRequest(key=group, key_type=0), v)
+        if found.error_code:
+            raise ProtocolError(found.error_code, f"FindCoordinator for group {group!r}")
+        return self._client(f"{found.host}:{found.port}")
+
+    def list(self) -> dict[str, str]:
+        """group id -> state, from every broker of the cluster."""
+        seed = self._client(self.bootstrap)
+        brokers = [f"{b.host}:{b.port}" for b in seed.metadata([]).brokers] or [self.bootstrap]
+        out: dict[str, str] = {}
+        for address in brokers:
+            response = self._client(address).request(_LIST_GROUPS, m.ListGroupsRequest())
+            if response.error_code:
+                raise ProtocolError(response.error_code, f"ListGroups at {address}")
+            for g in response.groups:
+                out[g.group_id] = g.group_state or ""
+        return dict(sorted(out.items()))
+
+    def describe(self, group: str) -> GroupDescription:
+        from pylog.coordinator.bridge import decode_assignment
+        d = self._coordinator(group).request(_DESCRIBE_GROUPS, m.DescribeGroupsRequest(groups=[group])).groups[0]
+        if d.error_code:
+            raise ProtocolError(d.error_code, f"DescribeGroups {group!r}")
+        members = []
+        for member in d.members:
+            assigned = decode_assignment(member.member_assignment or b"") \
+                if d.protocol_type == "consumer" else set()
+            members.append(GroupMember(member.member_id, member.client_id, member.client_host,
+                                       tuple(sorted((tp.topic, tp.partition) for tp in assigned))))
+        return GroupDescription(d.group_id, d.group_state, tuple(members))
+
+    def committed(self, group: str) -> dict[tuple[str, int], int]:
+        """Every committed offset of the group ((topic, partition) -> offset)."""
+        client = self._coordinator(group)
+        v = _pinned(client, _OFFSET_FETCH, 7)       # v8+ batches groups: not needed here
+        response = client.request(_OFFSET_FETCH, m.OffsetFetchRequest(group_id=group, topics=None), v)
+        if response.error_code:
+            raise ProtocolError(response.error_code, f"OffsetFetch {group!r}")
+        out = {}
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise ProtocolError(p.error_code, f"OffsetFetch {group!r} {t.name}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    out[(t.name, p.partition_index)] = p.committed_offset
+        return out
+
+    def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Commits `offsets` from outside the group (it must have no members)."""
+        by_topic: dict[str, list] = {}
+        for (topic, p), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(m.OffsetCommitRequestOffsetCommitRequestPartition(
+                partition_index=p, committed_offset=offset, committed_leader_epoch=-1,
+                commit_timestamp=-1, committed_metadata=""))
+        client = self._coordinator(group)
+        v = _pinned(client, _OFFSET_COMMIT, 7)
+        response = client.request(_OFFSET_COMMIT, m.OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            retention_time_ms=-1, topics=[m.OffsetCommitRequestOffsetCommitRequestTopic(
+                name=t, partitions=ps) for t, ps in by_topic.items()]), v)
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise ProtocolError(p.error_code, f"OffsetCommit {group!r} {t.name}-{p.partition_index}")
+
+    def delete(self, group: str) -> None:
+        result = self._coordinator(group).request(
+            _DELETE_GROUPS, m.DeleteGroupsRequest(groups_names=[group])).results[0]
+        if result.error_code:
+            raise ProtocolError(result.error_code, f"DeleteGroups {group!r}")
