@@ -53,7 +53,7 @@ def test_a_tear_in_a_middle_segment_keeps_every_segment_after_it(log_dir, caplog
     assert count >= 9
     damaged = segment_files(log_dir)[2]
     tear(damaged)
-    with caplog.at_level(logging.WARNING, logger="pylog.log"):
+    with caplog.at_level(logging.WARNING, logger="pylog.storage"):
         log = Log(log_dir, SEGMENT)
     try:
         assert log.log_end_offset == 300 and len(log.segments) == count
@@ -161,7 +161,7 @@ def test_an_unclean_truncation_logs_and_counts_what_it_deletes(tmp_path, caplog)
     tear(files[victim])
     after = files[victim + 1:]
     after_bytes = sum(os.path.getsize(f) for f in after)
-    with caplog.at_level(logging.WARNING, logger="pylog.log"):
+    with caplog.at_level(logging.WARNING, logger="pylog.storage"):
         manager = LogManager(str(tmp_path), background=False)
     try:
         report = manager.startup

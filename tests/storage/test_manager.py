@@ -210,7 +210,7 @@ def test_summary_line_is_logged(dirs, open_manager, caplog):
     manager = open_manager(dirs[:2])
     manager.create_topic("t", 4)
     manager.close()
-    with caplog.at_level(logging.INFO, logger="pylog.manager"):
+    with caplog.at_level(logging.INFO, logger="pylog.storage"):
         again = open_manager(dirs[:2])
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pylog: loaded")]
     assert 1 == len(lines)

@@ -70,7 +70,7 @@ def test_a_damaged_copy_is_replaced_from_a_good_one(dirs, caplog):
         first = manager.init_producer_id()[0]
     with open(os.path.join(dirs[1], "pylog-producer-ids"), "wb") as f:
         f.write(b"garbage")
-    with caplog.at_level("WARNING", logger="pylog.manager"):
+    with caplog.at_level("WARNING", logger="pylog.storage"):
         with LogManager(dirs[:2], background=False) as manager:
             assert manager.init_producer_id()[0] > first
     assert any("pylog-producer-ids is damaged" in r.getMessage() for r in caplog.records)

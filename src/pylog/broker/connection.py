@@ -37,7 +37,7 @@ from pylog.protocol.api import API_VERSIONS_KEY, unsupported_version_response
 
 __all__ = ["Connection"]
 
-log = logging.getLogger("pylog.broker")
+log = logging.getLogger(__name__)
 
 _i32 = struct.Struct(">i")
 _UNSUPPORTED_VERSION = 35

@@ -8,7 +8,7 @@ from pylog.errors import KafkaError
 
 __all__ = ["NONE", "RequestError", "error_code", "codes"]
 
-log = logging.getLogger("pylog.broker")
+log = logging.getLogger(__name__)
 
 NONE = 0
 

@@ -36,7 +36,7 @@ from .connection import Connection
 
 __all__ = ["Broker"]
 
-log = logging.getLogger("pylog.broker")
+log = logging.getLogger(__name__)
 
 HANDLERS = {
     0: data_plane.produce, 1: data_plane.fetch, 2: data_plane.list_offsets,

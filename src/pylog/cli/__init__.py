@@ -23,7 +23,7 @@ import sys
 
 import click
 
-from .common import PylogCommandError
+from .common import LOG_LEVELS, PylogCommandError, configure_logging
 from .console import console_consumer, console_producer
 from .dump import dump_log
 from .export import export_to_kafka
@@ -48,10 +48,13 @@ def _version(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
               help="Print the version, the CRC-32C path and the I/O engine, then exit.")
 @click.option("--verbose", is_flag=True, help="Show the traceback of an error.")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS),
+              help="Log pylog's layers to stderr at this level (default: warning; serve: info).")
 @click.pass_context
-def cli(ctx: click.Context, verbose: bool) -> None:
+def cli(ctx: click.Context, verbose: bool, log_level: str | None) -> None:
     """pylog: a Kafka-compatible log storage engine for Python with a C core."""
-    ctx.obj = {"verbose": verbose}
+    ctx.obj = {"verbose": verbose, "log_level": log_level}
+    configure_logging(log_level or "warning")
 
 
 for command in (serve, export_to_kafka, topics, get_offsets, console_producer, console_consumer,

@@ -7,7 +7,20 @@ import sys
 
 import click
 
-__all__ = ["PylogCommandError", "fail_on", "log_dirs_option", "print_table", "print_json"]
+__all__ = ["PylogCommandError", "LOG_LEVELS", "configure_logging", "fail_on", "log_dirs_option",
+           "print_table", "print_json"]
+
+
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
+def configure_logging(level: str) -> None:
+    """pylog's loggers (one per layer: pylog.storage, pylog.broker, pylog.coordinator,
+    pylog.client, pylog.spark, pylog.cli) to stderr at `level`, in the shape of Kafka's
+    log lines: ``[time] LEVEL message (logger)``."""
+    import logging
+    logging.basicConfig(level=getattr(logging, level.upper()), force=True,
+                        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
 
 
 class PylogCommandError(Exception):

@@ -9,6 +9,8 @@ import threading
 
 import click
 
+from .common import LOG_LEVELS, configure_logging
+
 __all__ = ["serve"]
 
 
@@ -21,8 +23,8 @@ __all__ = ["serve"]
               help="a server.properties file in Kafka's format")
 @click.option("--override", multiple=True, metavar="KEY=VALUE",
               help="a config that overrides the file (repeatable), as kafka-server-start.sh --override")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--log-level", type=click.Choice(LOG_LEVELS),
+              help="default: pylog --log-level, else info")
 @click.option("--metrics-port", type=click.IntRange(0, 65535),
               help="serve Prometheus metrics (Kafka's names) on 127.0.0.1:PORT/metrics (0: any)")
 def serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> int:
@@ -58,8 +60,9 @@ def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> 
     if not dirs:
         print("pylog serve: give --log-dirs DIR[,DIR...] (or log.dirs in --config)", file=sys.stderr)
         return 2
-    logging.basicConfig(level=getattr(logging, log_level.upper()),
-                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    ctx = click.get_current_context(silent=True)
+    inherited = (ctx.find_root().obj or {}).get("log_level") if ctx is not None else None
+    configure_logging(log_level or inherited or "info")
     store = pylog.open(dirs, **store_config)
     try:
         broker = pylog.Broker(store, config=server).start()
@@ -68,7 +71,7 @@ def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> 
         raise
 
     def stop(signum, frame):  # noqa: ARG001
-        logging.getLogger("pylog.broker").info("signal %d: shutting down", signum)
+        logging.getLogger("pylog.cli").info("signal %d: shutting down", signum)
         # shutdown() waits for in-flight requests: not inside the signal handler.
         threading.Thread(target=broker.shutdown, name="pylog-shutdown").start()
 

@@ -39,7 +39,7 @@ from pylog.record import decode_arrow, iter_batches
 
 from .config import ClientConfig
 
-log = logging.getLogger("pylog.consumer")
+log = logging.getLogger(__name__)
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
 

@@ -188,7 +188,7 @@ class RecordFuture(Future):
             fn(self)
         except Exception:  # noqa: BLE001 - as Future does: a callback's error is logged, not raised
             import logging
-            logging.getLogger("pylog.producer").exception("exception calling callback for %r", self)
+            logging.getLogger(__name__).exception("exception calling callback for %r", self)
 
     def __repr__(self) -> str:
         batch = self._batch

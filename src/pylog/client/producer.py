@@ -55,7 +55,7 @@ from .config import ClientConfig
 from .futures import RecordFuture, RecordMetadata, complete_batch
 from .partitioner import DefaultPartitioner, partition_keys
 
-log = logging.getLogger("pylog.producer")
+log = logging.getLogger(__name__)
 
 __all__ = ["Producer", "RecordMetadata", "BatchResult"]
 

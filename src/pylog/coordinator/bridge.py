@@ -28,7 +28,7 @@ from .group import ASSIGNORS, ConsumerGroup
 __all__ = ["GroupBridge", "encode_subscription", "decode_subscription", "encode_assignment",
            "decode_assignment"]
 
-log = logging.getLogger("pylog.coordinator")
+log = logging.getLogger(__name__)
 
 PROTOCOL_TYPE = "consumer"
 SESSION_MS = 10_000

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["ClassicGroup", "Member", "JoinResult", "errors"]
 
-log = logging.getLogger("pylog.coordinator")
+log = logging.getLogger(__name__)
 
 
 class errors:  # noqa: N801 - a namespace of Kafka error codes

@@ -47,7 +47,7 @@ from .offsets import (
 
 __all__ = ["GroupCoordinator"]
 
-log = logging.getLogger("pylog.coordinator")
+log = logging.getLogger(__name__)
 
 
 class GroupCoordinator:

@@ -58,7 +58,11 @@ from .producer_state import ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
 from .segment import LogSegment
 
-log = logging.getLogger("pylog.log")
+log = logging.getLogger(__name__)
+
+# A flush at least this slow is logged at WARNING (an outlier: a healthy fdatasync of a
+# segment's new pages takes milliseconds; a second means a stalled or saturated disk).
+SLOW_FLUSH_MS = 1000.0
 
 __all__ = ["Log", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "default_engine"]
 
@@ -482,8 +486,13 @@ class Log:
             except OSError as exc:
                 self._dir_dirty = self._dir_dirty or dir_dirty
                 raise self._storage_error(exc, "flush") from exc
+            took_ms = (time.perf_counter() - started) * 1000
             self.flushes += 1
-            self.flush_ms_total += (time.perf_counter() - started) * 1000
+            self.flush_ms_total += took_ms
+            if took_ms >= SLOW_FLUSH_MS:
+                log.warning("%s: a flush of %d segment%s took %.0f ms (the disk is slow or "
+                            "saturated; see LogFlushRateAndTimeMs)", self.path, len(segments),
+                            "" if len(segments) == 1 else "s", took_ms)
             with self._lock:
                 self._recovery_point = max(self._recovery_point, target)
                 self._unflushed_records = max(0, self._next_offset - self._recovery_point)
@@ -660,7 +669,9 @@ class Log:
                     log_start_offset=self._log_start_offset, log_end_offset=self._next_offset)
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
-            return self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset)
+            return self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset,
+                                         reason=f"log start offset {self._log_start_offset} breach "
+                                                "(DeleteRecords)")
 
     def delete_segments_before(self, offset: int) -> int:
         """Deletes every segment whose offsets are all below `offset` and advances the
@@ -668,7 +679,8 @@ class Log:
         with self._flush_lock, self._lock:   # never under a flush (see _delete_segments)
             self._check_open()
             return self._delete_segments(lambda s, nxt: s.next_offset <= offset and nxt is not None
-                                         and nxt <= max(offset, s.next_offset))
+                                         and nxt <= max(offset, s.next_offset),
+                                         reason=f"deletion of offsets below {offset}")
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Kafka's deleteOldSegments: log-start-offset breach, then ``retention.bytes``,
@@ -678,7 +690,8 @@ class Log:
         with self._flush_lock, self._lock:   # never under a flush (see _delete_segments)
             self._check_open()
             now = self.clock() if now_ms is None else now_ms
-            deleted = self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset)
+            deleted = self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset,
+                                            reason=f"log start offset {self._log_start_offset} breach")
             limit = self.config.retention_bytes
             if limit >= 0:
                 excess = [self.size - limit]
@@ -688,14 +701,18 @@ class Log:
                         return False
                     excess[0] -= segment.size
                     return True
-                deleted += self._delete_segments(over_size, allow_active=True, now=now)
+                deleted += self._delete_segments(over_size, allow_active=True, now=now,
+                                                 reason=f"log retention size {limit} breach")
             retention_ms = self.config.retention_ms
             if retention_ms >= 0:
                 deleted += self._delete_segments(
-                    lambda s, nxt: now - s.largest_timestamp > retention_ms, allow_active=True, now=now)
+                    lambda s, nxt: now - s.largest_timestamp > retention_ms, allow_active=True, now=now,
+                    reason=f"log retention time {retention_ms}ms breach based on the largest "
+                           "record timestamp in the segment")
             return deleted
 
-    def _delete_segments(self, predicate, allow_active: bool = False, now: int | None = None) -> int:
+    def _delete_segments(self, predicate, allow_active: bool = False, now: int | None = None,
+                         reason: str = "") -> int:
         """Deletes the oldest segments while `predicate(segment, next_base)` holds.
         The caller holds _flush_lock and _lock: a flush takes its segments under
         _lock and syncs them outside it, so a deletion in between would pull a
@@ -712,6 +729,9 @@ class Log:
             doomed.append(segment)
         if not doomed:
             return 0
+        log.info("%s: deleting %d segment%s (base offsets %d..%d, %d bytes) due to %s", self.path,
+                 len(doomed), "" if len(doomed) == 1 else "s", doomed[0].base_offset,
+                 doomed[-1].base_offset, sum(seg.size for seg in doomed), reason)
         try:
             if doomed[-1] is segments[-1]:
                 self._roll(self.clock() if now is None else now)   # keep one segment

@@ -36,7 +36,7 @@ from .config import LogConfig
 from .info import SegmentRecovery
 from .segment import LogSegment
 
-log = logging.getLogger("pylog.log")
+log = logging.getLogger(__name__)
 
 __all__ = ["LoadedSegments", "delete_segment_files", "load_segments", "read_log_state",
            "remove_temporary_files", "write_log_state"]

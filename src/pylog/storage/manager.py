@@ -55,7 +55,7 @@ from .topics import (
 
 __all__ = ["LogManager", "StartupReport"]
 
-log = logging.getLogger("pylog.manager")
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
@@ -118,9 +118,27 @@ class LogManager(LogLoading, TopicAdmin):
             raise
         self._producer_ids = ProducerIdAllocator([d.path for d in self._online_dirs()])
         log.info(self.startup.summary())
+        self._log_dir_states()
         self._schedule_periodic_work()
         if background:
             self._tasks.start()
+
+    def _log_dir_states(self) -> None:
+        """One INFO line per log dir at start: its state, what the last shutdown left,
+        its partitions, free space and the I/O engine its partitions use."""
+        for d in self.dirs:
+            if not d.online:
+                log.error("log dir %s: OFFLINE (%s)", d.path, d.offline_reason)
+                continue
+            partitions = sum(1 for owner in self._dir_of.values() if owner is d)
+            try:
+                st = os.statvfs(d.path)
+                free = f"{st.f_bavail * st.f_frsize / 2**30:.1f} GiB free"
+            except OSError as exc:
+                free = f"free space unknown ({exc.strerror})"
+            log.info("log dir %s: online, %s, %d partitions, %s; I/O engine: %s", d.path,
+                     "clean shutdown" if d.had_clean_shutdown else "no clean-shutdown marker "
+                     "(new or recovered)", partitions, free, d.engine_description())
 
     # ================================================================ configs
 

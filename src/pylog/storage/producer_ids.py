@@ -19,7 +19,7 @@ from . import files
 
 __all__ = ["ProducerIdAllocator", "PRODUCER_IDS_FILE"]
 
-log = logging.getLogger("pylog.manager")
+log = logging.getLogger(__name__)
 
 PRODUCER_IDS_FILE = "pylog-producer-ids"
 BLOCK = 1000

@@ -46,7 +46,7 @@ from .topics import Topic, TopicTable, validate_topic_name
 
 __all__ = ["LogLoading", "StartupReport"]
 
-log = logging.getLogger("pylog.manager")
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
