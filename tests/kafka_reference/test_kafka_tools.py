@@ -191,3 +191,56 @@ def test_pylog_dump_log_prints_what_kafkas_dump_log_prints(tmp_path):
         ours = subprocess.run([script, "dump-log", "--files", str(path), *flags],
                               capture_output=True, text=True, check=True).stdout
         assert ours.splitlines() == kafka.splitlines(), path.name
+
+
+def _transactional_and_legacy_files(d) -> list:
+    """A v2 file with transactional batches and COMMIT/ABORT markers (pylog's encoder), and
+    magic 0 and 1 message sets, plain and gzip (kafka-python's legacy builder: an
+    independent writer)."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    from pylog.record import encode_batch, encode_control_batch
+    paths = []
+    txn = d / "txn-0" / "00000000000000000000.log"
+    txn.parent.mkdir()
+    txn.write_bytes(b"".join([
+        encode_batch([b"a", b"b"], [b"k1", None], 1000, producer_id=7, producer_epoch=1,
+                     base_sequence=0, transactional=True),
+        encode_control_batch("commit", producer_id=7, producer_epoch=1, base_offset=2,
+                             timestamp=1001, coordinator_epoch=5),
+        encode_batch([b"c"], None, 1002, base_offset=3, producer_id=7, producer_epoch=1,
+                     base_sequence=2, transactional=True, compression="lz4"),
+        encode_control_batch("abort", producer_id=7, producer_epoch=1, base_offset=4,
+                             timestamp=1003, coordinator_epoch=5)]))
+    paths.append(txn)
+    for magic in (0, 1):
+        for codec, name in ((0, "none"), (1, "gzip")):
+            builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+            for i in range(3):
+                builder.append(i, timestamp=2000 + i if magic else None,
+                               key=None if i == 1 else b"key%d" % i, value=b"value %d" % i)
+            path = d / f"legacy{magic}{name}-0" / "00000000000000000000.log"
+            path.parent.mkdir()
+            path.write_bytes(bytes(builder.build()))
+            paths.append(path)
+    return paths
+
+
+def test_pylog_dump_log_matches_kafka_on_control_and_legacy_batches(tmp_path):
+    """Transaction markers print as Kafka's endTxnMarker lines; magic 0/1 message sets as
+    Kafka's legacy batch and record lines (NoTimestampType, inner CRCs)."""
+    import os
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(sys.executable), "pylog")
+    for path in _transactional_and_legacy_files(tmp_path):
+        for flags in ([], ["--deep-iteration"], ["--deep-iteration", "--print-data-log"]):
+            kafka = run_tool("kafka-dump-log", "--files", str(path), *flags).stdout
+            ours = subprocess.run([script, "dump-log", "--files", str(path), *flags],
+                                  capture_output=True, text=True, check=True).stdout
+            assert ours.splitlines() == kafka.splitlines(), (path.parent.name, flags)
+            if path.parent.name == "txn-0" and flags:
+                assert "endTxnMarker: COMMIT coordinatorEpoch: 5" in ours
+                assert "endTxnMarker: ABORT coordinatorEpoch: 5" in ours
+            if path.parent.name.startswith("legacy0"):
+                assert "NoTimestampType: -1" in ours

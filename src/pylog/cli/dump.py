@@ -33,28 +33,38 @@ def _dump_log_file(path: str, deep: bool, data: bool) -> None:
     click.echo(f"Log starting offset: {base}")
     position = 0
     for batch in iter_batches(buf, validate=False):
-        ts_label = "LogAppendTime" if batch.timestamp_type == 1 else "CreateTime"
-        horizon = f"OptionalLong[{batch.base_timestamp}]" if batch.has_delete_horizon \
-            else "OptionalLong.empty"
-        click.echo(
-            f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: "
-            f"{batch.records_count} baseSequence: {batch.base_sequence} lastSequence: "
-            f"{batch.last_sequence} producerId: {batch.producer_id} producerEpoch: "
-            f"{batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
-            f"isTransactional: {str(batch.is_transactional).lower()} isControl: "
-            f"{str(batch.is_control).lower()} deleteHorizonMs: {horizon} position: {position} "
-            f"{ts_label}: {batch.max_timestamp} size: {batch.size_in_bytes} magic: {batch.magic} "
-            f"compresscodec: {_CODECS.get(batch.compression_type, batch.compression)} crc: "
-            f"{batch.crc} isvalid: {str(batch.is_valid()).lower()}")
+        ts_label = _timestamp_label(batch)
+        tail = (f"position: {position} {ts_label}: {batch.max_timestamp} size: "
+                f"{batch.size_in_bytes} magic: {batch.magic} compresscodec: "
+                f"{_CODECS.get(batch.compression_type, batch.compression)} crc: {batch.crc} "
+                f"isvalid: {str(batch.is_valid()).lower()}")
+        if batch.magic >= 2:
+            horizon = f"OptionalLong[{batch.base_timestamp}]" if batch.has_delete_horizon \
+                else "OptionalLong.empty"
+            click.echo(
+                f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: "
+                f"{batch.records_count} baseSequence: {batch.base_sequence} lastSequence: "
+                f"{batch.last_sequence} producerId: {batch.producer_id} producerEpoch: "
+                f"{batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
+                f"isTransactional: {str(batch.is_transactional).lower()} isControl: "
+                f"{str(batch.is_control).lower()} deleteHorizonMs: {horizon} {tail}")
+        else:
+            click.echo(f"offset: {batch.last_offset} {tail}")     # Kafka's legacy batch line
         if deep or data:
+            crcs = _legacy_crcs(batch) if batch.magic < 2 else None
             for i, r in enumerate(batch.records()):
-                seq = batch.base_sequence + i if batch.base_sequence >= 0 else -1
                 line = (f"| offset: {r.offset} {ts_label}: {r.timestamp} keySize: "
                         f"{-1 if r.key is None else len(r.key)} valueSize: "
-                        f"{-1 if r.value is None else len(r.value)} sequence: {seq} headerKeys: "
-                        f"[{','.join(k for k, _ in r.headers)}]")
+                        f"{-1 if r.value is None else len(r.value)}")
+                if crcs is None:
+                    seq = batch.base_sequence + (r.offset - batch.base_offset) \
+                        if batch.base_sequence >= 0 else -1
+                    line += f" sequence: {seq} headerKeys: [{','.join(k for k, _ in r.headers)}]"
+                else:
+                    # Kafka prints this brace after a legacy record's crc (DumpLogSegments).
+                    line += f" isValid: true crc: {crcs[i]}}}"
                 if batch.is_control:
-                    line += f" {batch.control_type}"
+                    line += _control_record(r)
                 elif data:
                     if r.key is not None:
                         line += f" key: {_text(r.key)}"
@@ -63,6 +73,45 @@ def _dump_log_file(path: str, deep: bool, data: bool) -> None:
         position += batch.size_in_bytes
     if position < len(buf):
         click.echo(f"Found {len(buf) - position} invalid bytes at the end of {os.path.basename(path)}")
+
+
+def _timestamp_label(batch) -> str:
+    """Kafka's TimestampType names; magic 0 has no timestamps (NoTimestampType)."""
+    if batch.magic == 0:
+        return "NoTimestampType"
+    return "LogAppendTime" if batch.timestamp_type == 1 else "CreateTime"
+
+
+def _control_record(r) -> str:
+    """A control record as DumpLogSegments prints it: a transaction marker's type and
+    coordinator epoch, or the control type's name and id."""
+    kind = int.from_bytes(r.key[2:4], "big", signed=True) if r.key and len(r.key) >= 4 else -1
+    if kind in (0, 1) and r.value is not None and len(r.value) >= 6:
+        epoch = int.from_bytes(r.value[2:6], "big", signed=True)
+        return f" endTxnMarker: {'ABORT' if kind == 0 else 'COMMIT'} coordinatorEpoch: {epoch}"
+    return f" controlType: UNKNOWN({kind})"
+
+
+def _legacy_crcs(batch) -> list[int]:
+    """The CRC of each message of a magic 0/1 batch: its own, or its inner messages' (a
+    compressed wrapper holds a message set in its value). Read in Python: a cold path."""
+    import struct
+
+    from pylog.record.compression import decompress
+    raw = bytes(batch.raw)
+    if not batch.compression_type:
+        return [batch.crc]
+    at = 8 + 4 + 4 + 1 + 1 + (8 if batch.magic == 1 else 0)       # offset size crc magic attrs [ts]
+    key_len = struct.unpack_from(">i", raw, at)[0]
+    at += 4 + max(key_len, 0)
+    value_len = struct.unpack_from(">i", raw, at)[0]
+    inner = decompress(batch.compression_type, raw[at + 4:at + 4 + value_len])
+    crcs, pos = [], 0
+    while pos + 16 <= len(inner):
+        size, crc = struct.unpack_from(">iI", inner, pos + 8)
+        crcs.append(crc)
+        pos += 12 + size
+    return crcs
 
 
 def _dump_index(path: str, sanity: bool, verify_only: bool) -> None:
