@@ -33,7 +33,9 @@ ALLOWED: dict[str, set[str]] = {
     "protocol": {"errors"},
     "broker": {"errors", "common", "storage", "coordinator", "store", "protocol"},
     # PySpark's source and sink: read-only readers and the store, like an application.
-    "spark": {"_core", "errors", "common", "record", "storage", "store", "protocol"},
+    "spark": {"_core", "errors", "common", "record", "storage", "store", "remote"},
+    # A broker's partitions and groups for pylog's tools (Spark remote mode, the CLI).
+    "remote": {"_core", "errors", "common", "record", "protocol"},
     "cli": {"*"},
     # Prometheus exposition of store.metrics() and broker.metrics(): objects passed in.
     "metrics": set(),

@@ -84,27 +84,27 @@ def test_topics_alter_at_a_broker(broker):
 def test_consumer_groups_at_a_broker(broker):
     store, bootstrap = broker
     b = ["--bootstrap-server", bootstrap]
-    store.create_topic("orders", 2)
+    store.create_topic("shipments", 2)
     for p in range(2):
-        store.log("orders", p).append_records([b"o"] * 10, timestamps=list(range(1000, 11000, 1000)))
+        store.log("shipments", p).append_records([b"o"] * 10, timestamps=list(range(1000, 11000, 1000)))
 
     # The console consumer as group "printer": starts at nothing committed (earliest here),
     # commits what it printed.
-    run("console-consumer", *b, "--topic", "orders", "--group", "printer", "--from-beginning",
+    run("console-consumer", *b, "--topic", "shipments", "--group", "printer", "--from-beginning",
         "--max-messages", "20")
     assert "printer" in run("consumer-groups", *b, "--list").stdout.split()
     described = json.loads(run("consumer-groups", *b, "--describe", "--group", "printer",
                                "--json").stdout)
     assert [(r["partition"], r["current_offset"], r["lag"]) for r in described] == [(0, 10, 0), (1, 10, 0)]
 
-    run("consumer-groups", *b, "--reset-offsets", "--group", "printer", "--topic", "orders:1",
+    run("consumer-groups", *b, "--reset-offsets", "--group", "printer", "--topic", "shipments:1",
         "--to-datetime", "1970-01-01T00:00:04.500", "--execute")
-    assert store.committed("printer", "orders", 1) == 4
+    assert store.committed("printer", "shipments", 1) == 4
     run("consumer-groups", *b, "--reset-offsets", "--group", "printer", "--all-topics",
         "--shift-by", "-3", "--execute")
-    assert [store.committed("printer", "orders", p) for p in range(2)] == [7, 1]
+    assert [store.committed("printer", "shipments", p) for p in range(2)] == [7, 1]
     # The group resumes where the reset put it.
-    again = run("console-consumer", *b, "--topic", "orders", "--group", "printer",
+    again = run("console-consumer", *b, "--topic", "shipments", "--group", "printer",
                 "--property", "print.offset=true", "--property", "print.partition=true",
                 "--timeout-ms", "1500").stdout.splitlines()
     assert sorted(again)[:4] == ["Partition:0\tOffset:7\to", "Partition:0\tOffset:8\to",
@@ -116,7 +116,7 @@ def test_consumer_groups_at_a_broker(broker):
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "live",
                          "client.id": "live-client", "auto.offset.reset": "earliest"})
     try:
-        consumer.subscribe(["orders"])
+        consumer.subscribe(["shipments"])
         got = 0
         while got < 20:
             msg = consumer.poll(10)
@@ -133,3 +133,27 @@ def test_consumer_groups_at_a_broker(broker):
         consumer.close()
     run("consumer-groups", *b, "--delete", "--group", "live")
     assert "live" not in run("consumer-groups", *b, "--list").stdout.split()
+
+
+def test_readme_bootstrap_server_block(broker):
+    """The README's --bootstrap-server block, pasted into a shell against this broker."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    _, bootstrap = broker
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Operations"):readme.index("## One partition")]
+    block = re.findall(r"```\n(.*?)```", section, re.S)[1]
+    assert "--bootstrap-server 127.0.0.1:9092" in block
+    script = block.replace("\\\n", " ").replace("127.0.0.1:9092", bootstrap)
+    bindir = os.path.dirname(sys.executable)
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"]))
+    assert out.returncode == 0, out.stderr
+    assert "k1\tfirst" in out.stdout and "k2\tsecond" in out.stdout
+    assert "audit" in out.stdout and "NEW-OFFSET" in out.stdout
+    ends = [int(line.rsplit(":", 1)[1]) for line in out.stdout.splitlines()
+            if line.startswith("orders:")]
+    assert len(ends) == 4 and sum(ends) == 2             # altered to 4 partitions; 2 records

@@ -129,8 +129,8 @@ def _produce_remote(bootstrap, topic, chunks, compression, partition, acks) -> i
     """Encodes each chunk per partition (keys by Kafka's murmur2, keyless records to one
     partition per chunk, as the sticky partitioner) and produces it to the leader."""
     from pylog._core.producer import partition_keys
-    from pylog.protocol.remote import RemoteProducer, leaders
     from pylog.record import encode_batch
+    from pylog.remote import RemoteProducer, leaders
     counts, where = leaders(bootstrap, [topic], "pylog-console-producer")
     count = counts.get(topic)
     if count is None:
@@ -244,8 +244,7 @@ def console_consumer(log_dirs, bootstrap_server, topic, from_beginning, partitio
     if group and log_dirs:
         return _consume_group(log_dirs, topic, group, from_beginning, max_messages, timeout_ms, fmt)
     if bootstrap_server:
-        from pylog.protocol.group_admin import RemoteGroups
-        from pylog.protocol.remote import RemoteTopics
+        from pylog.remote import RemoteGroups, RemoteTopics
         with RemoteTopics(bootstrap_server, "pylog-console-consumer") as where, \
                 RemoteGroups(bootstrap_server, "pylog-console-consumer") as groups:
             return _tail(where, bootstrap_server, topic, from_beginning, partition, offset,

@@ -2,7 +2,7 @@
 reset-offsets, delete), on log dirs or at a broker (``--bootstrap-server``).
 
 On log dirs it opens the store (groups live in ``__consumer_offsets``, which the store's
-coordinator replays); at a broker it speaks the group APIs (pylog.protocol.group_admin).
+coordinator replays); at a broker it speaks the group APIs (pylog.remote).
 Both answer the same few questions (:class:`_LocalGroups`, :class:`_RemoteGroups`), so
 the verbs are written once."""
 
@@ -68,8 +68,8 @@ class _RemoteGroups:
     """A broker's group coordinator, and its partitions' offsets."""
 
     def __init__(self, groups, topics) -> None:
-        self.groups = groups              # pylog.protocol.group_admin.RemoteGroups
-        self.topics = topics              # pylog.protocol.remote.RemoteTopics (in `with`)
+        self.groups = groups              # pylog.remote.RemoteGroups
+        self.topics = topics              # pylog.remote.RemoteTopics (in `with`)
 
     def list(self) -> dict[str, str]:
         return self.groups.list()
@@ -108,8 +108,7 @@ def _open(log_dirs, bootstrap):
     if bool(log_dirs) == bool(bootstrap):
         raise click.UsageError("give --log-dirs or --bootstrap-server (one of them)")
     if bootstrap:
-        from pylog.protocol.group_admin import RemoteGroups
-        from pylog.protocol.remote import RemoteTopics
+        from pylog.remote import RemoteGroups, RemoteTopics
         with RemoteGroups(bootstrap) as groups, \
                 RemoteTopics(bootstrap, "pylog-consumer-groups") as topics:
             yield _RemoteGroups(groups, topics)

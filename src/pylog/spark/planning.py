@@ -1,7 +1,7 @@
 """Planning on the driver: which topic-partitions, which offsets, how many tasks.
 
 Pure Python over a :class:`pylog.storage.LogDirsReader` (or, in remote mode, a
-:class:`pylog.protocol.remote.RemoteTopics`, which answers the same questions), no Spark: the
+:class:`pylog.remote.RemoteTopics`, which answers the same questions), no Spark: the
 batch and streaming readers call it. Every error raised
 here reaches the user at planning time, naming the option or topic.
 """

@@ -145,7 +145,7 @@ class _StagingWriter:
         self.opts = opts
         self.leaders: dict | None = None
         if opts.bootstrap is not None:
-            from pylog.protocol.remote import leaders
+            from pylog.remote import leaders
             self.partitions, self.leaders = leaders(opts.bootstrap, None, "pylog-spark")
             where, self.log_dir = opts.bootstrap, None
         else:
@@ -166,7 +166,7 @@ class _StagingWriter:
     def write(self, batches):
         task, attempt, task_attempt, query_id, batch_id = _task_context()
         if self.leaders is not None:
-            from pylog.protocol.remote import RemoteProducer
+            from pylog.remote import RemoteProducer
             with RemoteProducer(self.leaders, "pylog-spark") as producer:
                 for batch in batches:
                     if batch.num_rows:

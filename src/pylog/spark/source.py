@@ -63,7 +63,7 @@ def read_range(part: InputPartition):
         return          # PySpark's stand-in when planning found nothing to read
     r, include_headers, fail_on_data_loss, remote = part.value
     if remote:
-        from pylog.protocol.remote import RemotePartition
+        from pylog.remote import RemotePartition
         reader = RemotePartition(r.topic, r.partition, r.directory, "pylog-spark")
     else:
         reader = PartitionReader(r.topic, r.partition, r.directory)
@@ -88,7 +88,7 @@ def read_range(part: InputPartition):
 def open_topics(opts: SourceOptions):
     """The log dirs (read-only) or, in remote mode, the broker: same questions, same answers."""
     if opts.bootstrap is not None:
-        from pylog.protocol.remote import RemoteTopics
+        from pylog.remote import RemoteTopics
         return RemoteTopics(opts.bootstrap, "pylog-spark")
     return LogDirsReader(opts.paths)
 

@@ -70,7 +70,7 @@ class LogDirsReader:
                     f"{path} is not a log dir: it has neither {files.META_PROPERTIES_FILE} nor "
                     f"{files.TOPICS_FILE} (give the directory pylog.open() or pylog serve was given)")
 
-    # A context manager like pylog.protocol.remote.RemoteTopics (which holds connections
+    # A context manager like pylog.remote.RemoteTopics (which holds connections
     # inside it); reading files holds nothing between calls.
     def __enter__(self) -> LogDirsReader:
         return self

@@ -36,6 +36,15 @@ class GroupDescription:
     members: tuple[GroupMember, ...]
 
 
+def _assignment(data) -> list[tuple[str, int]]:
+    """A consumer-protocol assignment (version:int16 + ConsumerProtocolAssignment)."""
+    if not data or len(data) < 2:
+        return []
+    version = min(int.from_bytes(data[:2], "big", signed=True), 3)
+    decoded = m.ConsumerProtocolAssignment.decode(memoryview(data)[2:], version)
+    return [(t.topic, p) for t in decoded.assigned_partitions for p in t.partitions]
+
+
 def _pinned(client: ProtocolClient, api_key: int, newest: int) -> int:
     """The newest version both sides speak, at most `newest` (the request shapes used here)."""
     return min(client.version(api_key), newest)
@@ -85,16 +94,14 @@ class RemoteGroups:
         return dict(sorted(out.items()))
 
     def describe(self, group: str) -> GroupDescription:
-        from pylog.coordinator.bridge import decode_assignment
         d = self._coordinator(group).request(_DESCRIBE_GROUPS, m.DescribeGroupsRequest(groups=[group])).groups[0]
         if d.error_code:
             raise ProtocolError(d.error_code, f"DescribeGroups {group!r}")
         members = []
         for member in d.members:
-            assigned = decode_assignment(member.member_assignment or b"") \
-                if d.protocol_type == "consumer" else set()
+            assigned = _assignment(member.member_assignment) if d.protocol_type == "consumer" else []
             members.append(GroupMember(member.member_id, member.client_id, member.client_host,
-                                       tuple(sorted((tp.topic, tp.partition) for tp in assigned))))
+                                       tuple(sorted(assigned))))
         return GroupDescription(d.group_id, d.group_state, tuple(members))
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
