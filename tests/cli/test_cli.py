@@ -25,8 +25,10 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 def test_help_lists_every_verb():
     out = run("--help").stdout
-    for verb in ("serve", "export-to-kafka", "topics", "get-offsets", "dump-log"):
+    for verb in ("serve", "export-to-kafka", "topics", "get-offsets", "console-producer",
+                 "console-consumer", "consumer-groups", "dump-log", "verify", "recover"):
         assert verb in out
+    assert "--log-level" in out
     assert "--files" in run("dump-log", "--help").stdout
 
 
