@@ -177,3 +177,64 @@ def test_a_batch_that_fails_to_encode_fails_alone_and_gives_its_sequences_back(s
         offset += count
         seq += count
     assert offset == 50 + 4 * 20 * 10
+
+
+def test_send_and_send_batch_mixed_on_shared_partitions_keep_each_threads_order(store):
+    """send() records linger in open batches while other threads' send_batch calls take
+    the direct path on quiet partitions: each thread's records of a partition still come
+    out in the order it sent them, with dense offsets and in-order sequences."""
+    store.create_topic("m", 3)
+
+    def work(i):
+        for j in range(30):
+            p = (i + j) % 3
+            producer.send("m", b"%d:%d:0" % (i, j), partition=p)
+            producer.send_batch("m", [b"%d:%d:%d" % (i, j, r) for r in range(1, 9)], partition=p)
+
+    with Producer(store, linger_ms=2) as producer:                            # idempotent, acks=all
+        run(THREADS, work)
+        producer.flush()
+    total = 0
+    for p in range(3):
+        lg = store.log("m", p)
+        offset = seq = 0
+        for base, count, _pid, s in batch_fields(lg):
+            assert (base, s) == (offset, seq), f"partition {p}"
+            offset += count
+            seq += count
+        last = {}
+        for r in lg.read_records(0, 1 << 30):
+            i, j, k = (int(x) for x in r.value.split(b":"))
+            assert (j, k) > last.get(i, (-1, -1)), f"partition {p}: thread {i} out of order"
+            last[i] = (j, k)
+            total += 1
+    assert total == THREADS * 30 * 9
+
+
+def test_send_batch_to_a_quiet_partition_completes_in_the_calling_thread(store):
+    """The direct path: nothing of the partition is pending, so the caller appends
+    the batch itself and the future is complete when send_batch returns; behind a
+    lingering send() of the same partition it queues instead, and keeps the order."""
+    store.create_topic("q", 2)
+    with Producer(store, linger_ms=60_000, acks="all") as producer:
+        fut = producer.send_batch("q", [b"a", b"b", b"c"], partition=0)
+        assert fut.done() and list(fut.result().offsets) == [0, 1, 2]
+        assert store.log("q", 0).recovery_point == 3                        # acks=all: fsynced
+        lingering = producer.send("q", b"first", partition=1)
+        queued = producer.send_batch("q", [b"second"], partition=1)
+        assert not queued.done() and not lingering.done()                  # behind the open batch
+        producer.flush()
+        assert lingering.result(5).offset == 0 and list(queued.result(5).offsets) == [1]
+
+
+def test_a_direct_append_the_log_refuses_fails_alone(store):
+    """A batch over the topic's max.message.bytes, refused on the direct path: its
+    future fails, its sequences are given back, and the next batch appends."""
+    store.create_topic("r", 1, config={"max.message.bytes": 2000})
+    with Producer(store) as producer:
+        big = producer.send_batch("r", [b"x" * 500] * 10, partition=0)
+        with pytest.raises(Exception, match="max.message.bytes|larger than"):
+            big.result(5)
+        ok = producer.send_batch("r", [b"y"] * 5, partition=0)
+        assert list(ok.result(5).offsets) == [0, 1, 2, 3, 4]
+    assert [seq for _b, _c, _p, seq in batch_fields(store.log("r", 0))] == [0]
