@@ -17,7 +17,7 @@ Rows: append (pre-encoded ~1 MiB batches, Log.append; each log is cut back
 with truncate_to(0) at 200 MiB so pages are rewritten, not new), encode
 from lists and from Arrow (1,000 records of 100 B a call), decode_arrow
 (1 MiB of 100 B records a call), send_batch (one shared Producer, acks=1,
-each thread its own partition, 1,000 records a call; 16 MiB segments under
+each thread its own partition, 1,000 records a call, fire and forget; and waiting for each call; 16 MiB segments under
 48 MiB retention so appends reuse freed pages), poll_arrow (one Consumer per
 thread on its own partition, up to 10,000 records a poll).
 
@@ -193,6 +193,14 @@ class Workloads:
         producer.flush()
         return rate
 
+    def send_batch_wait(self, threads, seconds):
+        producer, values = self.producer, self.values
+
+        def work(p):
+            producer.send_batch("send", values, partition=p).result()
+            return PER_BATCH
+        return run_threads(threads, seconds, lambda i: i, work)
+
     def poll_arrow(self, threads, seconds):
         def setup(i):
             c = Consumer(self.store, auto_offset_reset="earliest", max_poll_records=10_000)
@@ -216,6 +224,7 @@ ROWS = [
     ("encode 100 B from Arrow", "encode_arrow", "M rec/s", 1e6),
     ("decode_arrow 100 B", "decode", "M rec/s", 1e6),
     ("send_batch 100 B (acks=1)", "send_batch", "M rec/s", 1e6),
+    ("send_batch 100 B (acks=1), each call waited for", "send_batch_wait", "M rec/s", 1e6),
     ("poll_arrow 100 B", "poll_arrow", "M rec/s", 1e6),
 ]
 
