@@ -8,6 +8,7 @@ partition, each producer's sequence numbers in order.
 
 import struct
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -238,3 +239,37 @@ def test_a_direct_append_the_log_refuses_fails_alone(store):
         ok = producer.send_batch("r", [b"y"] * 5, partition=0)
         assert list(ok.result(5).offsets) == [0, 1, 2, 3, 4]
     assert [seq for _b, _c, _p, seq in batch_fields(store.log("r", 0))] == [0]
+
+
+def test_a_refused_direct_batch_gives_back_sequences_the_sender_already_took(store):
+    """While a caller is on the direct path of a partition, a send() to it is sealed
+    (with the next sequences) and taken into the sender's round, which waits for the
+    partition lock. If the direct batch is then refused, that waiting batch moves down
+    past the given-back sequences and appends (without the move it would fail with
+    OutOfOrderSequenceError)."""
+    store.create_topic("g", 1, config={"max.message.bytes": 2000})
+    entered, go = threading.Event(), threading.Event()
+    with Producer(store, linger_ms=0) as producer:                            # idempotent
+        real = producer._encode_rows
+
+        def slow_encode(*args, **kwargs):
+            entered.set()
+            assert go.wait(30)
+            return real(*args, **kwargs)
+        producer._encode_rows = slow_encode
+        out = {}
+        direct = threading.Thread(target=lambda: out.setdefault(
+            "big", producer.send_batch("g", [b"x" * 500] * 10, partition=0)))
+        direct.start()
+        assert entered.wait(30)
+        after = producer.send("g", b"after", partition=0)
+        deadline = time.monotonic() + 30
+        while not producer._round and time.monotonic() < deadline:           # taken by the sender
+            time.sleep(0.001)
+        assert producer._round and not after.done()
+        go.set()
+        direct.join(30)
+        with pytest.raises(Exception, match="max.message.bytes|larger than"):
+            out["big"].result(5)
+        assert after.result(5).offset == 0
+    assert [(base, seq) for base, _c, _p, seq in batch_fields(store.log("g", 0))] == [(0, 0)]

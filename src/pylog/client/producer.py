@@ -169,6 +169,7 @@ class Producer:
         # taken off the ready queue and not yet appended, per (topic, partition).
         self._partition_locks: dict[tuple[str, int], threading.Lock] = {}
         self._inflight: dict[tuple[str, int], int] = {}
+        self._round: list[ProducerBatch] = []               # the sender's current round
         self._flushed_upto = 0     # every batch created before this seq is complete
         self._flush_wanted = 0     # a flush() waits for batches up to this seq
         self._closed = False
@@ -368,7 +369,7 @@ class Producer:
                                          batch.base_sequence)
             except BaseException as exc:
                 batch.encoded = _EncodeFailed(exc)          # its count, for the give-back
-                self._forget_sequences(topic, p, [batch], [])
+                self._give_back(topic, p, batch)
                 raise
             batch.encoded = data
             batch.size = len(data)
@@ -377,7 +378,7 @@ class Producer:
                 info = log.append(data, origin="producer")
             except Exception as exc:    # noqa: BLE001 - delivered through the future
                 complete_batch(batch, -1, exception=exc)
-                self._forget_sequences(topic, p, [batch], [])
+                self._give_back(topic, p, batch)
                 return batch, len(data)
         error = None
         if self._acks == "all":
@@ -387,6 +388,14 @@ class Producer:
                 error = exc
         complete_batch(batch, info.first_offset, info.log_append_time, error)
         return batch, len(data)
+
+    def _give_back(self, topic: str, p: int, failed: ProducerBatch) -> None:
+        """A direct batch failed unwritten (partition lock held): later batches of the
+        partition move down past its sequences, also those the sender has already
+        taken into its round (they wait for this partition lock, so none is written)."""
+        with self._lock:
+            later = [b for b in self._round if b.topic == topic and b.partition == p]
+        self._forget_sequences(topic, p, [failed], later)
 
     def _encode_placeholder(self, batch: ProducerBatch, need: int, values, keys, timestamps,
                             headers, rows: np.ndarray) -> bytes:
@@ -559,10 +568,12 @@ class Producer:
                     for b in batches:
                         tp = (b.topic, b.partition)
                         self._inflight[tp] = self._inflight.get(tp, 0) + 1
+                    self._round = batches
                 try:
                     self._send_round(batches)
                 finally:
                     with self._lock:
+                        self._round = []
                         for b in batches:
                             tp = (b.topic, b.partition)
                             left = self._inflight[tp] - 1
