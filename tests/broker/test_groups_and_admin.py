@@ -27,8 +27,13 @@ FAST_GROUP = dict(session_timeout_ms=6000, heartbeat_interval_ms=200, max_poll_i
 
 def kp_consumer(served, topic, group, **kw):
     from kafka import KafkaConsumer
-    return KafkaConsumer(topic, bootstrap_servers=served.bootstrap, group_id=group,
-                         **{**FAST_GROUP, **kw})
+    consumer = KafkaConsumer(bootstrap_servers=served.bootstrap, group_id=group,
+                             **{**FAST_GROUP, **kw})
+    # The topic's metadata first: a kafka-python group leader that joins before it has
+    # it assigns nothing ("No partition metadata for topic", seen once in CI).
+    assert consumer.partitions_for_topic(topic)
+    consumer.subscribe([topic])
+    return consumer
 
 
 def fill(served, topic, partitions, per_partition):
