@@ -86,11 +86,6 @@ class LogManager(StorageLogManager):
         out["consumer_lag"] = lag
         return out
 
-    def compact_committed_offsets(self) -> int:
-        return self.coordinator.compact_committed_offsets()
-
-    compact_committed_offsets.__doc__ = GroupCoordinator.compact_committed_offsets.__doc__
-
 
 def open(log_dirs: str | os.PathLike | Iterable[str | os.PathLike], **config: Any) -> LogManager:  # noqa: A001
     """Opens (or creates) a store: ``pylog.open("/data/pylog", log_retention_hours=24)``.

@@ -10,7 +10,8 @@ will serve the same object to remote clients. It owns
   compacted topic ``__consumer_offsets`` (Kafka's record schemas,
   :mod:`pylog.coordinator.offsets`) and then applied to an in-memory table,
   which is replayed from that topic when the store opens;
-- keeping ``__consumer_offsets`` bounded (:meth:`compact_committed_offsets`).
+- ``__consumer_offsets`` is a compacted topic: the log cleaner (pylog.storage.cleaner)
+  keeps it bounded like any other.
 
 It uses storage only through :class:`pylog.storage.LogManager`'s public
 methods (``ensure_internal_topic``, ``partition_count``, ``log``,
@@ -66,9 +67,6 @@ class GroupCoordinator:
         self._bridges: dict[str, GroupBridge] = {}
         self._groups_lock = threading.Lock()
         self._load_committed_offsets()
-        storage.add_periodic_task("offsets-compaction",
-                                  storage.config["log.retention.check.interval.ms"],
-                                  lambda now: self.compact_committed_offsets())
 
     # ================================================================= groups
 
@@ -242,39 +240,3 @@ class GroupCoordinator:
                             if record.offset >= offset:
                                 self._offsets.apply(record.key, record.value)
                     offset = batch.last_offset + 1
-
-    def compact_committed_offsets(self) -> int:
-        """Keeps ``__consumer_offsets`` bounded. pylog has no general log cleaner
-        yet; for this topic the live offsets are all in memory, so each partition
-        that has rolled gets them rewritten as fresh records at its end (flushed),
-        and its log start offset then moves to the first of them, deleting the
-        older segments. A crash in between leaves old and new records, which
-        replay to the same state. Returns the number of segments deleted."""
-        partitions = self.storage.partition_count(OFFSETS_TOPIC)
-        if not partitions:
-            return 0
-        deleted = 0
-        with self._lock:
-            for p in range(partitions):
-                try:
-                    lg = self.storage.log(OFFSETS_TOPIC, p)
-                except (KafkaStorageError, UnknownTopicOrPartitionError, ValueError):
-                    continue         # offline, or the store is closing
-                if lg.offline or lg.closed or len(lg.segments) < 2:
-                    continue
-                try:
-                    start = lg.log_end_offset
-                    for group in self._offsets.groups():
-                        if partition_for_group(group, partitions) != p:
-                            continue
-                        live = self._offsets.group(group)
-                        if live:
-                            lg.append(encode_batch(
-                                [encode_offset_value(v) for v in live.values()],
-                                [encode_offset_key(group, t, q) for t, q in live],
-                                [self.storage.clock()] * len(live)), origin="coordinator")
-                    lg.flush()
-                    deleted += lg.advance_log_start_offset(start)
-                except (KafkaStorageError, ValueError):
-                    continue     # its dir went offline (reported) or it closed meanwhile
-        return deleted

@@ -130,6 +130,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "__consumer_offsets.", at_least(14)),
     ConfigDef("pylog.background.poll.ms", "int32", 500, "Longest the LogManager's background "
               "thread sleeps before it re-reads the clock.", between(1, 60_000)),
+    ConfigDef("log.cleaner.enable", "bool", True, "Run the log cleaner (compacted topics)."),
+    ConfigDef("log.cleaner.threads", "int32", 1, "Log cleaner threads (pylog runs one).",
+              between(1, 1)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "int", 128 << 20, "Memory for the cleaner's "
+              "offset map (24 bytes per record mapped, at most 90% used).", at_least(1 << 10)),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", "float", float("inf"), "Bytes the cleaner "
+              "reads per second, at most.", at_least(1)),
+    ConfigDef("log.cleaner.backoff.ms", "int", 15_000, "How long the cleaner sleeps when no "
+              "log needs cleaning.", at_least(0)),
 )
 
 _BROKER_SYNONYMS: dict[str, tuple[str, int]] = {}

@@ -15,7 +15,8 @@ __all__ = [
     "LOG_STATE_FILE", "filename_prefix_from_offset", "offset_from_filename",
     "log_file", "index_file", "time_index_file", "partition_dir_name", "parse_partition_dir",
     "fsync_dir", "make_dirs", "LOCK_FILE", "META_PROPERTIES_FILE", "CLEAN_SHUTDOWN_FILE",
-    "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE", "PARTITION_METADATA_FILE",
+    "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE",
+    "CLEANER_OFFSET_CHECKPOINT_FILE", "PARTITION_METADATA_FILE",
     "TOPICS_FILE", "SPARK_DIR", "STRAY_DIR_SUFFIX", "renamed_dir_name", "write_file_atomically",
 ]
 
@@ -37,6 +38,7 @@ META_PROPERTIES_FILE = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"   # first dirty offset per partition
 TOPICS_FILE = "pylog-topics.json"                          # pylog's topic metadata (copy per dir)
 SPARK_DIR = "pylog-spark"           # the Spark sink's staged batches and streaming sink state
 # --- partition dir ---

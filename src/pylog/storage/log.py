@@ -751,6 +751,49 @@ class Log:
             raise self._storage_error(exc, "delete segments") from exc
         return len(doomed)
 
+    # ============================================================= cleaning
+
+    def replace_segments(self, old: list[LogSegment], base: int, names: list[str], mtime_ms: int,
+                         stage=None) -> bool:
+        """The log cleaner's swap (pylog.storage.cleaner): `old` (consecutive inactive
+        segments) gives way to the cleaned segment whose files wait as ``<name>.swap``.
+        Under the log's locks: the old files are renamed ``.deleted`` first, then the
+        ``.swap`` files take their final names (at startup a leftover ``.swap`` replaces
+        whatever its offsets cover, so every crash point is recoverable). Returns False,
+        touching nothing, when `old` is no longer in the log (retention or a truncation
+        got there first)."""
+        with self._flush_lock, self._lock:
+            self._check_open()
+            segments = self._segments
+            try:
+                i = next(i for i, s in enumerate(segments) if s is old[0])
+            except StopIteration:
+                return False
+            if tuple(segments[i:i + len(old)]) != tuple(old) or i + len(old) >= len(segments):
+                return False
+            try:
+                doomed = []
+                for segment in old:
+                    doomed += segment.rename_to_deleted()
+                if stage is not None:
+                    stage("old-renamed")
+                for name in names:
+                    os.replace(name + files.SWAP_SUFFIX, name)
+                files.fsync_dir(self.path)
+                os.utime(names[0], (mtime_ms / 1000, mtime_ms / 1000))
+                new, index_ok = LogSegment.open(self.path, base, self.config, self.clock())
+                if not index_ok:
+                    new.recover(truncate=False)
+                new.flushed_size = new.size
+                new.release_index_fds()
+            except OSError as exc:
+                raise self._storage_error(exc, "clean") from exc
+            self._publish(segments[:i] + (new,) + segments[i + len(old):])
+            self._dir_dirty = True
+            delay = self.config.file_delete_delay_ms / 1000
+            self.scheduler.schedule(delay, lambda paths=doomed: _remove_files(paths))
+            return True
+
     # ============================================================= lifecycle
 
     def update_config(self, config: LogConfig) -> None:

@@ -55,18 +55,45 @@ class LoadedSegments:
 
 
 def remove_temporary_files(path: str) -> None:
-    """Kafka's first loading step: finish interrupted deletes, drop orphans."""
+    """Kafka's first loading step: finish interrupted deletes, drop orphans, and
+    complete the log cleaner's swaps: a ``<base>.log.swap`` replaces every segment
+    whose base lies in its offsets (the group it was cleaned from), and its index
+    swaps replace theirs (pylog.storage.cleaner)."""
     names = os.listdir(path)
-    logs = {n[: -len(files.LOG_SUFFIX)] for n in names if n.endswith(files.LOG_SUFFIX)}
     for name in names:
         full = os.path.join(path, name)
         if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX)) or name.endswith(".tmp"):
             os.remove(full)
-        elif name.endswith(files.SWAP_SUFFIX):
+    for name in sorted(os.listdir(path)):
+        if name.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
+            _complete_swap(path, name)
+    for name in os.listdir(path):
+        if name.endswith(files.SWAP_SUFFIX):          # an index swap whose .log swap is done
+            full = os.path.join(path, name)
             os.replace(full, full[: -len(files.SWAP_SUFFIX)])
-        elif name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)):
+    names = os.listdir(path)
+    logs = {n[: -len(files.LOG_SUFFIX)] for n in names if n.endswith(files.LOG_SUFFIX)}
+    for name in names:
+        if name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)):
             if name.rsplit(".", 1)[0] not in logs:
-                os.remove(full)
+                os.remove(os.path.join(path, name))
+
+
+def _complete_swap(path: str, name: str) -> None:
+    """Replaces the segments a cleaned ``.log.swap`` covers, then takes its place."""
+    from pylog.record import scan_batches
+    full = os.path.join(path, name)
+    base = files.offset_from_filename(name[: -len(files.SWAP_SUFFIX)])
+    with open(full, "rb") as f:
+        scanned = scan_batches(f.read())
+    end = scanned.last_offset + 1 if scanned.batches else base + 1
+    for other in os.listdir(path):
+        b = files.offset_from_filename(other)
+        if b is not None and other.endswith(files.LOG_SUFFIX) and base <= b < end:
+            delete_segment_files(path, b)
+    log.warning("%s: completed an interrupted log cleaning: segment %d (offsets %d..%d) "
+                "replaces the segments it was cleaned from", path, base, base, end - 1)
+    os.replace(full, full[: -len(files.SWAP_SUFFIX)])
 
 
 def delete_segment_files(path: str, base: int) -> None:

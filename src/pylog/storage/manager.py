@@ -37,13 +37,15 @@ from typing import Any
 
 from pylog.errors import (
     ConfigError,
+    CorruptCheckpointError,
     KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
 
 from . import checkpoints, files
 from .background import BackgroundTasks, wall_clock_ms
-from .config import BrokerConfig, LogConfig
+from .cleaner import CleanerStats, clean_log, cleanable_range, dirty_ratio
+from .config import LONG_MAX, BrokerConfig, LogConfig
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
 from .producer_ids import ProducerIdAllocator
@@ -56,6 +58,10 @@ from .topics import (
 __all__ = ["LogManager", "StartupReport"]
 
 log = logging.getLogger(__name__)
+
+
+class _CleanerStopped(Exception):
+    """Raised between a cleaning's steps when the store is closing."""
 
 TopicPartition = tuple[str, int]
 
@@ -120,8 +126,16 @@ class LogManager(LogLoading, TopicAdmin):
         log.info(self.startup.summary())
         self._log_dir_states()
         self._schedule_periodic_work()
+        self._cleaner_offsets = {d.path: self._read_cleaner_checkpoint(d) for d in self._online_dirs()}
+        self._cleaning = threading.Lock()           # one cleaning at a time
+        self._cleaner_stop = threading.Event()
+        self._cleaner_thread: threading.Thread | None = None
         if background:
             self._tasks.start()
+            if self.config["log.cleaner.enable"]:
+                self._cleaner_thread = threading.Thread(target=self._cleaner_loop,
+                                                        name="pylog-log-cleaner", daemon=True)
+                self._cleaner_thread.start()
 
     def _log_dir_states(self) -> None:
         """One INFO line per log dir at start: its state, what the last shutdown left,
@@ -139,6 +153,94 @@ class LogManager(LogLoading, TopicAdmin):
             log.info("log dir %s: online, %s, %d partitions, %s; I/O engine: %s", d.path,
                      "clean shutdown" if d.had_clean_shutdown else "no clean-shutdown marker "
                      "(new or recovered)", partitions, free, d.engine_description())
+
+    # =============================================================== cleaner
+
+    def _read_cleaner_checkpoint(self, d: LogDir) -> dict[TopicPartition, int]:
+        try:
+            return d.read_checkpoint(files.CLEANER_OFFSET_CHECKPOINT_FILE)
+        except FileNotFoundError:
+            return {}
+        except CorruptCheckpointError as exc:
+            log.warning("%s; every compacted log of %s is cleaned from its start", exc, d.path)
+            return {}
+
+    def clean_once(self, now: int | None = None, stage=None) -> CleanerStats | None:
+        """One step of the log cleaner (Kafka's CleanerThread): cleans the dirtiest
+        log whose cleanup.policy includes compact and whose dirty ratio reaches
+        min.cleanable.dirty.ratio (or whose dirty data is older than
+        max.compaction.lag.ms, which also rolls an active segment that old), then
+        records the new first dirty offset in its dir's cleaner-offset-checkpoint.
+        Returns the stats, or None when no log needed cleaning."""
+        now = self.clock() if now is None else now
+        with self._cleaning:
+            best = None
+            for tp, lg in self._live_logs():
+                config = lg.config
+                if "compact" not in config.cleanup_policy or lg.offline or lg.closed:
+                    continue
+                d = self._dir_of.get(tp)
+                if d is None or not d.online:
+                    continue
+                first_dirty = max(self._cleaner_offsets.get(d.path, {}).get(tp, 0),
+                                  lg.log_start_offset)
+                max_lag = config.max_compaction_lag_ms
+                active = lg.segments[-1]
+                if max_lag < LONG_MAX and active.size and active.rolling_based_timestamp >= 0 \
+                        and now - active.rolling_based_timestamp > max_lag:
+                    lg.roll()                      # max.compaction.lag.ms: make it cleanable
+                clean, dirty = cleanable_range(lg.segments, first_dirty, now,
+                                               config.min_compaction_lag_ms)
+                if not dirty:
+                    continue
+                ratio = dirty_ratio(clean, dirty)
+                overdue = max_lag < LONG_MAX and now - dirty[0].largest_timestamp > max_lag
+                if ratio < config.min_cleanable_dirty_ratio and not overdue:
+                    continue
+                if best is None or ratio > best[0]:
+                    best = (ratio, tp, lg, d, first_dirty)
+            if best is None:
+                return None
+            _, tp, lg, d, first_dirty = best
+            c = self.config
+            try:
+                stats = clean_log(lg, first_dirty, now, c["log.cleaner.dedupe.buffer.size"],
+                                  c["log.cleaner.io.max.bytes.per.second"], stage)
+            except OSError as exc:
+                self._fail_dir(d, exc, f"cleaning {tp[0]}-{tp[1]}")
+                raise
+            if stats is None:
+                return None
+            offsets = self._cleaner_offsets.setdefault(d.path, {})
+            offsets[tp] = stats.end_offset
+            live = {t for t, _ in self._live_logs() if self._dir_of.get(t) is d}
+            try:
+                d.write_checkpoint(files.CLEANER_OFFSET_CHECKPOINT_FILE,
+                                   {t: o for t, o in offsets.items() if t in live})
+            except OSError as exc:
+                self._fail_dir(d, exc, "writing the cleaner-offset-checkpoint")
+            log.info("%s", stats.summary())
+            return stats
+
+    def _cleaner_loop(self) -> None:
+        backoff = self.config["log.cleaner.backoff.ms"] / 1000
+
+        def stage(name: str) -> None:
+            if name == "group" and self._cleaner_stop.is_set():     # between groups only
+                raise _CleanerStopped()
+        while not self._cleaner_stop.is_set():
+            try:
+                stats = self.clean_once(stage=stage)
+            except _CleanerStopped:
+                return
+            except (KafkaStorageError, OSError, ValueError) as exc:
+                log.warning("the log cleaner skipped a pass: %s", exc)
+                stats = None
+            except Exception:  # noqa: BLE001 - a cleaner bug must not kill the store
+                log.exception("the log cleaner failed; it retries after log.cleaner.backoff.ms")
+                stats = None
+            if stats is None:
+                self._cleaner_stop.wait(backoff)
 
     # ================================================================ configs
 
@@ -385,6 +487,9 @@ class LogManager(LogLoading, TopicAdmin):
         """Clean shutdown: stops the background thread, closes (trims and flushes)
         every log, writes the checkpoints and then the clean-shutdown marker of
         each dir that had no error, and releases the locks."""
+        self._cleaner_stop.set()
+        if self._cleaner_thread is not None:
+            self._cleaner_thread.join()
         with self._lock:
             if self._closed:
                 return

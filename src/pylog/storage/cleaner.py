@@ -1,0 +1,393 @@
+"""Log compaction: Kafka's LogCleaner for topics whose ``cleanup.policy`` includes
+``compact`` (seeds: design 4.8; ``../shared/reference/kafka-storage.md`` 1.9).
+
+One cleaning of one log:
+
+1. **Dirty section**: from the log's ``cleaner-offset-checkpoint`` entry (or its log
+   start) to the end of the last inactive segment older than ``min.compaction.lag.ms``;
+   the active segment is never cleaned.
+2. **Offset map** (:class:`OffsetMap`): the latest offset of every key of the dirty
+   section, built segment by segment with Arrow's hash group-by (C++, GIL released; no
+   per-record Python). It is bounded as Kafka's SkimpyOffsetMap is: 24 bytes per record
+   mapped, at most 90% of ``log.cleaner.dedupe.buffer.size``; when the next segment
+   does not fit, the cleaning stops there and the rest waits for the next pass (the
+   first dirty segment is always taken, so every pass makes progress).
+3. **Rewrite**: every segment below the end of the mapped section, in groups of at most
+   ``segment.bytes`` (clean and dirty segments never share a group, so a group's mtime
+   stays the time its records were last cleaned), is copied into ``<base>.log.cleaned``
+   keeping a record when it is the latest of its key (records without a key are
+   dropped, as Kafka's cleaner drops them), and a tombstone (null value) while its
+   segment was cleaned less than ``delete.retention.ms`` ago. Batches are kept whole
+   when nothing of them goes (their bytes are copied); a batch that loses records is
+   re-encoded with its own base offset, last offset, producer id, epoch, base sequence
+   and codec (Kafka's ``overrideLastOffset``: an idempotent producer's sequences stay
+   valid); an emptied batch that is its producer's last one stays as an empty header.
+   Control batches are kept. Offsets never change.
+4. **Swap**, crash-safe at every step: the ``.cleaned`` files and their indexes are
+   fsynced and renamed ``.swap``; then, under the log's lock, the old segments' files
+   are renamed ``.deleted`` and the ``.swap`` files take their final names. At startup
+   (:func:`pylog.storage.log_loader.remove_temporary_files`) ``.cleaned`` files are
+   dropped, and a ``.swap`` replaces every segment its offsets cover: a crash anywhere
+   leaves either the old segments or the cleaned one, never both, never neither.
+
+Readers holding the old segments' files keep reading them (renamed, not closed); the
+``.deleted`` files go after ``file.delete.delay.ms``, as retention's do.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pylog._core.crc import crc32c
+from pylog._core.storage import LogFile, OffsetIndex, TimeIndex
+from pylog.record import decode_arrow, encode_batch, iter_batches
+
+from . import files
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CleanerStats", "OffsetMap", "clean_log", "cleanable_range", "dirty_ratio"]
+
+SLOT_BYTES = 24          # Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset
+LOAD_FACTOR = 0.9
+_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_HEADER = struct.Struct(">qiiBIhiqqqhii")   # record batch v2 header, 61 bytes
+
+
+@dataclass
+class CleanerStats:
+    """What one cleaning did (logged, and returned to the caller)."""
+
+    topic_partition: str
+    first_dirty: int                 # where the dirty section began
+    end_offset: int                  # cleaned up to here (the new checkpoint)
+    segments_before: int
+    segments_after: int
+    bytes_read: int
+    bytes_written: int
+    records_read: int
+    records_kept: int
+    tombstones_removed: int
+    keys_mapped: int
+    map_fill: float                  # records mapped / map capacity
+    dirty_ratio_before: float
+    seconds: float
+
+    def summary(self) -> str:
+        mb = 1 << 20
+        return (f"cleaned {self.topic_partition} offsets up to {self.end_offset} (dirty from "
+                f"{self.first_dirty}, ratio {self.dirty_ratio_before:.2f}): read "
+                f"{self.bytes_read / mb:.1f} MiB, {self.records_read} records; wrote "
+                f"{self.bytes_written / mb:.1f} MiB, {self.records_kept} records "
+                f"({100 * (1 - self.bytes_written / max(self.bytes_read, 1)):.0f}% smaller); "
+                f"{self.tombstones_removed} tombstones removed; {self.keys_mapped} keys, map "
+                f"{100 * self.map_fill:.0f}% full; {self.segments_before} -> "
+                f"{self.segments_after} segments in {self.seconds:.2f} s "
+                f"({self.bytes_read / mb / max(self.seconds, 1e-9):.0f} MB/s)")
+
+
+class OffsetMap:
+    """Key -> latest offset over a dirty section, bounded like Kafka's map."""
+
+    def __init__(self, buffer_bytes: int) -> None:
+        self.capacity = max(int(buffer_bytes * LOAD_FACTOR) // SLOT_BYTES, 1)
+        self.records = 0
+        self._keys: list[pa.Array] = []
+        self._offsets: list[np.ndarray] = []
+        self.keys: pa.Array | None = None
+        self.latest: np.ndarray | None = None
+
+    def fits(self, records: int) -> bool:
+        return self.records + records <= self.capacity
+
+    def add(self, keys: pa.Array, offsets: np.ndarray) -> None:
+        valid = pc.is_valid(keys)
+        self._keys.append(pc.filter(keys, valid))
+        self._offsets.append(offsets[np.asarray(valid)])
+        self.records += len(keys)
+
+    def finish(self) -> None:
+        """The latest offset per distinct key (Arrow's hash group-by)."""
+        if not self._keys:
+            self.keys, self.latest = pa.array([], pa.binary()), np.empty(0, np.int64)
+            return
+        table = pa.table({"key": pa.concat_arrays(self._keys),
+                          "offset": pa.array(np.concatenate(self._offsets))})
+        grouped = table.group_by("key").aggregate([("offset", "max")])
+        self.keys = grouped.column("key").combine_chunks()
+        self.latest = grouped.column("offset_max").to_numpy()
+        self._keys, self._offsets = [], []
+
+    def latest_of(self, keys: pa.Array) -> np.ndarray:
+        """Each key's latest offset, -1 where the key is not in the map (or null)."""
+        where = pc.index_in(keys, value_set=self.keys)
+        found = np.asarray(pc.is_valid(where))
+        out = np.full(len(keys), -1, dtype=np.int64)
+        if found.any():
+            out[found] = self.latest[where.drop_null().to_numpy()]
+        return out
+
+
+def segment_mtime_ms(segment) -> int:
+    try:
+        return int(os.stat(segment.log.path).st_mtime * 1000)
+    except FileNotFoundError:
+        return 0
+
+
+def cleanable_range(segments, first_dirty: int, now: int, min_lag_ms: int):
+    """(clean segments, dirty segments) below the active one: clean ones end at
+    `first_dirty`; dirty ones stop at the first segment younger than the lag."""
+    clean, dirty = [], []
+    for segment in segments[:-1]:                      # never the active segment
+        if segment.next_offset <= first_dirty:
+            clean.append(segment)
+        elif min_lag_ms > 0 and now - segment.largest_timestamp < min_lag_ms:
+            break                                      # (as Kafka: no check when the lag is 0)
+        else:
+            dirty.append(segment)
+    return clean, dirty
+
+
+def dirty_ratio(clean, dirty) -> float:
+    dirty_bytes = sum(s.size for s in dirty)
+    total = dirty_bytes + sum(s.size for s in clean)
+    return dirty_bytes / total if total else 0.0
+
+
+def _groups(segments, max_bytes: int):
+    group: list = []
+    size = 0
+    for segment in segments:
+        if group and size + segment.size > max_bytes:
+            yield group
+            group, size = [], 0
+        group.append(segment)
+        size += segment.size
+    if group:
+        yield group
+
+
+def _empty_batch(batch) -> bytes:
+    """An emptied v2 batch kept for its producer state: Kafka's writeEmptyHeader."""
+    last_delta = batch.last_offset - batch.base_offset
+    ts = batch.max_timestamp
+    attributes = batch.attributes & ~0x07            # no compression: no records
+    body = _HEADER.pack(batch.base_offset, 49, batch.partition_leader_epoch, 2, 0, attributes,
+                        last_delta, ts, ts, batch.producer_id, batch.producer_epoch,
+                        batch.base_sequence, 0)
+    crc = crc32c(body[21:])
+    return body[:17] + crc.to_bytes(4, "big") + body[21:]
+
+
+def _reencode(batch, rows: pa.Table, keep: np.ndarray) -> bytes:
+    """The kept records of `batch` as one batch with the original's base and last
+    offsets, producer fields and codec."""
+    kept = rows.filter(pa.array(keep))
+    offsets = kept.column("offset").to_numpy()
+    headers = None
+    if any(len(h) for h in kept.column("headers").to_pylist()):
+        headers = [[(h["key"], h["value"]) for h in r] for r in kept.column("headers").to_pylist()]
+    data = bytearray(encode_batch(
+        kept.column("value"), kept.column("key"),
+        kept.column("timestamp").cast(pa.int64()).to_numpy(), headers,
+        base_offset=batch.base_offset, offset_deltas=offsets - batch.base_offset,
+        compression=_CODEC_NAMES.get(batch.compression_type, "none"),
+        timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+        transactional=batch.is_transactional,
+        partition_leader_epoch=batch.partition_leader_epoch))
+    # Kafka's overrideLastOffset: the last offset (and so the last sequence) stays.
+    struct.pack_into(">i", data, 23, batch.last_offset - batch.base_offset)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+class _Throttle:
+    """log.cleaner.io.max.bytes.per.second over the bytes read."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.start = time.monotonic()
+        self.done = 0
+
+    def __call__(self, nbytes: int) -> None:
+        self.done += nbytes
+        if self.rate <= 0 or self.rate == float("inf"):
+            return
+        ahead = self.done / self.rate - (time.monotonic() - self.start)
+        if ahead > 0:
+            time.sleep(ahead)
+
+
+def _with_segment(segment, fn):
+    """fn(memoryview of the segment's .log), mapped read-only for the call only (fn
+    keeps no reference to the view: the mapping closes on return)."""
+    size = segment.size
+    if size == 0:
+        return fn(memoryview(b""))
+    with open(segment.log.path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ)
+    try:
+        view = memoryview(mapped)
+        try:
+            return fn(view)
+        finally:
+            view.release()
+    finally:
+        mapped.close()
+
+
+def _map_segment(view, offset_map: OffsetMap, have_some: bool) -> bool:
+    """Adds a segment's keys to the map; False (nothing added) when they do not fit."""
+    rows = decode_arrow(view) if len(view) else None
+    count = rows.num_rows if rows is not None else 0
+    if have_some and not offset_map.fits(count):
+        return False
+    if count:
+        offset_map.add(rows.column("key"), rows.column("offset").to_numpy())
+    return True
+
+
+def _rewrite_segment(view, out, offset_map: OffsetMap, producers: dict[int, int],
+                     tombstones_expire: bool, stats: CleanerStats) -> None:
+    """Writes the batches of one segment that keep records (see the module docs)."""
+    if not len(view):
+        return
+    rows = decode_arrow(view)
+    keys = rows.column("key")
+    offsets = rows.column("offset").to_numpy()
+    latest = offset_map.latest_of(keys)
+    keep = np.asarray(pc.is_valid(keys)) & ((latest < 0) | (offsets >= latest))
+    if tombstones_expire:
+        tomb = np.asarray(pc.is_null(rows.column("value")))
+        stats.tombstones_removed += int((keep & tomb).sum())
+        keep &= ~tomb
+    stats.records_read += len(offsets)
+    stats.records_kept += int(keep.sum())
+    row = 0
+    for batch in iter_batches(view):
+        if batch.is_control:
+            out.write(batch.raw)
+            continue
+        n = batch.records_count
+        k = keep[row:row + n]
+        if k.all():
+            out.write(batch.raw)
+        elif k.any():
+            out.write(_reencode(batch, rows.slice(row, n), k))
+        elif batch.producer_id >= 0 and producers.get(batch.producer_id) == batch.last_offset:
+            out.write(_empty_batch(batch))           # the producer's last batch: its state
+        row += n
+
+
+def clean_log(lg, first_dirty: int, now: int, dedupe_bytes: int, io_rate: float = 0.0,
+              stage=None) -> CleanerStats | None:
+    """Cleans `lg` once (see the module docs). Returns the stats, or None when there
+    was nothing dirty to clean. `stage(name)` is called between the steps of each
+    swap (tests kill the process there)."""
+    started = time.monotonic()
+    config = lg.config
+    first_dirty = max(first_dirty, lg.log_start_offset)
+    segments = lg.segments
+    clean, dirty = cleanable_range(segments, first_dirty, now, config.min_compaction_lag_ms)
+    if not dirty:
+        return None
+    ratio = dirty_ratio(clean, dirty)
+    throttle = _Throttle(io_rate)
+    # 1. The offset map over as much of the dirty section as fits.
+    offset_map = OffsetMap(dedupe_bytes)
+    mapped = []
+    for segment in dirty:
+        if not _with_segment(segment, lambda view: _map_segment(view, offset_map, bool(mapped))):
+            break                                       # the rest waits for the next pass
+        mapped.append(segment)
+        throttle(segment.size)
+    offset_map.finish()
+    end_offset = mapped[-1].next_offset
+    producers = {pid: entry.batches[-1].last_offset
+                 for pid, entry in lg.producer_state.producers.items() if entry.batches}
+    stats = CleanerStats(os.path.basename(lg.path), first_dirty, end_offset, len(clean) + len(mapped),
+                         0, 0, 0, 0, 0, 0, len(offset_map.keys), offset_map.records /
+                         offset_map.capacity, ratio, 0.0)
+    retention = config.delete_retention_ms
+    # 2. Rewrite: clean groups and dirty groups apart (a group's mtime is its clean time).
+    for section, is_clean in ((clean, True), (mapped, False)):
+        for group in list(_groups(section, config.segment_bytes)):
+            if stage is not None:
+                stage("group")
+            mtime = max(segment_mtime_ms(s) for s in group) if is_clean else now
+            tombstones_expire = is_clean and mtime + retention < now
+            written = _rewrite_group(lg, group, offset_map, producers, tombstones_expire,
+                                     stats, throttle)
+            if written is None:
+                continue                                # the log changed under us: skip it
+            _swap(lg, group, written, mtime, stage)
+    stats.segments_after = sum(1 for s in lg.segments if s.base_offset < end_offset)
+    stats.seconds = time.monotonic() - started
+    return stats
+
+
+def _rewrite_group(lg, group, offset_map: OffsetMap, producers: dict[int, int],
+                   tombstones_expire: bool, stats: CleanerStats, throttle) -> str | None:
+    """Writes the kept records of `group` to ``<first base>.log.cleaned`` with its
+    indexes (``.index.cleaned``, ``.timeindex.cleaned``), fsynced. Returns the base
+    path of the cleaned files."""
+    base = group[0].base_offset
+    target = files.log_file(lg.path, base) + files.CLEANED_SUFFIX
+    with open(target, "wb") as out:
+        for segment in group:
+            stats.bytes_read += segment.size
+            throttle(segment.size)
+            _with_segment(segment, lambda view: _rewrite_segment(
+                view, out, offset_map, producers, tombstones_expire, stats))
+        out.flush()
+        os.fsync(out.fileno())
+        stats.bytes_written += out.tell()
+    # Its indexes, built outside the log's lock.
+    config = lg.config
+    index_path = files.index_file(lg.path, base) + files.CLEANED_SUFFIX
+    time_path = files.time_index_file(lg.path, base) + files.CLEANED_SUFFIX
+    lf = LogFile(target)
+    oi = OffsetIndex.open(index_path, base, config.segment_index_bytes)
+    ti = TimeIndex.open(time_path, base, config.segment_index_bytes)
+    try:
+        result = lf.recover(base, config.index_interval_bytes, oi, ti)
+        if result["error"] is not None:
+            raise result["error"]
+        ti.maybe_append(result["max_timestamp"], result["offset_of_max_timestamp"], True)
+        oi.trim()
+        ti.trim()
+        oi.flush()
+        ti.flush()
+    finally:
+        oi.close()
+        ti.close()
+        lf.close()
+    return target[: -len(files.CLEANED_SUFFIX)]
+
+
+def _swap(lg, group, log_path: str, mtime: int, stage) -> None:
+    """``.cleaned`` -> ``.swap`` -> the final names, replacing `group` in `lg`."""
+    base = group[0].base_offset
+    names = [log_path, files.index_file(lg.path, base), files.time_index_file(lg.path, base)]
+    if stage is not None:
+        stage("cleaned-written")
+    for name in names:
+        os.replace(name + files.CLEANED_SUFFIX, name + files.SWAP_SUFFIX)
+    files.fsync_dir(lg.path)
+    if stage is not None:
+        stage("swap-written")
+    if not lg.replace_segments(group, base, names, mtime, stage):
+        for name in names:                   # retention or a truncation got there first
+            if os.path.exists(name + files.SWAP_SUFFIX):
+                os.remove(name + files.SWAP_SUFFIX)

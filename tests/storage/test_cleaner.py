@@ -1,0 +1,304 @@
+"""Log compaction (pylog.storage.cleaner, LogManager.clean_once): the latest value of every
+key survives at its original offset, tombstones go after delete.retention.ms, the map
+overflows into later passes, batches keep their producer fields, Kafka's reader reads the
+cleaned files, readers never see a missing file, and a process killed at any step of a
+cleaning reopens with nothing lost, nothing duplicated and no leftover files."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from pylog.storage import LogManager
+
+COMPACT = {"cleanup.policy": "compact", "segment.bytes": 2000, "delete.retention.ms": 60_000}
+
+
+def latest_values(lg) -> dict[bytes, tuple[int, bytes | None]]:
+    """key -> (offset, value) of its last record, reading the whole log."""
+    out = {}
+    offsets = []
+    for r in read_all(lg):
+        offsets.append(r.offset)
+        out[r.key] = (r.offset, r.value)
+    assert offsets == sorted(set(offsets)), "offsets must be unique and increasing"
+    return out
+
+
+def read_all(lg) -> list:
+    """Every record, through Log.read (one segment a read; gaps left by the cleaner are
+    skipped as Kafka's fetch skips them)."""
+    out, offset = [], lg.log_start_offset
+    while offset < lg.log_end_offset:
+        piece = lg.read(offset, 1 << 30)
+        if not piece.size:
+            break
+        out += [r for r in piece.records() if r.offset >= offset]
+        offset = piece.last_offset + 1
+    return out
+
+
+def test_model_random_writes_deletes_and_cleanings(dirs, open_manager, clock):
+    """Random keyed writes and deletes between cleanings, against a dict: after each
+    cleaning the latest value of every live key is readable at its original offset,
+    and a deleted key's tombstone is gone once delete.retention.ms has passed since
+    its segment was cleaned."""
+    rng = random.Random(7)
+    store = open_manager(dirs[:1])
+    store.create_topic("m", 1, config={**COMPACT, "min.cleanable.dirty.ratio": "0.01"})
+    lg = store.log("m", 0)
+    model: dict[bytes, tuple[int, bytes | None]] = {}
+    for round_ in range(12):
+        for _ in range(rng.randrange(50, 300)):
+            key = b"k%d" % rng.randrange(40)
+            value = None if rng.random() < 0.15 else b"v%d-%d" % (round_, rng.randrange(10**6))
+            info = lg.append_records([value], [key], timestamps=[clock.now])
+            model[key] = (info.first_offset, value)
+        clock.advance(rng.choice([1_000, 20_000, 70_000]))
+        store.clean_once()
+        seen = latest_values(lg)
+        for key, (offset, value) in model.items():
+            if value is not None:
+                assert seen[key] == (offset, value), (round_, key)
+            elif key in seen:
+                assert seen[key] == (offset, None)          # a tombstone, not an old value
+        assert not set(seen) - set(model)
+    # Past the retention, two more cleanings (the tombstones' segments are clean by then)
+    # remove every tombstone of a key that was not written again.
+    lg.roll()
+    store.clean_once()
+    clock.advance(120_000)
+    lg.append_records([b"x"], [b"other"], timestamps=[clock.now])
+    lg.roll()
+    store.clean_once()
+    seen = latest_values(lg)
+    assert all(v is not None for _o, v in seen.values()), "tombstones past delete.retention.ms"
+    assert {k for k, (_o, v) in model.items() if v is not None} <= set(seen)
+
+
+def test_the_checkpoint_records_progress_and_a_clean_log_is_left_alone(dirs, open_manager, clock):
+    store = open_manager(dirs[:1])
+    store.create_topic("c", 1, config=COMPACT)
+    lg = store.log("c", 0)
+    for i in range(200):
+        lg.append_records([b"value %d" % i], [b"key%d" % (i % 5)], timestamps=[clock.now])
+    stats = store.clean_once()
+    assert stats is not None and stats.first_dirty == 0
+    assert stats.end_offset == lg.segments[-1].base_offset
+    path = os.path.join(dirs[0], "cleaner-offset-checkpoint")
+    with open(path) as f:
+        assert f.read().splitlines() == ["0", "1", f"c 0 {stats.end_offset}"]   # Kafka's format
+    assert store.clean_once() is None                       # nothing dirty: nothing to do
+    store.close()
+    again = open_manager(dirs[:1])
+    assert again.clean_once() is None                       # the checkpoint survived the restart
+    assert {k: v for k, (_o, v) in latest_values(again.log("c", 0)).items()} == \
+        {b"key%d" % k: b"value %d" % (195 + k) for k in range(5)}
+
+
+def test_min_cleanable_dirty_ratio_and_lag(dirs, open_manager, clock):
+    store = open_manager(dirs[:1])
+    store.create_topic("r", 1, config={**COMPACT, "min.cleanable.dirty.ratio": "0.9",
+                                       "min.compaction.lag.ms": "10000"})
+    lg = store.log("r", 0)
+    for i in range(200):
+        lg.append_records([b"value %d" % i], [b"key%d" % (i % 5)], timestamps=[clock.now])
+    assert store.clean_once() is None                       # younger than min.compaction.lag.ms
+    clock.advance(20_000)
+    assert store.clean_once() is not None
+    for i in range(20):                                     # a little dirty data: ratio < 0.9
+        lg.append_records([b"again %d" % i], [b"key%d" % (i % 5)], timestamps=[clock.now])
+    lg.roll()
+    clock.advance(20_000)
+    assert store.clean_once() is None
+
+
+def test_max_compaction_lag_rolls_and_cleans_the_active_segment(dirs, open_manager, clock):
+    store = open_manager(dirs[:1])
+    store.create_topic("x", 1, config={**COMPACT, "segment.bytes": 1 << 20,
+                                       "min.cleanable.dirty.ratio": "0.99",
+                                       "max.compaction.lag.ms": "5000"})
+    lg = store.log("x", 0)
+    for i in range(100):
+        lg.append_records([b"value %d" % i], [b"key%d" % (i % 3)], timestamps=[clock.now])
+    assert len(lg.segments) == 1 and store.clean_once() is None
+    clock.advance(6_000)
+    stats = store.clean_once()
+    assert stats is not None and stats.records_kept == 3
+    assert len(latest_values(lg)) == 3
+
+
+def test_a_full_offset_map_cleans_in_several_passes(dirs, open_manager, clock):
+    """A map with room for about 120 records: each pass maps what fits (at least one
+    segment) and the next pass continues; the end state is the same as one big pass."""
+    store = open_manager(dirs[:1], {"log.cleaner.dedupe.buffer.size": 3200})
+    store.create_topic("o", 1, config={**COMPACT, "min.cleanable.dirty.ratio": "0.01"})
+    lg = store.log("o", 0)
+    for i in range(2000):
+        lg.append_records([b"value %d" % i], [b"key%d" % (i % 300)], timestamps=[clock.now])
+    passes = 0
+    while (stats := store.clean_once()) is not None:
+        passes += 1
+        assert stats.map_fill <= 1.0 or stats.segments_before - 1 <= stats.end_offset
+        assert passes < 100
+    assert passes > 2
+    seen = latest_values(lg)
+    assert {k: v for k, (_o, v) in seen.items()} == \
+        {b"key%d" % k: b"value %d" % (1800 + k if k < 200 else 1500 + k) for k in range(300)}
+
+
+def test_batches_keep_their_offsets_and_producer_fields_and_kafka_python_reads_them(
+        dirs, open_manager, clock):
+    """An idempotent producer's compressed batches lose some records: the rewritten
+    batch keeps base offset, last offset (so the last sequence), producer id, epoch
+    and codec; an emptied batch that is its producer's last stays as an empty header;
+    the producer keeps appending after the cleaning; kafka-python's reader reads every
+    cleaned file."""
+    from kafka.record.default_records import DefaultRecordBatch
+    from kafka.record.memory_records import MemoryRecords
+
+    import pylog
+    store = pylog.LogManager(dirs[0], clock=clock, background=False)
+    try:
+        store.create_topic("p", 1, config=COMPACT)
+        with pylog.Producer(store, compression_type="lz4", linger_ms=0) as producer:
+            for i in range(60):
+                producer.send_batch("p", [b"v%d-%d" % (i, j) for j in range(4)],
+                                    keys=[b"a%d" % (i % 7), b"b", b"c%d" % i, b"b"],
+                                    partition=0).result()
+            lg = store.log("p", 0)
+            lg.roll()
+            before = {(b.base_offset, b.last_offset, b.producer_id, b.producer_epoch,
+                       b.base_sequence) for b in _batches(lg)}
+            assert store.clean_once() is not None
+            after = list(_batches(lg))
+            assert {(b.base_offset, b.last_offset, b.producer_id, b.producer_epoch,
+                     b.base_sequence) for b in after} <= before
+            assert {b.compression for b in after if b.records_count} == {"lz4"}
+            producer.send_batch("p", [b"after"], keys=[b"b"], partition=0).result()   # in sequence
+        for name in sorted(os.listdir(lg.path)):
+            if not name.endswith(".log"):
+                continue
+            with open(os.path.join(lg.path, name), "rb") as f:
+                records = MemoryRecords(f.read())
+            ours = {(r.offset, r.key, r.value) for r in _records_of(lg, name)}
+            theirs = set()
+            while records.has_next():
+                batch = records.next_batch()
+                assert isinstance(batch, DefaultRecordBatch) and batch.validate_crc()
+                theirs |= {(r.offset, r.key, r.value) for r in batch}
+            assert theirs == ours, name
+        seen = latest_values(lg)
+        assert seen[b"b"][1] == b"after"
+        assert {k for k in seen} == {b"a%d" % i for i in range(7)} | {b"b"} | \
+            {b"c%d" % i for i in range(60)}
+    finally:
+        store.close()
+
+
+def _batches(lg):
+    from pylog.record import iter_batches
+    for segment in lg.segments:
+        with open(segment.log.path, "rb") as f:
+            yield from iter_batches(f.read())
+
+
+def _records_of(lg, name):
+    from pylog.record import iter_batches
+    with open(os.path.join(lg.path, name), "rb") as f:
+        for batch in iter_batches(f.read()):
+            yield from batch.records()
+
+
+def test_records_without_a_key_are_refused_by_a_compacted_topic(dirs, open_manager):
+    from pylog.errors import InvalidRecordError
+    store = open_manager(dirs[:1])
+    store.create_topic("k", 1, config=COMPACT)
+    with pytest.raises(InvalidRecordError, match="key"):
+        store.log("k", 0).append_records([b"no key"])
+
+
+def test_readers_during_cleaning_never_miss_a_file(dirs, open_manager, clock):
+    store = open_manager(dirs[:1])
+    store.create_topic("d", 1, config={**COMPACT, "file.delete.delay.ms": "0"})
+    lg = store.log("d", 0)
+    errors, stop = [], threading.Event()
+
+    def read():
+        try:
+            while not stop.is_set():
+                offsets = [r.offset for r in read_all(lg)]
+                assert offsets == sorted(set(offsets))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for t in readers:
+        t.start()
+    try:
+        for round_ in range(15):
+            for i in range(100):
+                lg.append_records([b"v%d" % i], [b"key%d" % (i % 10)], timestamps=[clock.now])
+            store.clean_once()
+            store.run_background_tasks()                    # the delayed deletes
+    finally:
+        stop.set()
+        for t in readers:
+            t.join(30)
+    assert not errors, errors[0]
+
+
+_CRASH_CHILD = textwrap.dedent("""
+    import os, signal, sys
+    from pylog.storage import LogManager
+    path, stage_to_kill, occurrence = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    store = LogManager(path, background=False)
+    lg = store.log("z", 0)
+    seen = [0]
+    def stage(name):
+        if name == stage_to_kill:
+            seen[0] += 1
+            if seen[0] == occurrence:
+                os.kill(os.getpid(), signal.SIGKILL)
+    store.clean_once(stage=stage)
+    print("finished")
+""")
+
+
+@pytest.mark.parametrize("stage,occurrence", [("group", 2), ("cleaned-written", 1),
+                                              ("swap-written", 1), ("swap-written", 3),
+                                              ("old-renamed", 1), ("old-renamed", 2)])
+def test_a_process_killed_at_any_step_of_a_cleaning_reopens_intact(tmp_path, stage, occurrence):
+    """SIGKILL at each step of a cleaning (before a group, after its .cleaned files are
+    written, after the .swap rename, after the old segments were renamed .deleted),
+    then reopen: every key's latest value at its offset, offsets unique, no .cleaned or
+    .swap file left, and the next cleaning completes."""
+    path = str(tmp_path / "store")
+    store = LogManager(path, background=False)
+    store.create_topic("z", 1, config={**COMPACT, "segment.bytes": "1500"})
+    lg = store.log("z", 0)
+    expected = {}
+    for i in range(600):
+        key = b"key%d" % (i % 25)
+        info = lg.append_records([b"value %d" % i], [key])
+        expected[key] = (info.first_offset, b"value %d" % i)
+    lg.roll()
+    store.close()
+    child = subprocess.run([sys.executable, "-c", _CRASH_CHILD, path, stage, str(occurrence)],
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    store = LogManager(path, background=False)
+    try:
+        names = os.listdir(os.path.join(path, "z-0"))
+        assert not [n for n in names if n.endswith((".cleaned", ".swap"))]
+        assert latest_values(store.log("z", 0)) == expected
+        store.clean_once()
+        assert latest_values(store.log("z", 0)) == expected
+    finally:
+        store.close()
