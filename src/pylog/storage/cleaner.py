@@ -8,10 +8,10 @@ One cleaning of one log:
    the active segment is never cleaned.
 2. **Offset map** (:class:`OffsetMap`): the latest offset of every key of the dirty
    section, built segment by segment with Arrow's hash group-by (C++, GIL released; no
-   per-record Python). It is bounded as Kafka's SkimpyOffsetMap is: 24 bytes per record
-   mapped, at most 90% of ``log.cleaner.dedupe.buffer.size``; when the next segment
-   does not fit, the cleaning stops there and the rest waits for the next pass (the
-   first dirty segment is always taken, so every pass makes progress).
+   per-record Python). It is bounded as Kafka's SkimpyOffsetMap is: a 24-byte slot per
+   distinct key, at most 90% of ``log.cleaner.dedupe.buffer.size``; when the next
+   segment's keys do not fit, the cleaning stops there and the rest waits for the next
+   pass (the first dirty segment is always taken, so every pass makes progress).
 3. **Rewrite**: every segment below the end of the mapped section, in groups of at most
    ``segment.bytes`` (clean and dirty segments never share a group, so a group's mtime
    stays the time its records were last cleaned), is copied into ``<base>.log.cleaned``
@@ -78,7 +78,7 @@ class CleanerStats:
     records_kept: int
     tombstones_removed: int
     keys_mapped: int
-    map_fill: float                  # records mapped / map capacity
+    map_fill: float                  # distinct keys mapped / map capacity
     dirty_ratio_before: float
     seconds: float
 
@@ -96,36 +96,54 @@ class CleanerStats:
 
 
 class OffsetMap:
-    """Key -> latest offset over a dirty section, bounded like Kafka's map."""
+    """Key -> latest offset over a dirty section, bounded like Kafka's map: at most
+    90% of ``buffer_bytes`` in 24-byte slots, one slot per distinct key.
+
+    Each segment is grouped on its own (distinct keys, latest offsets); the sum of
+    those counts bounds the distinct keys from above, and only when that bound passes
+    the capacity are the parts merged to count exactly (so repeated keys across
+    segments do not cost a pass, and the map is not regrouped per segment)."""
 
     def __init__(self, buffer_bytes: int) -> None:
         self.capacity = max(int(buffer_bytes * LOAD_FACTOR) // SLOT_BYTES, 1)
-        self.records = 0
-        self._keys: list[pa.Array] = []
-        self._offsets: list[np.ndarray] = []
-        self.keys: pa.Array | None = None
-        self.latest: np.ndarray | None = None
+        self.records = 0                       # records mapped (every key seen, repeats too)
+        self._parts: list[pa.Table] = []       # grouped (key, offset_max), one per segment
+        self._bound = 0                        # sum of the parts' sizes >= distinct keys
+        self.keys: pa.Array = pa.array([], pa.binary())
+        self.latest: np.ndarray = np.empty(0, np.int64)
 
-    def fits(self, records: int) -> bool:
-        return self.records + records <= self.capacity
+    @property
+    def size(self) -> int:
+        return len(self.keys)
 
-    def add(self, keys: pa.Array, offsets: np.ndarray) -> None:
+    @staticmethod
+    def _group(table: pa.Table) -> pa.Table:
+        return table.group_by("key").aggregate([("offset", "max")]).rename_columns(["key", "offset"])
+
+    def add(self, keys: pa.Array, offsets: np.ndarray, must: bool = False) -> bool:
+        """Adds one segment's keys (nulls skipped). Refuses (returns False, nothing
+        added) when the distinct keys would exceed the capacity, unless `must`."""
         valid = pc.is_valid(keys)
-        self._keys.append(pc.filter(keys, valid))
-        self._offsets.append(offsets[np.asarray(valid)])
+        part = self._group(pa.table({"key": pc.filter(keys, valid).cast(pa.binary()),
+                                     "offset": pa.array(offsets[np.asarray(valid)])}))
+        if self._bound + part.num_rows > self.capacity:
+            merged = self._group(pa.concat_tables(self._parts + [part]))
+            if merged.num_rows > self.capacity and not must:
+                return False
+            self._parts, self._bound = [merged], merged.num_rows
+        else:
+            self._parts.append(part)
+            self._bound += part.num_rows
         self.records += len(keys)
+        return True
 
     def finish(self) -> None:
-        """The latest offset per distinct key (Arrow's hash group-by)."""
-        if not self._keys:
-            self.keys, self.latest = pa.array([], pa.binary()), np.empty(0, np.int64)
-            return
-        table = pa.table({"key": pa.concat_arrays(self._keys),
-                          "offset": pa.array(np.concatenate(self._offsets))})
-        grouped = table.group_by("key").aggregate([("offset", "max")])
-        self.keys = grouped.column("key").combine_chunks()
-        self.latest = grouped.column("offset_max").to_numpy()
-        self._keys, self._offsets = [], []
+        """Merges the parts: the lookups below need one key set."""
+        merged = self._group(pa.concat_tables(self._parts)) if self._parts else None
+        if merged is not None:
+            self.keys = merged.column("key").combine_chunks()
+            self.latest = merged.column("offset").to_numpy()
+        self._parts = []
 
     def latest_of(self, keys: pa.Array) -> np.ndarray:
         """Each key's latest offset, -1 where the key is not in the map (or null)."""
@@ -195,8 +213,9 @@ def _reencode(batch, rows: pa.Table, keep: np.ndarray) -> bytes:
     kept = rows.filter(pa.array(keep))
     offsets = kept.column("offset").to_numpy()
     headers = None
-    if any(len(h) for h in kept.column("headers").to_pylist()):
-        headers = [[(h["key"], h["value"]) for h in r] for r in kept.column("headers").to_pylist()]
+    column = kept.column("headers")
+    if column.null_count < len(column) and pc.sum(pc.list_value_length(column)).as_py():
+        headers = [[(h["key"], h["value"]) for h in r or ()] for r in column.to_pylist()]
     data = bytearray(encode_batch(
         kept.column("value"), kept.column("key"),
         kept.column("timestamp").cast(pa.int64()).to_numpy(), headers,
@@ -248,14 +267,12 @@ def _with_segment(segment, fn):
 
 
 def _map_segment(view, offset_map: OffsetMap, have_some: bool) -> bool:
-    """Adds a segment's keys to the map; False (nothing added) when they do not fit."""
-    rows = decode_arrow(view) if len(view) else None
-    count = rows.num_rows if rows is not None else 0
-    if have_some and not offset_map.fits(count):
-        return False
-    if count:
-        offset_map.add(rows.column("key"), rows.column("offset").to_numpy())
-    return True
+    """Adds a segment's keys to the map; False (nothing added) when they do not fit
+    (the first segment of a pass always goes in, so every pass makes progress)."""
+    if not len(view):
+        return True
+    rows = decode_arrow(view, validate=False)      # the rewrite pass checks every CRC
+    return offset_map.add(rows.column("key"), rows.column("offset").to_numpy(), must=not have_some)
 
 
 def _rewrite_segment(view, out, offset_map: OffsetMap, producers: dict[int, int],
@@ -317,8 +334,8 @@ def clean_log(lg, first_dirty: int, now: int, dedupe_bytes: int, io_rate: float 
     producers = {pid: entry.batches[-1].last_offset
                  for pid, entry in lg.producer_state.producers.items() if entry.batches}
     stats = CleanerStats(os.path.basename(lg.path), first_dirty, end_offset, len(clean) + len(mapped),
-                         0, 0, 0, 0, 0, 0, len(offset_map.keys), offset_map.records /
-                         offset_map.capacity, ratio, 0.0)
+                         0, 0, 0, 0, 0, 0, offset_map.size, offset_map.size / offset_map.capacity,
+                         ratio, 0.0)
     retention = config.delete_retention_ms
     # 2. Rewrite: clean groups and dirty groups apart (a group's mtime is its clean time).
     for section, is_clean in ((clean, True), (mapped, False)):
