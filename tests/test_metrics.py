@@ -49,3 +49,27 @@ def test_prometheus_endpoint_with_the_broker(tmp_path):
     assert float(values['kafka_network_requestmetrics_requests_total{request="Produce"}']) >= 20
     assert float(values['kafka_network_requestmetrics_totaltimems_sum{request="Produce"}']) > 0
     assert "kafka_log_logmanager_offlinelogdirectorycount 0.0" in text
+
+
+def test_log_cleaner_metrics_after_a_cleaning(tmp_path):
+    """Kafka's LogCleaner gauges describe the last cleaning, in-process and in the
+    Prometheus text format."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from pylog.metrics import PylogCollector
+    with pylog.open(str(tmp_path), background=False) as store:
+        store.create_topic("c", 1, config={"cleanup.policy": "compact", "segment.bytes": "2000"})
+        for i in range(200):
+            store.log("c", 0).append_records([b"value %d" % i], keys=[b"k%d" % (i % 4)])
+        assert store.metrics()["LogCleaner"]["cleanings"] == 0
+        stats = store.clean_once()
+        cleaner = store.metrics()["LogCleaner"]
+        registry = CollectorRegistry()
+        registry.register(PylogCollector(store))
+        text = generate_latest(registry).decode()
+    assert cleaner["cleanings"] == 1 and cleaner["max-dirty-percent"] == 100.0
+    assert 0 < cleaner["cleaner-recopy-percent"] < 10           # 4 keys of 200 records
+    assert cleaner["max-clean-time-secs"] == stats.seconds
+    assert cleaner["DeadThreadCount"] == 0
+    assert "kafka_log_logcleaner_cleanerrecopypercent" in text
+    assert "kafka_log_logcleanermanager_maxdirtypercent 100.0" in text

@@ -63,6 +63,16 @@ class PylogCollector:
                                 "Offline log dirs", value=m["OfflineLogDirectoryCount"])
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
                                 "Partitions", value=m["PartitionCount"])
+        cleaner = m.get("LogCleaner", {})
+        for name, text, owner in (
+                ("max-clean-time-secs", "Seconds the last cleaning took", "logcleaner"),
+                ("cleaner-recopy-percent", "Bytes written per 100 read, last cleaning", "logcleaner"),
+                ("max-buffer-utilization-percent", "Offset map fill, last cleaning", "logcleaner"),
+                ("max-dirty-percent", "Dirty ratio of the log cleaned last", "logcleanermanager"),
+                ("DeadThreadCount", "Cleaner threads that died", "logcleaner")):
+            if name in cleaner:
+                metric = name.replace("-", "").lower()
+                yield GaugeMetricFamily(f"kafka_log_{owner}_{metric}", text, value=cleaner[name])
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "Records behind the log end",
                                 labels=["group", "topic", "partition"])
         for group, parts in sorted(m.get("consumer_lag", {}).items()):

@@ -130,6 +130,8 @@ class LogManager(LogLoading, TopicAdmin):
         self._cleaning = threading.Lock()           # one cleaning at a time
         self._cleaner_stop = threading.Event()
         self._cleaner_thread: threading.Thread | None = None
+        self._last_cleaning: CleanerStats | None = None
+        self._cleanings = 0
         if background:
             self._tasks.start()
             if self.config["log.cleaner.enable"]:
@@ -220,6 +222,8 @@ class LogManager(LogLoading, TopicAdmin):
             except OSError as exc:
                 self._fail_dir(d, exc, "writing the cleaner-offset-checkpoint")
             log.info("%s", stats.summary())
+            self._last_cleaning = stats
+            self._cleanings += 1
             return stats
 
     def _cleaner_loop(self) -> None:
@@ -434,7 +438,9 @@ class LogManager(LogLoading, TopicAdmin):
     def metrics(self) -> dict:
         """The store's figures with Kafka's metric names (docs/ARCHITECTURE.md, "Metrics"):
         ``{"OfflineLogDirectoryCount": n, "PartitionCount": n, "LogFlushRateAndTimeMs":
-        {"count", "total_ms"}, "topics": {topic: {"MessagesIn", "BytesIn"}}, "partitions":
+        {"count", "total_ms"}, "LogCleaner": {"max-clean-time-secs", "cleaner-recopy-percent",
+        "max-buffer-utilization-percent", "max-dirty-percent", "DeadThreadCount",
+        "cleanings"}, "topics": {topic: {"MessagesIn", "BytesIn"}}, "partitions":
         {(topic, p): {"Size", "LogEndOffset", "LogStartOffset", "NumLogSegments"}}}``.
         Read from counters the append and flush paths keep anyway: no cost on them."""
         partitions, topics = {}, {}
@@ -449,10 +455,21 @@ class LogManager(LogLoading, TopicAdmin):
             t["BytesIn"] += lg.bytes_appended
             flushes += lg.flushes
             flush_ms += lg.flush_ms_total
+        last = self._last_cleaning
+        cleaner = {  # Kafka's LogCleaner / LogCleanerManager gauges, of the last cleaning
+            "max-clean-time-secs": last.seconds if last else 0.0,
+            "cleaner-recopy-percent": 100 * last.bytes_written / max(last.bytes_read, 1)
+            if last else 0.0,
+            "max-buffer-utilization-percent": 100 * last.map_fill if last else 0.0,
+            "max-dirty-percent": 100 * last.dirty_ratio_before if last else 0.0,
+            "DeadThreadCount": int(self._cleaner_thread is not None
+                                   and not self._cleaner_thread.is_alive()
+                                   and not self._cleaner_stop.is_set()),
+            "cleanings": self._cleanings}
         return {"OfflineLogDirectoryCount": len(self.offline_log_dirs),
                 "PartitionCount": len(partitions),
                 "LogFlushRateAndTimeMs": {"count": flushes, "total_ms": flush_ms},
-                "topics": topics, "partitions": partitions}
+                "LogCleaner": cleaner, "topics": topics, "partitions": partitions}
 
     def run_background_tasks(self) -> int:
         """Runs every background task that is due by the clock, now, on this thread
