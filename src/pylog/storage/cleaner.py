@@ -111,6 +111,7 @@ class OffsetMap:
         self._bound = 0                        # sum of the parts' sizes >= distinct keys
         self.keys: pa.Array = pa.array([], pa.binary())
         self.latest: np.ndarray = np.empty(0, np.int64)
+        self._sorted: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -145,14 +146,19 @@ class OffsetMap:
             self.latest = merged.column("offset").to_numpy()
         self._parts = []
 
-    def latest_of(self, keys: pa.Array) -> np.ndarray:
-        """Each key's latest offset, -1 where the key is not in the map (or null)."""
-        where = pc.index_in(keys, value_set=self.keys)
-        found = np.asarray(pc.is_valid(where))
-        out = np.full(len(keys), -1, dtype=np.int64)
-        if found.any():
-            out[found] = self.latest[where.drop_null().to_numpy()]
-        return out
+    def kept(self, keys: pa.Array, offsets: np.ndarray, clean: bool) -> np.ndarray:
+        """Which records survive: in the mapped (dirty) section, those that are their
+        key's latest (a sorted search of the offsets: no key hashing); in the clean
+        section (older than every mapped record), those whose key was not written
+        again. Records without a key never survive (Kafka's cleaner drops them)."""
+        if clean:
+            return np.asarray(pc.is_valid(keys)) & ~np.asarray(pc.is_in(keys, value_set=self.keys))
+        if self._sorted is None:
+            self._sorted = np.sort(self.latest)
+        if not len(self._sorted):
+            return np.zeros(len(offsets), dtype=bool)
+        at = np.minimum(np.searchsorted(self._sorted, offsets), len(self._sorted) - 1)
+        return self._sorted[at] == offsets
 
 
 def segment_mtime_ms(segment) -> int:
@@ -275,16 +281,14 @@ def _map_segment(view, offset_map: OffsetMap, have_some: bool) -> bool:
     return offset_map.add(rows.column("key"), rows.column("offset").to_numpy(), must=not have_some)
 
 
-def _rewrite_segment(view, out, offset_map: OffsetMap, producers: dict[int, int],
+def _rewrite_segment(view, out, offset_map: OffsetMap, producers: dict[int, int], clean: bool,
                      tombstones_expire: bool, stats: CleanerStats) -> None:
     """Writes the batches of one segment that keep records (see the module docs)."""
     if not len(view):
         return
     rows = decode_arrow(view)
-    keys = rows.column("key")
     offsets = rows.column("offset").to_numpy()
-    latest = offset_map.latest_of(keys)
-    keep = np.asarray(pc.is_valid(keys)) & ((latest < 0) | (offsets >= latest))
+    keep = offset_map.kept(rows.column("key"), offsets, clean)
     if tombstones_expire:
         tomb = np.asarray(pc.is_null(rows.column("value")))
         stats.tombstones_removed += int((keep & tomb).sum())
@@ -344,8 +348,8 @@ def clean_log(lg, first_dirty: int, now: int, dedupe_bytes: int, io_rate: float 
                 stage("group")
             mtime = max(segment_mtime_ms(s) for s in group) if is_clean else now
             tombstones_expire = is_clean and mtime + retention < now
-            written = _rewrite_group(lg, group, offset_map, producers, tombstones_expire,
-                                     stats, throttle)
+            written = _rewrite_group(lg, group, offset_map, producers, is_clean,
+                                     tombstones_expire, stats, throttle)
             if written is None:
                 continue                                # the log changed under us: skip it
             _swap(lg, group, written, mtime, stage)
@@ -354,7 +358,7 @@ def clean_log(lg, first_dirty: int, now: int, dedupe_bytes: int, io_rate: float 
     return stats
 
 
-def _rewrite_group(lg, group, offset_map: OffsetMap, producers: dict[int, int],
+def _rewrite_group(lg, group, offset_map: OffsetMap, producers: dict[int, int], clean: bool,
                    tombstones_expire: bool, stats: CleanerStats, throttle) -> str | None:
     """Writes the kept records of `group` to ``<first base>.log.cleaned`` with its
     indexes (``.index.cleaned``, ``.timeindex.cleaned``), fsynced. Returns the base
@@ -366,7 +370,7 @@ def _rewrite_group(lg, group, offset_map: OffsetMap, producers: dict[int, int],
             stats.bytes_read += segment.size
             throttle(segment.size)
             _with_segment(segment, lambda view: _rewrite_segment(
-                view, out, offset_map, producers, tombstones_expire, stats))
+                view, out, offset_map, producers, clean, tombstones_expire, stats))
         out.flush()
         os.fsync(out.fileno())
         stats.bytes_written += out.tell()
