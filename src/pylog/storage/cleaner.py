@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CleanerStats", "OffsetMap", "clean_log", "cleanable_range", "dirty_ratio"]
 
+INT32_MAX = (1 << 31) - 1
 SLOT_BYTES = 24          # Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset
 LOAD_FACTOR = 0.9
 _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -189,10 +190,13 @@ def dirty_ratio(clean, dirty) -> float:
 
 
 def _groups(segments, max_bytes: int):
+    """Consecutive segments of at most `max_bytes` together whose offsets fit one
+    segment's int32 relative offsets (Kafka's groupSegmentsBySize)."""
     group: list = []
     size = 0
     for segment in segments:
-        if group and size + segment.size > max_bytes:
+        if group and (size + segment.size > max_bytes or
+                      segment.next_offset - 1 - group[0].base_offset > INT32_MAX):
             yield group
             group, size = [], 0
         group.append(segment)
