@@ -302,3 +302,30 @@ def test_a_process_killed_at_any_step_of_a_cleaning_reopens_intact(tmp_path, sta
         assert latest_values(store.log("z", 0)) == expected
     finally:
         store.close()
+
+
+def test_segments_deleted_under_the_cleaner_do_not_take_the_dir_offline(dirs, open_manager, clock):
+    """Retention (compact,delete) removes the segments a cleaning is about to read: the
+    cleaning stops or skips them, the dir stays online, nothing is left behind, and the
+    next cleaning works."""
+    store = open_manager(dirs[:1])
+    store.create_topic("w", 1, config={**COMPACT, "cleanup.policy": "compact,delete",
+                                       "file.delete.delay.ms": "0"})
+    lg = store.log("w", 0)
+    for i in range(400):
+        lg.append_records([b"value %d" % i], [b"key%d" % (i % 50)], timestamps=[clock.now])
+    cut = lg.segments[len(lg.segments) // 2].base_offset
+    done = []
+
+    def stage(name):
+        if name == "group" and not done:
+            done.append(lg.delete_segments_before(cut))     # as retention would
+            store.run_background_tasks()                      # the files go now
+    store.clean_once(stage=stage)
+    assert done and done[0] > 0
+    assert not store.offline_log_dirs
+    assert not [n for n in os.listdir(lg.path) if n.endswith((".cleaned", ".swap"))]
+    store.clean_once()
+    seen = latest_values(lg)
+    assert {k: v for k, (_o, v) in seen.items()} == \
+        {b"key%d" % k: b"value %d" % (350 + k) for k in range(50)}

@@ -36,6 +36,7 @@ Readers holding the old segments' files keep reading them (renamed, not closed);
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -369,15 +370,20 @@ def _rewrite_group(lg, group, offset_map: OffsetMap, producers: dict[int, int], 
     path of the cleaned files."""
     base = group[0].base_offset
     target = files.log_file(lg.path, base) + files.CLEANED_SUFFIX
-    with open(target, "wb") as out:
-        for segment in group:
-            stats.bytes_read += segment.size
-            throttle(segment.size)
-            _with_segment(segment, lambda view: _rewrite_segment(
-                view, out, offset_map, producers, clean, tombstones_expire, stats))
-        out.flush()
-        os.fsync(out.fileno())
-        stats.bytes_written += out.tell()
+    try:
+        with open(target, "wb") as out:
+            for segment in group:
+                stats.bytes_read += segment.size
+                throttle(segment.size)
+                _with_segment(segment, lambda view: _rewrite_segment(
+                    view, out, offset_map, producers, clean, tombstones_expire, stats))
+            out.flush()
+            os.fsync(out.fileno())
+            stats.bytes_written += out.tell()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(target)                 # (a crash leaves it to the next open instead)
+        raise
     # Its indexes, built outside the log's lock.
     config = lg.config
     index_path = files.index_file(lg.path, base) + files.CLEANED_SUFFIX

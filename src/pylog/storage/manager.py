@@ -209,6 +209,12 @@ class LogManager(LogLoading, TopicAdmin):
                 stats = clean_log(lg, first_dirty, now, c["log.cleaner.dedupe.buffer.size"],
                                   c["log.cleaner.io.max.bytes.per.second"], stage)
             except OSError as exc:
+                if isinstance(exc, FileNotFoundError) or lg.closed or lg.offline:
+                    # Retention, a truncation or a topic deletion took a segment (or the
+                    # whole log) away under the cleaner: not a disk failure.
+                    log.info("cleaning %s-%d stopped: %s (the log changed under it)",
+                             tp[0], tp[1], exc)
+                    return None
                 self._fail_dir(d, exc, f"cleaning {tp[0]}-{tp[1]}")
                 raise
             if stats is None:
