@@ -132,7 +132,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "thread sleeps before it re-reads the clock.", between(1, 60_000)),
     ConfigDef("log.cleaner.enable", "bool", True, "Run the log cleaner (compacted topics)."),
     ConfigDef("log.cleaner.threads", "int32", 1, "Log cleaner threads (pylog runs one).",
-              between(1, 1)),
+              lambda v: None if v == 1 else "pylog runs one log cleaner thread (Kafka's "
+                                            "default): set 1"),
     ConfigDef("log.cleaner.dedupe.buffer.size", "int", 128 << 20, "Memory for the cleaner's "
               "offset map (24 bytes per record mapped, at most 90% used).", at_least(1 << 10)),
     ConfigDef("log.cleaner.io.max.bytes.per.second", "float", float("inf"), "Bytes the cleaner "
