@@ -218,28 +218,44 @@ def _empty_batch(batch) -> bytes:
     return body[:17] + crc.to_bytes(4, "big") + body[21:]
 
 
-def _reencode(batch, rows: pa.Table, keep: np.ndarray) -> bytes:
-    """The kept records of `batch` as one batch with the original's base and last
-    offsets, producer fields and codec."""
-    kept = rows.filter(pa.array(keep))
-    offsets = kept.column("offset").to_numpy()
-    headers = None
-    column = kept.column("headers")
-    if column.null_count < len(column) and pc.sum(pc.list_value_length(column)).as_py():
-        headers = [[(h["key"], h["value"]) for h in r or ()] for r in column.to_pylist()]
-    data = bytearray(encode_batch(
-        kept.column("value"), kept.column("key"),
-        kept.column("timestamp").cast(pa.int64()).to_numpy(), headers,
-        base_offset=batch.base_offset, offset_deltas=offsets - batch.base_offset,
-        compression=_CODEC_NAMES.get(batch.compression_type, "none"),
-        timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-        transactional=batch.is_transactional,
-        partition_leader_epoch=batch.partition_leader_epoch))
-    # Kafka's overrideLastOffset: the last offset (and so the last sequence) stays.
-    struct.pack_into(">i", data, 23, batch.last_offset - batch.base_offset)
-    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
-    return bytes(data)
+class _Survivors:
+    """A segment's surviving records, filtered once (columns as the encoder takes
+    them), so re-encoding a batch is zero-copy slices and one C call."""
+
+    def __init__(self, rows: pa.RecordBatch, keep: np.ndarray) -> None:
+        kept = rows.filter(pa.array(keep))
+        self.values = kept.column("value")
+        self.keys = kept.column("key")
+        self.offsets = kept.column("offset").to_numpy()
+        self.timestamps = kept.column("timestamp").cast(pa.int64()).to_numpy()
+        headers = kept.column("headers")
+        self.headers = headers if headers.null_count < len(headers) and \
+            pc.sum(pc.list_value_length(headers)).as_py() else None
+        # Row i of the segment is survivor ends[i] - 1 when kept (a running count).
+        self.ends = np.cumsum(keep)
+
+    def encode(self, batch, first_row: int, count: int) -> bytes:
+        """The survivors among rows [first_row, first_row + count) (one batch) as one
+        batch with the original's base and last offsets, producer fields and codec."""
+        lo = int(self.ends[first_row - 1]) if first_row else 0
+        hi = int(self.ends[first_row + count - 1])
+        headers = None
+        if self.headers is not None:
+            headers = [[(h["key"], h["value"]) for h in r or ()]
+                       for r in self.headers.slice(lo, hi - lo).to_pylist()]
+        data = bytearray(encode_batch(
+            self.values.slice(lo, hi - lo), self.keys.slice(lo, hi - lo), self.timestamps[lo:hi],
+            headers, base_offset=batch.base_offset,
+            offset_deltas=self.offsets[lo:hi] - batch.base_offset,
+            compression=_CODEC_NAMES.get(batch.compression_type, "none"),
+            timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+            transactional=batch.is_transactional,
+            partition_leader_epoch=batch.partition_leader_epoch))
+        # Kafka's overrideLastOffset: the last offset (and so the last sequence) stays.
+        struct.pack_into(">i", data, 23, batch.last_offset - batch.base_offset)
+        struct.pack_into(">I", data, 17, crc32c(memoryview(data)[21:]))
+        return bytes(data)
 
 
 class _Throttle:
@@ -300,6 +316,7 @@ def _rewrite_segment(view, out, offset_map: OffsetMap, producers: dict[int, int]
         keep &= ~tomb
     stats.records_read += len(offsets)
     stats.records_kept += int(keep.sum())
+    survivors = None
     row = 0
     for batch in iter_batches(view):
         if batch.is_control:
@@ -310,7 +327,9 @@ def _rewrite_segment(view, out, offset_map: OffsetMap, producers: dict[int, int]
         if k.all():
             out.write(batch.raw)
         elif k.any():
-            out.write(_reencode(batch, rows.slice(row, n), k))
+            if survivors is None:
+                survivors = _Survivors(rows, keep)
+            out.write(survivors.encode(batch, row, n))
         elif batch.producer_id >= 0 and producers.get(batch.producer_id) == batch.last_offset:
             out.write(_empty_batch(batch))           # the producer's last batch: its state
         row += n
