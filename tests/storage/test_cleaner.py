@@ -329,3 +329,35 @@ def test_segments_deleted_under_the_cleaner_do_not_take_the_dir_offline(dirs, op
     seen = latest_values(lg)
     assert {k: v for k, (_o, v) in seen.items()} == \
         {b"key%d" % k: b"value %d" % (350 + k) for k in range(50)}
+
+
+def test_a_read_only_reader_in_the_middle_of_a_range_follows_a_cleaning(dirs, open_manager, clock):
+    """A PartitionReader (what Spark's tasks and the CLI read with, beside the owner)
+    listed the segments, then the cleaner merged some of them away: it lists again and
+    finishes the range with every surviving record, instead of reporting data loss."""
+    from pylog.storage import PartitionReader
+    store = open_manager(dirs[:1])
+    store.create_topic("s", 1, config={**COMPACT, "segment.bytes": "600"})
+    lg = store.log("s", 0)
+    for i in range(100):                       # keys written once: they stay where they are
+        lg.append_records([b"once %d" % i], [b"once%d" % i], timestamps=[clock.now])
+    for i in range(300):
+        lg.append_records([b"value %d" % i], [b"key%d" % (i % 5)], timestamps=[clock.now])
+    lg.roll()
+    store.clean_once()                       # many small clean segments: the next pass merges
+    for i in range(300, 600):
+        lg.append_records([b"value %d" % i], [b"key%d" % (i % 5)], timestamps=[clock.now])
+    lg.roll()
+    reader = PartitionReader("s", 0, lg.path)
+    end = lg.log_end_offset
+    batches = reader.read_arrow(0, end, max_bytes=64)
+    got = [next(batches)]                      # listed and reading the first segment
+    before = len(lg.segments)
+    assert store.clean_once() is not None and len(lg.segments) < before
+    got += list(batches)
+    offsets = [o for rb in got for o in rb.column("offset").to_pylist()]
+    assert offsets == sorted(set(offsets))
+    values = dict(zip((k for rb in got for k in rb.column("key").to_pylist()),
+                      (v for rb in got for v in rb.column("value").to_pylist())))
+    assert values == {**{b"key%d" % k: b"value %d" % (595 + k) for k in range(5)},
+                      **{b"once%d" % i: b"once %d" % i for i in range(100)}}

@@ -36,6 +36,7 @@ from .topics import TopicTable
 
 __all__ = ["LogDirsReader", "PartitionReader", "NotALogDirError", "index_entries"]
 
+_MAX_RELISTS = 16        # segments vanishing under one read: the cleaner merging them
 _INT64_MAX = 2**63 - 1
 _OFFSET_ENTRY = struct.Struct(">iI")      # relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")        # timestamp, relative offset
@@ -298,17 +299,29 @@ class PartitionReader:
                 offset=start, log_start_offset=first)
         bases = self.segment_bases()
         target = start
-        for i, base in enumerate(bases):
+        relists = i = 0
+        while i < len(bases):
+            base = bases[i]
             nxt = bases[i + 1] if i + 1 < len(bases) else _INT64_MAX
             if nxt <= target:
+                i += 1
                 continue
             if base >= end:
                 break
             lf = self._open(base)
             if lf is None:
-                raise OffsetOutOfRangeError(
-                    f"{self.topic}-{self.partition}: segment {base} was deleted while offsets "
-                    f"{target}..{end - 1} were being read", offset=target)
+                # Gone since the listing: deleted by retention (the log start moved past
+                # `target`: data lost to this reader) or merged by the log cleaner into
+                # an earlier segment, which holds its offsets now: list again.
+                first = self.log_start_offset()
+                if target < first or relists >= _MAX_RELISTS:
+                    raise OffsetOutOfRangeError(
+                        f"{self.topic}-{self.partition}: segment {base} was deleted while "
+                        f"offsets {target}..{end - 1} were being read (log start offset "
+                        f"{first})", offset=target, log_start_offset=first)
+                relists += 1
+                bases, i = self.segment_bases(), 0
+                continue
             try:
                 pos = _index_floor_position(self.directory, base, target, lf.size)
                 while target < end:
@@ -326,4 +339,5 @@ class PartitionReader:
                 lf.close()
             if target >= end:
                 return
+            i += 1
 
