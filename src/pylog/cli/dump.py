@@ -18,8 +18,6 @@ from .common import fail_on
 
 __all__ = ["dump_log"]
 
-_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-
 
 def _text(raw) -> str:
     return bytes(raw).decode("utf-8", errors="replace")
@@ -36,7 +34,7 @@ def _dump_log_file(path: str, deep: bool, data: bool) -> None:
         ts_label = _timestamp_label(batch)
         tail = (f"position: {position} {ts_label}: {batch.max_timestamp} size: "
                 f"{batch.size_in_bytes} magic: {batch.magic} compresscodec: "
-                f"{_CODECS.get(batch.compression_type, batch.compression)} crc: {batch.crc} "
+                f"{batch.compression} crc: {batch.crc} "
                 f"isvalid: {str(batch.is_valid()).lower()}")
         if batch.magic >= 2:
             horizon = f"OptionalLong[{batch.base_timestamp}]" if batch.has_delete_horizon \

@@ -90,15 +90,17 @@ def remote_topics(bootstrap: str, action: str, topic, partitions, configs, as_js
 
 
 def remote_offsets(bootstrap: str, topic, partitions, when: int, matching) -> int:
-    from pylog.protocol.client import ProtocolClient
+    """kafka-get-offsets: each ListOffsets goes to the partition's leader."""
+    from pylog.remote import RemoteTopics
     wanted = None if not partitions else {int(p) for p in partitions.split(",")}
-    with ProtocolClient(bootstrap, client_id="pylog-get-offsets") as client:
-        meta = client.metadata()
-        topics = {t.name: t for t in meta.topics if not t.error_code}
-        for name in matching([n for n in topics if topic or not topics[n].is_internal], topic):
-            for p in sorted(x.partition_index for x in topics[name].partitions):
+    with RemoteTopics(bootstrap, "pylog-get-offsets") as where:
+        counts = where.topics()
+        for name in matching([n for n in counts if topic or n not in where.internal], topic):
+            for p in range(counts[name]):
                 if wanted is not None and p not in wanted:
                     continue
-                offset = client.list_offset(name, p, when)
-                click.echo(f"{name}:{p}:{'' if offset < 0 else offset}")
+                part = where.partition(name, p)
+                offset = part.log_end_offset() if when == -1 else part.log_start_offset() \
+                    if when == -2 else part.offset_for_timestamp(when)
+                click.echo(f"{name}:{p}:{'' if offset is None else offset}")
     return 0

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import random
-import struct
 import threading
 import time
 from collections import deque
@@ -42,7 +41,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pylog._core.crc import crc32c
 from pylog._core.producer import (
     Accumulator,
     ProducerBatch,
@@ -56,7 +54,7 @@ from pylog.errors import (
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from pylog.record import encode_batch
+from pylog.record import encode_batch, with_header_fields
 
 from .config import ClientConfig
 from .futures import RecordFuture, RecordMetadata, complete_batch
@@ -165,11 +163,11 @@ class Producer:
         self._rng = random.Random()
         # Partition locks order the appends of one partition between the sender and
         # callers appending directly (send_batch's direct path); lock order: a
-        # partition lock, then _lock. _inflight counts the batches the sender has
-        # taken off the ready queue and not yet appended, per (topic, partition).
+        # partition lock, then _lock.
         self._partition_locks: dict[tuple[str, int], threading.Lock] = {}
-        self._inflight: dict[tuple[str, int], int] = {}
-        self._round: list[ProducerBatch] = []               # the sender's current round
+        # The sender's current round by partition: taken off the ready queue, not yet
+        # appended (a direct append waits behind them).
+        self._round: dict[tuple[str, int], list[ProducerBatch]] = {}
         self._flushed_upto = 0     # every batch created before this seq is complete
         self._flush_wanted = 0     # a flush() waits for batches up to this seq
         self._closed = False
@@ -355,7 +353,7 @@ class Producer:
                 if acc.closing:
                     raise RuntimeError("send_batch() on a closed Producer")
                 # (A long ready queue is not scanned: the chunk just queues.)
-                if state.open[p] is not None or self._inflight.get((topic, p)) or \
+                if state.open[p] is not None or (topic, p) in self._round or \
                         len(self._ready) > 64 or \
                         any(b.topic == topic and b.partition == p for b in self._ready):
                     return None
@@ -380,13 +378,7 @@ class Producer:
                 complete_batch(batch, -1, exception=exc)
                 self._give_back(topic, p, batch)
                 return batch, len(data)
-        error = None
-        if self._acks == "all":
-            try:
-                log.flush(info.last_offset + 1)
-            except Exception as exc:    # noqa: BLE001
-                error = exc
-        complete_batch(batch, info.first_offset, info.log_append_time, error)
+        self._complete_round([([batch], log, info)])     # fsync (acks=all), then complete
         return batch, len(data)
 
     def _give_back(self, topic: str, p: int, failed: ProducerBatch) -> None:
@@ -394,7 +386,7 @@ class Producer:
         partition move down past its sequences, also those the sender has already
         taken into its round (they wait for this partition lock, so none is written)."""
         with self._lock:
-            later = [b for b in self._round if b.topic == topic and b.partition == p]
+            later = list(self._round.get((topic, p), ()))
         self._forget_sequences(topic, p, [failed], later)
 
     def _encode_placeholder(self, batch: ProducerBatch, need: int, values, keys, timestamps,
@@ -413,7 +405,7 @@ class Producer:
             raise
         with self._lock:
             if batch.base_sequence != sequence:     # moved by _forget_sequences meanwhile
-                data = _with_base_sequence(data, batch.base_sequence)
+                data = with_header_fields(data, base_sequence=batch.base_sequence)
             batch.encoded = data
             batch.size = len(data)
             self._acc.buffered += len(data) - need
@@ -565,22 +557,15 @@ class Producer:
                     batches, upto = self._next_round()
                     if batches is None:
                         return
+                    by_partition: dict[tuple[str, int], list[ProducerBatch]] = {}
                     for b in batches:
-                        tp = (b.topic, b.partition)
-                        self._inflight[tp] = self._inflight.get(tp, 0) + 1
-                    self._round = batches
+                        by_partition.setdefault((b.topic, b.partition), []).append(b)
+                    self._round = by_partition
                 try:
-                    self._send_round(batches)
+                    self._send_round(by_partition)
                 finally:
                     with self._lock:
-                        self._round = []
-                        for b in batches:
-                            tp = (b.topic, b.partition)
-                            left = self._inflight[tp] - 1
-                            if left:
-                                self._inflight[tp] = left
-                            else:
-                                del self._inflight[tp]
+                        self._round = {}
                 with self._lock:
                     if upto is not None:
                         self._flushed_upto = max(self._flushed_upto, upto)
@@ -712,14 +697,11 @@ class Producer:
                     continue
                 b.base_sequence = (b.base_sequence - shift) % _SEQUENCE_SPACE
                 if isinstance(b.encoded, bytes):   # not while encoding (it re-reads) or failed
-                    b.encoded = _with_base_sequence(b.encoded, b.base_sequence)
+                    b.encoded = with_header_fields(b.encoded, base_sequence=b.base_sequence)
 
-    def _send_round(self, batches: list[ProducerBatch]) -> None:
+    def _send_round(self, by_partition: dict[tuple[str, int], list[ProducerBatch]]) -> None:
         """Appends the round's batches (one write per partition), fsyncs each log
         once when acks=all, then completes the futures."""
-        by_partition: dict[tuple[str, int], list[ProducerBatch]] = {}
-        for batch in batches:
-            by_partition.setdefault((batch.topic, batch.partition), []).append(batch)
         appended: list[tuple[list[ProducerBatch], Any, Any]] = []
         for (topic, partition), group in by_partition.items():
             try:
@@ -799,15 +781,6 @@ _ENCODING = object()       # in place of a queued batch's bytes while it is enco
 
 _JOIN_LIMIT = 1 << 20     # small batches of one partition are joined into writes of about this
 _SEQUENCE_SPACE = 1 << 31  # idempotent sequence numbers wrap at int32 max, as Kafka's
-
-
-def _with_base_sequence(data: bytes, base_sequence: int) -> bytes:
-    """One encoded v2 batch with another baseSequence (bytes 53-56) and its CRC
-    (bytes 17-20, over 21..end) made right again."""
-    out = bytearray(data)
-    struct.pack_into(">i", out, 53, base_sequence)
-    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
-    return bytes(out)
 
 
 def _append_runs(group: list[ProducerBatch]):

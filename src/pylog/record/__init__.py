@@ -25,6 +25,24 @@ from pylog._core.codec import (
 )
 
 
+def with_header_fields(data, *, base_sequence: int | None = None,
+                       last_offset_delta: int | None = None) -> bytes:
+    """One encoded v2 batch with its baseSequence (bytes 53-56) and/or lastOffsetDelta
+    (bytes 23-26) replaced and its CRC (bytes 17-20, over 21..end) made right again:
+    a producer moving a queued batch's sequences, the cleaner keeping a batch's last
+    offset (Kafka's overrideLastOffset). docs/FORMAT.md, section 2."""
+    import struct
+
+    from pylog._core.crc import crc32c
+    out = bytearray(data)
+    if base_sequence is not None:
+        struct.pack_into(">i", out, 53, base_sequence)
+    if last_offset_delta is not None:
+        struct.pack_into(">i", out, 23, last_offset_delta)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
 def slice_offsets(rows, start: int, end: int):
     """The rows of a ``decode_arrow`` batch with start <= offset < end (offsets ascend,
     so this is a zero-copy slice found by binary search)."""
@@ -52,4 +70,5 @@ __all__ = [
     "scan_batches",
     "slice_offsets",
     "upconvert",
+    "with_header_fields",
 ]

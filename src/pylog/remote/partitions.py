@@ -33,19 +33,28 @@ def _first(bootstrap: str) -> str:
     return bootstrap.split(",")[0].strip()
 
 
-def leaders(bootstrap: str, topics: list[str] | None, client_id: str = "pylog"
-            ) -> tuple[dict[str, int], dict[tuple[str, int], str]]:
-    """(topic -> partition count, (topic, partition) -> "host:port" of its leader)."""
+def _cluster(bootstrap: str, topics: list[str] | None, client_id: str):
+    """(topic -> partition count, (topic, partition) -> "host:port" of its leader,
+    the internal topics) from one Metadata request."""
     with ProtocolClient(_first(bootstrap), client_id=client_id) as client:
         meta = client.metadata(topics)
     brokers = {b.node_id: f"{b.host}:{b.port}" for b in meta.brokers}
-    counts, where = {}, {}
+    counts, where, internal = {}, {}, set()
     for t in meta.topics:
         if t.error_code:
             continue
         counts[t.name] = len(t.partitions)
+        if t.is_internal:
+            internal.add(t.name)
         for p in t.partitions:
             where[(t.name, p.partition_index)] = brokers.get(p.leader_id, _first(bootstrap))
+    return counts, where, internal
+
+
+def leaders(bootstrap: str, topics: list[str] | None, client_id: str = "pylog"
+            ) -> tuple[dict[str, int], dict[tuple[str, int], str]]:
+    """(topic -> partition count, (topic, partition) -> "host:port" of its leader)."""
+    counts, where, _ = _cluster(bootstrap, topics, client_id)
     return counts, where
 
 
@@ -56,7 +65,7 @@ class RemoteTopics:
         self.bootstrap = bootstrap
         self.client_id = client_id
         self.paths = [bootstrap]              # for messages ("... does not exist in <where>")
-        self._counts, self._leaders = leaders(bootstrap, None, client_id)
+        self._counts, self._leaders, self.internal = _cluster(bootstrap, None, client_id)
         self._pool: dict[str, ProtocolClient] | None = None   # leader -> client, inside `with`
 
     def __enter__(self) -> RemoteTopics:

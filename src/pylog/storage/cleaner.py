@@ -50,18 +50,17 @@ import pyarrow.compute as pc
 
 from pylog._core.crc import crc32c
 from pylog._core.storage import LogFile, OffsetIndex, TimeIndex
-from pylog.record import decode_arrow, encode_batch, iter_batches
+from pylog.record import decode_arrow, encode_batch, iter_batches, with_header_fields
 
 from . import files
+from .segment import INT32_MAX
 
 log = logging.getLogger(__name__)
 
 __all__ = ["CleanerStats", "OffsetMap", "clean_log", "cleanable_range", "dirty_ratio"]
 
-INT32_MAX = (1 << 31) - 1
 SLOT_BYTES = 24          # Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset
 LOAD_FACTOR = 0.9
-_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _HEADER = struct.Struct(">qiiBIhiqqqhii")   # record batch v2 header, 61 bytes
 
 
@@ -163,13 +162,6 @@ class OffsetMap:
         return self._sorted[at] == offsets
 
 
-def segment_mtime_ms(segment) -> int:
-    try:
-        return int(os.stat(segment.log.path).st_mtime * 1000)
-    except FileNotFoundError:
-        return 0
-
-
 def cleanable_range(segments, first_dirty: int, now: int, min_lag_ms: int):
     """(clean segments, dirty segments) below the active one: clean ones end at
     `first_dirty`; dirty ones stop at the first segment younger than the lag."""
@@ -243,19 +235,17 @@ class _Survivors:
         if self.headers is not None:
             headers = [[(h["key"], h["value"]) for h in r or ()]
                        for r in self.headers.slice(lo, hi - lo).to_pylist()]
-        data = bytearray(encode_batch(
+        data = encode_batch(
             self.values.slice(lo, hi - lo), self.keys.slice(lo, hi - lo), self.timestamps[lo:hi],
             headers, base_offset=batch.base_offset,
             offset_deltas=self.offsets[lo:hi] - batch.base_offset,
-            compression=_CODEC_NAMES.get(batch.compression_type, "none"),
+            compression=batch.compression,
             timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
             producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
             transactional=batch.is_transactional,
-            partition_leader_epoch=batch.partition_leader_epoch))
+            partition_leader_epoch=batch.partition_leader_epoch)
         # Kafka's overrideLastOffset: the last offset (and so the last sequence) stays.
-        struct.pack_into(">i", data, 23, batch.last_offset - batch.base_offset)
-        struct.pack_into(">I", data, 17, crc32c(memoryview(data)[21:]))
-        return bytes(data)
+        return with_header_fields(data, last_offset_delta=batch.last_offset - batch.base_offset)
 
 
 class _Throttle:
@@ -370,7 +360,7 @@ def clean_log(lg, first_dirty: int, now: int, dedupe_bytes: int, io_rate: float 
         for group in list(_groups(section, config.segment_bytes)):
             if stage is not None:
                 stage("group")
-            mtime = max(segment_mtime_ms(s) for s in group) if is_clean else now
+            mtime = max(s.last_modified_ms for s in group) if is_clean else now
             tombstones_expire = is_clean and mtime + retention < now
             written = _rewrite_group(lg, group, offset_map, producers, is_clean,
                                      tombstones_expire, stats, throttle)

@@ -29,6 +29,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+from pylog._core.storage import LogFile
 from pylog.errors import CorruptRecordError
 
 from . import files
@@ -81,12 +82,14 @@ def remove_temporary_files(path: str) -> None:
 
 def _complete_swap(path: str, name: str) -> None:
     """Replaces the segments a cleaned ``.log.swap`` covers, then takes its place."""
-    from pylog.record import scan_batches
     full = os.path.join(path, name)
     base = files.offset_from_filename(name[: -len(files.SWAP_SUFFIX)])
-    with open(full, "rb") as f:
-        scanned = scan_batches(f.read())
-    end = scanned.last_offset + 1 if scanned.batches else base + 1
+    swap = LogFile(full, readonly=True)
+    try:
+        batches, _end, last_offset, *_ = swap.summarize(0, swap.size)   # headers only
+    finally:
+        swap.close()
+    end = last_offset + 1 if batches else base + 1
     for other in os.listdir(path):
         b = files.offset_from_filename(other)
         if b is not None and other.endswith(files.LOG_SUFFIX) and base <= b < end:

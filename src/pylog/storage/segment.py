@@ -346,6 +346,11 @@ class LogSegment:
         """The max timestamp in the segment, or the file's mtime if it has none (retention)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        """The .log's mtime (0 once deleted). For a cleaned segment, when it was cleaned."""
         try:
             return int(os.stat(self.log.path).st_mtime * 1000)
         except FileNotFoundError:
