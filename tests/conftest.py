@@ -7,6 +7,7 @@ reproduces on any machine).
 """
 
 import os
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -31,4 +32,33 @@ def engine_kind(request) -> str:
         IoEngine(request.param)
     except OSError as exc:
         pytest.skip(f"the {request.param} I/O engine is unavailable here: {exc}")
+    return request.param
+
+
+@pytest.fixture(params=("buffered", "direct"))
+def io_mode(request, monkeypatch, tmp_path) -> str:
+    """Runs a test once with buffered appends and once with O_DIRECT appends
+    (pylog.io.direct), by changing the key's default in this process and, through
+    PYLOG_IO_DIRECT, in the processes the test starts. Modules whose every test
+    runs in both modes say ``pytestmark = pytest.mark.usefixtures("io_mode")``.
+    The direct run skips where the test's file system refuses O_DIRECT."""
+    import dataclasses
+
+    from pylog._core.engine import direct_alignment
+    from pylog.storage import config
+
+    if request.param == "direct":
+        fd, probe = tempfile.mkstemp(dir=tmp_path)
+        try:
+            direct_alignment(fd)
+        except OSError as exc:
+            pytest.skip(f"O_DIRECT is unavailable under {tmp_path}: {exc.strerror}")
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    value = "true" if request.param == "direct" else "false"
+    key = "pylog.io.direct"
+    monkeypatch.setitem(config.TOPIC_CONFIGS, key,
+                        dataclasses.replace(config.TOPIC_CONFIGS[key], default=value))
+    monkeypatch.setenv(config.DIRECT_ENV_VAR, value)
     return request.param

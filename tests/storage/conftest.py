@@ -3,11 +3,12 @@ with a fake clock, always closed. ``engine_kind`` (one run per I/O engine) is
 suite-wide, in tests/conftest.py."""
 
 import os
+import tempfile
 
 import pytest
 from log_support import Clock, manager_factory
 
-from pylog._core.engine import IoEngine
+from pylog._core.engine import IoEngine, direct_alignment
 from pylog.storage import LogManager
 
 
@@ -16,6 +17,19 @@ def io_uring_available() -> bool:
         IoEngine("io_uring")
     except OSError:
         return False
+    return True
+
+
+def o_direct_available(directory: str) -> bool:
+    """Whether files under `directory` can be appended with O_DIRECT."""
+    fd, path = tempfile.mkstemp(dir=directory)
+    try:
+        direct_alignment(fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+        os.unlink(path)
     return True
 
 

@@ -14,6 +14,9 @@ from pylog.errors import OffsetOutOfRangeError
 from pylog.storage.log import Log
 from pylog.storage.scheduler import Scheduler
 
+# Every test runs with buffered and with O_DIRECT appends (pylog.io.direct).
+pytestmark = pytest.mark.usefixtures("io_mode")
+
 
 class ImmediateScheduler(Scheduler):
     """Runs delayed work at once: .deleted files vanish while readers hold them."""

@@ -18,9 +18,14 @@ import sys
 import threading
 import time
 
+import pytest
+
 from pylog.storage.log import Log
 
 from .crash_child import expected_value
+
+# Every test runs with buffered and with O_DIRECT appends (pylog.io.direct).
+pytestmark = pytest.mark.usefixtures("io_mode")
 
 CHILD = os.path.join(os.path.dirname(__file__), "crash_child.py")
 ROUNDS = int(os.environ.get("PYLOG_CRASH_ROUNDS", "50"))

@@ -21,6 +21,9 @@ from pylog.storage import LogManager
 from pylog.storage import log_loader
 from pylog.storage.log import Log
 
+# Every test runs with buffered and with O_DIRECT appends (pylog.io.direct).
+pytestmark = pytest.mark.usefixtures("io_mode")
+
 SEGMENT = {"segment.bytes": 1000}
 VALUES = [b"v%03d-" % i + b"x" * 20 for i in range(300)]
 

@@ -17,6 +17,9 @@ from pylog import records
 from pylog.errors import KafkaStorageError
 from pylog.storage.log import Log
 
+# Every test runs with buffered and with O_DIRECT appends (pylog.io.direct).
+pytestmark = pytest.mark.usefixtures("io_mode")
+
 
 def _loop_fs_or_skip(tmp_path, size_mb=48):
     if os.geteuid() != 0:

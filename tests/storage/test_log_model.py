@@ -20,7 +20,7 @@ from pylog import records
 from pylog.errors import OffsetOutOfRangeError
 from pylog.storage.log import Log
 
-from .conftest import io_uring_available
+from .conftest import io_uring_available, o_direct_available
 
 CONFIG = {"segment.bytes": 3000, "index.interval.bytes": 300, "segment.index.bytes": 8 * 16}
 
@@ -29,6 +29,7 @@ class LogModel(RuleBasedStateMachine):
     """The model: (offset, timestamp, value) per record, batch boundaries, log start."""
 
     engine = "portable"
+    direct = "false"            # pylog.io.direct
 
     @initialize()
     def setup(self):
@@ -40,7 +41,8 @@ class LogModel(RuleBasedStateMachine):
         self.start = 0
 
     def _open(self):
-        return Log(self.dir + "/m-0", {"pylog.io.engine": self.engine, **CONFIG}, scheduler=self.sched)
+        return Log(self.dir + "/m-0", {"pylog.io.engine": self.engine, "pylog.io.direct": self.direct,
+                                           **CONFIG}, scheduler=self.sched)
 
     def teardown(self):
         self.log.close()
@@ -141,9 +143,19 @@ class UringLogModel(LogModel):
     engine = "io_uring"
 
 
+class DirectLogModel(LogModel):
+    """O_DIRECT appends (the model's temp dir must be on a disk file system)."""
+    engine = "io_uring" if io_uring_available() else "portable"
+    direct = "true"
+
+
 MODEL_SETTINGS = settings(max_examples=60, stateful_step_count=40, deadline=None)
 TestPortableLog = PortableLogModel.TestCase
 TestPortableLog.settings = MODEL_SETTINGS
 TestUringLog = pytest.mark.skipif(not io_uring_available(), reason="io_uring unavailable here")(
     UringLogModel.TestCase)
 TestUringLog.settings = MODEL_SETTINGS
+TestDirectLog = pytest.mark.skipif(not o_direct_available(tempfile.gettempdir()),
+                                   reason=f"O_DIRECT is unavailable under {tempfile.gettempdir()}")(
+    DirectLogModel.TestCase)
+TestDirectLog.settings = MODEL_SETTINGS

@@ -17,10 +17,16 @@ from pylog.storage.log import Log
 
 from .test_log import batch
 
+# Every test runs with buffered and with O_DIRECT appends (pylog.io.direct).
+pytestmark = pytest.mark.usefixtures("io_mode")
+
 SEGMENT = 20_000
 
 
-def build(log_dir, engine_kind, batches=60, **config):
+def build(log_dir, engine_kind, batches=60, keep_padding=False, **config):
+    """A log left open (no clean shutdown). An O_DIRECT segment's file ends in zero
+    padding to its block size: unless `keep_padding`, it is cut, so that the tests
+    damage the file right after the last batch, as in buffered mode."""
     log = Log(log_dir, {"pylog.io.engine": engine_kind, "segment.bytes": SEGMENT,
                         "index.interval.bytes": 1000, **config}, scheduler=ManualScheduler())
     sizes = []
@@ -29,6 +35,8 @@ def build(log_dir, engine_kind, batches=60, **config):
         log.append(b)
         sizes.append(len(b))
     expected = [(r.offset, r.value) for r in all_records(log)]
+    if not keep_padding:
+        os.truncate(log.segments[-1].log.path, log.segments[-1].size)
     log.abandon()
     return expected, sizes
 
@@ -42,12 +50,18 @@ def segment_files(log_dir, suffix=".log"):
     return sorted(os.path.join(log_dir, n) for n in os.listdir(log_dir) if n.endswith(suffix))
 
 
-def test_unclean_reopen_without_damage_keeps_everything(log_dir, engine_kind):
-    expected, _ = build(log_dir, engine_kind)
+def test_unclean_reopen_without_damage_keeps_everything(log_dir, engine_kind, io_mode):
+    expected, _ = build(log_dir, engine_kind, keep_padding=True)
+    scanned = sum(os.path.getsize(p) for p in segment_files(log_dir))
     with reopen(log_dir, engine_kind) as log:
         assert not log.recovery.clean_shutdown
-        assert log.recovery.bytes_truncated == 0
-        assert log.recovery.bytes_scanned == sum(os.path.getsize(p) for p in segment_files(log_dir))
+        seg = log.recovery.segments_recovered[-1]
+        # O_DIRECT: the zero padding after the last batch is cut, nothing else.
+        padding = seg.truncated_bytes
+        assert padding == 0 if io_mode == "buffered" else 0 <= padding < 65536
+        assert padding == 0 or seg.reason.startswith("torn tail: zero-filled")
+        assert log.recovery.bytes_truncated == padding
+        assert log.recovery.bytes_scanned == scanned
         assert [(r.offset, r.value) for r in all_records(log)] == expected
 
 
@@ -194,9 +208,11 @@ def test_compressed_batches_recover(log_dir, engine_kind):
     log = Log(log_dir, {"pylog.io.engine": engine_kind}, scheduler=ManualScheduler())
     for codec in ("gzip", "snappy", "lz4", "zstd"):
         log.append(records.encode_batch([b"x" * 500] * 20, compression=codec))
+    end = log.segments[-1].size
     log.abandon()
     with reopen(log_dir, engine_kind) as log:
-        assert log.recovery.bytes_truncated == 0 and log.log_end_offset == 80
+        assert log.log_end_offset == 80 and log.segments[-1].size == end
+        assert log.recovery.segments_recovered[-1].valid_bytes == end
         assert len(all_records(log)) == 80
 
 

@@ -12,4 +12,7 @@ cdef class IoEngine:
     cdef readonly str why
 
     cdef int c_writev(self, int fd, const iovec *iov, int iovcnt, int64_t pos, int flags) noexcept nogil
+    cdef int c_append_direct(self, int fd, char *tail, size_t *tail_len, const iovec *iov,
+                             int iovcnt, int64_t pos, size_t align, unsigned pieces,
+                             int flags) noexcept nogil
     cdef int c_sync(self, const int *fds, int n, int full) noexcept nogil

@@ -5,6 +5,7 @@ from _typeshed import ReadableBuffer
 
 ENV_VAR: str
 
+def direct_alignment(fd: int) -> int: ...
 def uring_compiled() -> bool: ...
 
 class IoEngine:

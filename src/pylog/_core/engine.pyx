@@ -16,7 +16,8 @@ from posix.uio cimport iovec
 
 from pylog._core.includes.cengine cimport (
     PYLOG_ENGINE_AUTO, PYLOG_ENGINE_PORTABLE, PYLOG_ENGINE_URING, PYLOG_WRITE_DATASYNC,
-    pylog_engine_free, pylog_engine_get_stats, pylog_engine_kind, pylog_engine_new,
+    pylog_direct_alignment, pylog_engine_append_direct, pylog_engine_free,
+    pylog_engine_get_stats, pylog_engine_kind, pylog_engine_new,
     pylog_engine_stats, pylog_engine_sync, pylog_engine_uring_compiled, pylog_engine_writev)
 
 ENV_VAR = "PYLOG_IO_ENGINE"
@@ -33,6 +34,18 @@ cdef int _check(int rc) except -1:
     if rc < 0:
         raise OSError(-rc, os.strerror(-rc))
     return rc
+
+
+def direct_alignment(int fd):
+    """The O_DIRECT write granularity of the regular file ``fd`` in bytes (io_engine.h:
+    the file system's direct I/O alignment and block size). Raises OSError naming why
+    the file cannot be written with O_DIRECT (tmpfs, a file system without direct I/O)."""
+    cdef char why[WHY_LEN]
+    why[0] = 0
+    cdef long align = pylog_direct_alignment(fd, why, WHY_LEN)
+    if align < 0:
+        raise OSError(-align, why.decode(errors="replace"))
+    return align
 
 
 def uring_compiled():
@@ -70,6 +83,13 @@ cdef class IoEngine:
     cdef int c_writev(self, int fd, const iovec *iov, int iovcnt, int64_t pos, int flags) noexcept nogil:
         """pylog_engine_writev on this engine: 0 or -errno (see io_engine.h)."""
         return pylog_engine_writev(self.engine, fd, iov, iovcnt, pos, flags)
+
+    cdef int c_append_direct(self, int fd, char *tail, size_t *tail_len, const iovec *iov,
+                             int iovcnt, int64_t pos, size_t align, unsigned pieces,
+                             int flags) noexcept nogil:
+        """pylog_engine_append_direct on this engine: 0 or -errno (see io_engine.h)."""
+        return pylog_engine_append_direct(self.engine, fd, tail, tail_len, iov, iovcnt, pos,
+                                          align, pieces, flags)
 
     cdef int c_sync(self, const int *fds, int n, int full) noexcept nogil:
         """pylog_engine_sync on this engine: 0 or the first -errno."""

@@ -65,6 +65,29 @@ int pylog_engine_writev(pylog_engine *e, int fd, const struct iovec *iov, int io
  * first -errno (every fd is still attempted). */
 int pylog_engine_sync(pylog_engine *e, const int *fds, int n, int full);
 
+/* O_DIRECT append (docs/FORMAT.md, "O_DIRECT segments"). `fd` was opened with
+ * O_DIRECT; `align` (a power of two, <= PYLOG_DIRECT_MAX_ALIGN) is the write
+ * granularity; `pos` is a multiple of it, where the file's last partial block
+ * starts, and tail[0..*tail_len) are that block's bytes (*tail_len < align).
+ * Writes tail + iov[0..iovcnt) at `pos`, zero-padded to a multiple of `align`,
+ * through an aligned staging buffer of the engine's pool; io_uring cuts it into
+ * up to `pieces` writes in flight together (portable: one pwrite). Then, with
+ * PYLOG_WRITE_DATASYNC, fdatasync. On success `tail` receives the new partial
+ * block, *tail_len its length, and 0 is returned; on -errno `tail` is unchanged
+ * and some prefix of the blocks may have been written. */
+#define PYLOG_DIRECT_MAX_ALIGN 65536
+int pylog_engine_append_direct(pylog_engine *e, int fd, char *tail, size_t *tail_len,
+                               const struct iovec *iov, int iovcnt, int64_t pos, size_t align,
+                               unsigned pieces, int flags);
+
+/* The O_DIRECT write granularity of the regular file `fd`: the largest of the
+ * filesystem's direct I/O offset and memory alignment (statx STATX_DIOALIGN)
+ * and its block size (st_blksize: writes of whole filesystem blocks avoid
+ * ext4's serialised sub-block direct writes). Returns it (> 0), or -errno with
+ * `why` saying why the file cannot be written with O_DIRECT (tmpfs and ramfs
+ * keep files in memory; a filesystem that reports no direct I/O support). */
+long pylog_direct_alignment(int fd, char *why, size_t why_len);
+
 void pylog_engine_get_stats(pylog_engine *e, pylog_engine_stats *out);
 
 /* Waits for in-flight work of other threads to drain, then frees the engine.

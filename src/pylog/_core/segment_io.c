@@ -74,6 +74,12 @@ int pylog_walker_next(pylog_walker *w, pylog_batch_meta *m) {
     if (!p) return err;
     int32_t length = pylog_load_i32(p + PYLOG_LENGTH_OFFSET);
     int8_t magic = (int8_t)p[PYLOG_MAGIC_OFFSET];
+    /* Zeros where a batch would start end the data, as a partial batch does:
+     * the padding of an open O_DIRECT segment or a preallocated file's tail. */
+    int zeros = 1;
+    for (int i = 0; i <= PYLOG_MAGIC_OFFSET && zeros; i++)
+        zeros = p[i] == 0;
+    if (zeros) return 0;
     int64_t min_length = magic == 2 ? PYLOG_RECORD_BATCH_OVERHEAD - PYLOG_LOG_OVERHEAD
                        : magic == 1 ? PYLOG_LEGACY_V1_OVERHEAD - PYLOG_LOG_OVERHEAD
                                     : PYLOG_LEGACY_V0_OVERHEAD - PYLOG_LOG_OVERHEAD;
@@ -266,9 +272,10 @@ int pylog_segment_recover(int fd, int64_t file_size, int64_t base_offset, int64_
             break;
         }
         if (code != PYLOG_OK) {
-            /* A zero-filled tail (preallocation, or blocks allocated but never
-             * written before a crash) ends the data; it is not corruption. */
-            r->reason = header_is_zero(p, avail) ? PYLOG_RECOVER_TORN : PYLOG_RECOVER_CORRUPT;
+            /* A zero-filled tail (preallocation, O_DIRECT padding, or blocks
+             * allocated but never written before a crash) ends the data; it is
+             * not corruption. */
+            r->reason = header_is_zero(p, avail) ? PYLOG_RECOVER_ZERO_FILL : PYLOG_RECOVER_CORRUPT;
             r->status = st;
             r->status.position += pos;
             break;

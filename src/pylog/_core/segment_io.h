@@ -42,8 +42,8 @@ typedef struct {
 int pylog_walker_init(pylog_walker *w, int fd, int64_t start, int64_t end, int64_t window);
 void pylog_walker_free(pylog_walker *w);
 
-/* Reads the next batch header. Returns 1 with *m filled, 0 at the end (or at
- * a partial batch at `end`), -EILSEQ when the bytes cannot be a batch header
+/* Reads the next batch header. Returns 1 with *m filled, 0 at the end (at a
+ * partial batch at `end`, or at a zero header: O_DIRECT padding, preallocation), -EILSEQ when the bytes cannot be a batch header
  * (length < 14 or unknown magic), or -errno from pread. */
 int pylog_walker_next(pylog_walker *w, pylog_batch_meta *m);
 
@@ -91,6 +91,7 @@ enum {
     PYLOG_RECOVER_OFFSETS = 3,     /* a batch's offsets do not follow the previous batch */
     PYLOG_RECOVER_OUT_OF_RANGE = 4,/* offsets outside [base_offset, base_offset + INT32_MAX] */
     PYLOG_RECOVER_IO = 5,          /* pread failed: errno in io_errno */
+    PYLOG_RECOVER_ZERO_FILL = 6,   /* zeros where the next batch would start */
 };
 
 typedef struct {

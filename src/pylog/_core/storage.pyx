@@ -20,8 +20,8 @@ cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
-from libc.errno cimport errno, EILSEQ
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, INT32_MAX, INT64_MIN, INT64_MAX
+from libc.errno cimport errno, EILSEQ, EIO
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
 from libc.string cimport memset, strerror
 from posix.types cimport off_t
 from posix.unistd cimport usleep
@@ -38,6 +38,7 @@ from pylog._core.includes.ccore cimport (
 from pylog._core.includes.cstorage cimport *
 from pylog._core.includes.cengine cimport PYLOG_WRITE_DATASYNC
 from pylog._core.engine cimport IoEngine
+from pylog._core.engine import direct_alignment as _direct_alignment
 
 import os as _os
 
@@ -65,7 +66,7 @@ cdef extern from "<fcntl.h>" nogil:
     int posix_fallocate(int fd, long offset, long length)
     int POSIX_FADV_DONTNEED
     unsigned int SYNC_FILE_RANGE_WRITE
-    int O_RDWR, O_RDONLY, O_CREAT, O_CLOEXEC
+    int O_RDWR, O_RDONLY, O_WRONLY, O_CREAT, O_CLOEXEC, O_DIRECT
     int open(const char *path, int flags, int mode)
 
 cdef extern from "<unistd.h>" nogil:

@@ -7,6 +7,8 @@ RECOVERY_REASONS = {
     PYLOG_RECOVER_OFFSETS: "offsets do not increase",
     PYLOG_RECOVER_OUT_OF_RANGE: "offset outside the segment's range",
     PYLOG_RECOVER_IO: "I/O error",
+    PYLOG_RECOVER_ZERO_FILL: "torn tail: zero-filled (preallocated, O_DIRECT padding, or "
+                             "never written before a crash)",
 }
 
 
@@ -29,6 +31,17 @@ cdef class LogFile:
     cdef readonly int64_t file_size
     cdef int _users             # calls using fd without the GIL right now
     cdef bint _close_pending    # close() was called while _users > 0
+    # O_DIRECT mode (enable_direct; docs/FORMAT.md "O_DIRECT segments"): appends
+    # go through dfd in whole blocks of `align` bytes; reads keep using fd. The
+    # file's last partial block, [tail_pos, tail_pos + tail_len), is kept in
+    # `tail` and written again, completed, by the next append. tail_pos is -1
+    # when `tail` must be read back from the file first (after a truncation).
+    cdef int dfd
+    cdef size_t align
+    cdef unsigned pieces
+    cdef char *tail
+    cdef size_t tail_len
+    cdef int64_t tail_pos
 
     def __init__(self, str path, *, bint create=False, int64_t preallocate=0, bint readonly=False):
         """Opens (or creates) the file; size starts as the file's length, or 0 when preallocating.
@@ -39,6 +52,8 @@ cdef class LogFile:
         cdef stat st
         cdef int rc = 0
         self.path = path
+        self.dfd = -1
+        self.tail_pos = -1
         if readonly and (create or preallocate):
             raise ValueError("a read-only LogFile cannot create or preallocate")
         self.fd = open(bpath, (O_RDONLY if readonly else O_RDWR) | O_CLOEXEC | (O_CREAT if create else 0),
@@ -61,9 +76,22 @@ cdef class LogFile:
             self.file_size = preallocate
 
     def __dealloc__(self):
+        self._close_fds()
+
+    cdef void _close_fds(self):
         if self.fd >= 0:
             close(self.fd)
             self.fd = -1
+        self._end_direct()
+
+    cdef void _end_direct(self):
+        if self.dfd >= 0:
+            close(self.dfd)
+            self.dfd = -1
+        PyMem_Free(self.tail)
+        self.tail = NULL
+        self.tail_len = 0
+        self.tail_pos = -1
 
     cdef int _check(self) except -1:
         if self.fd < 0 or self._close_pending:
@@ -83,9 +111,8 @@ cdef class LogFile:
 
     cdef void _done(self):
         self._users -= 1
-        if self._users == 0 and self._close_pending and self.fd >= 0:
-            close(self.fd)
-            self.fd = -1
+        if self._users == 0 and self._close_pending:
+            self._close_fds()
 
     def fileno(self):
         """The descriptor, for callers that hold this LogFile while they use it.
@@ -110,8 +137,7 @@ cdef class LogFile:
         if self._users > 0:
             self._close_pending = True
             return
-        close(self.fd)
-        self.fd = -1
+        self._close_fds()
 
     def sendfile(self, int out_fd, int64_t position, int64_t count):
         """sendfile(2) of up to `count` bytes at `position` to `out_fd`, with the GIL
@@ -132,51 +158,128 @@ cdef class LogFile:
             raise OSError(err, strerror(err).decode(), self.path)
         return n
 
-    def append(self, IoEngine engine, PreparedAppend prep, bint datasync=False):
-        """Writes the prepared batches at the end in one I/O; returns their position."""
+    def enable_direct(self, unsigned pieces=4):
+        """Appends from now on bypass the page cache (O_DIRECT, docs/FORMAT.md "O_DIRECT
+        segments"), in whole blocks of the file system's direct I/O granularity, cut into
+        up to `pieces` writes in flight together (io_uring). Returns that granularity.
+        Raises OSError naming the file and why where the file system refuses O_DIRECT."""
         self._check()
-        cdef int64_t position = self.size
-        cdef int rc
-        cdef int flags = PYLOG_WRITE_DATASYNC if datasync else 0
-        self._use()
+        if self.dfd >= 0:
+            return self.align
         try:
-            with nogil:
-                rc = engine.c_writev(self.fd, prep.iov, <int>(2 * prep.count), position, flags)
-        finally:
-            self._done()
-        if rc < 0:
-            _raise_os(rc, self.path)
-        self.size = position + prep.size
+            align = _direct_alignment(self.fd)
+        except OSError as exc:
+            raise OSError(exc.errno, f"O_DIRECT is not available for {self.path}: "
+                                     f"{exc.strerror}") from None
+        cdef bytes bpath = _os.fsencode(self.path)
+        cdef int dfd = open(bpath, O_WRONLY | O_DIRECT | O_CLOEXEC, 0)
+        if dfd < 0:
+            err = errno
+            raise OSError(err, f"O_DIRECT is not available for {self.path}: "
+                               f"{strerror(err).decode()}")
+        self.tail = <char *>PyMem_Malloc(<size_t>align)
+        if self.tail == NULL:
+            close(dfd)
+            raise MemoryError()
+        self.dfd = dfd
+        self.align = <size_t>align
+        self.pieces = pieces if pieces > 0 else 1
+        self.tail_len = 0
+        self.tail_pos = -1
+        return align
+
+    def end_direct(self):
+        """Back to buffered appends (a segment that stops being active). Only appends
+        use the O_DIRECT descriptor, and the one writer (the Log's lock) is the caller,
+        so readers using the file meanwhile are unaffected."""
+        self._end_direct()
+
+    @property
+    def direct_alignment(self):
+        """The O_DIRECT block size appends are written in, or 0 in buffered mode."""
+        return self.align if self.dfd >= 0 else 0
+
+    cdef int _load_tail(self, int64_t start) except -1:
+        """Reads the partial block [start, size) back from the file into `tail`."""
+        cdef int64_t want = self.size - start
+        cdef int64_t n = 0
+        if want > 0:
+            self._use()
+            try:
+                with nogil:
+                    n = pylog_pread_full(self.fd, self.tail, want, start)
+            finally:
+                self._done()
+            if n < 0:
+                _raise_os(n, self.path)
+            if n != want:
+                raise OSError(EIO, f"{self.path}: the last block ends before the log's "
+                                   f"size {self.size}", self.path)
+        self.tail_len = <size_t>want
+        self.tail_pos = start
+        return 0
+
+    cdef int64_t _write_end(self, IoEngine engine, const iovec *iov, int iovcnt, int64_t nbytes,
+                            int flags) except -1:
+        """Writes nbytes from iov at the end (buffered or O_DIRECT); returns their position."""
+        cdef int64_t position = self.size
+        cdef int64_t start, end
+        cdef int rc
+        cdef size_t tail_len
+        if self.dfd >= 0:
+            start = position - <int64_t>(<uint64_t>position % self.align)
+            if self.tail_pos != start or <int64_t>self.tail_len != position - start:
+                self._load_tail(start)
+            tail_len = self.tail_len
+            self._use()
+            try:
+                with nogil:
+                    rc = engine.c_append_direct(self.dfd, self.tail, &tail_len, iov, iovcnt,
+                                                start, self.align, self.pieces, flags)
+            finally:
+                self._done()
+            if rc < 0:
+                _raise_os(rc, self.path)
+            end = position + nbytes
+            self.tail_len = tail_len
+            self.tail_pos = end - <int64_t>tail_len
+            # The file now ends at the block boundary after `end` (zero padding).
+            end = end + (<int64_t>self.align - <int64_t>tail_len) % <int64_t>self.align
+            if end > self.file_size:
+                self.file_size = end
+        else:
+            self._use()
+            try:
+                with nogil:
+                    rc = engine.c_writev(self.fd, iov, iovcnt, position, flags)
+            finally:
+                self._done()
+            if rc < 0:
+                _raise_os(rc, self.path)
+        self.size = position + nbytes
         if self.size > self.file_size:
             self.file_size = self.size
         return position
+
+    def append(self, IoEngine engine, PreparedAppend prep, bint datasync=False):
+        """Writes the prepared batches at the end in one I/O; returns their position."""
+        self._check()
+        return self._write_end(engine, prep.iov, <int>(2 * prep.count), prep.size,
+                               PYLOG_WRITE_DATASYNC if datasync else 0)
 
     def append_bytes(self, IoEngine engine, data, bint datasync=False):
         """Writes raw bytes at the end (already-validated batches; used by recovery tools)."""
         self._check()
         cdef Py_buffer view
         cdef iovec iov
-        cdef int rc
-        cdef int64_t position = self.size
-        cdef int flags = PYLOG_WRITE_DATASYNC if datasync else 0
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
             iov.iov_base = view.buf
             iov.iov_len = <size_t>view.len
-            self._use()
-            try:
-                with nogil:
-                    rc = engine.c_writev(self.fd, &iov, 1, position, flags)
-            finally:
-                self._done()
-            if rc < 0:
-                _raise_os(rc, self.path)
-            self.size = position + view.len
-            if self.size > self.file_size:
-                self.file_size = self.size
+            return self._write_end(engine, &iov, 1, view.len,
+                                   PYLOG_WRITE_DATASYNC if datasync else 0)
         finally:
             PyBuffer_Release(&view)
-        return position
 
     def sync(self, IoEngine engine=None, bint full=False):
         """fdatasync (fsync when ``full``) through the engine, or directly."""
@@ -205,6 +308,7 @@ cdef class LogFile:
     def set_size(self, int64_t size):
         """Declares [0, size) the valid content (after recovery), without touching the file."""
         self.size = size
+        self.tail_pos = -1
 
     def truncate(self, int64_t size):
         """Truncates the file to `size` bytes (and the logical size with it)."""
@@ -213,6 +317,7 @@ cdef class LogFile:
             _raise_os(errno, self.path)
         self.size = size
         self.file_size = size
+        self.tail_pos = -1
 
     def trim(self):
         """Shrinks a preallocated file to its logical size (roll, close)."""

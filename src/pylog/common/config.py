@@ -93,7 +93,10 @@ def _parse_float(value: Any) -> float:
 def _parse_str(value: Any) -> str:
     # Kafka's string configs with numeric values (acks = 1, -1, 0) are written
     # as numbers by kafka-python users and by properties parsers: accept ints.
-    if isinstance(value, int) and not isinstance(value, bool):
+    # A bool becomes Kafka's spelling (pylog.io.direct = True -> "true").
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
         return str(value)
     if not isinstance(value, str):
         raise TypeError

@@ -15,6 +15,7 @@ values or as the strings a Kafka properties file would hold.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,10 +31,29 @@ from pylog.common.config import (
     subset_of,
     unknown_key,
 )
+from pylog.errors import ConfigError
 
 __all__ = ["TOPIC_CONFIGS", "BROKER_CONFIGS", "LogConfig", "BrokerConfig", "LONG_MAX"]
 
 _DAY_MS = 24 * 3600 * 1000
+
+
+def _direct_value(value: str) -> str | None:
+    """pylog.io.direct: true, false or auto (also as a bool)."""
+    return None if value in ("true", "false", "auto") else "expected true, false or auto"
+
+
+#: Replaces the default of pylog.io.direct, as PYLOG_IO_ENGINE pins the engine: a
+#: deployment (or the test suite, which runs the Log suite in both modes) switches
+#: without code changes. Read at import.
+DIRECT_ENV_VAR = "PYLOG_IO_DIRECT"
+
+
+def _direct_default() -> str:
+    value = os.environ.get(DIRECT_ENV_VAR, "false").strip().lower()
+    if _direct_value(value) is not None:
+        raise ConfigError(f"{DIRECT_ENV_VAR}={value!r}: expected true, false or auto")
+    return value
 
 #: Topic-level configs (Kafka's TopicConfig + LogConfig), with their broker synonyms.
 TOPIC_CONFIGS: dict[str, ConfigDef] = config_defs(
@@ -93,6 +113,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("pylog.io.engine", "str", "auto", "I/O engine: auto (io_uring when available), "
               "io_uring, or portable (pwritev + fdatasync).", one_of("auto", "io_uring", "portable"),
               ("pylog.io.engine",)),
+    ConfigDef("pylog.io.direct", "str", _direct_default(), "Append with O_DIRECT, past the page cache, "
+              "in whole blocks of the file system's direct I/O size (docs/FORMAT.md, O_DIRECT "
+              "segments): true, false, or auto (O_DIRECT where the file system allows it, "
+              "else buffered with a warning). Durability still needs a flush.",
+              _direct_value, ("pylog.io.direct",)),
+    ConfigDef("pylog.io.direct.queue.depth", "int32", 4, "O_DIRECT writes of one append in "
+              "flight together (pieces of at least 128 KiB; io_uring engine).", between(1, 64),
+              ("pylog.io.direct.queue.depth",)),
     ConfigDef("pylog.flush.fadvise.dontneed", "bool", False, "After a flush, drop the flushed "
               "data from the page cache (posix_fadvise DONTNEED).", None,
               ("pylog.flush.fadvise.dontneed",)),

@@ -802,6 +802,7 @@ class Log:
             self.config = config
             for segment in self._segments:
                 segment.config = config
+            self._segments[-1].apply_direct()
 
     def close(self) -> None:
         """Clean shutdown: trim the active segment, flush everything, persist the

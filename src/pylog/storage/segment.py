@@ -12,6 +12,7 @@ and index operations hold the GIL.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 
@@ -32,6 +33,9 @@ from .info import SegmentRecovery
 __all__ = ["LogSegment"]
 
 INT32_MAX = 2**31 - 1
+
+logger = logging.getLogger(__name__)
+_direct_refused: set[str] = set()     # partition dirs warned about (pylog.io.direct = auto)
 
 
 class LogSegment:
@@ -94,6 +98,15 @@ class LogSegment:
             raise
         segment = cls(directory, base_offset, log, oi, ti, config, now_ms)
         segment.active = True
+        try:
+            segment.apply_direct()
+        except BaseException:
+            segment.close()
+            for path in (log_path, files.index_file(directory, base_offset),
+                         files.time_index_file(directory, base_offset)):
+                if os.path.exists(path):
+                    os.remove(path)
+            raise
         return segment
 
     @classmethod
@@ -207,6 +220,25 @@ class LogSegment:
         self.offset_index.resize(self.config.segment_index_bytes)
         self.time_index.resize(self.config.segment_index_bytes)
         self.active = True
+        self.apply_direct()
+
+    def apply_direct(self) -> None:
+        """Puts the active segment's appends in the mode pylog.io.direct asks for.
+        ``true`` on a file system without O_DIRECT raises OSError naming the file;
+        ``auto`` stays buffered there, with one warning per partition."""
+        mode = self.config.pylog_io_direct
+        if mode == "false" or not self.active:
+            self.log.end_direct()
+            return
+        try:
+            self.log.enable_direct(self.config.pylog_io_direct_queue_depth)
+        except OSError as exc:
+            if mode == "true":
+                raise
+            if self.directory not in _direct_refused:
+                _direct_refused.add(self.directory)
+                logger.warning("%s: pylog.io.direct = auto: appending through the page cache: "
+                            "%s", self.directory, exc.strerror)
 
     def should_roll(self, incoming: PreparedAppend, now_ms: int) -> str | None:
         """Why the segment must roll before taking `incoming`, or None (Kafka's shouldRoll)."""
@@ -260,6 +292,7 @@ class LogSegment:
         self.offset_index.trim()
         self.time_index.trim()
         self.log.trim()
+        self.log.end_direct()
         self.active = False
         self.release_index_fds()
 

@@ -27,6 +27,10 @@ cdef extern from "io_engine.h" nogil:
     int pylog_engine_writev(pylog_engine *e, int fd, const iovec *iov, int iovcnt,
                             int64_t pos, int flags)
     int pylog_engine_sync(pylog_engine *e, const int *fds, int n, int full)
+    int pylog_engine_append_direct(pylog_engine *e, int fd, char *tail, size_t *tail_len,
+                                   const iovec *iov, int iovcnt, int64_t pos, size_t align,
+                                   unsigned pieces, int flags)
+    long pylog_direct_alignment(int fd, char *why, size_t why_len)
     void pylog_engine_get_stats(pylog_engine *e, pylog_engine_stats *out)
     void pylog_engine_free(pylog_engine *e)
     int pylog_engine_uring_compiled()

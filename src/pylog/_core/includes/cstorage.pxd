@@ -105,6 +105,7 @@ cdef extern from "segment_io.h" nogil:
         PYLOG_RECOVER_OFFSETS
         PYLOG_RECOVER_OUT_OF_RANGE
         PYLOG_RECOVER_IO
+        PYLOG_RECOVER_ZERO_FILL
 
     ctypedef struct pylog_recovery:
         int64_t valid_bytes
