@@ -178,10 +178,7 @@ def pylog_once(root: str, w: Workload, engine: str, encode: bool = False) -> flo
     assert end == (w.total_records if not encode else n * w.nrec), (end, w.total_records)
     # Abandon the logs without close(): close() would fsync everything (see module doc).
     for log in logs:
-        for seg in log.segments:
-            seg.offset_index.close()
-            seg.time_index.close()
-            seg.log.close()
+        log.abandon()
     del logs
     gc.collect()
     return dt

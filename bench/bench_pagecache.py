@@ -114,10 +114,7 @@ def make_batch(rec: int = 1024):
 def abandon(logs) -> None:
     """Closes the files without Log.close() (which would fsync and trim)."""
     for log in logs:
-        for seg in log.segments:
-            seg.offset_index.close()
-            seg.time_index.close()
-            seg.log.close()
+        log.abandon()
     gc.collect()
 
 

@@ -271,7 +271,7 @@ def _with_segment(segment, fn):
     size = segment.size
     if size == 0:
         return fn(memoryview(b""))
-    with open(segment.log.path, "rb") as f:
+    with open(segment.path, "rb") as f:
         mapped = mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ)
     try:
         view = memoryview(mapped)

@@ -118,8 +118,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = config_defs(
               "segments): true, false, or auto (O_DIRECT where the file system allows it, "
               "else buffered with a warning). Durability still needs a flush.",
               _direct_value, ("pylog.io.direct",)),
-    ConfigDef("pylog.io.direct.queue.depth", "int32", 4, "O_DIRECT writes of one append in "
-              "flight together (pieces of at least 128 KiB; io_uring engine).", between(1, 64),
+    ConfigDef("pylog.io.direct.queue.depth", "int32", 1, "O_DIRECT writes one append is cut "
+              "into, in flight together (pieces of at least 128 KiB; io_uring engine). 1 "
+              "writes each append as one request, which was fastest on the disks measured "
+              "(bench/RESULTS.md); raise it for devices that need depth.", between(1, 64),
               ("pylog.io.direct.queue.depth",)),
     ConfigDef("pylog.flush.fadvise.dontneed", "bool", False, "After a flush, drop the flushed "
               "data from the page cache (posix_fadvise DONTNEED).", None,

@@ -172,7 +172,7 @@ class Log:
         else:
             segments[-1].make_active()
         for segment in segments[:-1]:
-            segment.release_index_fds()   # the last loaded one, if later ones were dropped
+            segment.release_handles()     # the last loaded one, if later ones were dropped
         self._publish(tuple(segments))
         self._next_offset = segments[-1].next_offset
         self._log_start_offset = min(max(log_start_offset or 0, segments[0].base_offset), self._next_offset)
@@ -563,6 +563,12 @@ class Log:
                     if self._closed:        # the segment was closed under us (shutdown)
                         raise ValueError(f"log {self.path} is closed") from None
                     raise
+                except FileNotFoundError as exc:
+                    if segment.deleted and self._segments is not segments:
+                        # Its files were closed, then deleted under this read: the
+                        # current segment list answers (the offset may be gone now).
+                        return self.read(offset, max_bytes, max_offset=max_offset)
+                    raise self._storage_error(exc, "read") from exc
                 except OSError as exc:      # the disk failed: its dir goes offline
                     raise self._storage_error(exc, "read") from exc
                 if found is not None:
@@ -785,7 +791,7 @@ class Log:
                 if not index_ok:
                     new.recover(truncate=False)
                 new.flushed_size = new.size
-                new.release_index_fds()
+                new.release_handles()
             except OSError as exc:
                 raise self._storage_error(exc, "clean") from exc
             self._publish(segments[:i] + (new,) + segments[i + len(old):])
@@ -840,11 +846,10 @@ class Log:
                 return
             self._closed = True
             for segment in self._segments:
-                for handle in (segment.offset_index, segment.time_index, segment.log):
-                    try:
-                        handle.close()
-                    except Exception:  # noqa: BLE001 - best effort on a failed disk
-                        pass
+                try:
+                    segment.close_handles()
+                except Exception:  # noqa: BLE001 - best effort on a failed disk
+                    pass
             self._release_dir_lock()
 
     def _release_dir_lock(self) -> None:

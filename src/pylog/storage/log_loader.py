@@ -110,7 +110,7 @@ def delete_segment_files(path: str, base: int) -> None:
 def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
                   clean_shutdown: bool) -> LoadedSegments:
     """Opens every segment of the partition dir `path`, recovering those that need it.
-    Inactive segments come back with their index descriptors released; on an
+    Inactive segments come back with their files closed (LogSegment.log reopens); on an
     error every segment opened so far is closed."""
     bases = sorted(b for b in (files.offset_from_filename(n) for n in os.listdir(path)
                                if n.endswith(files.LOG_SUFFIX)) if b is not None)
@@ -150,7 +150,7 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
                 if result.truncated_bytes and next_base is not None:
                     truncated_at = segment.next_offset   # everything after it is dropped
             if next_base is not None:
-                segment.release_index_fds()   # one descriptor per inactive segment
+                segment.release_handles()     # inactive: files reopen on first use
             out.segments.append(segment)
     except BaseException:
         for segment in out.segments:

@@ -15,6 +15,9 @@ from __future__ import annotations
 import logging
 import os
 import random
+import resource
+import threading
+from collections import OrderedDict
 
 from pylog._core.storage import (
     LogFile,
@@ -38,21 +41,75 @@ logger = logging.getLogger(__name__)
 _direct_refused: set[str] = set()     # partition dirs warned about (pylog.io.direct = auto)
 
 
-class LogSegment:
-    """One segment. Build with :meth:`create` or :meth:`open`."""
+class OpenSegments:
+    """The inactive segments whose files are open, oldest first, process-wide.
 
-    __slots__ = ("directory", "base_offset", "log", "offset_index", "time_index", "config",
-                 "next_offset", "max_timestamp", "offset_of_max_timestamp",
+    An inactive segment's .log descriptor and index maps are opened when a read,
+    a lookup or a flush needs them, and closed when more than :meth:`limit`
+    inactive segments are open (the least recently opened first), so a store of
+    40,000 segments fits the default open-files limit and ``vm.max_map_count``.
+    Active segments are never here: their files stay open. ``lock`` guards the
+    table and every segment's handle fields while an eviction clears them."""
+
+    MAX = 2000              # at most 2 maps + 1 descriptor each: far below max_map_count
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._open: OrderedDict[int, LogSegment] = OrderedDict()
+
+    @classmethod
+    def limit(cls) -> int:
+        """A quarter of the soft open-files limit (the rest is for active segments,
+        sockets and clients), at most MAX."""
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return max(16, min(cls.MAX, (soft if soft != resource.RLIM_INFINITY else 1 << 20) // 4))
+
+    def opened(self, segment: LogSegment) -> None:
+        """`segment` (inactive) has handles open now; evicts the oldest beyond the limit."""
+        with self.lock:
+            if segment.active:
+                return
+            self._open[id(segment)] = segment
+            self._open.move_to_end(id(segment))
+            excess = len(self._open) - self.limit()
+            while excess > 0:
+                _, oldest = self._open.popitem(last=False)
+                oldest._drop_handles()
+                excess -= 1
+
+    def discard(self, segment: LogSegment) -> None:
+        with self.lock:
+            self._open.pop(id(segment), None)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+
+#: The process's open inactive segments.
+open_segments = OpenSegments()
+
+
+class LogSegment:
+    """One segment. Build with :meth:`create` or :meth:`open`.
+
+    ``log``, ``offset_index`` and ``time_index`` are the segment's files. Those of an
+    inactive segment are opened on first use and closed again by :data:`open_segments`
+    (a reader that holds one keeps it open: the objects close when unreferenced)."""
+
+    __slots__ = ("directory", "base_offset", "_log", "_offset_index", "_time_index", "_size",
+                 "config", "next_offset", "max_timestamp", "offset_of_max_timestamp",
                  "rolling_based_timestamp", "created_ms", "bytes_since_index_entry",
-                 "roll_jitter_ms", "flushed_size", "dropped_size", "write_behind_size", "active")
+                 "roll_jitter_ms", "flushed_size", "dropped_size", "write_behind_size", "active",
+                 "deleted")
 
     def __init__(self, directory: str, base_offset: int, log: LogFile, offset_index: OffsetIndex,
                  time_index: TimeIndex, config: LogConfig, created_ms: int) -> None:
         self.directory = directory
         self.base_offset = base_offset
-        self.log = log
-        self.offset_index = offset_index
-        self.time_index = time_index
+        self._log: LogFile | None = log
+        self._offset_index: OffsetIndex | None = offset_index
+        self._time_index: TimeIndex | None = time_index
+        self._size = log.size                   # the size while the files are closed
         self.config = config
         self.next_offset = base_offset          # one past the last offset in the segment
         self.max_timestamp = -1
@@ -66,6 +123,7 @@ class LogSegment:
         self.dropped_size = 0                   # bytes dropped from the page cache (fadvise)
         self.write_behind_size = 0              # bytes handed to sync_file_range
         self.active = False
+        self.deleted = False                    # its files were renamed to *.deleted
 
     # ------------------------------------------------------------------ open
 
@@ -213,13 +271,85 @@ class LogSegment:
 
     @property
     def size(self) -> int:
-        return self.log.size
+        log = self._log
+        return log.size if log is not None else self._size
+
+    # ------------------------------------------------------------- handles
+
+    @property
+    def path(self) -> str:
+        """The .log file's path (no file is opened)."""
+        return files.log_file(self.directory, self.base_offset)
+
+    def _reopen(self, opener, path: str):
+        """Opens one of the segment's files by name: its *.deleted name once retention
+        or the cleaner renamed it (FileNotFoundError once it is removed for good)."""
+        names = (path + files.DELETED_SUFFIX, path) if self.deleted else \
+            (path, path + files.DELETED_SUFFIX)
+        try:
+            return opener(names[0])
+        except FileNotFoundError:
+            return opener(names[1])     # renamed between the flag and the open
+
+    @property
+    def log(self) -> LogFile:
+        log = self._log
+        if log is None:
+            log = self._log = self._reopen(LogFile, self.path)
+            open_segments.opened(self)
+        return log
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        index = self._offset_index
+        if index is None:
+            index = self._reopen(lambda p: OffsetIndex.open(p, self.base_offset, 0),
+                                 files.index_file(self.directory, self.base_offset))
+            if not self.active:
+                index.release_fd()              # the mapping is enough to read
+            self._offset_index = index
+            open_segments.opened(self)
+        return index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        index = self._time_index
+        if index is None:
+            index = self._reopen(lambda p: TimeIndex.open(p, self.base_offset, 0),
+                                 files.time_index_file(self.directory, self.base_offset))
+            if not self.active:
+                index.release_fd()
+            self._time_index = index
+            open_segments.opened(self)
+        return index
+
+    @property
+    def handles_open(self) -> bool:
+        return self._log is not None or self._offset_index is not None or \
+            self._time_index is not None
+
+    def release_handles(self) -> None:
+        """Closes an inactive segment's files now; they reopen on the next use."""
+        with open_segments.lock:
+            open_segments._open.pop(id(self), None)
+            self._drop_handles()
+
+    def _drop_handles(self) -> None:
+        # Dropped, not closed: a reader holding one (a FileSlice being sent) keeps
+        # it open, and it closes when the last reference goes.
+        if self.active:
+            return
+        log = self._log
+        if log is not None:
+            self._size = log.size
+        self._log = self._offset_index = self._time_index = None
 
     def make_active(self) -> None:
         """Grows the indexes back to segment.index.bytes so appends can continue."""
+        self.active = True             # first: an eviction now leaves the handles alone
+        open_segments.discard(self)
         self.offset_index.resize(self.config.segment_index_bytes)
         self.time_index.resize(self.config.segment_index_bytes)
-        self.active = True
         self.apply_direct()
 
     def apply_direct(self) -> None:
@@ -293,14 +423,18 @@ class LogSegment:
         self.time_index.trim()
         self.log.trim()
         self.log.end_direct()
+        self._size = self.log.size
         self.active = False
         self.release_index_fds()
+        open_segments.opened(self)     # kept open for now: consumers at the tail read it
 
     def release_index_fds(self) -> None:
-        """An inactive segment keeps one descriptor (its .log): the index mappings
-        stay valid without theirs (reopened by path if the segment becomes active)."""
-        self.offset_index.release_fd()
-        self.time_index.release_fd()
+        """An inactive segment's open indexes keep their mappings, not their descriptors
+        (reopened by path if the segment becomes active)."""
+        if self._offset_index is not None:
+            self._offset_index.release_fd()
+        if self._time_index is not None:
+            self._time_index.release_fd()
 
     def needs_flush(self) -> bool:
         """Unsynced bytes, an inactive segment's indexes, or synced pages to drop."""
@@ -385,7 +519,7 @@ class LogSegment:
     def last_modified_ms(self) -> int:
         """The .log's mtime (0 once deleted). For a cleaned segment, when it was cleaned."""
         try:
-            return int(os.stat(self.log.path).st_mtime * 1000)
+            return int(os.stat(self.path).st_mtime * 1000)
         except FileNotFoundError:
             return 0
 
@@ -398,14 +532,22 @@ class LogSegment:
             self.offset_index.trim()
             self.time_index.trim()
             self.log.trim()
-        self.offset_index.close()
-        self.time_index.close()
-        self.log.close()
+        self.close_handles()
+
+    def close_handles(self) -> None:
+        """Closes whichever files are open, trimming nothing (a failed dir, a deleted
+        log). Never opens one."""
+        open_segments.discard(self)
+        for handle in (self._offset_index, self._time_index, self._log):
+            if handle is not None:
+                handle.close()
 
     def rename_to_deleted(self) -> list[str]:
         """Renames the segment's files to *.deleted; returns the new paths."""
+        self.deleted = True
         renamed = []
-        for path in (self.log.path, self.offset_index.path, self.time_index.path):
+        for path in (self.path, files.index_file(self.directory, self.base_offset),
+                     files.time_index_file(self.directory, self.base_offset)):
             if os.path.exists(path):
                 os.replace(path, path + files.DELETED_SUFFIX)
                 renamed.append(path + files.DELETED_SUFFIX)
