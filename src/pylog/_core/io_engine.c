@@ -771,9 +771,17 @@ int pylog_engine_append_direct(pylog_engine *e, int fd, char *tail, size_t *tail
     if (piece < DIRECT_MIN_PIECE)
         piece = DIRECT_MIN_PIECE;
 #ifdef PYLOG_HAVE_IO_URING
-    if (e->kind == PYLOG_ENGINE_URING)
+    /* The ring only when pieces go in flight together: one direct write
+     * completes as fast in the caller's context, and through the ring an
+     * extending write is punted to a kernel worker (bench/RESULTS.md). */
+    if (e->kind == PYLOG_ENGINE_URING && piece < padded) {
         rc = uring_write_direct(e, fd, buf, padded, pos, piece, align);
-    else
+    } else if (e->kind == PYLOG_ENGINE_URING && (flags & PYLOG_WRITE_DATASYNC)) {
+        /* One linked write + fdatasync chain, as for buffered synced writes. */
+        struct iovec whole = {buf, padded};
+        rc = uring_writev(e, fd, &whole, 1, pos, PYLOG_WRITE_DATASYNC);
+        flags &= ~PYLOG_WRITE_DATASYNC;
+    } else
 #endif
     {
         enter(e);

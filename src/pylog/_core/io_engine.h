@@ -70,8 +70,9 @@ int pylog_engine_sync(pylog_engine *e, const int *fds, int n, int full);
  * granularity; `pos` is a multiple of it, where the file's last partial block
  * starts, and tail[0..*tail_len) are that block's bytes (*tail_len < align).
  * Writes tail + iov[0..iovcnt) at `pos`, zero-padded to a multiple of `align`,
- * through an aligned staging buffer of the engine's pool; io_uring cuts it into
- * up to `pieces` writes in flight together (portable: one pwrite). Then, with
+ * through an aligned staging buffer of the engine's pool; with `pieces` > 1,
+ * io_uring cuts it into that many writes in flight together (of at least
+ * 128 KiB each); otherwise it is one pwrite(2). Then, with
  * PYLOG_WRITE_DATASYNC, fdatasync. On success `tail` receives the new partial
  * block, *tail_len its length, and 0 is returned; on -errno `tail` is unchanged
  * and some prefix of the blocks may have been written. */
