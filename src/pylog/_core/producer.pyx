@@ -12,7 +12,9 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append, PyList_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.string cimport memcpy
 
 import numpy as np
 
@@ -151,12 +153,114 @@ cdef inline double _monotonic() noexcept nogil:
     return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
 
 
+cdef extern from "pythread.h":
+    ctypedef void *PyThread_type_lock
+    ctypedef enum PyLockStatus:
+        PY_LOCK_FAILURE = 0
+        PY_LOCK_ACQUIRED = 1
+        PY_LOCK_INTR
+    PyThread_type_lock PyThread_allocate_lock()
+    void PyThread_free_lock(PyThread_type_lock)
+    PyLockStatus PyThread_acquire_lock_timed(PyThread_type_lock, long long microseconds,
+                                             int intr_flag) nogil
+    void PyThread_release_lock(PyThread_type_lock) nogil
+
+from cpython.exc cimport PyErr_CheckSignals
+
+
+@cython.final
+cdef class FastLock:
+    """A mutex with ``threading.Lock``'s Python API (``acquire(blocking, timeout)``,
+    ``release``, ``locked``, the context manager; usable by ``threading.Condition``)
+    whose C callers (the accumulator, once per ``send()``) take it without a
+    Python method call: an uncontended take is a compare-and-swap, a contended
+    one waits with the GIL released. Not reentrant."""
+
+    cdef PyThread_type_lock _lock
+    cdef bint _held
+
+    def __cinit__(self):
+        self._lock = PyThread_allocate_lock()
+        if self._lock == NULL:
+            raise MemoryError("cannot allocate a lock")
+
+    def __dealloc__(self):
+        if self._lock != NULL:
+            if self._held:
+                PyThread_release_lock(self._lock)
+            PyThread_free_lock(self._lock)
+
+    cdef inline int take(self) except -1:
+        """Acquires, blocking with the GIL released if another thread holds it."""
+        cdef PyLockStatus r
+        if PyThread_acquire_lock_timed(self._lock, 0, 0) != PY_LOCK_ACQUIRED:
+            while True:
+                with nogil:
+                    r = PyThread_acquire_lock_timed(self._lock, -1, 1)
+                if r == PY_LOCK_ACQUIRED:
+                    break
+                PyErr_CheckSignals()   # interrupted: run handlers (Ctrl-C), then wait again
+        self._held = True
+        return 0
+
+    cdef inline void give(self) noexcept:
+        self._held = False
+        PyThread_release_lock(self._lock)
+
+    def acquire(self, bint blocking=True, double timeout=-1):
+        """As ``threading.Lock.acquire``: True once held, False on timeout."""
+        cdef long long us
+        cdef PyLockStatus r
+        cdef double deadline, now
+        if not blocking and timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        if timeout < 0 and timeout != -1:
+            raise ValueError("timeout value must be a non-negative number")
+        if PyThread_acquire_lock_timed(self._lock, 0, 0) == PY_LOCK_ACQUIRED:
+            self._held = True
+            return True
+        if not blocking:
+            return False
+        deadline = _monotonic() + timeout if timeout >= 0 else -1
+        while True:
+            us = -1 if deadline < 0 else <long long>(max(deadline - _monotonic(), 0.0) * 1e6)
+            with nogil:
+                r = PyThread_acquire_lock_timed(self._lock, us, 1)
+            if r == PY_LOCK_ACQUIRED:
+                self._held = True
+                return True
+            if r == PY_LOCK_FAILURE:
+                return False
+            PyErr_CheckSignals()
+
+    def release(self):
+        if not self._held:
+            raise RuntimeError("release unlocked lock")
+        self.give()
+
+    def locked(self):
+        return self._held
+
+    def __enter__(self):
+        self.take()
+        return True
+
+    def __exit__(self, *exc):
+        self.give()
+
+    def __repr__(self):
+        return f"<pylog FastLock {'locked' if self._held else 'unlocked'}>"
+
+
 @cython.final
 cdef class ProducerBatch:
     """Records bound for one partition, accumulated until the sender appends them.
 
-    ``values``/``keys``/``timestamps``/``headers`` are parallel lists (headers
-    stays None until a record has some). A batch built by ``send_batch`` is
+    ``values``/``keys``/``headers`` are parallel lists (headers stays None
+    until a record has some); the timestamps beside them are a C array
+    (``timestamps`` gives them as numpy int64, ``timestamp_at(i)`` one), so a
+    record costs no int object and the encoder takes them without a
+    conversion. A batch built by ``send_batch`` is
     pre-encoded instead (``encoded``, ``count``). After completion the batch
     holds the assigned base offset, or the exception, which its futures read
     (pylog/futures.py).
@@ -164,7 +268,9 @@ cdef class ProducerBatch:
 
     cdef public str topic
     cdef public int32_t partition
-    cdef public list values, keys, timestamps
+    cdef public list values, keys
+    cdef int64_t *_ts                    # one per value
+    cdef Py_ssize_t _ts_capacity
     cdef public object headers
     cdef public int64_t size
     cdef public double created
@@ -185,7 +291,6 @@ cdef class ProducerBatch:
         self.partition = partition
         self.values = []
         self.keys = []
-        self.timestamps = []
         self.headers = None
         self.created = _monotonic() if created < 0 else created
         self.state = u"PENDING"
@@ -194,9 +299,86 @@ cdef class ProducerBatch:
         self.base_sequence = -1
         self.watched = []
 
+    def __dealloc__(self):
+        PyMem_Free(self._ts)
+
+    cdef int add_record(self, value, key, int64_t timestamp) except -1:
+        """Appends one record's value, key and timestamp (the caller holds the lock)."""
+        cdef Py_ssize_t n = PyList_GET_SIZE(self.values)
+        cdef Py_ssize_t capacity
+        cdef int64_t *grown
+        if n >= self._ts_capacity:
+            capacity = max(64, 2 * self._ts_capacity)
+            grown = <int64_t *>PyMem_Realloc(self._ts, <size_t>capacity * sizeof(int64_t))
+            if grown == NULL:
+                raise MemoryError()
+            self._ts = grown
+            self._ts_capacity = capacity
+        self._ts[n] = timestamp
+        self.values.append(value)
+        self.keys.append(key)
+        return 0
+
+    def add(self, value, key, int64_t timestamp):
+        """Appends one record (for batches built outside the accumulator)."""
+        self.add_record(value, key, timestamp)
+
+    @property
+    def timestamps(self):
+        """The records' timestamps, a numpy int64 array (a copy)."""
+        cdef Py_ssize_t n = PyList_GET_SIZE(self.values)
+        out = np.empty(n, dtype=np.int64)
+        cdef int64_t[::1] o = out
+        if n:
+            memcpy(&o[0], self._ts, <size_t>n * sizeof(int64_t))
+        return out
+
+    cpdef int64_t timestamp_at(self, Py_ssize_t i) except? -2:
+        if not 0 <= i < PyList_GET_SIZE(self.values):
+            raise IndexError(i)
+        return self._ts[i]
+
     @property
     def record_count(self):
         return self.count if self.encoded is not None else len(self.values)
+
+
+cdef extern from *:
+    """
+    static PyObject *pylog_tp_new(PyObject *type, PyObject *args, PyObject *kwds) {
+        return ((PyTypeObject *)type)->tp_new((PyTypeObject *)type, args, kwds);
+    }
+    """
+    object _tp_new "pylog_tp_new"(object type, object args, void *kwds)
+
+
+cdef class RecordFutureBase:
+    """The C half of ``pylog.client.futures.RecordFuture`` (which adds
+    ``concurrent.futures.Future`` as a second base and the Future protocol).
+
+    A record's future is two references, its batch and its index in it, so
+    ``send()`` allocates one small object and no lock; the condition, waiter
+    list and callbacks exist only once somebody waits (see futures.py).
+    """
+
+    cdef public ProducerBatch _batch
+    cdef public Py_ssize_t _index
+    cdef public object _cond, _waiter_list, _callbacks, _own_state
+
+    def __init__(self, ProducerBatch batch, Py_ssize_t index):
+        self._batch = batch
+        self._index = index
+        self._own_state = u"PENDING"
+
+
+cdef inline RecordFutureBase new_future(type cls, ProducerBatch batch, Py_ssize_t index):
+    """A future of `cls` (a RecordFutureBase subclass) through its tp_new slot: no
+    ``__new__``/``__init__`` method calls."""
+    cdef RecordFutureBase f = <RecordFutureBase>_tp_new(cls, (), NULL)
+    f._batch = batch
+    f._index = index
+    f._own_state = u"PENDING"
+    return f
 
 
 @cython.final
@@ -242,18 +424,22 @@ cdef class Accumulator:
     appends, never while calling user code.
     """
 
-    cdef public object lock, wakeup, space
+    cdef public FastLock lock
+    cdef public object wakeup, space
     cdef public dict topics
     cdef public object ready, lingering
     cdef public int64_t buffered, buffer_memory, batch_size, max_request, seq
     cdef public bint closing, ignore_keys
     cdef public bint idempotent          # stamp sequences when batches are sealed
     cdef public object partitioner       # None: Kafka's default rule
-    cdef object future_cls, wait_for_space, fail
+    cdef public object store             # its topic_epoch tells of topic changes
+    cdef public int64_t metadata_epoch   # the store's topic epoch of the partition counts
+    cdef type future_cls
+    cdef object wait_for_space, fail, refresh_metadata, topic_state
 
-    def __init__(self, lock, wakeup, space, ready, lingering, int64_t batch_size,
+    def __init__(self, FastLock lock, wakeup, space, ready, lingering, int64_t batch_size,
                  int64_t buffer_memory, int64_t max_request, bint ignore_keys, partitioner,
-                 future_cls, wait_for_space, fail):
+                 type future_cls, wait_for_space, fail, store, refresh_metadata, topic_state):
         self.lock = lock
         self.wakeup = wakeup
         self.space = space
@@ -268,6 +454,10 @@ cdef class Accumulator:
         self.future_cls = future_cls
         self.wait_for_space = wait_for_space
         self.fail = fail
+        self.store = store
+        self.metadata_epoch = store.topic_epoch
+        self.refresh_metadata = refresh_metadata
+        self.topic_state = topic_state
 
     cdef ProducerBatch open_batch(self, TopicState state, int32_t partition):
         cdef ProducerBatch batch = ProducerBatch(state.name, partition)
@@ -297,7 +487,18 @@ cdef class Accumulator:
         self.ready.append(batch)
         self.wakeup.notify()
 
-    def append(self, TopicState state, value, key, headers, partition, timestamp):
+    cpdef send(self, str topic, value=None, key=None, headers=None, partition=None,
+               timestamp=None):
+        """Producer.send without the callback: the topic's state (metadata refreshed
+        first if the store's topics changed), then :meth:`append`."""
+        if self.store.topic_epoch != self.metadata_epoch:
+            self.refresh_metadata()
+        state = self.topics.get(topic)
+        if state is None:
+            state = self.topic_state(topic)
+        return self.append(<TopicState?>state, value, key, headers, partition, timestamp)
+
+    cpdef append(self, TopicState state, value, key, headers, partition, timestamp):
         """Adds one record; returns its RecordFuture (or a failed one)."""
         cdef int64_t size = RECORD_OVERHEAD
         cdef int32_t p
@@ -332,7 +533,7 @@ cdef class Accumulator:
                 return self.fail(state.name, partition, -1)
         ts = _wall_ms() if timestamp is None else timestamp
         cdef ProducerBatch batch
-        self.lock.acquire()
+        self.lock.take()
         try:
             if self.closing:
                 raise RuntimeError("send() on a closed Producer")
@@ -341,10 +542,8 @@ cdef class Accumulator:
             batch = state.open[p]
             if batch is None:
                 batch = self.open_batch(state, p)
-            future = self.future_cls(batch, len(batch.values))
-            batch.values.append(value)
-            batch.keys.append(key)
-            batch.timestamps.append(ts)
+            future = new_future(self.future_cls, batch, len(batch.values))
+            batch.add_record(value, key, ts)
             if headers is not None or batch.headers is not None:
                 if batch.headers is None:
                     batch.headers = [None] * (len(batch.values) - 1)
@@ -354,7 +553,33 @@ cdef class Accumulator:
             if batch.size >= self.batch_size:
                 self.seal(state, batch)
         finally:
-            self.lock.release()
+            self.lock.give()
+        return future
+
+
+cdef class ProducerBase:
+    """The C half of ``pylog.Producer``: ``send()``, the per-record path, is one
+    C call (no Python frame between the caller and the accumulator)."""
+
+    cdef Accumulator _accumulator
+    cdef object _adapt_callback
+
+    def _attach(self, Accumulator accumulator, adapt_callback):
+        self._accumulator = accumulator
+        self._adapt_callback = adapt_callback
+
+    def send(self, str topic, value=None, key=None, headers=None, partition=None,
+             timestamp=None, callback=None):
+        """Queues one record; returns a Future of its RecordMetadata.
+
+        ``key`` picks the partition (Kafka's murmur2) unless ``partition`` is
+        given; keyless records go to a sticky partition. ``headers`` is a list
+        of ``(str, bytes | None)``; ``timestamp`` is ms since the epoch (now by
+        default). ``callback(metadata, exception)`` runs on the sender thread
+        when the record is appended (and fsynced with acks=all), or failed."""
+        future = self._accumulator.send(topic, value, key, headers, partition, timestamp)
+        if callback is not None:
+            future.add_done_callback(self._adapt_callback(callback))
         return future
 
 

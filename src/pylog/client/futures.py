@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
-from concurrent.futures._base import FINISHED, PENDING  # the states Future uses
+from concurrent.futures._base import FINISHED  # the state Future uses when done
 from typing import NamedTuple
 
-from pylog._core.producer import ProducerBatch
+from pylog._core.producer import ProducerBatch, RecordFutureBase
 
 __all__ = ["RecordMetadata", "ProducerBatch", "RecordFuture", "complete_batch"]
 
@@ -59,22 +59,17 @@ def complete_batch(batch: ProducerBatch, base_offset: int, log_append_time: int 
         future._notify()
 
 
-class RecordFuture(Future):
+class RecordFuture(RecordFutureBase, Future):
     """The future of one record: resolves to its RecordMetadata.
 
-    Cannot be cancelled (like the Java client's): the record may already be
-    in the log.
+    Its fields (``_batch``, ``_index``, and ``_cond``, ``_waiter_list``,
+    ``_callbacks``, ``_own_state`` once watched) live in the C base, which
+    ``send()`` fills without calling ``__init__``; ``Future.__init__`` never
+    runs. Cannot be cancelled (like the Java client's): the record may
+    already be in the log.
     """
 
-    __slots__ = ("_batch", "_index", "_cond", "_waiter_list", "_callbacks", "_own_state")
-
-    def __init__(self, batch: ProducerBatch, index: int) -> None:  # noqa: D107 - no Future.__init__
-        self._batch = batch
-        self._index = index
-        self._cond = None
-        self._waiter_list = None
-        self._callbacks = None
-        self._own_state = PENDING
+    __slots__ = ()
 
     # --- the attributes concurrent.futures reads, backed by the batch -------
 
@@ -118,7 +113,7 @@ class RecordFuture(Future):
             timestamp = batch.log_append_time
             key_size = value_size = -1
         else:
-            timestamp = batch.log_append_time if batch.log_append_time >= 0 else batch.timestamps[i]
+            timestamp = batch.log_append_time if batch.log_append_time >= 0 else batch.timestamp_at(i)
             key, value = batch.keys[i], batch.values[i]
             key_size = -1 if key is None else len(key)
             value_size = -1 if value is None else len(value)

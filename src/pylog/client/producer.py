@@ -12,8 +12,9 @@ partition always holds.
 Thread-safe: any number of threads may send through one Producer. Locks
 (what each protects, for the day pylog builds for free-threaded CPython):
 
-- ``_lock`` (one per Producer, with its conditions ``_wakeup``, ``_space``,
-  ``_done``): the accumulator (open batches, sequence numbers, ``buffered``),
+- ``_lock`` (one per Producer, a ``FastLock``: threading.Lock's API, taken
+  from C by ``send()`` without a Python call; with its conditions ``_wakeup``,
+  ``_space``, ``_done``): the accumulator (open batches, sequence numbers, ``buffered``),
   the ready queue, the sender's in-flight counts and the flush/close
   bookkeeping. Held for queue operations only: ``send_batch`` encodes outside
   it (an idempotent batch is queued as a placeholder with its sequences first,
@@ -43,6 +44,8 @@ import numpy as np
 
 from pylog._core.producer import (
     Accumulator,
+    FastLock,
+    ProducerBase,
     ProducerBatch,
     TopicState,
     column_lengths,
@@ -111,7 +114,7 @@ class BatchResult:
         return f"BatchResult({self.topic!r}, {self.count} records, partitions={sorted(self.ranges)})"
 
 
-class Producer:
+class Producer(ProducerBase):
     """``Producer(store, **config)`` with Kafka's producer config names.
 
     ``store`` is a :class:`pylog.LogManager` (or anything with
@@ -142,7 +145,7 @@ class Producer:
             partitioner = type("CallablePartitioner", (), {"partition": staticmethod(fn)})()
         if isinstance(partitioner, DefaultPartitioner):
             partitioner = None
-        self._lock = threading.Lock()
+        self._lock = FastLock()    # threading.Lock's API; the accumulator takes it from C
         self._wakeup = threading.Condition(self._lock)     # sender waits for work
         self._space = threading.Condition(self._lock)      # send() waits for buffer memory
         self._done = threading.Condition(self._lock)       # flush() waits for rounds
@@ -151,9 +154,10 @@ class Producer:
         self._acc = Accumulator(self._lock, self._wakeup, self._space, self._ready,
                                 self._lingering, self._batch_size, self._buffer_memory,
                                 self._max_request, self._ignore_keys, partitioner, RecordFuture,
-                                self._wait_for_space, self._failed)
+                                self._wait_for_space, self._failed, store,
+                                self._refresh_metadata, self._topic_state)
         self._topics: dict[str, TopicState] = self._acc.topics
-        self._metadata_epoch = store.topic_epoch     # the store's topics these counts are from
+        self._attach(self._acc, _callback_adapter)
         self._producer_id = self._producer_epoch = -1
         if c.enable_idempotence:
             # Every batch carries (producer id, epoch, sequence); the log writes a
@@ -176,23 +180,7 @@ class Producer:
         self._sender.start()
 
     # ================================================================ send
-
-    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-             headers: list[tuple[str, bytes]] | None = None, partition: int | None = None,
-             timestamp: int | None = None,
-             callback: Callable[[RecordMetadata | None, BaseException | None], Any] | None = None
-             ) -> Future:
-        """Queues one record; returns a Future of its RecordMetadata.
-
-        ``callback(metadata, exception)`` runs on the sender thread when the
-        record is appended (and fsynced with acks=all), or failed."""
-        if self.store.topic_epoch != self._metadata_epoch:
-            self._refresh_metadata()
-        state = self._topics.get(topic) or self._topic_state(topic)
-        future = self._acc.append(state, value, key, headers, partition, timestamp)
-        if callback is not None:
-            future.add_done_callback(_callback_adapter(callback))
-        return future
+    # send() itself is ProducerBase.send (_core/producer.pyx): one C call per record.
 
     def _wait_for_space(self, size: int) -> None:
         """Blocks send() until buffer.memory has room (lock held), up to max.block.ms."""
@@ -219,9 +207,7 @@ class Producer:
             exc = UnknownTopicOrPartitionError(
                 f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
         batch = ProducerBatch(topic, -1 if partition is None else partition)
-        batch.values.append(None)
-        batch.keys.append(None)
-        batch.timestamps.append(-1)
+        batch.add(None, None, -1)
         complete_batch(batch, -1, exception=exc)
         return RecordFuture(batch, 0)
 
@@ -234,7 +220,7 @@ class Producer:
         Records are partitioned by key (Kafka's murmur2) or, without keys, go to
         one sticky partition; each partition's records are encoded in C into
         batches of at most max.request.size. Returns a Future of a BatchResult."""
-        if self.store.topic_epoch != self._metadata_epoch:
+        if self.store.topic_epoch != self._acc.metadata_epoch:
             self._refresh_metadata()
         state = self._topics.get(topic) or self._topic_state(topic)
         n = len(values)
@@ -501,7 +487,7 @@ class Producer:
 
     def partitions_for(self, topic: str) -> list[int]:
         """The partitions of `topic` (its metadata is cached on first use)."""
-        if self.store.topic_epoch != self._metadata_epoch:
+        if self.store.topic_epoch != self._acc.metadata_epoch:
             self._refresh_metadata()
         state = self._topics.get(topic) or self._topic_state(topic)
         return list(range(state.num_partitions))
@@ -532,7 +518,7 @@ class Producer:
                 keep = min(count, state.num_partitions)
                 fresh.sequences[:keep] = state.sequences[:keep]
                 self._topics[topic] = fresh
-            self._metadata_epoch = epoch
+            self._acc.metadata_epoch = epoch
 
     def _topic_state(self, topic: str) -> TopicState:
         try:

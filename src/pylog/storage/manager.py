@@ -110,7 +110,7 @@ class LogManager(LogLoading, TopicAdmin):
         self._dir_of: dict[TopicPartition, LogDir] = {}
         # Partitions whose files could not be loaded: (dir, why, recovery point, log start).
         self._unloadable: dict[TopicPartition, tuple[LogDir, str, int, int]] = {}
-        self._topics = TopicTable()
+        self._install_topics(TopicTable())
         self._topic_configs: dict[str, LogConfig] = {}
         self._failure_threads: list[threading.Thread] = []
         self._closed = False

@@ -176,7 +176,7 @@ class LogLoading:
         tables = [t for t in copies.values() if t is not None]
         adopt = not tables
         if tables:
-            self._topics = max(tables, key=lambda t: t.epoch)
+            self._install_topics(max(tables, key=lambda t: t.epoch))
         # 4. Per dir: marker, checkpoints, partition dirs.
         found: dict[TopicPartition, tuple[LogDir, str]] = {}
         state: dict[str, tuple[dict, dict]] = {}

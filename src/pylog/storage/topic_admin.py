@@ -91,7 +91,7 @@ class TopicAdmin:
             table.topics[name] = Topic(name, checkpoints.random_uuid(), count, overrides)
             table.epoch += 1
             self._write_topic_table(table)
-            self._topics = table
+            self._install_topics(table)
             self._topic_configs[name] = topic_config
             self._create_logs([(name, p) for p in range(count)])
         return self.describe_topic(name)
@@ -179,7 +179,7 @@ class TopicAdmin:
             del table.topics[name]
             table.epoch += 1
             self._write_topic_table(table)
-            self._topics = table
+            self._install_topics(table)
             config = self._topic_configs.pop(name)
             gone = UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
             for p in range(topic.partitions):
@@ -255,7 +255,7 @@ class TopicAdmin:
             table.topics[name].config = overrides
             table.epoch += 1
             self._write_topic_table(table)
-            self._topics = table
+            self._install_topics(table)
             self._topic_configs[name] = new_config
             for p in range(topic.partitions):
                 lg = self._logs.get((name, p))
@@ -285,7 +285,7 @@ class TopicAdmin:
             table.topics[name].partitions = total
             table.epoch += 1
             self._write_topic_table(table)
-            self._topics = table
+            self._install_topics(table)
             self._create_logs([(name, p) for p in range(topic.partitions, total)])
         return self.describe_topic(name)
 
@@ -301,11 +301,16 @@ class TopicAdmin:
             self._check_open()
             raise KafkaStorageError(errno_mod.EIO, "the topic table could not be written to any log dir")
 
-    @property
-    def topic_epoch(self) -> int:
-        """Grows with every topic change (create, delete, add partitions, alter): the
-        layers above compare it to notice metadata changes without listing topics."""
-        return self._topics.epoch
+    #: Grows with every topic change (create, delete, add partitions, alter): the
+    #: layers above compare it to notice metadata changes without listing topics. A
+    #: plain attribute (the producer reads it once per send()), set with the table.
+    topic_epoch: int = 0
+
+    def _install_topics(self, table: TopicTable) -> None:
+        """Makes `table` the topic table (copy-on-write: never changed in place
+        afterwards) and publishes its epoch."""
+        self._topics = table
+        self.topic_epoch = table.epoch
 
     def auto_create_topic(self, name: str) -> TopicDescription:
         """The topic `name`, created with ``num.partitions`` when it does not exist and
