@@ -199,6 +199,44 @@ def test_send_batch_lists_and_arrow(store):
         assert offsets.tolist() == list(range(len(rows)))
 
 
+def test_send_batch_big_chunks_queue_and_overlap_but_keep_every_record_in_place(store):
+    """A call whose partition chunks are big queues all but its last chunk for the
+    sender (encoding overlaps appending) and appends the last itself; with Kafka's
+    defaults (idempotent, acks=all) every record lands where murmur2 puts it, in
+    order, at the offsets the result reports, across two calls."""
+    store.create_topic("big", 4)
+    values = [hashlib.sha256(b"%d" % i).digest() * 3 for i in range(20_000)]   # 96 B
+    keys = [b"user-%d" % (i % 1000) for i in range(20_000)]
+    with Producer(store) as producer:
+        first = producer.send_batch("big", values, keys)
+        second = producer.send_batch("big", values, keys)
+        results = [first.result(30), second.result(30)]
+    parts = [key_partition(k, 4) for k in keys]
+    for p in range(4):
+        rows = [i for i, q in enumerate(parts) if q == p]
+        stored = read_all(store, "big", p)
+        assert [r.value for r in stored] == [values[i] for i in rows] * 2
+        assert [r.offset for r in stored] == list(range(2 * len(rows)))
+        for call, result in enumerate(results):
+            assert result.offsets[rows].tolist() == \
+                list(range(call * len(rows), (call + 1) * len(rows)))
+    assert all(r.partitions.tolist() == parts for r in results)
+
+
+def test_group_by_partition_is_a_stable_counting_sort():
+    """Rows come out grouped by partition in their original order; -1 (a null key)
+    goes to the given partition."""
+    import numpy as np
+
+    from pylog._core.producer import group_by_partition
+    parts = np.array([2, 0, -1, 2, 1, 0, -1], dtype=np.int32)
+    order, bounds = group_by_partition(parts, 1, 3)
+    assert bounds.tolist() == [0, 2, 5, 7]
+    assert order.tolist() == [1, 5, 2, 4, 6, 0, 3]
+    with pytest.raises(ValueError, match="null_partition 3"):
+        group_by_partition(parts, 3, 3)
+
+
 def test_send_batch_after_send_keeps_partition_order(store):
     store.create_topic("o", 1)
     with Producer(store, linger_ms=10_000, batch_size=1 << 20) as producer:

@@ -125,6 +125,39 @@ cdef object _partition_arrow(object arr, int32_t n):
     return out
 
 
+
+def group_by_partition(const int32_t[::1] parts, int32_t null_partition, int32_t num_partitions):
+    """Rows grouped by partition, stable (a counting sort, O(n), GIL released):
+    returns (order, bounds), the rows of partition p being
+    ``order[bounds[p]:bounds[p + 1]]``. ``parts`` holds -1 for null keys, which
+    go to `null_partition`."""
+    cdef Py_ssize_t i, n = parts.shape[0]
+    cdef int32_t p
+    if not 0 <= null_partition < num_partitions:
+        raise ValueError(f"null_partition {null_partition} is not in 0..{num_partitions - 1}")
+    bounds = np.zeros(num_partitions + 1, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] b = bounds
+    cdef int64_t[::1] o = order
+    with nogil:
+        for i in range(n):
+            p = parts[i]
+            if p < 0 or p >= num_partitions:
+                p = null_partition
+            b[p + 1] += 1
+        for p in range(num_partitions):
+            b[p + 1] += b[p]
+        for i in range(n):              # place rows, reusing b[p] as the next slot of p
+            p = parts[i]
+            if p < 0 or p >= num_partitions:
+                p = null_partition
+            o[b[p]] = i
+            b[p] += 1
+        for p in range(num_partitions, 0, -1):
+            b[p] = b[p - 1]
+        b[0] = 0
+    return order, bounds
+
 # ---------------------------------------------------------------- accumulator
 
 from cpython.list cimport PyList_New
