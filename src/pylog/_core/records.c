@@ -313,8 +313,10 @@ int pylog_header_read(const char **pp, const char *end, const char **key, int32_
     return 0;
 }
 
-int pylog_record_read(const char **pp, const char *end, const char *base, pylog_record *r,
-                      pylog_status *st) {
+/* The body of pylog_record_read, inlined into this file's loops over records. */
+static inline __attribute__((always_inline)) int record_read(const char **pp, const char *end,
+                                                             const char *base, pylog_record *r,
+                                                             pylog_status *st) {
     const char *start = *pp, *p = *pp;
     int32_t len;
     if (pylog_read_varint(&p, end, &len) < 0) return record_fail(st, start - base, 0, "record length varint");
@@ -343,6 +345,11 @@ int pylog_record_read(const char **pp, const char *end, const char *base, pylog_
     return PYLOG_OK;
 }
 
+int pylog_record_read(const char **pp, const char *end, const char *base, pylog_record *r,
+                      pylog_status *st) {
+    return record_read(pp, end, base, r, st);
+}
+
 int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_records_totals *t,
                           pylog_status *st) {
     st->code = PYLOG_OK;
@@ -351,7 +358,7 @@ int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_re
     for (int32_t i = 0; i < count; i++) {
         if (p >= end)
             return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
-        int rc = pylog_record_read(&p, end, recs, &r, st);
+        int rc = record_read(&p, end, recs, &r, st);
         if (rc) return rc;
         t->key_bytes += r.key_len > 0 ? r.key_len : 0;
         t->value_bytes += r.value_len > 0 ? r.value_len : 0;
@@ -381,7 +388,7 @@ int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t
         if (p >= end)
             return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
         const char *start = p;
-        int rc = pylog_record_read(&p, end, recs, &r, st);
+        int rc = record_read(&p, end, recs, &r, st);
         if (rc) return rc;
         if (r.offset_delta != i)
             return fail(st, PYLOG_ERR_RECORD, start - recs, r.offset_delta, i, "offset delta");
@@ -433,7 +440,7 @@ void pylog_records_fill_ex(const char *recs, int64_t len, int32_t count, int64_t
     for (int32_t i = 0; i < count; i++) {
         /* The section was measured, but the caller's buffer may have changed
          * since: every read is checked again and every write bounded. */
-        if (pylog_record_read(&p, end, recs, &r, &st) != PYLOG_OK || o->row >= o->rows_cap
+        if (record_read(&p, end, recs, &r, &st) != PYLOG_OK || o->row >= o->rows_cap
             || (r.key_len > 0 && r.key_len > o->key_cap - o->key_pos)
             || (r.value_len > 0 && r.value_len > o->value_cap - o->value_pos)
             || r.header_count > o->headers_cap - o->header_row) {

@@ -47,6 +47,12 @@ static inline char *pylog_write_varint(char *p, int32_t v) {
  * or the varint is longer than max_bytes (malformed). */
 static inline int pylog_read_varlong(const char **pp, const char *end, int max_bytes, int64_t *out) {
     const unsigned char *p = (const unsigned char *)*pp;
+    /* Fast path: one byte (a producer's timestamp deltas are mostly 0). */
+    if ((const char *)p < end && !(*p & 0x80)) {
+        *pp = (const char *)(p + 1);
+        *out = pylog_unzigzag64(*p);
+        return 0;
+    }
     uint64_t u = 0;
     int shift = 0;
     for (int i = 0; i < max_bytes; i++) {
@@ -66,10 +72,17 @@ static inline int pylog_read_varlong(const char **pp, const char *end, int max_b
 /* int32 flavour: rejects values outside int32 as malformed. */
 static inline int pylog_read_varint(const char **pp, const char *end, int32_t *out) {
     const unsigned char *p = (const unsigned char *)*pp;
-    /* Fast path: one byte (lengths < 64, small deltas). */
+    /* Fast paths: one byte (values -64..63), two bytes (-8192..8191: record
+     * lengths and offset deltas of typical batches). Either fits int32. */
     if ((const char *)p < end && !(*p & 0x80)) {
         uint32_t u = *p;
         *pp = (const char *)(p + 1);
+        *out = (int32_t)(u >> 1) ^ -(int32_t)(u & 1);
+        return 0;
+    }
+    if ((const char *)p + 1 < end && !(p[1] & 0x80)) {
+        uint32_t u = (uint32_t)(p[0] & 0x7f) | ((uint32_t)p[1] << 7);
+        *pp = (const char *)(p + 2);
         *out = (int32_t)(u >> 1) ^ -(int32_t)(u & 1);
         return 0;
     }

@@ -32,6 +32,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from pylog._core.engine import IoEngine
 from pylog.errors import (
@@ -59,6 +60,9 @@ from .scheduler import Scheduler, default_scheduler
 from .segment import LogSegment
 
 log = logging.getLogger(__name__)
+
+# AppendInfo from a tuple without the namedtuple's Python __new__ (once per append).
+_new_append_info = partial(tuple.__new__, AppendInfo)
 
 # A flush at least this slow is logged at WARNING (an outlier: a healthy fdatasync of a
 # segment's new pages takes milliseconds; a second means a stalled or saturated disk).
@@ -360,10 +364,12 @@ class Log:
             # Outside the append lock: other appends proceed during the fsync,
             # and one fsync covers every append that landed before it.
             self.flush(prepared.last_offset + 1)
-        lat = prepared.max_timestamp if self._log_append_time(now) >= 0 else -1
-        return AppendInfo(prepared.first_offset, prepared.last_offset, prepared.max_timestamp,
-                          prepared.offset_of_max_timestamp, lat, self._log_start_offset,
-                          prepared.records, prepared.batch_count, prepared.size, flush)
+        lat = prepared.max_timestamp if self.config.message_timestamp_type == "LogAppendTime" \
+            else -1
+        return _new_append_info((prepared.first_offset, prepared.last_offset,
+                                 prepared.max_timestamp, prepared.offset_of_max_timestamp, lat,
+                                 self._log_start_offset, prepared.records, prepared.batch_count,
+                                 prepared.size, flush))
 
     def append_records(self, values, keys=None, timestamps=None, headers=None, *,
                        compression: str | None = None) -> AppendInfo:

@@ -43,20 +43,25 @@ def validate_append(batches, config: LogConfig, next_offset: int, leader_epoch: 
     lat = now if config.message_timestamp_type == "LogAppendTime" else -1
     require_keys = "compact" in config.cleanup_policy and origin != "coordinator"
 
-    def prepare(data, validate_records: bool) -> PreparedAppend:
-        if origin != "coordinator":
-            data = convert_client_batches(
-                data, _TARGET_CODEC[config.compression_type], require_keys=require_keys,
-                min_timestamp=min_ts, max_timestamp=max_ts, validate=validate_records)
-        return prepare_append(data, next_offset, leader_epoch=leader_epoch, log_append_time=lat,
-                              max_batch_size=config.max_message_bytes, min_timestamp=min_ts,
-                              max_timestamp=max_ts, allow_control=origin == "coordinator",
-                              validate_records=validate_records, require_keys=require_keys)
-
     try:
-        return prepare(batches, config.pylog_validate_records and origin != "producer")
+        return _prepare(batches, config, next_offset, leader_epoch, origin, min_ts, max_ts, lat,
+                        require_keys, config.pylog_validate_records and origin != "producer")
     except InvalidRecordError as exc:
         if "magic" not in str(exc):
             raise
     from pylog.record import upconvert
-    return prepare(upconvert(batches), config.pylog_validate_records)
+    return _prepare(upconvert(batches), config, next_offset, leader_epoch, origin, min_ts, max_ts,
+                    lat, require_keys, config.pylog_validate_records)
+
+
+def _prepare(data, config: LogConfig, next_offset: int, leader_epoch: int, origin: str,
+             min_ts: int, max_ts: int, lat: int, require_keys: bool,
+             validate_records: bool) -> PreparedAppend:
+    if origin != "coordinator":
+        data = convert_client_batches(
+            data, _TARGET_CODEC[config.compression_type], require_keys=require_keys,
+            min_timestamp=min_ts, max_timestamp=max_ts, validate=validate_records)
+    return prepare_append(data, next_offset, leader_epoch=leader_epoch, log_append_time=lat,
+                          max_batch_size=config.max_message_bytes, min_timestamp=min_ts,
+                          max_timestamp=max_ts, allow_control=origin == "coordinator",
+                          validate_records=validate_records, require_keys=require_keys)

@@ -373,9 +373,10 @@ class LogSegment:
     def should_roll(self, incoming: PreparedAppend, now_ms: int) -> str | None:
         """Why the segment must roll before taking `incoming`, or None (Kafka's shouldRoll)."""
         config = self.config
-        if self.size > 0 and self.size + incoming.size > config.segment_bytes:
+        size = self.size
+        if size > 0 and size + incoming.size > config.segment_bytes:
             return "segment.bytes"
-        if self.size > 0:
+        if size > 0:
             incoming_ts = incoming.max_timestamp
             if self.rolling_based_timestamp >= 0 and incoming_ts >= 0:
                 waited = incoming_ts - self.rolling_based_timestamp
@@ -383,10 +384,10 @@ class LogSegment:
                 waited = now_ms - self.created_ms
             if waited > config.segment_ms - self.roll_jitter_ms:
                 return "segment.ms"
-        # An empty segment never rolls: its first batch sits at position 0, which a
-        # lookup finds without an index entry (a roll would only recreate it).
-        if self.size > 0 and (self.offset_index.is_full or self.time_index.is_full):
-            return "index full"
+            # An empty segment never rolls: its first batch sits at position 0, which a
+            # lookup finds without an index entry (a roll would only recreate it).
+            if self.offset_index.is_full or self.time_index.is_full:
+                return "index full"
         if incoming.last_offset - self.base_offset > INT32_MAX:
             return "relative offset overflow"
         return None
@@ -396,12 +397,14 @@ class LogSegment:
         return self.size > 0 and now_ms - self.created_ms > self.config.segment_ms - self.roll_jitter_ms
 
     def append(self, engine, prepared: PreparedAppend, datasync: bool) -> int:
-        """Writes the batches in one I/O, then indexes them. Returns their position."""
-        position = self.log.append(engine, prepared, datasync)
+        """Writes the batches in one I/O, then indexes them. Returns their position.
+        Only the active segment appends, and its files are always open."""
+        position = self._log.append(engine, prepared, datasync)
         try:
             indexed = index_append(
-                self.offset_index, self.time_index, prepared, position, self.bytes_since_index_entry,
-                self.config.index_interval_bytes, self.max_timestamp, self.offset_of_max_timestamp)
+                self._offset_index, self._time_index, prepared, position,
+                self.bytes_since_index_entry, self.config.index_interval_bytes,
+                self.max_timestamp, self.offset_of_max_timestamp)
         except OSError:
             # No blocks for an index entry (a full disk): the append fails whole.
             self.offset_index.truncate_to(prepared.first_offset)
