@@ -48,11 +48,11 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import storage_common as sc  # noqa: E402
+import storage_common as sc
 
-import pylog  # noqa: E402
-from pylog.client.partitioner import partition_keys  # noqa: E402
-from pylog.record import encode_batch  # noqa: E402
+import pylog
+from pylog.client.partitioner import partition_keys
+from pylog.record import encode_batch
 
 PARTITIONS = 8
 VALUE = 100

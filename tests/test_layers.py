@@ -36,6 +36,10 @@ ALLOWED: dict[str, set[str]] = {
     "spark": {"_core", "errors", "common", "record", "storage", "store", "remote"},
     # A broker's partitions and groups for pylog's tools (Spark remote mode, the CLI).
     "remote": {"_core", "errors", "common", "record", "protocol"},
+    # Kafka's perf tests (pylog perf, the tuning rig): an application of the client,
+    # the store and a broker's partitions.
+    "perf": {"_core", "errors", "common", "record", "storage", "store", "client", "remote",
+             "protocol"},
     "cli": {"*"},
     # Prometheus exposition of store.metrics() and broker.metrics(): objects passed in.
     "metrics": set(),

@@ -11,7 +11,8 @@ first use, so ``pylog --help`` stays fast:
 - ``console-producer``, ``console-consumer`` (console.py): Kafka's console tools;
 - ``consumer-groups`` (groups.py): list, describe with lag, reset offsets, delete;
 - ``dump-log`` (dump.py): Kafka's kafka-dump-log on pylog's (and Kafka's) files;
-- ``verify``, ``recover`` (verify.py): offline checks and recovery, with a report.
+- ``verify``, ``recover`` (verify.py): offline checks and recovery, with a report;
+- ``perf produce|consume|end-to-end`` (perf.py): Kafka's perf tests (pylog.perf).
 
 Errors print one line to stderr and exit non-zero, with no traceback (``--verbose`` shows
 it).
@@ -28,6 +29,7 @@ from .console import console_consumer, console_producer
 from .dump import dump_log
 from .export import export_to_kafka
 from .groups import consumer_groups
+from .perf import perf
 from .serve import serve
 from .topics import get_offsets, topics
 from .verify import recover, verify
@@ -58,7 +60,7 @@ def cli(ctx: click.Context, verbose: bool, log_level: str | None) -> None:
 
 
 for command in (serve, export_to_kafka, topics, get_offsets, console_producer, console_consumer,
-                consumer_groups, dump_log, verify, recover):
+                consumer_groups, dump_log, verify, recover, perf):
     cli.add_command(command)
 
 

@@ -105,6 +105,7 @@ class Consumer:
         self._validate = c.check_crcs
         self._strategies = tuple(c.partition_assignment_strategy)
         self._event = threading.Event()
+        self._arrow_record_bytes = 0.0    # stored bytes per record, as poll_arrow last saw
         self._listening: set[TopicPartition] = set()
         self._manual: list[TopicPartition] = []        # assign()
         self._positions: dict[TopicPartition, int] = {}  # assign() mode
@@ -455,10 +456,12 @@ class Consumer:
                 return None
             self._event.wait(min(remaining, 0.5))   # 0.5 s: also notices rebalances
 
-    def _slices(self, mine: list[TopicPartition], positions: dict[TopicPartition, int]):
+    def _slices(self, mine: list[TopicPartition], positions: dict[TopicPartition, int],
+                byte_cap: int | None = None):
         """(tp, position, FileSlice) for the partitions with data, round robin from a
-        different partition each poll, within fetch.max.bytes (at least one slice)."""
-        budget = self._fetch_max
+        different partition each poll, within fetch.max.bytes and `byte_cap` (at least
+        one slice, of at least one batch)."""
+        budget = self._fetch_max if byte_cap is None else min(self._fetch_max, byte_cap)
         if not mine:
             return
         start = self._next_partition % len(mine)
@@ -525,7 +528,12 @@ class Consumer:
         the result is a zero-copy slice of it unless rows must be skipped."""
         picked = []
         estimate = 0
-        for tp, position, slice_ in self._slices(mine, positions):
+        # Read about what max_records needs (bytes per record as last decoded), not
+        # max.partition.fetch.bytes: the rows past max_records would be decoded for
+        # nothing and read again by the next poll.
+        cap = int(max_records * self._arrow_record_bytes * 1.25) + 16384 \
+            if self._arrow_record_bytes else None
+        for tp, position, slice_ in self._slices(mine, positions, cap):
             picked.append((tp, position, slice_))
             estimate += slice_.last_offset - max(position, slice_.first_offset) + 1
             if estimate >= max_records:
@@ -537,6 +545,8 @@ class Consumer:
         for _, _, s in picked:
             at += s.readinto(view[at:at + s.size])
         body = decode_arrow(view, validate=self._validate)
+        if body.num_rows:
+            self._arrow_record_bytes = len(view) / body.num_rows
         counts = [s.last_offset - s.first_offset + 1 for _, _, s in picked]
         if sum(counts) != body.num_rows:
             # Offset gaps or control batches: cut each slice by its offsets instead.

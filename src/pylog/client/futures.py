@@ -18,7 +18,9 @@ batch state and takes the watched list in one step under that lock. A
 watched future has its own ``_state``, which flips to FINISHED under its
 condition together with the waiter notifications, exactly as a stock Future
 does, so ``wait``/``as_completed`` never see a state change they were not
-told about.
+told about. The condition is made on first use (a future with only a
+callback never needs it); until it exists the state flips under
+``_WATCH_LOCK``, which its creation takes too.
 """
 
 from __future__ import annotations
@@ -74,30 +76,40 @@ class RecordFuture(RecordFutureBase, Future):
     # --- the attributes concurrent.futures reads, backed by the batch -------
 
     def _watch(self) -> None:
-        """Called with _WATCH_LOCK held: make this future notified on completion."""
-        if self._cond is None:
-            self._cond = threading.Condition()
-            self._waiter_list = []
+        """Called with _WATCH_LOCK held: make this future notified on completion (its
+        callbacks run then). The condition and waiter list concurrent.futures needs
+        are made only when asked for (:meth:`_condition`): a callback alone costs no
+        lock object."""
+        if self._callbacks is None:
             self._callbacks = []
             self._own_state = self._batch.state
             if self._batch.watched is not None:
                 self._batch.watched.append(self)
 
+    def _watch_with_condition(self) -> None:
+        """_watch, plus the condition (with _WATCH_LOCK held). Made while the future is
+        pending, before _notify ran, it is the one _notify takes; made after, its
+        waiters find the state FINISHED already."""
+        self._watch()
+        if self._cond is None:
+            self._cond = threading.Condition()
+            self._waiter_list = []
+
     @property
     def _condition(self) -> threading.Condition:
         with _WATCH_LOCK:
-            self._watch()
+            self._watch_with_condition()
         return self._cond
 
     @property
     def _waiters(self) -> list:
         with _WATCH_LOCK:
-            self._watch()
+            self._watch_with_condition()
         return self._waiter_list
 
     @property
     def _state(self) -> str:
-        return self._batch.state if self._cond is None else self._own_state
+        return self._batch.state if self._callbacks is None else self._own_state
 
     @property
     def _exception(self) -> BaseException | None:
@@ -167,14 +179,20 @@ class RecordFuture(RecordFutureBase, Future):
 
     def _notify(self) -> None:
         """Wakes waiters and runs callbacks (the batch is already FINISHED)."""
-        with self._cond:
-            self._own_state = FINISHED
-            for waiter in self._waiter_list:
-                if self._batch.exception is not None:
-                    waiter.add_exception(self)
-                else:
-                    waiter.add_result(self)
-            self._cond.notify_all()
+        with _WATCH_LOCK:
+            cond = self._cond
+            if cond is None:
+                # No condition yet, so no waiter: one made from now on sees FINISHED.
+                self._own_state = FINISHED
+        if cond is not None:
+            with cond:
+                self._own_state = FINISHED
+                for waiter in self._waiter_list:
+                    if self._batch.exception is not None:
+                        waiter.add_exception(self)
+                    else:
+                        waiter.add_result(self)
+                cond.notify_all()
         for fn in self._callbacks:
             self._invoke(fn)
 

@@ -268,7 +268,7 @@ class LogLoading:
             self._write_topic_table(self._topics)
         for d in self._online_dirs():
             self._write_checkpoints(d)
-        self._warn_about_file_limit(sum(r.segments for r in reports))
+        self._warn_about_file_limit(len(self._logs))
         return StartupReport(
             log_dirs=len(self.dirs), offline_dirs=tuple(d.path for d in self.dirs if not d.online),
             clean_dirs=sum(d.had_clean_shutdown for d in self.dirs),
@@ -281,18 +281,19 @@ class LogLoading:
             seconds=time.monotonic() - started)
 
     @staticmethod
-    def _warn_about_file_limit(segments: int) -> None:
-        """Each inactive segment holds one descriptor (its .log; the index mappings
-        need none), the active one three."""
+    def _warn_about_file_limit(partitions: int) -> None:
+        """Each partition's active segment holds three descriptors; inactive segments
+        hold theirs only while read (at most a quarter of the limit, see
+        storage.segment.OpenSegments), so the partitions, not the segments, must fit."""
         try:
             import resource
             soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         except (ImportError, OSError, ValueError):
             return
-        if soft != resource.RLIM_INFINITY and segments > 0.8 * soft:
-            log.warning("%d segments hold about %d open files, close to this process's limit of %d "
-                        "(ulimit -n): raise it, or use fewer, larger segments", segments,
-                        segments, soft)
+        if soft != resource.RLIM_INFINITY and 3 * partitions > 0.6 * soft:
+            log.warning("%d partitions hold about %d open files (three per active segment), "
+                        "close to this process's limit of %d (ulimit -n): raise it",
+                        partitions, 3 * partitions, soft)
 
     def _prepare_dir(self, d: LogDir) -> tuple[dict, dict]:
         """Reads the marker and the checkpoints, then deletes the marker (so a crash
