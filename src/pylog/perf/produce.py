@@ -120,9 +120,15 @@ def _run_embedded(w: Workload, log_dirs, interval, json_lines, report, progress)
 
 
 def _check_landed(store, names: list[str], expected: int, summary: Summary) -> None:
-    stored = sum(store.log(name, p).log_end_offset
-                 for name in names for p in range(store.partition_count(name)))
+    """Counts what the logs hold, and their flushes (fsync count and mean time)."""
+    logs = [store.log(name, p) for name in names for p in range(store.partition_count(name))]
+    stored = sum(log.log_end_offset for log in logs)
+    flushes = sum(log.flushes for log in logs)
     summary.extra["records_in_log"] = stored
+    summary.extra["bytes_in_log"] = sum(log.size for log in logs)
+    summary.extra["flushes"] = flushes
+    summary.extra["flush_ms_avg"] = (sum(log.flush_ms_total for log in logs) / flushes
+                                     if flushes else 0.0)
     if stored < expected:
         raise RuntimeError(f"{expected} records sent but {stored} are in the log")
 

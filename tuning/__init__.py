@@ -1,0 +1,1 @@
+"""pylog's tuning rig: ext4/XFS/JBOD experiments on real filesystems (tuning/README.md)."""

@@ -1,0 +1,5 @@
+import sys
+
+from .rig import main
+
+sys.exit(main())
