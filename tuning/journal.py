@@ -20,8 +20,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 __all__ = ["Journal", "cleanup", "leftovers", "DEFAULT_BASE"]
 
@@ -111,6 +113,43 @@ def leftovers(base: str = DEFAULT_BASE) -> dict:
     return {"mounts": mounts_under(base), "loops": loops_under(base), "journal_entries": pending}
 
 
+def users_under(base: str) -> list[int]:
+    """Processes (not this one) with a file, their cwd or their executable under `base`:
+    a measurement left running by a killed rig."""
+    prefix = base.rstrip("/") + "/"
+    me = os.getpid()
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        links = [f"/proc/{pid}/cwd"]
+        try:
+            links += [f"/proc/{pid}/fd/{fd}" for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        for link in links:
+            try:
+                if os.readlink(link).startswith(prefix):
+                    out.append(int(pid))
+                    break
+            except OSError:
+                pass
+    return out
+
+
+def _kill_users(base: str) -> list[int]:
+    killed = users_under(base)
+    for pid in killed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    while killed and time.monotonic() < deadline and users_under(base):
+        time.sleep(0.05)
+    return killed
+
+
 def _unmount(target: str) -> bool:
     if _run("umount", target).returncode == 0:
         return True
@@ -129,6 +168,11 @@ def cleanup(base: str = DEFAULT_BASE, journal: Journal | None = None, quiet: boo
     done: dict[str, list] = {"mounts": [], "loops": [], "sysctls": [], "files": []}
     try:
         entries = journal.entries()
+        # Processes of a killed run (a measurement, fio's workers) still writing to
+        # the mounts would keep them busy: they go first.
+        killed = _kill_users(base)
+        if killed:
+            done["processes"] = [str(pid) for pid in killed]
         originals: dict[str, str] = {}
         for e in entries:                           # the first value seen is the machine's
             if e["kind"] == "sysctl":
@@ -163,6 +207,12 @@ def cleanup(base: str = DEFAULT_BASE, journal: Journal | None = None, quiet: boo
         for dev, back in loops_under(base):
             _run("losetup", "-d", dev)
             done["loops"].append(dev)
+        # A detached loop device whose filesystem was busy goes when it is released.
+        deadline = time.monotonic() + 10
+        while loops_under(base) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            for dev, _ in loops_under(base):
+                _run("losetup", "-d", dev)
         images = os.path.join(base, "images")
         if os.path.isdir(images):
             for name in os.listdir(images):

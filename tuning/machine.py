@@ -86,7 +86,8 @@ def unmount_all(journal: Journal, mounted: Mounted) -> None:
     entries: replaying them later finds nothing left to do)."""
     for target in mounted.targets:
         if target in mounts_under(journal.base):
-            _run(["umount", target], f"unmounting {target}")
+            if subprocess.run(["umount", target], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", target], capture_output=True)   # busy: lazily
     for dev in mounted.devices:
         subprocess.run(["losetup", "-d", dev], capture_output=True)
     for i in range(len(mounted.devices)):

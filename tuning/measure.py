@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,31 @@ import time
 from .matrix import Row
 
 __all__ = ["run_pylog", "run_fio", "clear"]
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the rig dies (Linux PR_SET_PDEATHSIG), so a kill -9 of
+    the rig does not leave its measurement writing to a mount."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)     # PR_SET_PDEATHSIG = 1
+
+
+def _run_child(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Runs a measurement in a process group of its own; if the rig is interrupted (or
+    the child overruns), the whole group is killed (fio's job processes too), so no
+    process is left holding files on a mount the rig is about to remove."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_die_with_parent)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def clear(mounts: list[str]) -> None:
@@ -69,7 +95,7 @@ def run_pylog(row: Row, mounts: list[str], volume_mib: int, timeout: float = 900
         cmd += ["--flush-messages", str(flush)]
     if row.io == "direct":
         cmd.append("--direct")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    done = _run_child(cmd, timeout)
     if done.returncode != 0:
         raise RuntimeError(f"pylog perf failed for {row.key}: {done.stderr.strip()[-2000:]}")
     summary = json.loads(done.stdout.strip().splitlines()[-1])
@@ -96,7 +122,7 @@ def run_fio(row: Row, mounts: list[str], volume_mib: int, timeout: float = 900) 
         args.append(f"--fdatasync={max(1, (16 << 20) // bs)}")
     for i, m in enumerate(mounts):
         args += [f"--name=dev{i}", f"--filename={os.path.join(m, 'fio.dat')}"]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    done = _run_child(args, timeout)
     if done.returncode != 0:
         raise RuntimeError(f"fio failed for {row.key}: {done.stderr.strip()[-2000:]}")
     report = json.loads(done.stdout[done.stdout.index("{"):])

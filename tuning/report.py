@@ -71,6 +71,15 @@ def aggregate(df):
     return [r.asDict() for r in g.orderBy(*DIMS).collect()]
 
 
+_TRADE_OFFS = {
+    "flush": " Flushing less often is a durability choice, not a free win: records not yet "
+             "fsynced are lost in a power failure (Kafka's default is to leave it to the OS).",
+    "record_size": " Record size is the application's; batching small records into larger "
+                   "ones is what this says to do where it can.",
+    "devices": " With loop devices on one disk this measures the software's parallelism only.",
+}
+
+
 def _fmt(v, digits=0) -> str:
     if v is None:
         return "-"
@@ -218,8 +227,9 @@ def write_report(stores: list[str], output: str, plots: str, topic: str = "tunin
     lines = ["# Tuning pylog for a machine: ext4, XFS, O_DIRECT, flush policies, JBOD", "",
              f"*Generated {datetime.date.today().isoformat()} by `tuning/report.py` (a PySpark "
              "job reading the rig's results through pylog's own Spark source) from the runs "
-             f"{', '.join(sorted(runs)) or '(none)'}. Re-run: `sudo tuning/run` (about 15 "
-             "minutes), or `python -m tuning run --config tuning/full.toml` for every option.*",
+             f"{', '.join(sorted(runs)) or '(none)'}. Re-run: `sudo tuning/run` (the default "
+             "matrix, the graphs and this report took 5 minutes on the machine below), or "
+             "`python -m tuning run --config tuning/full.toml` for every option.*",
              ""]
     if meta:
         m = meta[0].asDict(recursive=True)
@@ -263,15 +273,42 @@ def write_report(stores: list[str], output: str, plots: str, topic: str = "tunin
                   "(median of (max - min) / median): differences smaller than that are not "
                   "results.", "",
                   "| dimension | value vs baseline | configurations compared | MB/s ratio, "
-                  "median (range) | p99 ratio | verdict |", "|---|---|---|---|---|---|"]
+                  "median (range) | throughput | p99 latency ratio | latency |",
+                  "|---|---|---|---|---|---|---|"]
         for c in comps:
             delta = c["median"] - 1
             verdict = ("within the noise" if abs(delta) <= spread else
                        f"{c['value']} faster by {delta:.0%}" if delta > 0 else
                        f"{c['baseline']} faster by {1 / c['median'] - 1:.0%}")
+            lat = c["p99_median"]
+            lat_verdict = ("-" if lat is None else "within the noise" if abs(lat - 1) <= spread
+                           else f"{c['value']} {1 - lat:.0%} lower" if lat < 1 else
+                           f"{c['value']} {lat - 1:.0%} higher")
             lines.append(f"| {c['dimension']} | {c['value']} vs {c['baseline']} | {c['pairs']} | "
-                         f"{c['median']:.2f} ({c['low']:.2f}-{c['high']:.2f}) | "
-                         f"{_fmt(c['p99_median'], 2)} | {verdict} |")
+                         f"{c['median']:.2f} ({c['low']:.2f}-{c['high']:.2f}) | {verdict} | "
+                         f"{_fmt(lat, 2)} | {lat_verdict} |")
+        lines += ["", "Recommendations for this machine (differences beyond the noise only):", ""]
+        said = False
+        for c in comps:
+            delta = c["median"] - 1
+            lat = c["p99_median"]
+            if abs(delta) > spread:
+                win, lose = (c["value"], c["baseline"]) if delta > 0 else (c["baseline"], c["value"])
+                gain = delta if delta > 0 else 1 / c["median"] - 1
+                note = _TRADE_OFFS.get(c["dimension"], "")
+                lines.append(f"- **{c['dimension']}**: {win} rather than {lose}: {gain:.0%} more "
+                             f"throughput (median of {c['pairs']} paired configurations, range "
+                             f"{c['low']:.2f}-{c['high']:.2f}x).{note}")
+                said = True
+            elif lat is not None and abs(lat - 1) > spread:
+                win, lose = (c["value"], c["baseline"]) if lat < 1 else (c["baseline"], c["value"])
+                cut = 1 - lat if lat < 1 else 1 - 1 / lat
+                lines.append(f"- **{c['dimension']}**: {win} rather than {lose} for latency: the "
+                             f"p99 is {cut:.0%} lower at the same throughput (within the noise)."
+                             + _TRADE_OFFS.get(c["dimension"], ""))
+                said = True
+        if not said:
+            lines.append("- no setting measured here differs by more than the noise.")
         best = max(rows, key=lambda r: r["mbs"])
         lines += ["", f"Fastest configuration measured: **{_short(best)}**, "
                   f"{_fmt(best['mbs'])} MB/s ({best['ratio']:.2f}x of fio on the same "

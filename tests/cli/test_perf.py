@@ -155,3 +155,26 @@ def test_against_a_broker(broker):
     missing = run("perf", "produce", "--bootstrap-server", bootstrap, "--topic", "absent",
                   "--num-records", "10", check=False)
     assert missing.returncode != 0 and "do not exist" in missing.stderr
+
+
+def test_the_readme_perf_commands_run(tmp_path):
+    """The README's pylog perf block, pasted into a shell (the store moved to a temp
+    dir; record counts cut down)."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Measuring and tuning"):]
+    block = re.search(r"```\n(.*?)```", section, re.S).group(1)
+    script = block.replace("\\\n", " ").replace("/data/pylog", str(tmp_path))
+    script = re.sub(r"--num-records \d+", "--num-records 20000", script)
+    script = re.sub(r"--messages \d+", "--messages 40000", script)
+    script = script.replace("--throughput 50000", "--throughput 200000")
+    bindir = os.path.dirname(sys.executable)
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True,
+                         timeout=300, env=dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"]))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("records sent") >= 2 and "\"type\": \"summary\"" in out.stdout
+    assert "start.time, end.time" in out.stdout and "Avg latency:" in out.stdout

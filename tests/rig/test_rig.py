@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tuning.journal import leftovers
+from tuning.journal import leftovers, users_under
 from tuning.machine import can_loop_mount
 from tuning.matrix import load
 
@@ -178,5 +178,6 @@ def test_kill9_leftovers_are_removed_by_cleanup(tmp_path):
     assert done.returncode == 0, stderr
     assert "nothing of the rig is left" in stderr
     assert leftovers(base) == {"mounts": [], "loops": [], "journal_entries": 0}
+    assert users_under(base) == []            # the measurement died with the rig
     assert sysctl("vm.dirty_background_ratio") == before
     assert os.listdir(os.path.join(base, "images")) == []
