@@ -15,7 +15,9 @@ References measured in the same run, on the same threads:
 
 Rows: append (pre-encoded ~1 MiB batches, Log.append; each log is cut back
 with truncate_to(0) at 200 MiB so pages are rewritten, not new), encode
-from lists and from Arrow (1,000 records of 100 B a call), decode_arrow
+from lists and from Arrow (1,000 records of 100 B a call; from lists also
+10,000 a call, whose 1.1 MB outputs are what glibc's malloc thresholds decide:
+see --keep-malloc and pylog.common.memory), decode_arrow
 (1 MiB of 100 B records a call), send_batch (one shared Producer, acks=1,
 each thread its own partition, 1,000 records a call, fire and forget; and waiting for each call; 16 MiB segments under
 48 MiB retention so appends reuse freed pages), poll_arrow (one Consumer per
@@ -173,6 +175,12 @@ class Workloads:
         return run_threads(threads, seconds, lambda i: None,
                            lambda s: len(records.encode_batch(values, timestamps=ts)) and PER_BATCH)
 
+    def encode_lists_10k(self, threads, seconds):
+        values = self.values * 10
+        ts = np.concatenate([self.timestamps] * 10)
+        return run_threads(threads, seconds, lambda i: None,
+                           lambda s: len(records.encode_batch(values, timestamps=ts)) and len(values))
+
     def encode_arrow(self, threads, seconds):
         values, ts = self.arrow_values, self.timestamps
         return run_threads(threads, seconds, lambda i: None,
@@ -221,6 +229,7 @@ ROWS = [
     ("raw write loop (reference)", "raw_write", "GB/s", 1e9),
     ("append ~1 MiB batches", "append", "GB/s", 1e9),
     ("encode 100 B from lists", "encode_lists", "M rec/s", 1e6),
+    ("encode 100 B from lists, 10,000 a call", "encode_lists_10k", "M rec/s", 1e6),
     ("encode 100 B from Arrow", "encode_arrow", "M rec/s", 1e6),
     ("decode_arrow 100 B", "decode", "M rec/s", 1e6),
     ("send_batch 100 B (acks=1)", "send_batch", "M rec/s", 1e6),
@@ -237,7 +246,13 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--plot", default=None)
     ap.add_argument("--only", default=None, help="comma-separated row keys")
+    ap.add_argument("--keep-malloc", action="store_true",
+                    help="glibc's default malloc thresholds (default: pylog.common.memory."
+                         "tune_malloc, as pylog serve and pylog perf run)")
     args = ap.parse_args(argv)
+    if not args.keep_malloc:
+        from pylog.common.memory import tune_malloc
+        print(f"# {tune_malloc()}")
     seconds = args.seconds or (0.7 if args.quick else 2.0)
     ts = [1]
     while ts[-1] * 2 <= args.threads:

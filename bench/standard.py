@@ -398,8 +398,11 @@ def main() -> int:
     args = ap.parse_args()
     base = tempfile.mkdtemp(prefix="pylog-standard-", dir=args.dir or "/tmp")
     started = time.monotonic()
+    from pylog.common.memory import tune_malloc
+    malloc = tune_malloc()          # as pylog serve and pylog perf run (pylog.common.memory)
     try:
-        for line in sc.setup_block(base, {"repeat": f"warm-up + best of {args.repeat}"}):
+        for line in sc.setup_block(base, {"repeat": f"warm-up + best of {args.repeat}",
+                                          "malloc": malloc}):
             print(line)
         b = Bench(base, args.repeat, args.scale)
         b.crc()

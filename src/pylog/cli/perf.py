@@ -133,7 +133,8 @@ def _workload(**kw):
 @click.group("perf", help="Kafka's perf tests: produce, consume, end-to-end latency "
                           "(in-process, or at a broker with --bootstrap-server).")
 def perf() -> None:
-    pass
+    from pylog.common.memory import tune_malloc
+    tune_malloc()       # as pylog serve: big buffers through many threads (pylog.common.memory)
 
 
 @perf.command("produce", help="kafka-producer-perf-test: send --num-records records and "

@@ -28,6 +28,8 @@ __all__ = ["serve"]
 @click.option("--metrics-port", type=click.IntRange(0, 65535),
               help="serve Prometheus metrics (Kafka's names) on 127.0.0.1:PORT/metrics (0: any)")
 def serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> int:
+    from pylog.common.memory import tune_malloc
+    tune_malloc()       # big buffers through many threads: see pylog.common.memory
     from pylog.errors import PylogError
     try:
         return _serve(log_dirs, listen, config_file, override, log_level, metrics_port)
