@@ -629,6 +629,21 @@ def take_list(list column, const int64_t[::1] rows):
     return out
 
 
+def column_bytes(column):
+    """Total byte length of a list/tuple of bytes-like/None (None counts 0), in one C
+    pass: no per-record array (send_batch asks it first, to see whether a call fits one
+    request)."""
+    cdef Py_ssize_t i, n = len(column)
+    cdef int64_t total = 0
+    for i in range(n):
+        item = column[i]
+        if PyBytes_CheckExact(item):
+            total += PyBytes_GET_SIZE(item)
+        elif item is not None:
+            total += len(item)
+    return total
+
+
 def column_lengths(column):
     """Byte length of each entry of a list of bytes-like/None (0 for None), as int64."""
     cdef Py_ssize_t i, n = len(column)

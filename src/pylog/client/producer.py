@@ -38,6 +38,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
+from concurrent.futures._base import FINISHED
 from typing import Any, Callable
 
 import numpy as np
@@ -48,6 +49,7 @@ from pylog._core.producer import (
     ProducerBase,
     ProducerBatch,
     TopicState,
+    column_bytes,
     column_lengths,
     group_by_partition,
     take_list,
@@ -228,7 +230,7 @@ class Producer(ProducerBase):
         if keys is not None and len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} values")
         if timestamps is None:
-            timestamps = np.full(n, _now_ms(), dtype=np.int64)
+            timestamps = _now_ms()              # one int for all: the encoder takes it as is
         else:
             timestamps = np.asarray(timestamps, dtype=np.int64)
             if len(timestamps) != n:
@@ -248,13 +250,21 @@ class Producer(ProducerBase):
         row_chunks: list[np.ndarray] = []
         acc = self._acc
         total = 0
-        # Each record's framed size, once for the whole call (chunks are cut by it).
-        record_sizes = _column_sizes(values) + _RECORD_OVERHEAD
-        if keys is not None:
-            record_sizes += _column_sizes(keys)
-        # A call that fits one request whole needs no cutting (the common case).
-        call_bytes = int(record_sizes.sum())
+        # A call that fits one request whole needs no cutting (the common case): its
+        # bytes are summed in C, and each record's size is only computed when needed.
+        call_bytes = _column_total(values) + (0 if keys is None else _column_total(keys)) + \
+            n * _RECORD_OVERHEAD
         fits = call_bytes + _BATCH_OVERHEAD <= self._max_request
+        sized: list[np.ndarray] = []
+
+        def record_sizes() -> np.ndarray:
+            """Each record's framed size (chunks are cut by it), computed once."""
+            if not sized:
+                sizes = _column_sizes(values) + _RECORD_OVERHEAD
+                if keys is not None:
+                    sizes += _column_sizes(keys)
+                sized.append(sizes)
+            return sized[0]
         work: list[tuple[int, np.ndarray]] = []
         for p, rows in groups.items():
             if not 0 <= p < state.num_partitions:
@@ -262,10 +272,10 @@ class Producer(ProducerBase):
                     f"topic {topic!r} has partitions 0..{state.num_partitions - 1}, not {p}")
             rows = np.arange(n) if rows is None else rows
             work.extend((p, chunk) for chunk in
-                        ((rows,) if fits else self._chunks(record_sizes, rows)))
+                        ((rows,) if fits else self._chunks(record_sizes(), rows)))
         # Whether a chunk is worth queueing (see below): only big calls have big chunks.
         big = [False] * len(work) if call_bytes < 2 * _OVERLAP_BYTES else \
-            [int(record_sizes[chunk].sum()) >= _OVERLAP_BYTES for _, chunk in work]
+            [int(record_sizes()[chunk].sum()) >= _OVERLAP_BYTES for _, chunk in work]
         try:
             for i, (p, chunk) in enumerate(work):
                 # A small chunk, or the last of the call, may go the direct path
@@ -292,7 +302,7 @@ class Producer(ProducerBase):
                 data = None if acc.idempotent else \
                     self._encode_rows(values, keys, timestamps, headers, chunk)
                 need = len(data) if data is not None else \
-                    int(record_sizes[chunk].sum()) + _BATCH_OVERHEAD
+                    int(record_sizes()[chunk].sum()) + _BATCH_OVERHEAD
                 with self._lock:
                     if acc.closing:
                         raise RuntimeError("send_batch() on a closed Producer")
@@ -444,15 +454,18 @@ class Producer(ProducerBase):
     def _encode_rows(self, values, keys, timestamps, headers, rows: np.ndarray,
                      base_sequence: int = -1) -> bytes:
         first, last = int(rows[0]), int(rows[-1])
-        if last - first + 1 == len(rows):        # contiguous rows: slices, no gather
+        one_time = isinstance(timestamps, int)
+        if first == 0 and last + 1 == len(values) == len(rows):     # the whole call
+            v, k, t, h = values, keys, timestamps, headers
+        elif last - first + 1 == len(rows):        # contiguous rows: slices, no gather
             v = values[first:last + 1]
             k = None if keys is None else keys[first:last + 1]
-            t = timestamps[first:last + 1]
+            t = timestamps if one_time else timestamps[first:last + 1]
             h = None if headers is None else headers[first:last + 1]
         else:
             v = _take(values, rows)
             k = None if keys is None else _take(keys, rows)
-            t = timestamps[rows]
+            t = timestamps if one_time else timestamps[rows]
             h = None if headers is None else [headers[i] for i in rows]
         return self._encode(v, k, t, h, base_sequence)
 
@@ -812,6 +825,15 @@ def _callback_adapter(callback):
     return done
 
 
+def _column_total(column) -> int:
+    """Total bytes of a list or Arrow binary column (nulls count 0)."""
+    import pyarrow as pa
+    if isinstance(column, (pa.Array, pa.ChunkedArray)):
+        import pyarrow.compute as pc
+        return int(pc.sum(pc.binary_length(column)).as_py() or 0)
+    return column_bytes(column)
+
+
 def _column_sizes(column) -> np.ndarray:
     """Byte length of each entry of a list or Arrow binary column (0 for null)."""
     import pyarrow as pa
@@ -830,7 +852,11 @@ def _take(column, rows: np.ndarray):
 
 
 def _gather(topic: str, batches: list[ProducerBatch], rows: list[np.ndarray], out: Future) -> None:
-    """Completes `out` with a BatchResult once every batch completed."""
+    """Completes `out` with a BatchResult once every batch completed (at once when the
+    direct path completed them all in the caller)."""
+    if all(b.state == FINISHED for b in batches):
+        _finish_gather(topic, batches, rows, out)
+        return
     remaining = [len(batches)]
     lock = threading.Lock()
 
@@ -839,19 +865,22 @@ def _gather(topic: str, batches: list[ProducerBatch], rows: list[np.ndarray], ou
             remaining[0] -= 1
             if remaining[0]:
                 return
-        errors = [b.exception for b in batches if b.exception is not None]
-        if errors:
-            out.set_exception(errors[0])
-            return
-        ranges: dict[int, list[tuple[int, int]]] = {}
-        row_map: dict[int, list[np.ndarray]] = {}
-        for b, r in zip(batches, rows):
-            ranges.setdefault(b.partition, []).append((b.base_offset, b.count))
-            row_map.setdefault(b.partition, []).append(r)
-        out.set_result(BatchResult(topic, ranges, {p: np.concatenate(rs) for p, rs in row_map.items()}))
+        _finish_gather(topic, batches, rows, out)
 
-    if not batches:
-        out.set_result(BatchResult(topic, {}, {}))
-        return
     for b in batches:
         RecordFuture(b, 0).add_done_callback(one_done)
+
+
+def _finish_gather(topic: str, batches: list[ProducerBatch], rows: list[np.ndarray],
+                   out: Future) -> None:
+    errors = [b.exception for b in batches if b.exception is not None]
+    if errors:
+        out.set_exception(errors[0])
+        return
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    row_map: dict[int, list[np.ndarray]] = {}
+    for b, r in zip(batches, rows):
+        ranges.setdefault(b.partition, []).append((b.base_offset, b.count))
+        row_map.setdefault(b.partition, []).append(r)
+    out.set_result(BatchResult(topic, ranges, {p: rs[0] if len(rs) == 1 else np.concatenate(rs)
+                                               for p, rs in row_map.items()}))
