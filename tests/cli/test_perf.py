@@ -150,6 +150,9 @@ def test_against_a_broker(broker):
     consumed = json_lines(run("perf", "consume", *b, "--messages", "30000", "--consumers", "2",
                               "--json").stdout)[-1]
     assert consumed["records"] == 30000 and consumed["bytes"] == 30000 * 100
+    by_processes = json_lines(run("perf", "consume", *b, "--messages", "30000", "--consumers",
+                                  "3", "--processes", "--json").stdout)[-1]
+    assert by_processes["records"] == 30000 and by_processes["processes"] == 3
     lines = run("perf", "end-to-end", *b, "--num-records", "50").stdout.splitlines()
     assert lines[0].startswith("Avg latency:")
     missing = run("perf", "produce", "--bootstrap-server", bootstrap, "--topic", "absent",

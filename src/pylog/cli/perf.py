@@ -230,6 +230,8 @@ def produce(topic, topics, num_records, record_size, payload_file, payload_delim
 @click.option("--messages", "num_records", required=True, type=int,
               help="records to consume (Kafka's --messages)")
 @click.option("--consumers", default=1, show_default=True, help="consumer threads (one group)")
+@click.option("--processes", is_flag=True,
+              help="run the consumers as processes (with --bootstrap-server)")
 @click.option("--group", help="group id (default perf-consumer-<n>)")
 @click.option("--api", type=click.Choice(["poll", "poll_arrow"]), default="poll_arrow",
               show_default=True)
@@ -243,8 +245,9 @@ def produce(topic, topics, num_records, record_size, payload_file, payload_delim
 @click.option("--show-detailed-stats", is_flag=True, help="a line every reporting interval")
 @click.option("--json", "json_lines", is_flag=True)
 @fail_on(Exception)
-def consume(topic, topics, num_records, consumers, group, api, timeout, consumer_props, log_dirs,
-            bootstrap_server, reporting_interval, show_detailed_stats, json_lines) -> int:
+def consume(topic, topics, num_records, consumers, processes, group, api, timeout, consumer_props,
+            log_dirs, bootstrap_server, reporting_interval, show_detailed_stats,
+            json_lines) -> int:
     from pylog.perf import run_consume
     from pylog.perf.consume import KAFKA_HEADER, kafka_line
     w = _workload(num_records=num_records, topic=topic, topics=topics)
@@ -254,7 +257,7 @@ def consume(topic, topics, num_records, consumers, group, api, timeout, consumer
         summary = run_consume(w, log_dirs.split(",") if log_dirs else None, bootstrap_server,
                               consumers, api, group, timeout / 1000, reporting_interval / 1000,
                               json_lines, report, progress,
-                              _pairs(consumer_props, "--consumer-props"))
+                              _pairs(consumer_props, "--consumer-props"), processes)
     finally:
         progress.close()
     if json_lines:

@@ -49,11 +49,17 @@ def kafka_line(s: Summary) -> str:
 def run_consume(w: Workload, log_dirs: list[str] | None = None, bootstrap: str | None = None,
                 consumers: int = 1, api: str = "poll_arrow", group: str | None = None,
                 timeout: float = 10.0, interval: float = 5.0, json_lines: bool = False,
-                report=None, progress=None, consumer_config: dict | None = None) -> Summary:
+                report=None, progress=None, consumer_config: dict | None = None,
+                processes: bool = False) -> Summary:
     """Consumes `w.num_records` records of `w`'s topics; returns the Summary.
-    `consumer_config` adds Kafka consumer keys (in-process)."""
+    `consumer_config` adds Kafka consumer keys (in-process); `processes` runs the
+    consumers as processes (at a broker)."""
     if bootstrap:
-        return _run_remote(w, bootstrap, consumers, timeout, interval, json_lines, report)
+        return _run_remote(w, bootstrap, consumers, timeout, interval, json_lines, report,
+                           processes)
+    if processes:
+        raise ValueError("--processes needs --bootstrap-server: log dirs have one owner "
+                         "process (use --consumers threads, or run pylog serve)")
     if not log_dirs:
         raise ValueError("perf consume reads an existing store: give --log-dirs (or "
                          "--bootstrap-server)")
@@ -136,23 +142,65 @@ def _run_embedded(w, log_dirs, consumers, api, group, timeout, interval, json_li
                         complete=stats.records >= w.num_records)
 
 
-def _run_remote(w, bootstrap, consumers, timeout, interval, json_lines, report) -> Summary:
+def _ranges(bootstrap: str, names: list[str]) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, log start, log end) of every partition of `names` at the broker."""
     from pylog.remote import RemoteTopics
-    stats = Stats(w.num_records, interval, 1, report, json_lines)
-    stats.window_word = "consumed"
-    names = w.topic_names()
-    wall_start = time.time()
-    cpu0 = cpu_seconds()
     with RemoteTopics(bootstrap, client_id="pylog-perf-consumer") as cluster:
         counts = cluster.topics()
         missing = [t for t in names if t not in counts]
         if missing:
             raise ValueError(f"topic(s) {', '.join(missing)} do not exist at {bootstrap}")
-        parts = [(t, p) for t in names for p in range(counts[t])]
-        ranges = []
-        for t, p in parts:
-            part = cluster.partition(t, p)
-            ranges.append((t, p, part.log_start_offset(), part.log_end_offset()))
+        out = []
+        for t in names:
+            for p in range(counts[t]):
+                part = cluster.partition(t, p)
+                out.append((t, p, part.log_start_offset(), part.log_end_offset()))
+        return out
+
+
+def _remote_worker(bootstrap: str, ranges, limit: int, i: int) -> tuple[int, int]:
+    """A consumer process: reads its share of the partitions; returns (records, bytes)."""
+    from pylog.remote import RemoteTopics
+    records = nbytes = 0
+    with RemoteTopics(bootstrap, client_id=f"pylog-perf-consumer-{i}") as cluster:
+        for t, p, start, end in ranges:
+            for table in cluster.partition(t, p).read_arrow(start, end):
+                records += table.num_rows
+                nbytes += _value_bytes(table)
+                if records >= limit:
+                    return records, nbytes
+    return records, nbytes
+
+
+def _run_remote(w, bootstrap, consumers, timeout, interval, json_lines, report,
+                processes: bool = False) -> Summary:
+    if processes and consumers > 1:
+        import multiprocessing
+        ranges = _ranges(bootstrap, w.topic_names())
+        stats = Stats(w.num_records, interval, 1, report, json_lines)
+        stats.window_word = "consumed"
+        wall_start = time.time()
+        cpu0 = cpu_seconds()
+        with multiprocessing.get_context("spawn").Pool(consumers) as pool:
+            stats.start = time.monotonic()
+            parts = pool.starmap(_remote_worker, [(bootstrap, ranges[i::consumers],
+                                                   w.num_records, i) for i in range(consumers)])
+        for records, nbytes in parts:
+            stats.add(records, nbytes)
+        return stats.finish(cpu_seconds=round(cpu_seconds() - cpu0, 3), wall_start=wall_start,
+                            consumers=consumers, processes=consumers, api="fetch",
+                            expected=w.num_records, complete=stats.records >= w.num_records)
+    return _run_remote_threads(w, bootstrap, consumers, timeout, interval, json_lines, report)
+
+
+def _run_remote_threads(w, bootstrap, consumers, timeout, interval, json_lines,
+                        report) -> Summary:
+    from pylog.remote import RemoteTopics
+    stats = Stats(w.num_records, interval, 1, report, json_lines)
+    stats.window_word = "consumed"
+    wall_start = time.time()
+    cpu0 = cpu_seconds()
+    ranges = _ranges(bootstrap, w.topic_names())
     errors: list[BaseException] = []
     done = threading.Event()
 
