@@ -204,3 +204,22 @@ def test_profile_writes_a_flame_graph(tmp_path):
     assert "send" in svg or "produce" in svg          # the producer path is in the graph
     if "cycles_per_record" not in summary:
         assert "perf stat" in out.stderr or "perf is not installed" in out.stderr
+
+
+def test_weighted_latency_percentiles():
+    """A send_batch call's latency counts once per record of the call, without storing
+    one sample per record: percentiles and the mean are weighted."""
+    from pylog.perf import Stats
+    s = Stats(1000, interval=1e9, report=lambda _: None)
+    s.latency(1.0, weight=900)           # 900 records at 1 ms
+    s.latency(50.0, weight=99)           # 99 at 50 ms
+    s.latency(200.0, weight=1)           # one at 200 ms
+    s.add(1000, 100_000)
+    summary = s.finish()
+    import numpy as np
+    expanded = np.array([1.0] * 900 + [50.0] * 99 + [200.0])     # one sample per record
+    assert (summary.p50_ms, summary.p95_ms, summary.p99_ms, summary.p999_ms) == \
+        tuple(np.percentile(expanded, [50, 95, 99, 99.9], method="lower"))
+    assert summary.max_latency_ms == 200 and summary.latency_samples == 1000
+    assert abs(summary.avg_latency_ms - (900 * 1 + 99 * 50 + 200) / 1000) < 1e-9
+    assert len(s._latencies) == 3

@@ -210,8 +210,8 @@ def _run_remote(w: Workload, bootstrap: str, processes: bool, interval, json_lin
             parts = pool.starmap(_remote_worker, [(w, bootstrap, i) for i in range(w.producers)])
         for records, nbytes, lat in parts:
             stats.add(records, nbytes)
-            for ms in lat:
-                stats.latency(ms)
+            for ms, weight in lat:
+                stats.latency(ms, weight)
         return stats.finish(cpu_seconds=round(cpu_seconds() - cpu0, 3), where=bootstrap,
                             api="produce requests", processes=w.producers)
     errors: list[BaseException] = []
@@ -240,7 +240,7 @@ def _remote_worker(w: Workload, bootstrap: str, i: int):
     """A producer process: returns (records, bytes, latency samples in ms)."""
     stats = Stats(w.share(i, w.producers), interval=1e9, sample_every=_sample_every(w))
     _remote_producer(w, bootstrap, i, stats)
-    return stats.records, stats.bytes, list(stats._latencies)
+    return stats.records, stats.bytes, list(zip(stats._latencies, stats._weights))
 
 
 class _OpenBatch:

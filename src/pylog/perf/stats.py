@@ -81,7 +81,8 @@ class Stats:
         self.start = clock()
         self.records = 0
         self.bytes = 0
-        self._latencies: list[float] = []        # ms, of sampled records
+        self._latencies: list[float] = []        # ms, of sampled records (or calls)
+        self._weights: list[int] = []            # records each latency stands for
         self._window_start = self.start
         self._window_records = self._window_bytes = 0
         self._window_lat_total = 0.0
@@ -104,7 +105,8 @@ class Stats:
     def latency(self, ms: float, weight: int = 1) -> None:
         """Records the latency of a sampled record (`weight` samples of it: a batch)."""
         with self._lock:
-            self._latencies.extend([ms] * weight)
+            self._latencies.append(ms)
+            self._weights.append(weight)
             self._window_lat_total += ms * weight
             self._window_lat_count += weight
             if ms > self._window_lat_max:
@@ -148,14 +150,22 @@ class Stats:
             self.end = self._clock()
             seconds = max(self.end - self.start, 1e-9)
             lat = np.asarray(self._latencies, dtype=np.float64)
+            weights = np.asarray(self._weights, dtype=np.float64)
         if len(lat):
-            p50, p95, p99, p999 = np.percentile(lat, [50, 95, 99, 99.9], method="lower")
-            avg, mx = float(lat.mean()), float(lat.max())
+            order = np.argsort(lat, kind="stable")
+            lat, weights = lat[order], weights[order]
+            cum = np.cumsum(weights)
+            # The smallest latency at or above each quantile of the weighted samples.
+            at = np.searchsorted(cum, np.array([0.5, 0.95, 0.99, 0.999]) * cum[-1], side="left")
+            p50, p95, p99, p999 = lat[np.minimum(at, len(lat) - 1)]
+            avg, mx = float((lat * weights).sum() / cum[-1]), float(lat[-1])
+            samples = int(cum[-1])
         else:
             p50 = p95 = p99 = p999 = avg = mx = 0.0
+            samples = 0
         return Summary(self.records, self.bytes, seconds, self.records / seconds,
                        self.bytes / seconds / MB, avg, mx, float(p50), float(p95), float(p99),
-                       float(p999), len(lat), extra)
+                       float(p999), samples, extra)
 
     def progress(self) -> float:
         """The fraction done, for a progress bar."""
