@@ -3,7 +3,9 @@
 
 The Python face of index.c, segment_io.c and append.c (docs/FORMAT.md,
 sections 8-10). The segment and log layers (pylog/segment.py, pylog/log.py)
-orchestrate these objects; nothing here knows about topics or configs.
+orchestrate these objects; nothing here knows about topics or configs,
+except append_fast (storage_fastappend.pxi), which runs the Log's own
+orchestration for its common case and names what it reads.
 
 C functions return >= 0 or -errno; _raise_os() is the one place that turns
 an errno into an exception. The GIL is released around every system call
@@ -14,6 +16,9 @@ Files joined here (one translation unit):
     storage_index.pxi    OffsetIndex, TimeIndex
     storage_append.pxi   prepare_append, PreparedAppend, index_append
     storage_logfile.pxi  LogFile: the .log file (append, read, walk, recover)
+    storage_validate.pxi convert_client_batches: compressed batches checked, recompressed
+    storage_fastappend.pxi append_fast: Log.append's common case in one call (the one
+                         place here that knows the Log's attribute names)
 """
 
 cimport cython
@@ -91,3 +96,4 @@ include "storage_index.pxi"
 include "storage_append.pxi"
 include "storage_logfile.pxi"
 include "storage_validate.pxi"
+include "storage_fastappend.pxi"

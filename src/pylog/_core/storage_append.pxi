@@ -22,14 +22,19 @@ cdef class PreparedAppend:
     cdef readonly int64_t records
     cdef readonly int64_t size
     cdef readonly bint has_producer_ids     # some batch carries a producer id (idempotence)
+    # The common append of one batch uses these instead of three allocations.
+    cdef pylog_append_batch one_batch
+    cdef char one_patch[61]
+    cdef iovec one_iov[2]
 
     def __init__(self):
         raise TypeError("use prepare_append()")
 
     def __dealloc__(self):
-        PyMem_Free(self.batches)
-        PyMem_Free(self.patches)
-        PyMem_Free(self.iov)
+        if self.batches != &self.one_batch:
+            PyMem_Free(self.batches)
+            PyMem_Free(self.patches)
+            PyMem_Free(self.iov)
         if self.has_view:
             PyBuffer_Release(&self.view)
 
@@ -75,15 +80,7 @@ def prepare_append(buffer, int64_t next_offset, *, int32_t leader_epoch=0,
     and count disagree, a client control batch, a partial batch, magic 0/1) or
     InvalidTimestampError. The buffer is not modified.
     """
-    cdef PreparedAppend p = PreparedAppend.__new__(PreparedAppend)
     cdef pylog_append_params params
-    cdef pylog_status st
-    cdef int rc
-    cdef int64_t n, i
-    PyObject_GetBuffer(buffer, &p.view, PyBUF_SIMPLE)
-    p.has_view = True
-    cdef const char *buf = <const char *>p.view.buf
-    cdef int64_t length = p.view.len
     memset(&params, 0, sizeof(params))
     params.next_offset = next_offset
     params.leader_epoch = leader_epoch
@@ -94,14 +91,32 @@ def prepare_append(buffer, int64_t next_offset, *, int32_t leader_epoch=0,
     params.allow_control = allow_control
     params.validate_records = validate_records or require_keys
     params.require_keys = require_keys
+    return _prepare_append(buffer, &params)
+
+
+cdef PreparedAppend _prepare_append(object buffer, const pylog_append_params *params):
+    """prepare_append with its parameters in C (the Log's fast path calls this)."""
+    cdef PreparedAppend p = PreparedAppend.__new__(PreparedAppend)
+    cdef pylog_status st
+    cdef int rc
+    cdef int64_t n, i
+    PyObject_GetBuffer(buffer, &p.view, PyBUF_SIMPLE)
+    p.has_view = True
+    cdef const char *buf = <const char *>p.view.buf
+    cdef int64_t length = p.view.len
     n = pylog_append_count(buf, length)
-    p.batches = <pylog_append_batch *>PyMem_Malloc(<size_t>n * sizeof(pylog_append_batch))
-    p.patches = <char *>PyMem_Malloc(<size_t>n * 61)
-    p.iov = <iovec *>PyMem_Malloc(<size_t>(2 * n) * sizeof(iovec))
-    if p.batches == NULL or p.patches == NULL or p.iov == NULL:
-        raise MemoryError()
+    if n <= 1:
+        p.batches = &p.one_batch
+        p.patches = p.one_patch
+        p.iov = p.one_iov
+    else:
+        p.batches = <pylog_append_batch *>PyMem_Malloc(<size_t>n * sizeof(pylog_append_batch))
+        p.patches = <char *>PyMem_Malloc(<size_t>n * 61)
+        p.iov = <iovec *>PyMem_Malloc(<size_t>(2 * n) * sizeof(iovec))
+        if p.batches == NULL or p.patches == NULL or p.iov == NULL:
+            raise MemoryError()
     with nogil:
-        rc = pylog_append_prepare(buf, length, &params, p.batches, n, p.patches, &st)
+        rc = pylog_append_prepare(buf, length, params, p.batches, n, p.patches, &st)
     if rc != PYLOG_APPEND_OK:
         raise _append_rejection(rc, &st)
     p.count = st.value
@@ -163,12 +178,28 @@ cdef object _append_rejection(int rc, pylog_status *st):
         f"({st.value})", position=st.position)
 
 
+cdef struct IndexCursor:
+    int64_t since_entry              # bytes appended since the last offset index entry
+    int64_t max_timestamp            # the segment's largest timestamp so far
+    int64_t offset_of_max_timestamp
+
+
 def index_append(OffsetIndex oi, TimeIndex ti, PreparedAppend p, int64_t start_position,
                  int64_t since_entry, int64_t index_interval, int64_t max_timestamp,
                  int64_t offset_of_max_timestamp):
     """Adds index entries for appended batches with recovery's rule: an entry at
     a batch's start once more than index_interval bytes were appended since the
     last one. Returns (since_entry, max_timestamp, offset_of_max_timestamp)."""
+    cdef IndexCursor c
+    c.since_entry = since_entry
+    c.max_timestamp = max_timestamp
+    c.offset_of_max_timestamp = offset_of_max_timestamp
+    _index_append(oi, ti, p, start_position, index_interval, &c)
+    return c.since_entry, c.max_timestamp, c.offset_of_max_timestamp
+
+
+cdef int _index_append(OffsetIndex oi, TimeIndex ti, PreparedAppend p, int64_t start_position,
+                       int64_t index_interval, IndexCursor *c) except -1:
     cdef int64_t i, position = start_position
     cdef pylog_append_batch *b
     cdef int rc
@@ -176,22 +207,22 @@ def index_append(OffsetIndex oi, TimeIndex ti, PreparedAppend p, int64_t start_p
     ti._check()
     for i in range(p.count):
         b = &p.batches[i]
-        if b.max_timestamp > max_timestamp:
-            max_timestamp = b.max_timestamp
-            offset_of_max_timestamp = b.last_offset
-        if since_entry > index_interval:
+        if b.max_timestamp > c.max_timestamp:
+            c.max_timestamp = b.max_timestamp
+            c.offset_of_max_timestamp = b.last_offset
+        if c.since_entry > index_interval:
             # segment.bytes is a Kafka INT and a segment never grows past it, so
             # positions fit an index entry; anything else is a bug, never a wrap.
             if position > INT32_MAX:
                 raise OverflowError(f"position {position} of {oi.path} does not fit an index entry")
             rc = pylog_offset_index_append(&oi.ix, b.last_offset, <int32_t>position)
             if rc == PYLOG_INDEX_OK:
-                rc = pylog_time_index_append(&ti.ix, max_timestamp, offset_of_max_timestamp, 0)
+                rc = pylog_time_index_append(&ti.ix, c.max_timestamp, c.offset_of_max_timestamp, 0)
                 if rc == PYLOG_INDEX_IO:
-                    raise _append_error(ti, rc, offset_of_max_timestamp)
+                    raise _append_error(ti, rc, c.offset_of_max_timestamp)
             elif rc == PYLOG_INDEX_IO:
                 raise _append_error(oi, rc, b.last_offset)
-            since_entry = 0
-        since_entry += b.size
+            c.since_entry = 0
+        c.since_entry += b.size
         position += b.size
-    return since_entry, max_timestamp, offset_of_max_timestamp
+    return 0

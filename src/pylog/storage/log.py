@@ -35,6 +35,7 @@ from collections.abc import Callable
 from functools import partial
 
 from pylog._core.engine import IoEngine
+from pylog._core.storage import append_fast, configure_fast_append
 from pylog.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -93,6 +94,12 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# Log.append's common case runs in one C call (storage_fastappend.pxi); the rest,
+# and everything when this is False (tests compare both), runs in Log._append_locked.
+FAST_APPEND = True
+configure_fast_append(AppendInfo, _now_ms)
+
+
 class Log:
     """One topic-partition: ``Log(path, config)``.
 
@@ -119,6 +126,7 @@ class Log:
         self.topic_partition = topic_partition or files.parse_partition_dir(os.path.basename(self.path))
         self.standalone = recovery_point is None
         self._lock = threading.RLock()          # appends, rolls, truncation, deletion
+        self._append_limits = None              # append_fast's view of self.config
         self._flush_lock = threading.Lock()     # one flush at a time; taken before _lock
         self._closed = False
         self._offline: Exception | None = None   # set when its log dir fails or it is deleted
@@ -320,56 +328,71 @@ class Log:
         records are not walked again, the CRC still is) or ``"coordinator"``.
         """
         with self._lock:
+            info = append_fast(self, batches, origin) if FAST_APPEND else None
+            if info.__class__ is not AppendInfo:
+                info = self._append_locked(batches, origin, info)
+                if not info.size:
+                    return info             # a retry of batches already in the log
+        for event in self._listeners:
+            event.set()
+        if info.flushed:
+            # Outside the append lock: other appends proceed during the fsync,
+            # and one fsync covers every append that landed before it.
+            self.flush(info.last_offset + 1)
+        return info
+
+    def _append_locked(self, batches, origin: str, validated) -> AppendInfo:
+        """Log.append's steps under the lock, for what append_fast hands back:
+        None (nothing done yet) or (PreparedAppend, now) (validated). Returns an
+        AppendInfo whose ``flushed`` asks the caller to flush; its size is 0
+        when the batches were duplicates and nothing was written."""
+        if validated is None:
             self._check_open()
             now = self.clock()
             prepared = validate_append(batches, self.config, self._next_offset,
                                        self.leader_epoch, now, origin)
-            if prepared.has_producer_ids and origin != "coordinator":
-                producers = [prepared.batch(i) for i in range(prepared.batch_count)]
-                duplicates = self.producer_state.check_append(
-                    [(b[5], b[6], b[7], b[3]) for b in producers])
-                if duplicates is not None:
-                    # A retry of batches already in the log: nothing is written.
-                    first, last = duplicates[0], duplicates[-1]
-                    newest = max(duplicates, key=lambda d: d.timestamp)
-                    return AppendInfo(first.first_offset, last.last_offset, newest.timestamp,
-                                      newest.last_offset, -1, self._log_start_offset,
-                                      sum(d.last_offset - d.first_offset + 1 for d in duplicates),
-                                      len(duplicates), 0,
-                                      self._recovery_point > max(d.last_offset for d in duplicates))
-            if prepared.size > self.config.segment_bytes:
-                raise RecordListTooLargeError(
-                    f"append of {prepared.size} bytes to {self.path} exceeds segment.bytes "
-                    f"({self.config.segment_bytes})")
-            segment = self._maybe_roll(prepared, now)
-            flush_records = self._unflushed_records + prepared.records >= self.config.flush_messages
-            try:
-                if flush_records:           # the fdatasync rides with the write: timed as a flush
-                    started = time.perf_counter()
-                    segment.append(self.engine, prepared, datasync=True)
-                    self._synced_in_write_ms += (time.perf_counter() - started) * 1000
-                else:
-                    segment.append(self.engine, prepared, datasync=False)
-            except OSError as exc:
-                self._undo_partial_write(segment)
-                raise self._storage_error(exc, "append") from exc
-            self._next_offset = prepared.last_offset + 1
-            self._unflushed_records += prepared.records
-            self.records_appended += prepared.records
-            self.bytes_appended += prepared.size
-            if prepared.has_producer_ids:
-                for i in range(prepared.batch_count):
-                    base, last, max_ts, records, _, pid, epoch, seq = prepared.batch(i)
-                    if pid >= 0 and seq >= 0:
-                        self.producer_state.update(pid, epoch, seq, records, base, last, max_ts)
-            segment.maybe_write_behind()
-            flush = flush_records or now - self._last_flush_ms >= self.config.flush_ms
-        for event in self._listeners:
-            event.set()
-        if flush:
-            # Outside the append lock: other appends proceed during the fsync,
-            # and one fsync covers every append that landed before it.
-            self.flush(prepared.last_offset + 1)
+        else:
+            prepared, now = validated
+        if prepared.has_producer_ids and origin != "coordinator":
+            producers = [prepared.batch(i) for i in range(prepared.batch_count)]
+            duplicates = self.producer_state.check_append(
+                [(b[5], b[6], b[7], b[3]) for b in producers])
+            if duplicates is not None:
+                # A retry of batches already in the log: nothing is written.
+                first, last = duplicates[0], duplicates[-1]
+                newest = max(duplicates, key=lambda d: d.timestamp)
+                return AppendInfo(first.first_offset, last.last_offset, newest.timestamp,
+                                  newest.last_offset, -1, self._log_start_offset,
+                                  sum(d.last_offset - d.first_offset + 1 for d in duplicates),
+                                  len(duplicates), 0,
+                                  self._recovery_point > max(d.last_offset for d in duplicates))
+        if prepared.size > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"append of {prepared.size} bytes to {self.path} exceeds segment.bytes "
+                f"({self.config.segment_bytes})")
+        segment = self._maybe_roll(prepared, now)
+        flush_records = self._unflushed_records + prepared.records >= self.config.flush_messages
+        try:
+            if flush_records:           # the fdatasync rides with the write: timed as a flush
+                started = time.perf_counter()
+                segment.append(self.engine, prepared, datasync=True)
+                self._synced_in_write_ms += (time.perf_counter() - started) * 1000
+            else:
+                segment.append(self.engine, prepared, datasync=False)
+        except OSError as exc:
+            self._undo_partial_write(segment)
+            raise self._storage_error(exc, "append") from exc
+        self._next_offset = prepared.last_offset + 1
+        self._unflushed_records += prepared.records
+        self.records_appended += prepared.records
+        self.bytes_appended += prepared.size
+        if prepared.has_producer_ids:
+            for i in range(prepared.batch_count):
+                base, last, max_ts, records, _, pid, epoch, seq = prepared.batch(i)
+                if pid >= 0 and seq >= 0:
+                    self.producer_state.update(pid, epoch, seq, records, base, last, max_ts)
+        segment.maybe_write_behind()
+        flush = flush_records or now - self._last_flush_ms >= self.config.flush_ms
         lat = prepared.max_timestamp if self.config.message_timestamp_type == "LogAppendTime" \
             else -1
         return _new_append_info((prepared.first_offset, prepared.last_offset,

@@ -1,0 +1,180 @@
+# Log.append's common case in one C call (pylog/storage/log.py, Log.append).
+#
+# A Log appends in Python: validate, maybe roll, write, index, count, maybe
+# flush. Around a 22 KB write (~14 us) that orchestration cost ~6 us of
+# interpreted attribute reads and calls. append_fast() does the same steps for
+# the case that needs no decision beyond arithmetic, reading and writing the
+# Log's and its active LogSegment's attributes by the names log.py and
+# segment.py give them. It hands anything else back to the Python path, before
+# writing anything: a closed or offline log, a coordinator append, magic 0/1
+# batches, producer ids (the producer state), a roll, a flush.messages flush,
+# write-behind. Both paths produce the same bytes, offsets, indexes and counters
+# (tests/storage/test_fast_append.py appends the same batches through both and
+# compares files, indexes, results and state).
+
+from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
+
+cdef object _AppendInfo = None       # pylog.storage.info.AppendInfo (set by configure_fast_append)
+cdef object _wall_clock = None       # the Log's default clock, read here without a Python call
+cdef dict _TARGET_CODECS = {"producer": -1, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3,
+                            "zstd": 4}
+
+
+def configure_fast_append(append_info, wall_clock):
+    """Called once by pylog.storage.log: the result type, and the clock that
+    append_fast may replace by clock_gettime(CLOCK_REALTIME) in ms."""
+    global _AppendInfo, _wall_clock
+    _AppendInfo = append_info
+    _wall_clock = wall_clock
+
+
+@cython.final
+cdef class AppendLimits:
+    """The values of one LogConfig that an append reads, as C fields (a LogConfig
+    is immutable: a Log whose config changes gets a new AppendLimits)."""
+
+    cdef readonly object config
+    cdef readonly bint eligible          # False: every append takes the Python path
+    cdef int64_t before_max_ms, after_max_ms
+    cdef bint log_append_time, compact, validate_records
+    cdef int target_codec
+    cdef int64_t segment_bytes, segment_ms, max_message_bytes, index_interval
+    cdef int64_t flush_messages, flush_ms
+
+    def __init__(self, config):
+        self.config = config
+        self.before_max_ms = config.message_timestamp_before_max_ms
+        self.after_max_ms = config.message_timestamp_after_max_ms
+        self.log_append_time = config.message_timestamp_type == "LogAppendTime"
+        self.compact = "compact" in config.cleanup_policy
+        self.validate_records = bool(config.pylog_validate_records)
+        self.target_codec = _TARGET_CODECS.get(config.compression_type, -2)
+        self.segment_bytes = config.segment_bytes
+        self.segment_ms = config.segment_ms
+        self.max_message_bytes = config.max_message_bytes
+        self.index_interval = config.index_interval_bytes
+        self.flush_messages = config.flush_messages
+        self.flush_ms = config.flush_ms
+        self.eligible = (self.target_codec >= -1 and self.before_max_ms >= 0
+                         and self.after_max_ms >= 0 and not config.pylog_write_behind_bytes)
+
+
+cdef inline int64_t _wall_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+def append_fast(log, batches, str origin):
+    """Appends `batches` to `log` as Log.append does, with the log's lock held by
+    the caller. Returns an AppendInfo (written, indexed, counted; its `flushed`
+    field asks the caller to flush, by flush.ms), or ``(prepared, now)`` when the
+    batches were validated but the Python path must write them, or None when
+    nothing was done. Raises what Log.append raises for invalid batches and
+    failed writes."""
+    if log._offline is not None or log._closed or origin == "coordinator":
+        return None
+    config = log.config
+    cdef AppendLimits lim = log._append_limits
+    if lim is None or lim.config is not config:
+        lim = log._append_limits = AppendLimits(config)
+    if not lim.eligible:
+        return None
+    clock = log.clock
+    cdef int64_t now = _wall_ms() if clock is _wall_clock else clock()
+    if now < 0:
+        return None                       # a test clock before 1970: the Python path's big ints
+
+    # -- validation (log_validator.validate_append, same parameters)
+    cdef pylog_append_params params
+    memset(&params, 0, sizeof(params))
+    params.next_offset = log._next_offset
+    params.leader_epoch = log.leader_epoch
+    params.log_append_time = now if lim.log_append_time else -1
+    params.max_batch_size = lim.max_message_bytes
+    params.min_timestamp = now - lim.before_max_ms if lim.before_max_ms < INT64_MAX \
+        and now - lim.before_max_ms > -INT64_MAX else INT64_MIN
+    params.max_timestamp = now + lim.after_max_ms if lim.after_max_ms < INT64_MAX - now \
+        else INT64_MAX
+    params.require_keys = lim.compact
+    params.validate_records = (lim.validate_records and origin != "producer") or lim.compact
+    cdef PreparedAppend p
+    try:
+        data = convert_client_batches(batches, lim.target_codec, require_keys=lim.compact,
+                                      min_timestamp=params.min_timestamp,
+                                      max_timestamp=params.max_timestamp,
+                                      validate=lim.validate_records and origin != "producer")
+        p = _prepare_append(data, &params)
+    except InvalidRecordError as exc:
+        if "magic" in str(exc):
+            return None                   # magic 0/1: the Python path up-converts
+        raise
+    if p.has_producer_ids or p.size > lim.segment_bytes:
+        return (p, now)
+
+    # -- the active segment takes it without a roll (LogSegment.should_roll)
+    segment = log._segments[-1]
+    lf_obj, oi_obj, ti_obj = segment._log, segment._offset_index, segment._time_index
+    if lf_obj is None or oi_obj is None or ti_obj is None:
+        return (p, now)
+    cdef LogFile lf = <LogFile>lf_obj
+    cdef OffsetIndex oi = <OffsetIndex>oi_obj
+    cdef TimeIndex ti = <TimeIndex>ti_obj
+    cdef int64_t size = lf.size, waited
+    cdef int64_t rolling_ts = segment.rolling_based_timestamp
+    cdef int64_t base_offset = segment.base_offset
+    if size > 0:
+        if size + p.size > lim.segment_bytes:
+            return (p, now)
+        if rolling_ts >= 0 and p.max_timestamp >= 0:
+            waited = p.max_timestamp - rolling_ts
+        else:
+            waited = now - <int64_t>segment.created_ms
+        if waited > lim.segment_ms - <int64_t>segment.roll_jitter_ms:
+            return (p, now)
+        if pylog_index_is_full(&oi.ix) or pylog_index_is_full(&ti.ix):
+            return (p, now)
+    if p.last_offset - base_offset > INT32_MAX:
+        return (p, now)
+    cdef int64_t unflushed = log._unflushed_records
+    if unflushed + p.records >= lim.flush_messages:
+        return (p, now)                   # a write with its fdatasync: the Python path times it
+
+    # -- write and index (LogSegment.append)
+    cdef IoEngine engine = log.engine
+    cdef int64_t position
+    cdef IndexCursor c
+    lf._check()
+    try:
+        position = lf._write_end(engine, p.iov, <int>(2 * p.count), p.size, 0)
+        c.since_entry = segment.bytes_since_index_entry
+        c.max_timestamp = segment.max_timestamp
+        c.offset_of_max_timestamp = segment.offset_of_max_timestamp
+        try:
+            _index_append(oi, ti, p, position, lim.index_interval, &c)
+        except OSError:
+            # No blocks for an index entry (a full disk): the append fails whole.
+            oi.truncate_to(p.first_offset)
+            ti.truncate_to(p.first_offset)
+            lf.truncate(position)
+            raise
+    except OSError as exc:
+        log._undo_partial_write(segment)
+        raise log._storage_error(exc, "append") from exc
+    segment.bytes_since_index_entry = c.since_entry
+    segment.max_timestamp = c.max_timestamp
+    segment.offset_of_max_timestamp = c.offset_of_max_timestamp
+    if rolling_ts < 0 and position == 0:
+        segment.rolling_based_timestamp = p.batches[0].max_timestamp
+    segment.next_offset = p.last_offset + 1
+
+    # -- the Log's counters (Log.append)
+    log._next_offset = p.last_offset + 1
+    log._unflushed_records = unflushed + p.records
+    log.records_appended += p.records
+    log.bytes_appended += p.size
+    cdef bint flush = now - <int64_t>log._last_flush_ms >= lim.flush_ms
+    return tuple.__new__(_AppendInfo, (
+        p.first_offset, p.last_offset, p.max_timestamp, p.offset_of_max_timestamp,
+        p.max_timestamp if lim.log_append_time else -1, log._log_start_offset, p.records,
+        p.count, p.size, flush))
