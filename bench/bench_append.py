@@ -38,6 +38,7 @@ everything, which the no-flush policy does not do; the Logs are abandoned and
 deleted instead). MB/s counts batch bytes as written (MB = 10**6 bytes).
 
 usage: python bench/bench_append.py [--quick] [--dir DIR] [--markdown] [--memory warm|cold]
+       [--python-append]   (Log.append's Python path only, without append_fast)
 """
 
 from __future__ import annotations
@@ -446,6 +447,9 @@ def main() -> None:
                     help="comma list of peers, or 'none'")
     ap.add_argument("--no-fio", action="store_true")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-memory table")
+    ap.add_argument("--python-append", action="store_true",
+                    help="Log.append without its C fast path (pylog.storage.log.FAST_APPEND off): "
+                         "the orchestration's cost, for comparison")
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions per row (best of)")
     ap.add_argument("--json", help="append one JSON line per row to this file")
     ap.add_argument("--idle-wait", type=float, default=None,
@@ -454,6 +458,9 @@ def main() -> None:
     args = ap.parse_args()
 
     quick = args.quick
+    if args.python_append:
+        import pylog.storage.log
+        pylog.storage.log.FAST_APPEND = False
     layouts = (args.layouts or ("1" if quick else "1,8,8/2thr")).split(",")
     records = [int(x) for x in (args.records or "100,1024").split(",")]
     batches = (args.batches or "200,1MiB").split(",")
