@@ -137,7 +137,7 @@ class Pair:
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: ",".join(c) or "defaults")
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(operation, min_size=1, max_size=40))
 def test_both_paths_write_the_same(tmp_path_factory, config, ops):
     pair = Pair(str(tmp_path_factory.mktemp("pair")), config)
