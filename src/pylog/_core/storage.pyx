@@ -4,8 +4,8 @@
 The Python face of index.c, segment_io.c and append.c (docs/FORMAT.md,
 sections 8-10). The segment and log layers (pylog/segment.py, pylog/log.py)
 orchestrate these objects; nothing here knows about topics or configs,
-except append_fast (storage_fastappend.pxi), which runs the Log's own
-orchestration for its common case and names what it reads.
+except storage_fastappend.pxi, which runs the segment's and the Log's
+append orchestration for the common case and names what it reads.
 
 C functions return >= 0 or -errno; _raise_os() is the one place that turns
 an errno into an exception. The GIL is released around every system call
@@ -14,11 +14,12 @@ which is also what serialises them.
 
 Files joined here (one translation unit):
     storage_index.pxi    OffsetIndex, TimeIndex
-    storage_append.pxi   prepare_append, PreparedAppend, index_append
+    storage_append.pxi   prepare_append, PreparedAppend, the index rule of appends
     storage_logfile.pxi  LogFile: the .log file (append, read, walk, recover)
     storage_validate.pxi convert_client_batches: compressed batches checked, recompressed
-    storage_fastappend.pxi append_fast: Log.append's common case in one call (the one
-                         place here that knows the Log's attribute names)
+    storage_fastappend.pxi the active segment's append and roll rule, and
+                         append_fast: Log.append's common case in one call (the one
+                         place here that knows the Log's and LogSegment's attributes)
 """
 
 cimport cython

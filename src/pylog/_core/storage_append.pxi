@@ -184,20 +184,6 @@ cdef struct IndexCursor:
     int64_t offset_of_max_timestamp
 
 
-def index_append(OffsetIndex oi, TimeIndex ti, PreparedAppend p, int64_t start_position,
-                 int64_t since_entry, int64_t index_interval, int64_t max_timestamp,
-                 int64_t offset_of_max_timestamp):
-    """Adds index entries for appended batches with recovery's rule: an entry at
-    a batch's start once more than index_interval bytes were appended since the
-    last one. Returns (since_entry, max_timestamp, offset_of_max_timestamp)."""
-    cdef IndexCursor c
-    c.since_entry = since_entry
-    c.max_timestamp = max_timestamp
-    c.offset_of_max_timestamp = offset_of_max_timestamp
-    _index_append(oi, ti, p, start_position, index_interval, &c)
-    return c.since_entry, c.max_timestamp, c.offset_of_max_timestamp
-
-
 cdef int _index_append(OffsetIndex oi, TimeIndex ti, PreparedAppend p, int64_t start_position,
                        int64_t index_interval, IndexCursor *c) except -1:
     cdef int64_t i, position = start_position

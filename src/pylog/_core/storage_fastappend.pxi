@@ -1,4 +1,6 @@
-# Log.append's common case in one C call (pylog/storage/log.py, Log.append).
+# The active segment's append and roll rule (LogSegment.append / should_roll call
+# segment_append / segment_roll_reason), and Log.append's common case in one C
+# call (append_fast, pylog/storage/log.py), which uses the same two.
 #
 # A Log appends in Python: validate, maybe roll, write, index, count, maybe
 # flush. Around a 22 KB write (~14 us) that orchestration cost ~6 us of
@@ -16,16 +18,91 @@ from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
 cdef object _AppendInfo = None       # pylog.storage.info.AppendInfo (set by configure_fast_append)
 cdef object _wall_clock = None       # the Log's default clock, read here without a Python call
-cdef dict _TARGET_CODECS = {"producer": -1, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3,
-                            "zstd": 4}
+cdef dict _target_codecs = {}        # log_validator.TARGET_CODECS
 
 
-def configure_fast_append(append_info, wall_clock):
-    """Called once by pylog.storage.log: the result type, and the clock that
-    append_fast may replace by clock_gettime(CLOCK_REALTIME) in ms."""
-    global _AppendInfo, _wall_clock
+def configure_fast_append(append_info, wall_clock, dict target_codecs):
+    """Called once by pylog.storage.log: the result type, the clock that
+    append_fast may replace by clock_gettime(CLOCK_REALTIME) in ms, and
+    compression.type -> the codec stored batches must have."""
+    global _AppendInfo, _wall_clock, _target_codecs
     _AppendInfo = append_info
     _wall_clock = wall_clock
+    _target_codecs = target_codecs
+
+
+# ------------------------------------------------------- the active segment
+
+cdef object _roll_reason(segment, LogFile lf, OffsetIndex oi, TimeIndex ti, PreparedAppend p,
+                         int64_t now, int64_t segment_bytes, int64_t segment_ms):
+    cdef int64_t size = lf.size, waited
+    cdef int64_t rolling_ts = segment.rolling_based_timestamp
+    if size > 0:
+        if size + p.size > segment_bytes:
+            return "segment.bytes"
+        if rolling_ts >= 0 and p.max_timestamp >= 0:
+            waited = p.max_timestamp - rolling_ts
+        else:
+            waited = now - <int64_t>segment.created_ms
+        if waited > segment_ms - <int64_t>segment.roll_jitter_ms:
+            return "segment.ms"
+        # An empty segment never rolls: its first batch sits at position 0, which a
+        # lookup finds without an index entry (a roll would only recreate it).
+        if pylog_index_is_full(&oi.ix) or pylog_index_is_full(&ti.ix):
+            return "index full"
+    if p.last_offset - <int64_t>segment.base_offset > INT32_MAX:
+        return "relative offset overflow"
+    return None
+
+
+def segment_roll_reason(segment, PreparedAppend incoming, int64_t now_ms):
+    """Why the active LogSegment must roll before taking `incoming`, or None
+    (Kafka's shouldRoll): segment.bytes, segment.ms (from the first batch's
+    timestamp, else the segment's creation, minus its jitter), a full index,
+    or offsets beyond an index entry's 32 bits."""
+    config = segment.config
+    return _roll_reason(segment, segment.log, segment.offset_index, segment.time_index, incoming,
+                        now_ms, config.segment_bytes, config.segment_ms)
+
+
+cdef int64_t _segment_append(segment, LogFile lf, OffsetIndex oi, TimeIndex ti, IoEngine engine,
+                             PreparedAppend p, int64_t index_interval, bint datasync) except -1:
+    cdef IndexCursor c
+    cdef int64_t position
+    lf._check()
+    position = lf._write_end(engine, p.iov, <int>(2 * p.count), p.size,
+                             PYLOG_WRITE_DATASYNC if datasync else 0)
+    c.since_entry = segment.bytes_since_index_entry
+    c.max_timestamp = segment.max_timestamp
+    c.offset_of_max_timestamp = segment.offset_of_max_timestamp
+    try:
+        _index_append(oi, ti, p, position, index_interval, &c)
+    except OSError:
+        # No blocks for an index entry (a full disk): the append fails whole.
+        oi.truncate_to(p.first_offset)
+        ti.truncate_to(p.first_offset)
+        lf.truncate(position)
+        raise
+    segment.bytes_since_index_entry = c.since_entry
+    segment.max_timestamp = c.max_timestamp
+    segment.offset_of_max_timestamp = c.offset_of_max_timestamp
+    if segment.rolling_based_timestamp < 0 and position == 0:
+        segment.rolling_based_timestamp = p.batches[0].max_timestamp
+    segment.next_offset = p.last_offset + 1
+    if datasync:
+        segment.flushed_size = lf.size
+    return position
+
+
+def segment_append(segment, IoEngine engine, PreparedAppend prepared, bint datasync):
+    """Writes the batches at the end of the active LogSegment in one I/O (with
+    its fdatasync when `datasync`), then indexes them (recovery's rule) and
+    updates the segment's offsets and timestamps. Returns their position."""
+    return _segment_append(segment, segment.log, segment.offset_index, segment.time_index, engine,
+                           prepared, segment.config.index_interval_bytes, datasync)
+
+
+# ---------------------------------------------------------- the Log's append
 
 
 @cython.final
@@ -48,7 +125,7 @@ cdef class AppendLimits:
         self.log_append_time = config.message_timestamp_type == "LogAppendTime"
         self.compact = "compact" in config.cleanup_policy
         self.validate_records = bool(config.pylog_validate_records)
-        self.target_codec = _TARGET_CODECS.get(config.compression_type, -2)
+        self.target_codec = _target_codecs.get(config.compression_type, -2)
         self.segment_bytes = config.segment_bytes
         self.segment_ms = config.segment_ms
         self.max_message_bytes = config.max_message_bytes
@@ -112,61 +189,22 @@ def append_fast(log, batches, str origin):
     if p.has_producer_ids or p.size > lim.segment_bytes:
         return (p, now)
 
-    # -- the active segment takes it without a roll (LogSegment.should_roll)
+    # -- the active segment takes it without a roll
     segment = log._segments[-1]
     lf_obj, oi_obj, ti_obj = segment._log, segment._offset_index, segment._time_index
     if lf_obj is None or oi_obj is None or ti_obj is None:
         return (p, now)
-    cdef LogFile lf = <LogFile>lf_obj
-    cdef OffsetIndex oi = <OffsetIndex>oi_obj
-    cdef TimeIndex ti = <TimeIndex>ti_obj
-    cdef int64_t size = lf.size, waited
-    cdef int64_t rolling_ts = segment.rolling_based_timestamp
-    cdef int64_t base_offset = segment.base_offset
-    if size > 0:
-        if size + p.size > lim.segment_bytes:
-            return (p, now)
-        if rolling_ts >= 0 and p.max_timestamp >= 0:
-            waited = p.max_timestamp - rolling_ts
-        else:
-            waited = now - <int64_t>segment.created_ms
-        if waited > lim.segment_ms - <int64_t>segment.roll_jitter_ms:
-            return (p, now)
-        if pylog_index_is_full(&oi.ix) or pylog_index_is_full(&ti.ix):
-            return (p, now)
-    if p.last_offset - base_offset > INT32_MAX:
+    if _roll_reason(segment, lf_obj, oi_obj, ti_obj, p, now, lim.segment_bytes,
+                    lim.segment_ms) is not None:
         return (p, now)
     cdef int64_t unflushed = log._unflushed_records
     if unflushed + p.records >= lim.flush_messages:
         return (p, now)                   # a write with its fdatasync: the Python path times it
-
-    # -- write and index (LogSegment.append)
-    cdef IoEngine engine = log.engine
-    cdef int64_t position
-    cdef IndexCursor c
-    lf._check()
     try:
-        position = lf._write_end(engine, p.iov, <int>(2 * p.count), p.size, 0)
-        c.since_entry = segment.bytes_since_index_entry
-        c.max_timestamp = segment.max_timestamp
-        c.offset_of_max_timestamp = segment.offset_of_max_timestamp
-        try:
-            _index_append(oi, ti, p, position, lim.index_interval, &c)
-        except OSError:
-            # No blocks for an index entry (a full disk): the append fails whole.
-            oi.truncate_to(p.first_offset)
-            ti.truncate_to(p.first_offset)
-            lf.truncate(position)
-            raise
+        _segment_append(segment, lf_obj, oi_obj, ti_obj, log.engine, p, lim.index_interval, False)
     except OSError as exc:
         log._undo_partial_write(segment)
         raise log._storage_error(exc, "append") from exc
-    segment.bytes_since_index_entry = c.since_entry
-    segment.max_timestamp = c.max_timestamp
-    segment.offset_of_max_timestamp = c.offset_of_max_timestamp
-    if rolling_ts < 0 and position == 0:
-        segment.rolling_based_timestamp = p.batches[0].max_timestamp
-    segment.next_offset = p.last_offset + 1
 
     # -- the Log's counters (Log.append)
     log._next_offset = p.last_offset + 1

@@ -55,7 +55,7 @@ from .log_loader import (
     remove_temporary_files,
     write_log_state,
 )
-from .log_validator import validate_append
+from .log_validator import TARGET_CODECS, validate_append
 from .producer_state import ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
 from .segment import LogSegment
@@ -97,7 +97,7 @@ def _now_ms() -> int:
 # Log.append's common case runs in one C call (storage_fastappend.pxi); the rest,
 # and everything when this is False (tests compare both), runs in Log._append_locked.
 FAST_APPEND = True
-configure_fast_append(AppendInfo, _now_ms)
+configure_fast_append(AppendInfo, _now_ms, TARGET_CODECS)
 
 
 class Log:

@@ -26,10 +26,10 @@ from pylog.errors import InvalidRecordError
 
 from .config import LONG_MAX, LogConfig
 
-__all__ = ["validate_append"]
+__all__ = ["TARGET_CODECS", "validate_append"]
 
 # compression.type -> the codec every stored batch must have (-1: the producer's).
-_TARGET_CODEC = {"producer": -1, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+TARGET_CODECS = {"producer": -1, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 def validate_append(batches, config: LogConfig, next_offset: int, leader_epoch: int, now: int,
@@ -59,7 +59,7 @@ def _prepare(data, config: LogConfig, next_offset: int, leader_epoch: int, origi
              validate_records: bool) -> PreparedAppend:
     if origin != "coordinator":
         data = convert_client_batches(
-            data, _TARGET_CODEC[config.compression_type], require_keys=require_keys,
+            data, TARGET_CODECS[config.compression_type], require_keys=require_keys,
             min_timestamp=min_ts, max_timestamp=max_ts, validate=validate_records)
     return prepare_append(data, next_offset, leader_epoch=leader_epoch, log_append_time=lat,
                           max_batch_size=config.max_message_bytes, min_timestamp=min_ts,

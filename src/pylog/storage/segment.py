@@ -24,7 +24,8 @@ from pylog._core.storage import (
     OffsetIndex,
     PreparedAppend,
     TimeIndex,
-    index_append,
+    segment_append,
+    segment_roll_reason,
 )
 from pylog.errors import CorruptIndexError, CorruptRecordError
 
@@ -372,25 +373,7 @@ class LogSegment:
 
     def should_roll(self, incoming: PreparedAppend, now_ms: int) -> str | None:
         """Why the segment must roll before taking `incoming`, or None (Kafka's shouldRoll)."""
-        config = self.config
-        size = self.size
-        if size > 0 and size + incoming.size > config.segment_bytes:
-            return "segment.bytes"
-        if size > 0:
-            incoming_ts = incoming.max_timestamp
-            if self.rolling_based_timestamp >= 0 and incoming_ts >= 0:
-                waited = incoming_ts - self.rolling_based_timestamp
-            else:
-                waited = now_ms - self.created_ms
-            if waited > config.segment_ms - self.roll_jitter_ms:
-                return "segment.ms"
-            # An empty segment never rolls: its first batch sits at position 0, which a
-            # lookup finds without an index entry (a roll would only recreate it).
-            if self.offset_index.is_full or self.time_index.is_full:
-                return "index full"
-        if incoming.last_offset - self.base_offset > INT32_MAX:
-            return "relative offset overflow"
-        return None
+        return segment_roll_reason(self, incoming, now_ms)
 
     def should_roll_by_time(self, now_ms: int) -> bool:
         """The LogManager's periodic check: has segment.ms passed since creation?"""
@@ -398,26 +381,9 @@ class LogSegment:
 
     def append(self, engine, prepared: PreparedAppend, datasync: bool) -> int:
         """Writes the batches in one I/O, then indexes them. Returns their position.
-        Only the active segment appends, and its files are always open."""
-        position = self._log.append(engine, prepared, datasync)
-        try:
-            indexed = index_append(
-                self._offset_index, self._time_index, prepared, position,
-                self.bytes_since_index_entry, self.config.index_interval_bytes,
-                self.max_timestamp, self.offset_of_max_timestamp)
-        except OSError:
-            # No blocks for an index entry (a full disk): the append fails whole.
-            self.offset_index.truncate_to(prepared.first_offset)
-            self.time_index.truncate_to(prepared.first_offset)
-            self.log.truncate(position)
-            raise
-        self.bytes_since_index_entry, self.max_timestamp, self.offset_of_max_timestamp = indexed
-        if self.rolling_based_timestamp < 0 and position == 0:
-            self.rolling_based_timestamp = prepared.first_batch_max_timestamp()
-        self.next_offset = prepared.last_offset + 1
-        if datasync:
-            self.flushed_size = self.size
-        return position
+        Only the active segment appends (``segment_append``, shared with the Log's
+        C fast path)."""
+        return segment_append(self, engine, prepared, datasync)
 
     def on_become_inactive(self) -> None:
         """At roll: the final time index entry, then trim the indexes and the .log."""
