@@ -159,7 +159,8 @@ cdef bytes _encode_batch(values, keys, timestamps, headers, int64_t base_offset,
     cdef Py_ssize_t n = len(values)
     cdef pylog_record_input inp
     cdef pylog_batch_header h
-    cdef int codec = _compression.codec_id(compression)
+    # "none" (the producer's default) without a Python call.
+    cdef int codec = 0 if compression == "none" else _compression.codec_id(compression)
     if n == 0:
         raise ValueError("encode_batch needs at least one record: Kafka never writes a batch "
                          "of records with none")

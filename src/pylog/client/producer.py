@@ -366,9 +366,10 @@ class Producer(ProducerBase):
                 if acc.closing:
                     raise RuntimeError("send_batch() on a closed Producer")
                 # (A long ready queue is not scanned: the chunk just queues.)
-                if state.open[p] is not None or (topic, p) in self._round or \
-                        len(self._ready) > 64 or \
-                        any(b.topic == topic and b.partition == p for b in self._ready):
+                ready = self._ready
+                if state.open[p] is not None or (topic, p) in self._round or ready and (
+                        len(ready) > 64 or
+                        any(b.topic == topic and b.partition == p for b in ready)):
                     return None
                 batch = ProducerBatch(topic, p)
                 batch.base_sequence = acc.reserve_sequence(state, p, len(rows)) \
@@ -827,6 +828,8 @@ def _callback_adapter(callback):
 
 def _column_total(column) -> int:
     """Total bytes of a list or Arrow binary column (nulls count 0)."""
+    if type(column) is list:
+        return column_bytes(column)
     import pyarrow as pa
     if isinstance(column, (pa.Array, pa.ChunkedArray)):
         import pyarrow.compute as pc
@@ -836,6 +839,8 @@ def _column_total(column) -> int:
 
 def _column_sizes(column) -> np.ndarray:
     """Byte length of each entry of a list or Arrow binary column (0 for null)."""
+    if type(column) is list:
+        return column_lengths(column)
     import pyarrow as pa
     import pyarrow.compute as pc
     if isinstance(column, (pa.Array, pa.ChunkedArray)):
@@ -844,6 +849,10 @@ def _column_sizes(column) -> np.ndarray:
 
 
 def _take(column, rows: np.ndarray):
+    """column[rows] for a list or Arrow column; `rows` are int64 (numpy's default
+    on Linux, group_by_partition's output and slices of it)."""
+    if type(column) is list:
+        return take_list(column, rows)
     import pyarrow as pa
     if isinstance(column, (pa.Array, pa.ChunkedArray)):
         return column.take(pa.array(rows))

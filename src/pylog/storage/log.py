@@ -44,6 +44,7 @@ from pylog.errors import (
 )
 
 from . import files
+from .background import wall_clock_ms
 from .config import LogConfig
 from .file_slice import FileSlice
 from .info import AppendInfo, RecoveryReport, TimestampOffset
@@ -90,9 +91,9 @@ def default_engine(kind: str = "auto") -> IoEngine:
         return engine
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
+# The one wall clock of the storage layer: a LogManager's logs share it, and
+# append_fast reads it as clock_gettime when a Log's clock is this function.
+_now_ms = wall_clock_ms
 
 # Log.append's common case runs in one C call (storage_fastappend.pxi); the rest,
 # and everything when this is False (tests compare both), runs in Log._append_locked.
