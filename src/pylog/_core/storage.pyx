@@ -26,6 +26,7 @@ cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.object cimport PyObject, PyTypeObject
 from libc.errno cimport errno, EILSEQ, EIO
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
 from libc.string cimport memset, strerror

@@ -177,10 +177,9 @@ def append_fast(log, batches, str origin):
     params.validate_records = (lim.validate_records and origin != "producer") or lim.compact
     cdef PreparedAppend p
     try:
-        data = convert_client_batches(batches, lim.target_codec, require_keys=lim.compact,
-                                      min_timestamp=params.min_timestamp,
-                                      max_timestamp=params.max_timestamp,
-                                      validate=lim.validate_records and origin != "producer")
+        data = _convert_client_batches(batches, lim.target_codec, lim.compact,
+                                       params.min_timestamp, params.max_timestamp,
+                                       lim.validate_records and origin != "producer")
         p = _prepare_append(data, &params)
     except InvalidRecordError as exc:
         if "magic" in str(exc):
@@ -212,7 +211,9 @@ def append_fast(log, batches, str origin):
     log.records_appended += p.records
     log.bytes_appended += p.size
     cdef bint flush = now - <int64_t>log._last_flush_ms >= lim.flush_ms
-    return tuple.__new__(_AppendInfo, (
-        p.first_offset, p.last_offset, p.max_timestamp, p.offset_of_max_timestamp,
-        p.max_timestamp if lim.log_append_time else -1, log._log_start_offset, p.records,
-        p.count, p.size, flush))
+    # AppendInfo is a namedtuple: tuple's tp_new fills it without a Python call.
+    fields = (p.first_offset, p.last_offset, p.max_timestamp, p.offset_of_max_timestamp,
+              p.max_timestamp if lim.log_append_time else -1, log._log_start_offset, p.records,
+              p.count, p.size, flush)
+    args = (fields,)                    # tuple.__new__(AppendInfo, fields)
+    return (<PyTypeObject *>tuple).tp_new(<type>_AppendInfo, <PyObject *>args, NULL)

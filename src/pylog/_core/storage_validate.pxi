@@ -19,6 +19,13 @@ def convert_client_batches(buffer, int target_codec, *, bint require_keys=False,
     new bytes. Malformed framing is left for prepare_append to report; batches
     of magic 0/1 and control batches are passed through.
     """
+    return _convert_client_batches(buffer, target_codec, require_keys, min_timestamp,
+                                   max_timestamp, validate)
+
+
+cdef object _convert_client_batches(buffer, int target_codec, bint require_keys,
+                                    int64_t min_timestamp, int64_t max_timestamp, bint validate):
+    """convert_client_batches, called from C without a Python call (append_fast)."""
     cdef Py_buffer view
     cdef pylog_batch_header h
     cdef pylog_status st
@@ -27,7 +34,7 @@ def convert_client_batches(buffer, int target_codec, *, bint require_keys=False,
     cdef const char *b
     cdef const char *section
     cdef Py_ssize_t section_len
-    cdef list pieces = []
+    cdef list pieces = None                       # created at the first change
     cdef int64_t copied = 0                       # input bytes before pos already in pieces
     cdef bint changed = False, create_time
     mv = None
@@ -92,6 +99,8 @@ def convert_client_batches(buffer, int target_codec, *, bint require_keys=False,
             batch = bytearray(PYLOG_RECORDS_OFFSET)
             batch += body
             pylog_batch_header_finish(<char *>batch, len(batch), &h)
+            if pieces is None:
+                pieces = []
             if pos > copied:
                 pieces.append(mv[copied:pos])
             pieces.append(batch)
