@@ -270,7 +270,7 @@ class Producer(ProducerBase):
             if not 0 <= p < state.num_partitions:
                 raise UnknownTopicOrPartitionError(
                     f"topic {topic!r} has partitions 0..{state.num_partitions - 1}, not {p}")
-            rows = np.arange(n) if rows is None else rows
+            rows = np.arange(n, dtype=np.int64) if rows is None else rows
             work.extend((p, chunk) for chunk in
                         ((rows,) if fits else self._chunks(record_sizes(), rows)))
         # Whether a chunk is worth queueing (see below): only big calls have big chunks.
@@ -849,8 +849,8 @@ def _column_sizes(column) -> np.ndarray:
 
 
 def _take(column, rows: np.ndarray):
-    """column[rows] for a list or Arrow column; `rows` are int64 (numpy's default
-    on Linux, group_by_partition's output and slices of it)."""
+    """column[rows] for a list or Arrow column; `rows` are int64 (send_batch's
+    np.arange, group_by_partition's output and slices of them)."""
     if type(column) is list:
         return take_list(column, rows)
     import pyarrow as pa
