@@ -33,3 +33,13 @@ def test_console_script_runs(tmp_path):
     assert out.stdout.startswith(f"pylog {pylog.__version__}")
     helped = subprocess.run(command + ["--help"], capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0 and "Usage: pylog" in helped.stdout
+
+
+def test_import_pylog_leaves_the_heavy_optional_layers_unloaded():
+    """`import pylog` (and so every CLI command) does not load the wire protocol
+    (~90 ms), pyarrow.compute (~50 ms), the broker or Spark: they load when used."""
+    probe = ("import sys, pylog; print(' '.join(m for m in ('pylog.protocol', 'pyarrow.compute', "
+             "'pylog.broker', 'pylog.spark', 'pyspark') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""

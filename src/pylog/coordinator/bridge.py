@@ -20,7 +20,6 @@ import threading
 import time
 
 from pylog.common.topic_partition import TopicPartition
-from pylog.protocol import messages as m
 
 from .classic_group import ClassicGroup, errors
 from .group import ASSIGNORS, ConsumerGroup
@@ -36,16 +35,25 @@ REBALANCE_MS = 30_000
 HEARTBEAT_S = 0.2
 
 
+def _messages():
+    """pylog.protocol's messages, imported on first use: ~90 ms that every `import pylog`
+    (and every CLI command) would otherwise pay for groups shared with Kafka clients."""
+    from pylog.protocol import messages
+    return messages
+
+
 def _versioned(struct, version: int) -> bytes:
     return version.to_bytes(2, "big") + struct.encode(version)
 
 
 def encode_subscription(topics: list[str]) -> bytes:
+    m = _messages()
     return _versioned(m.ConsumerProtocolSubscription(topics=sorted(topics)), 0)
 
 
 def decode_subscription(data: bytes) -> set[str]:
     version = min(int.from_bytes(data[:2], "big", signed=True), 3)
+    m = _messages()
     return set(m.ConsumerProtocolSubscription.decode(memoryview(data)[2:], version).topics)
 
 
@@ -53,6 +61,7 @@ def encode_assignment(partitions: list[TopicPartition]) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
+    m = _messages()
     return _versioned(m.ConsumerProtocolAssignment(assigned_partitions=[
         m.ConsumerProtocolAssignmentTopicPartition(topic=t, partitions=sorted(ps))
         for t, ps in sorted(by_topic.items())]), 0)
@@ -62,7 +71,7 @@ def decode_assignment(data: bytes) -> set[TopicPartition]:
     if len(data) < 2:
         return set()
     version = min(int.from_bytes(data[:2], "big", signed=True), 3)
-    decoded = m.ConsumerProtocolAssignment.decode(memoryview(data)[2:], version)
+    decoded = _messages().ConsumerProtocolAssignment.decode(memoryview(data)[2:], version)
     return {TopicPartition(t.topic, p) for t in decoded.assigned_partitions for p in t.partitions}
 
 

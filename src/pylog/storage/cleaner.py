@@ -46,7 +46,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pylog._core.crc import crc32c
 from pylog._core.storage import LogFile, OffsetIndex, TimeIndex
@@ -125,6 +124,7 @@ class OffsetMap:
     def add(self, keys: pa.Array, offsets: np.ndarray, must: bool = False) -> bool:
         """Adds one segment's keys (nulls skipped). Refuses (returns False, nothing
         added) when the distinct keys would exceed the capacity, unless `must`."""
+        import pyarrow.compute as pc  # here, not at the top: 50 ms of every `import pylog`
         valid = pc.is_valid(keys)
         part = self._group(pa.table({"key": pc.filter(keys, valid).cast(pa.binary()),
                                      "offset": pa.array(offsets[np.asarray(valid)])}))
@@ -153,6 +153,7 @@ class OffsetMap:
         section (older than every mapped record), those whose key was not written
         again. Records without a key never survive (Kafka's cleaner drops them)."""
         if clean:
+            import pyarrow.compute as pc
             return np.asarray(pc.is_valid(keys)) & ~np.asarray(pc.is_in(keys, value_set=self.keys))
         if self._sorted is None:
             self._sorted = np.sort(self.latest)
@@ -215,6 +216,7 @@ class _Survivors:
     them), so re-encoding a batch is zero-copy slices and one C call."""
 
     def __init__(self, rows: pa.RecordBatch, keep: np.ndarray) -> None:
+        import pyarrow.compute as pc
         kept = rows.filter(pa.array(keep))
         self.values = kept.column("value")
         self.keys = kept.column("key")
@@ -301,6 +303,7 @@ def _rewrite_segment(view, out, offset_map: OffsetMap, producers: dict[int, int]
     offsets = rows.column("offset").to_numpy()
     keep = offset_map.kept(rows.column("key"), offsets, clean)
     if tombstones_expire:
+        import pyarrow.compute as pc
         tomb = np.asarray(pc.is_null(rows.column("value")))
         stats.tombstones_removed += int((keep & tomb).sum())
         keep &= ~tomb
