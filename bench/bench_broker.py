@@ -45,6 +45,9 @@ from pylog.protocol import messages as m  # noqa: E402
 from pylog.protocol.codec import Reader  # noqa: E402
 
 
+_i32 = struct.Struct(">i")
+
+
 def serve(log_dirs: str, *overrides: str):
     from broker.process import ServeProcess
     return ServeProcess(log_dirs, *overrides)
@@ -188,6 +191,38 @@ def raw_file_mb_s(path: str, mode: str, chunk: int = 8 << 20) -> float:
     return total / elapsed / 1e6
 
 
+# ================================================================ pipelining
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed by the broker")
+        buf += chunk
+    return bytes(buf)
+
+
+def pipelined(bootstrap: str, topic: str, n: int, rounds: int = 3) -> list[float]:
+    """Requests/s of `n` produce requests (one 100 B record each, acks=1) sent back to
+    back on one connection, then their n responses read: one figure per round."""
+    from pylog.record import encode_batch
+    host, _, port = bootstrap.rpartition(":")
+    body = m.ProduceRequest(acks=1, timeout_ms=10000, topic_data=[m.ProduceRequestTopicProduceData(
+        name=topic, partition_data=[m.ProduceRequestPartitionProduceData(
+            index=0, records=encode_batch([b"v" * 100]))])])
+    frames = b"".join(encode_request(0, 7, cid, "bench", body) for cid in range(n))
+    rates = []
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        for _ in range(rounds):
+            start = time.perf_counter()
+            s.sendall(frames)
+            for _ in range(n):
+                _recv_exact(s, _i32.unpack(_recv_exact(s, 4))[0])
+            rates.append(n / (time.perf_counter() - start))
+    return rates
+
+
 # ================================================================== latency
 
 def _latency_consumer(bootstrap: str, topic: str, ready, stop, out) -> None:
@@ -319,6 +354,14 @@ def main(argv=None) -> int:
                            "x sendfile", "x read+send"], fetch_rows, args.markdown,
                           ["raw sendfile: a minimal server process sending the same file in 8 MiB "
                            "sendfile(2) calls to one recv_into loop; read+send: the naive copy"]))
+        # Pipelined requests on one connection
+        rates = pipelined(broker.bootstrap, topic("pipelined"), 2000)
+        out.append(render("Pipelined: 2,000 produce requests (100 B, acks=1) back to back on one "
+                          "connection, then their responses",
+                          ["round", "k requests/s", "us a request"],
+                          [[str(i + 1), f"{r / 1e3:,.1f}", f"{1e6 / r:,.0f}"] for i, r in enumerate(rates)],
+                          args.markdown, ["the responses of requests answered without the loop "
+                                          "suspending leave in one send(2) (broker/connection.py)"]))
         # Latency
         t = topic("latency")
         lat_rows = []

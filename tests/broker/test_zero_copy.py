@@ -1,20 +1,26 @@
 """Zero-copy fetch, observed from outside the broker: strace counts the bytes the
 `pylog serve` process moves with sendfile(2) and the bytes it reads into user space
 while a consumer fetches a topic. Every fetched byte must go through sendfile; reads
-stay a tiny fraction (a regression to read+send would double them)."""
+stay a tiny fraction (a regression to read+send would double them). And the responses
+to pipelined requests leave in few send(2) calls, not one each."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import time
 
 import pytest
 
 import pylog
+from pylog.protocol import encode_request
+from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient
+from pylog.protocol.codec import Reader
 
 from .process import ServeProcess
 
@@ -32,6 +38,16 @@ def strace_counts(path: str) -> dict[str, int]:
             if found:
                 counts[found.group(1)] = counts.get(found.group(1), 0) + int(found.group(2))
     return counts
+
+
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed by the broker")
+        buf += chunk
+    return bytes(buf)
 
 
 def test_fetched_records_leave_by_sendfile_not_through_user_space(tmp_path):
@@ -72,3 +88,45 @@ def test_fetched_records_leave_by_sendfile_not_through_user_space(tmp_path):
     assert fetched >= size - (1 << 20)
     assert counts.get("sendfile", 0) >= fetched
     assert copied < fetched / 50, counts
+
+
+def test_pipelined_responses_leave_in_few_sends(tmp_path):
+    """A client that pipelines 500 produce requests gets its 500 responses, in order, in
+    far fewer send(2) calls than responses: the loop answers buffered requests without
+    suspending and writes their responses together (broker/connection.py)."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed (tools/setup.sh installs it as root)")
+    with pylog.open(tmp_path / "data") as store:
+        store.create_topic("t", 1)
+    batch = pylog.records.encode_batch([b"v" * 100])
+    body = m.ProduceRequest(acks=1, timeout_ms=1000, topic_data=[m.ProduceRequestTopicProduceData(
+        name="t", partition_data=[m.ProduceRequestPartitionProduceData(index=0, records=batch)])])
+    frames = b"".join(encode_request(0, 7, cid, "pipelining", body) for cid in range(500))
+    with ServeProcess(str(tmp_path / "data")) as served:
+        host, _, port = served.bootstrap.rpartition(":")
+        s = socket.create_connection((host, int(port)), timeout=30)
+        trace = tmp_path / "trace.txt"
+        tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=sendto,sendmsg,write,writev",
+                                   "-p", str(served.pid), "-o", str(trace)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(1.0)
+        if tracer.poll() is not None:
+            pytest.skip(f"strace cannot attach here: {tracer.stderr.read().decode().strip()}")
+        s.sendall(frames)
+        ids = []
+        for _ in range(500):
+            (size,) = struct.unpack(">i", recv_exact(s, 4))
+            frame = recv_exact(s, size)
+            ids.append(struct.unpack(">i", frame[:4])[0])
+            response = m.ProduceResponse.read(Reader(memoryview(frame)[4:]), 7)
+            assert response.responses[0].partition_responses[0].error_code == 0
+        s.close()
+        time.sleep(0.3)
+        tracer.terminate()
+        tracer.wait(10)
+        tracer.stderr.close()
+    assert ids == list(range(500))
+    with open(trace) as f:
+        sends = sum(1 for line in f if re.search(r"\b(sendto|sendmsg|writev?)\(", line))
+    assert 0 < sends < 100, sends

@@ -183,7 +183,7 @@ class Broker:
                 with self._lock:
                     connections = list(self._connections)
                 for c in connections:
-                    c.writer.close()
+                    c.close_on_loop()
                 await asyncio.sleep(0)
             try:
                 asyncio.run_coroutine_threadsafe(close_all(), loop).result(max(0.1, deadline - time.monotonic()))
@@ -225,7 +225,7 @@ class Broker:
             stale = [c for c in self._connections if not c.busy and now - c.last_active > idle]
         for c in stale:
             log.info("closing idle connection %s (connections.max.idle.ms)", c.peer)
-            c.writer.close()
+            c.close_on_loop()
         if not self.stopping:
             self.loop.call_later(min(1.0, idle / 4), self._sweep_idle)
 
