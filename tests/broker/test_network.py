@@ -228,3 +228,32 @@ def test_a_fetch_larger_than_the_socket_buffer_to_a_slow_reader(served):
         assert bytes(part.records) == log.read(0, 64 << 20).read()
         # The connection is still in step: the next request is answered.
         assert client.list_offset(topic, 0, -1) == 24 * 250
+
+
+def test_pipelined_fetches_to_a_slow_reader_arrive_whole(served):
+    """Fetch responses carry their records as file regions sent with sendfile(2) on the
+    socket itself, around byte parts that wait in the connection (pipelined responses
+    leave together): every byte before a region must be on the socket first. A client
+    that pipelines 24 fetches and starts reading late gets each response whole, in
+    order, with intact batches (the socket is full while the broker answers)."""
+    topic = served.topic()
+    log = served.store.log(topic, 0)
+    value = bytes(range(256)) * 4
+    for _ in range(8):
+        log.append_records([value] * 500)           # 8 batches of ~0.5 MB
+    fetch = m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                           isolation_level=0, session_id=0, session_epoch=-1,
+                           topics=[m.FetchRequestFetchTopic(topic=topic, partitions=[
+                               m.FetchRequestFetchPartition(partition=0, fetch_offset=0,
+                                                            partition_max_bytes=1 << 20,
+                                                            current_leader_epoch=-1,
+                                                            log_start_offset=-1)])])
+    for _ in range(3):
+        with ProtocolClient(served.bootstrap) as client:
+            sent = [client.send(1, fetch) for _ in range(24)]
+            time.sleep(0.2)                         # the broker meets a full socket
+            for correlation, version in sent:
+                part = client.receive(1, version, correlation).responses[0].partitions[0]
+                assert part.error_code == 0
+                got = pylog.records.decode_arrow(bytes(part.records))
+                assert got.num_rows >= 500 and set(got.column("value").to_pylist()) == {value}

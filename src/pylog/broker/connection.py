@@ -146,7 +146,7 @@ class Connection:
                     self._out.append(part)
             else:
                 self._flush()
-                await writer.drain()
+                await self._sent_out()
                 await self._send_region(part)
         if self._out and not self._flush_queued:
             self._flush_queued = True
@@ -163,6 +163,20 @@ class Connection:
             self._out = []
             if not self.writer.is_closing():
                 self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+
+    async def _sent_out(self) -> None:
+        """Waits until the transport has sent every byte it holds: sendfile(2) writes to
+        the socket directly, and would overtake them. (drain() waits only while the
+        buffer is above its high-water mark: a response's head left half sent by a full
+        socket would stay behind the region.)"""
+        transport = self.writer.transport
+        if transport.get_write_buffer_size():
+            transport.set_write_buffer_limits(high=0)    # paused until the buffer is empty
+            try:
+                await self.writer.drain()
+            finally:
+                transport.set_write_buffer_limits()
+        await self.writer.drain()                        # raises if the connection was lost
 
     async def _send_region(self, region) -> None:
         """sendfile(2) of a file region on the transport's socket, whose buffer has
