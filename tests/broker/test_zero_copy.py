@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
-import struct
 import subprocess
 import time
 
@@ -20,7 +18,6 @@ import pylog
 from pylog.protocol import encode_request
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient
-from pylog.protocol.codec import Reader
 
 from .process import ServeProcess
 
@@ -38,16 +35,6 @@ def strace_counts(path: str) -> dict[str, int]:
             if found:
                 counts[found.group(1)] = counts.get(found.group(1), 0) + int(found.group(2))
     return counts
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        buf += chunk
-    return bytes(buf)
 
 
 def test_fetched_records_leave_by_sendfile_not_through_user_space(tmp_path):
@@ -102,10 +89,9 @@ def test_pipelined_responses_leave_in_few_sends(tmp_path):
     batch = pylog.records.encode_batch([b"v" * 100])
     body = m.ProduceRequest(acks=1, timeout_ms=1000, topic_data=[m.ProduceRequestTopicProduceData(
         name="t", partition_data=[m.ProduceRequestPartitionProduceData(index=0, records=batch)])])
-    frames = b"".join(encode_request(0, 7, cid, "pipelining", body) for cid in range(500))
-    with ServeProcess(str(tmp_path / "data")) as served:
-        host, _, port = served.bootstrap.rpartition(":")
-        s = socket.create_connection((host, int(port)), timeout=30)
+    with ServeProcess(str(tmp_path / "data")) as served, ProtocolClient(served.bootstrap) as client:
+        version = client.version(0)
+        frames = b"".join(encode_request(0, version, cid, client.client_id, body) for cid in range(500))
         trace = tmp_path / "trace.txt"
         tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=sendto,sendmsg,write,writev",
                                    "-p", str(served.pid), "-o", str(trace)],
@@ -113,20 +99,14 @@ def test_pipelined_responses_leave_in_few_sends(tmp_path):
         time.sleep(1.0)
         if tracer.poll() is not None:
             pytest.skip(f"strace cannot attach here: {tracer.stderr.read().decode().strip()}")
-        s.sendall(frames)
-        ids = []
-        for _ in range(500):
-            (size,) = struct.unpack(">i", recv_exact(s, 4))
-            frame = recv_exact(s, size)
-            ids.append(struct.unpack(">i", frame[:4])[0])
-            response = m.ProduceResponse.read(Reader(memoryview(frame)[4:]), 7)
-            assert response.responses[0].partition_responses[0].error_code == 0
-        s.close()
+        client.sock.sendall(frames)                 # all 500 at once: the broker finds them queued
+        errors = [client.receive(0, version, cid).responses[0].partition_responses[0].error_code
+                  for cid in range(500)]            # receive checks each correlation id in turn
         time.sleep(0.3)
         tracer.terminate()
         tracer.wait(10)
         tracer.stderr.close()
-    assert ids == list(range(500))
+    assert errors == [0] * 500
     with open(trace) as f:
         sends = sum(1 for line in f if re.search(r"\b(sendto|sendmsg|writev?)\(", line))
     assert 0 < sends < 100, sends

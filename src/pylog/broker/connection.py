@@ -170,13 +170,14 @@ class Connection:
         buffer is above its high-water mark: a response's head left half sent by a full
         socket would stay behind the region.)"""
         transport = self.writer.transport
-        if transport.get_write_buffer_size():
-            transport.set_write_buffer_limits(high=0)    # paused until the buffer is empty
-            try:
-                await self.writer.drain()
-            finally:
+        holding = transport.get_write_buffer_size() > 0
+        if holding:
+            transport.set_write_buffer_limits(high=0)    # drain() waits for an empty buffer
+        try:
+            await self.writer.drain()                    # (and raises if the connection was lost)
+        finally:
+            if holding:
                 transport.set_write_buffer_limits()
-        await self.writer.drain()                        # raises if the connection was lost
 
     async def _send_region(self, region) -> None:
         """sendfile(2) of a file region on the transport's socket, whose buffer has
