@@ -70,8 +70,10 @@ def start(root: str, session: int, seed: int, engine: str, events: str, *,
 
 
 def run_and_kill(root: str, session: int, seed: int, engine: str, events: str,
-                 delay: float, **kwargs) -> None:
-    """Starts a session, lets it work `delay` seconds after it is ready, SIGKILLs it."""
+                 delay: float, until=None, **kwargs) -> None:
+    """Starts a session, lets it work `delay` seconds after it is ready, SIGKILLs it.
+    With `until`, it works on after the delay until `until()` is true (a slow
+    machine does less in the same time), for at most 120 s more."""
     proc = start(root, session, seed, engine, events, **kwargs)
     try:
         if not select.select([proc.stdout], [], [], 120)[0]:
@@ -81,6 +83,11 @@ def run_and_kill(root: str, session: int, seed: int, engine: str, events: str,
             proc.wait(10)
             raise AssertionError(f"workload did not start: {line!r} {proc.stderr.read().decode()}")
         time.sleep(delay)
+        deadline = time.monotonic() + 120
+        while until is not None and not until() and proc.poll() is None:
+            if time.monotonic() > deadline:
+                raise AssertionError("the workload did not do enough within 120 s")
+            time.sleep(0.05)
         if proc.poll() is not None:
             raise AssertionError(f"workload exited early ({proc.returncode}): "
                                  f"{proc.stderr.read().decode()}")
@@ -92,6 +99,17 @@ def run_and_kill(root: str, session: int, seed: int, engine: str, events: str,
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def count_lines(path: str, prefix: bytes = b"") -> int:
+    """Complete lines of `path` (0 when it does not exist yet) that start with `prefix`."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return 0
+    lines = data.split(b"\n")[:-1]
+    return sum(1 for line in lines if line.startswith(prefix))
 
 
 # ------------------------------------------------------------------ promises

@@ -25,9 +25,11 @@ CRASH_POINTS = 80           # per run (4 runs); the soak runs thousands
 
 
 def run_power_loss(root_dir, shim, engine, seed, seconds, clean_first=False):
-    """Runs the workload under the fault layer and kills it after `seconds`;
-    with `clean_first`, a first session sends 3000 records and closes the
-    store cleanly (so the crash hits a store reopened after a clean shutdown)."""
+    """Runs the workload under the fault layer and kills it after `seconds`, or
+    later, once it has journaled more than CRASH_POINTS durable events and
+    logged more than 1000 acknowledgements; with `clean_first`, a first session
+    sends 3000 records and closes the store cleanly (so the crash hits a store
+    reopened after a clean shutdown)."""
     root = os.path.join(root_dir, "root")
     os.mkdir(root)
     journal_dir = os.path.join(root_dir, "journal")
@@ -39,7 +41,13 @@ def run_power_loss(root_dir, shim, engine, seed, seconds, clean_first=False):
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0 and out.endswith(b"done\n"), err.decode()
         session = 2
-    harness.run_and_kill(root, session, seed, engine, events, seconds, shim=shim,
+    journaled = harness.count_lines(os.path.join(journal_dir, "journal"))
+
+    def enough():
+        return (harness.count_lines(os.path.join(journal_dir, "journal")) - journaled
+                > CRASH_POINTS + 10 and harness.count_lines(events, b"ack ") > 1000)
+
+    harness.run_and_kill(root, session, seed, engine, events, seconds, until=enough, shim=shim,
                          journal=journal_dir)
     return root, harness.Journal(journal_dir), harness.Promises.read(events)
 
