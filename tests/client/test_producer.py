@@ -12,7 +12,7 @@ import pylog
 from log_support import all_records
 
 from pylog import Producer, RecordMetadata
-from pylog.client.partitioner import RoundRobinPartitioner, key_partition
+from pylog.client.partitioner import RoundRobinPartitioner, key_partition, partition_keys
 from pylog.errors import (
     ConfigError,
     KafkaTimeoutError,
@@ -235,6 +235,46 @@ def test_group_by_partition_is_a_stable_counting_sort():
     assert order.tolist() == [1, 5, 2, 4, 6, 0, 3]
     with pytest.raises(ValueError, match="null_partition 3"):
         group_by_partition(parts, 3, 3)
+
+
+def test_plan_rows_agrees_with_the_pass_per_column_functions():
+    """send_batch's one-pass plan gives each record's size and partition as the
+    separate passes do, and hands any column it cannot read in C back (None)."""
+    import numpy as np
+
+    from pylog._core.producer import column_lengths, plan_rows
+    values = [b"v" * (i % 7) if i % 5 else None for i in range(300)]
+    keys = [b"key-%d" % i if i % 3 else None for i in range(300)]
+    sizes, parts, total = plan_rows(values, keys, 6, 21)
+    expected = column_lengths(values) + column_lengths(keys) + 21
+    assert sizes.tolist() == expected.tolist() and total == int(expected.sum())
+    assert parts.tolist() == partition_keys(keys, 6).tolist()
+    assert parts.dtype == np.int32 and -1 in parts.tolist()
+    assert plan_rows(values, keys, 0, 21)[1] is None          # sizes only
+    assert plan_rows(values, None, 6, 21)[0].tolist() == (column_lengths(values) + 21).tolist()
+    assert [len(x) for x in plan_rows([], [], 6, 21)[:2]] == [0, 0]
+    for other in ([bytearray(b"x")] + values[1:], tuple(values), pa.array(values)):
+        assert plan_rows(other, keys, 6, 21) is None
+    assert plan_rows(values, ["text"] + keys[1:], 6, 21) is None
+
+
+def test_send_batch_of_other_bytes_like_and_null_columns(store):
+    """Columns plan_rows hands back (bytearrays, memoryviews, a tuple) take the
+    general path to the same records and partitions; a str key is refused."""
+    store.create_topic("mixed", 3)
+    values = [bytearray(b"a"), memoryview(b"bc"), None, b"d"] * 25
+    keys = (b"k1", None, b"k3", b"k4") * 25
+    with Producer(store) as producer:
+        result = producer.send_batch("mixed", values, keys).result(10)
+        with pytest.raises(TypeError, match="a key is bytes"):
+            producer.send_batch("mixed", [b"x"], ["text"])
+    assert result.partitions.tolist()[0::4] == [key_partition(b"k1", 3)] * 25
+    stored = {p: read_all(store, "mixed", p) for p in range(3)}
+    for i in (0, 1, 3):
+        p = int(result.partitions[i])
+        record = stored[p][int(result.offsets[i])]
+        assert record.value == bytes(values[i]) and record.key == keys[i]
+    assert sum(len(v) for v in stored.values()) == 100
 
 
 def test_send_batch_after_send_keeps_partition_order(store):

@@ -160,9 +160,9 @@ def group_by_partition(const int32_t[::1] parts, int32_t null_partition, int32_t
 
 # ---------------------------------------------------------------- accumulator
 
-from cpython.list cimport PyList_New
 from cpython.ref cimport Py_INCREF
-from cpython.list cimport PyList_SET_ITEM
+from cpython.ref cimport PyObject
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.time cimport timespec
 
 cdef extern from "<time.h>" nogil:
@@ -616,17 +616,57 @@ cdef class ProducerBase:
         return future
 
 
-def take_list(list column, const int64_t[::1] rows):
-    """column[rows] as a new list (the records of one partition, in order)."""
+def take_rows(list column, const int64_t[::1] rows):
+    """column[rows] as a new tuple (the records of one partition, in order). A
+    tuple, because the encoder keeps a tuple as it is and copies anything else."""
     cdef Py_ssize_t i, n = rows.shape[0], size = len(column)
-    cdef list out = PyList_New(n)
+    cdef tuple out = PyTuple_New(n)
     for i in range(n):
         if rows[i] < 0 or rows[i] >= size:
             raise IndexError(rows[i])
         item = column[rows[i]]
         Py_INCREF(item)
-        PyList_SET_ITEM(out, i, item)
+        PyTuple_SET_ITEM(out, i, item)
     return out
+
+
+cdef extern from "gather.h":
+    Py_ssize_t pylog_plan_bytes(PyObject **values, PyObject **keys, Py_ssize_t n,
+                                int32_t num_partitions, int64_t overhead, int64_t *sizes,
+                                int32_t *parts, int64_t *total_bytes)
+    PyObject **PySequence_Fast_ITEMS(object)
+
+
+def plan_rows(values, keys, int32_t num_partitions, int64_t overhead):
+    """send_batch's one pass over list columns of bytes/None: returns ``(sizes,
+    parts, total)``, each record's key + value bytes + ``overhead`` (int64),
+    its partition by Kafka's default partitioner (int32, -1 for a null key;
+    None without keys or when ``num_partitions`` is 0) and the sum of sizes.
+    Returns None when a column is not a list or holds another type: the caller
+    then takes the general path (Arrow arrays, bytearrays, memoryviews)."""
+    if type(values) is not list or (keys is not None and type(keys) is not list):
+        return None
+    cdef Py_ssize_t n = PyList_GET_SIZE(values)
+    if keys is not None and PyList_GET_SIZE(keys) != n:
+        return None
+    sizes = np.empty(n, dtype=np.int64)
+    parts = np.empty(n, dtype=np.int32) if keys is not None and num_partitions > 0 else None
+    cdef int64_t[::1] s = sizes
+    cdef int32_t[::1] o
+    cdef int32_t *parts_out = NULL
+    if parts is not None:
+        o = parts
+        parts_out = &o[0] if n else NULL
+    cdef int64_t total = 0
+    if n == 0:
+        return sizes, parts, 0
+    # No Python code runs from here on, so the item arrays stay valid.
+    cdef Py_ssize_t done = pylog_plan_bytes(
+        PySequence_Fast_ITEMS(values), PySequence_Fast_ITEMS(keys) if keys is not None else NULL,
+        n, num_partitions, overhead, &s[0], parts_out, &total)
+    if done < n:
+        return None
+    return sizes, parts, total
 
 
 def column_bytes(column):

@@ -52,7 +52,8 @@ from pylog._core.producer import (
     column_bytes,
     column_lengths,
     group_by_partition,
-    take_list,
+    plan_rows,
+    take_rows,
 )
 from pylog.errors import (
     KafkaStorageError,
@@ -235,27 +236,18 @@ class Producer(ProducerBase):
             timestamps = np.asarray(timestamps, dtype=np.int64)
             if len(timestamps) != n:
                 raise ValueError(f"{len(timestamps)} timestamps for {n} values")
-        if partition is not None:
-            groups = {partition: None}
-        elif keys is None or self._ignore_keys:
-            groups = {state.sticky: None}
-        else:
-            order, bounds = group_by_partition(partition_keys(keys, state.num_partitions),
-                                               state.sticky, state.num_partitions)
-            edges = bounds.tolist()
-            groups = {p: order[edges[p]:edges[p + 1]] for p in range(state.num_partitions)
-                      if edges[p + 1] > edges[p]}
-        result_future: Future = Future()
-        batches: list[ProducerBatch] = []
-        row_chunks: list[np.ndarray] = []
-        acc = self._acc
-        total = 0
-        # A call that fits one request whole needs no cutting (the common case): its
-        # bytes are summed in C, and each record's size is only computed when needed.
-        call_bytes = _column_total(values) + (0 if keys is None else _column_total(keys)) + \
-            n * _RECORD_OVERHEAD
-        fits = call_bytes + _BATCH_OVERHEAD <= self._max_request
+        by_key = partition is None and keys is not None and not self._ignore_keys
+        # Lists of bytes/None (the common case) are read once, in C, for each
+        # record's size and partition; other columns take a pass for each.
+        planned = plan_rows(values, keys, state.num_partitions if by_key else 0,
+                            _RECORD_OVERHEAD)
         sized: list[np.ndarray] = []
+        if planned is not None:
+            sized.append(planned[0])
+            call_bytes = planned[2]
+        else:
+            call_bytes = _column_total(values) + (0 if keys is None else _column_total(keys)) + \
+                n * _RECORD_OVERHEAD
 
         def record_sizes() -> np.ndarray:
             """Each record's framed size (chunks are cut by it), computed once."""
@@ -265,6 +257,24 @@ class Producer(ProducerBase):
                     sizes += _column_sizes(keys)
                 sized.append(sizes)
             return sized[0]
+        if partition is not None:
+            groups = {partition: None}
+        elif not by_key:
+            groups = {state.sticky: None}
+        else:
+            parts = planned[1] if planned is not None else \
+                partition_keys(keys, state.num_partitions)
+            order, bounds = group_by_partition(parts, state.sticky, state.num_partitions)
+            edges = bounds.tolist()
+            groups = {p: order[edges[p]:edges[p + 1]] for p in range(state.num_partitions)
+                      if edges[p + 1] > edges[p]}
+        result_future: Future = Future()
+        batches: list[ProducerBatch] = []
+        row_chunks: list[np.ndarray] = []
+        acc = self._acc
+        total = 0
+        # A call that fits one request whole needs no cutting (the common case).
+        fits = call_bytes + _BATCH_OVERHEAD <= self._max_request
         work: list[tuple[int, np.ndarray]] = []
         for p, rows in groups.items():
             if not 0 <= p < state.num_partitions:
@@ -458,9 +468,9 @@ class Producer(ProducerBase):
         one_time = isinstance(timestamps, int)
         if first == 0 and last + 1 == len(values) == len(rows):     # the whole call
             v, k, t, h = values, keys, timestamps, headers
-        elif last - first + 1 == len(rows):        # contiguous rows: slices, no gather
-            v = values[first:last + 1]
-            k = None if keys is None else keys[first:last + 1]
+        elif last - first + 1 == len(rows):        # contiguous rows: slices
+            v = _slice(values, rows)
+            k = None if keys is None else _slice(keys, rows)
             t = timestamps if one_time else timestamps[first:last + 1]
             h = None if headers is None else headers[first:last + 1]
         else:
@@ -850,14 +860,23 @@ def _column_sizes(column) -> np.ndarray:
 
 def _take(column, rows: np.ndarray):
     """column[rows] for a list or Arrow column; `rows` are int64 (send_batch's
-    np.arange, group_by_partition's output and slices of them)."""
+    np.arange, group_by_partition's output and slices of them). A list gives a
+    tuple, which the encoder uses as it is."""
     if type(column) is list:
-        return take_list(column, rows)
+        return take_rows(column, rows)
     import pyarrow as pa
     if isinstance(column, (pa.Array, pa.ChunkedArray)):
         return column.take(pa.array(rows))
-    return take_list(column if isinstance(column, list) else list(column),
+    return take_rows(column if isinstance(column, list) else list(column),
                      np.ascontiguousarray(rows, dtype=np.int64))
+
+
+def _slice(column, rows: np.ndarray):
+    """column[rows] for contiguous `rows`: an Arrow column's zero-copy slice, a
+    list's tuple in one copy (a list slice would be copied again by the encoder)."""
+    if type(column) is list:
+        return take_rows(column, rows)
+    return column[int(rows[0]):int(rows[-1]) + 1]
 
 
 def _gather(topic: str, batches: list[ProducerBatch], rows: list[np.ndarray], out: Future) -> None:
