@@ -137,7 +137,27 @@ def test_poll_arrow_matches_poll(store):
                        rb.column("value").to_pylist()))
     assert table == sorted((r.partition, r.offset, r.value) for r in records)
     assert set(rb.column("topic").to_pylist()) == {"arrow"}
-    assert a.poll_arrow(0).num_rows == 0
+    empty = a.poll_arrow(0)
+    assert empty.num_rows == 0
+    assert rb.schema == empty.schema and rb.schema.names[:3] == ["topic", "partition", "offset"]
+
+
+def test_poll_arrow_names_each_rows_topic_across_topics(store):
+    """The topic column is a dictionary over the polled topics; each row's entry
+    names the topic its partition belongs to."""
+    for name in ("beta", "alpha"):
+        store.create_topic(name, 1)
+        fill(store, name, 1, 50, prefix=name.encode())
+    c = Consumer(store, auto_offset_reset="earliest", max_poll_records=10_000)
+    c.assign([("beta", 0), ("alpha", 0)])
+    got = []
+    deadline = time.monotonic() + 10
+    while sum(rb.num_rows for rb in got) < 100 and time.monotonic() < deadline:
+        got.append(c.poll_arrow(1))
+    rows = [(t, v) for rb in got
+            for t, v in zip(rb.column("topic").to_pylist(), rb.column("value").to_pylist())]
+    assert len(rows) == 100 and all(v.startswith(t.encode()) for t, v in rows)
+    assert {t for t, _ in rows} == {"alpha", "beta"}
 
 
 def test_group_shares_partitions_and_rebalances(store):

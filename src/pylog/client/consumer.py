@@ -675,9 +675,11 @@ def _with_partition_columns(fetches: list[_Fetch], body: pa.RecordBatch) -> pa.R
                                       count=len(fetches)), counts)
     partitions = np.repeat(np.fromiter((f.tp.partition for f in fetches), dtype=np.int32,
                                        count=len(fetches)), counts)
-    topic = pa.DictionaryArray.from_arrays(pa.array(topic_ids), pa.array(topics, pa.string()))
-    return pa.RecordBatch.from_arrays([topic, pa.array(partitions)] + body.columns,
-                                      names=["topic", "partition"] + body.schema.names)
+    # The indices are slots of `topics`, in range by construction: safe=False skips
+    # Arrow's check of every index (27 us of 10,000 rows, with the GIL held).
+    topic = pa.DictionaryArray.from_arrays(pa.array(topic_ids), pa.array(topics, pa.string()),
+                                           safe=False)
+    return body.add_column(0, "partition", pa.array(partitions)).add_column(0, "topic", topic)
 
 
 def _empty_arrow() -> pa.RecordBatch:
