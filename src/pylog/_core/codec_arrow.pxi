@@ -25,6 +25,19 @@ ARROW_SCHEMA_LARGE = _pa.schema([
 ])
 
 
+
+def _decode_types(schema):
+    """The types decode_arrow builds its columns from, looked up once per schema (each
+    lookup is a Python call, and decode_arrow's fixed cost is paid with the GIL held)."""
+    header_type = schema.field("headers").type.value_type
+    return (schema.field("key").type, header_type.field("key").type, list(header_type),
+            schema.field("headers").type, _pa.int64(), _pa.timestamp("ms"))
+
+
+cdef tuple _NARROW_TYPES = _decode_types(ARROW_SCHEMA)
+cdef tuple _WIDE_TYPES = _decode_types(ARROW_SCHEMA_LARGE)
+
+
 cdef struct _Section:
     const char *recs
     int64_t length
@@ -200,24 +213,24 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False,
                           "(decode an immutable copy, e.g. bytes(buffer))")
 
     schema = ARROW_SCHEMA_LARGE if wide else ARROW_SCHEMA
-    binary = schema.field("key").type
-    header_type = schema.field("headers").type.value_type
+    binary, header_key_type, header_fields, headers_type, int64_type, ts_type = \
+        _WIDE_TYPES if wide else _NARROW_TYPES
     keys = _pa.Array.from_buffers(binary, n, [key_valid if o.key_nulls else None, key_off, key_data],
                                   null_count=o.key_nulls)
     values = _pa.Array.from_buffers(binary, n, [value_valid if o.value_nulls else None, value_off,
                                                 value_data], null_count=o.value_nulls)
-    header_keys = _pa.Array.from_buffers(header_type.field("key").type, t.headers,
+    header_keys = _pa.Array.from_buffers(header_key_type, t.headers,
                                          [None, hkey_off, hkey_data], null_count=0)
     header_values = _pa.Array.from_buffers(
         binary, t.headers, [hval_valid if o.header_value_nulls else None, hval_off, hval_data],
         null_count=o.header_value_nulls)
     header_structs = _pa.StructArray.from_arrays([header_keys, header_values],
-                                                 fields=list(header_type))
-    headers = _pa.Array.from_buffers(schema.field("headers").type, n, [None, hlist_off],
+                                                 fields=header_fields)
+    headers = _pa.Array.from_buffers(headers_type, n, [None, hlist_off],
                                      null_count=0, children=[header_structs])
     columns = [
-        _pa.Array.from_buffers(_pa.int64(), n, [None, offsets_buf], null_count=0),
-        _pa.Array.from_buffers(_pa.timestamp("ms"), n, [None, ts_buf], null_count=0),
+        _pa.Array.from_buffers(int64_type, n, [None, offsets_buf], null_count=0),
+        _pa.Array.from_buffers(ts_type, n, [None, ts_buf], null_count=0),
         keys, values, headers,
     ]
     if timestamp_type:
