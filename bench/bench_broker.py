@@ -42,10 +42,8 @@ from report import render  # noqa: E402
 
 from pylog.protocol import encode_request  # noqa: E402
 from pylog.protocol import messages as m  # noqa: E402
+from pylog.protocol.client import ProtocolClient  # noqa: E402
 from pylog.protocol.codec import Reader  # noqa: E402
-
-
-_i32 = struct.Struct(">i")
 
 
 def serve(log_dirs: str, *overrides: str):
@@ -193,32 +191,21 @@ def raw_file_mb_s(path: str, mode: str, chunk: int = 8 << 20) -> float:
 
 # ================================================================ pipelining
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        buf += chunk
-    return bytes(buf)
-
-
 def pipelined(bootstrap: str, topic: str, n: int, rounds: int = 3) -> list[float]:
     """Requests/s of `n` produce requests (one 100 B record each, acks=1) sent back to
     back on one connection, then their n responses read: one figure per round."""
     from pylog.record import encode_batch
-    host, _, port = bootstrap.rpartition(":")
     body = m.ProduceRequest(acks=1, timeout_ms=10000, topic_data=[m.ProduceRequestTopicProduceData(
         name=topic, partition_data=[m.ProduceRequestPartitionProduceData(
             index=0, records=encode_batch([b"v" * 100]))])])
     frames = b"".join(encode_request(0, 7, cid, "bench", body) for cid in range(n))
     rates = []
-    with socket.create_connection((host, int(port)), timeout=60) as s:
+    with ProtocolClient(bootstrap, timeout=60) as client:
         for _ in range(rounds):
             start = time.perf_counter()
-            s.sendall(frames)
+            client.sock.sendall(frames)
             for _ in range(n):
-                _recv_exact(s, _i32.unpack(_recv_exact(s, 4))[0])
+                client.receive_frame()              # raw frames: no decoding on the client side
             rates.append(n / (time.perf_counter() - start))
     return rates
 
@@ -306,7 +293,6 @@ def main(argv=None) -> int:
     atexit.register(shutil.rmtree, root, True)      # GBs of logs: never left behind
     out = []
     with serve(root, "log.segment.bytes=268435456") as broker:
-        from pylog.protocol.client import ProtocolClient
         admin = ProtocolClient(broker.bootstrap)
 
         def topic(name):

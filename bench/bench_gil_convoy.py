@@ -30,6 +30,8 @@ import tempfile
 import threading
 import time
 
+import storage_common as sc
+
 from pylog import records
 from pylog.storage.log import Log
 
@@ -115,14 +117,7 @@ def main() -> None:
              [f"append / write, switch {s}" for s in si_names]
     rows = [[name] + [cell(si, name, w) for si in intervals for w in ("Log.append", "os.write")]
             + [ratio(si, name) for si in intervals] for name, _, _ in NEIGHBOURS]
-    if args.markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for r in rows:
-            print("| " + " | ".join(r) + " |")
-    else:
-        for r in [header] + rows:
-            print("  ".join(f"{c:>26}" for c in r))
+    print(sc.table(header, rows, args.markdown))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,7 @@ ARROW_SCHEMA_LARGE = _pa.schema([
 ])
 
 
-
-def _decode_types(schema):
+cdef tuple _decode_types(schema):
     """The types decode_arrow builds its columns from, looked up once per schema (each
     lookup is a Python call, and decode_arrow's fixed cost is paid with the GIL held)."""
     header_type = schema.field("headers").type.value_type

@@ -95,11 +95,14 @@ class ProtocolClient:
         return correlation, version
 
     def receive(self, api_key: int, version: int, correlation: int):
-        size = _i32.unpack(self._recv(4))[0]
-        got, body = decode_response(api_key, version, self._recv(size))
+        got, body = decode_response(api_key, version, self.receive_frame())
         if got != correlation:
             raise ProtocolError(-1, f"response {got} arrived for request {correlation}")
         return body
+
+    def receive_frame(self) -> bytearray:
+        """The next response, undecoded: its bytes after the size prefix."""
+        return self._recv(_i32.unpack(self._recv(4))[0])
 
     def request(self, api_key: int, body, version: int | None = None):
         correlation, version = self.send(api_key, body, version)
