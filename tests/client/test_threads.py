@@ -250,13 +250,13 @@ def test_a_refused_direct_batch_gives_back_sequences_the_sender_already_took(sto
     store.create_topic("g", 1, config={"max.message.bytes": 2000})
     entered, go = threading.Event(), threading.Event()
     with Producer(store, linger_ms=0) as producer:                            # idempotent
-        real = producer._encode_rows
+        real = producer._encode_chunks
 
         def slow_encode(*args, **kwargs):
             entered.set()
             assert go.wait(30)
             return real(*args, **kwargs)
-        producer._encode_rows = slow_encode
+        producer._encode_chunks = slow_encode
         out = {}
         direct = threading.Thread(target=lambda: out.setdefault(
             "big", producer.send_batch("g", [b"x" * 500] * 10, partition=0)))
@@ -273,3 +273,80 @@ def test_a_refused_direct_batch_gives_back_sequences_the_sender_already_took(sto
             out["big"].result(5)
         assert after.result(5).offset == 0
     assert [(base, seq) for base, _c, _p, seq in batch_fields(store.log("g", 0))] == [(0, 0)]
+
+
+def keys_for(partitions, count):
+    """`count` distinct keys that murmur2 sends to each of `partitions` (4 in all)."""
+    from pylog.client.partitioner import key_partition
+    out = {p: [] for p in partitions}
+    i = 0
+    while any(len(v) < count for v in out.values()):
+        key = b"key-%d" % i
+        p = key_partition(key, 4)
+        if p in out and len(out[p]) < count:
+            out[p].append(key)
+        i += 1
+    return out
+
+
+def test_a_small_keyed_call_appends_the_quiet_partitions_and_queues_the_busy_one(store):
+    """One call over 4 partitions: the three quiet ones are appended by the caller in
+    one pass; the one with an open batch (a lingering send) queues behind it. Every
+    record lands at the offset the result reports, sequences dense per partition."""
+    store.create_topic("mix", 4)
+    by_part = keys_for(range(4), 5)
+    keys = [k for i in range(5) for p in range(4) for k in [by_part[p][i]]]
+    values = [b"v-" + k for k in keys]
+    with Producer(store, linger_ms=60_000) as producer:               # idempotent, acks=all
+        lingering = producer.send("mix", b"open", partition=2)
+        call = producer.send_batch("mix", values, keys)
+        for p in (0, 1, 3):                                           # appended by the call
+            assert store.log("mix", p).log_end_offset == 5
+        assert store.log("mix", 2).log_end_offset == 0 and not call.done()
+        producer.flush()
+        result = call.result(5)
+    assert lingering.result(5).offset == 0
+    assert result.partitions.tolist() == [p for _ in range(5) for p in range(4)]
+    for p in range(4):
+        stored = all_records(store.log("mix", p))
+        mine = [r for r in stored if r.value != b"open"]
+        assert [r.key for r in mine] == by_part[p]
+        assert result.offsets[[i for i in range(20) if i % 4 == p]].tolist() == \
+            [r.offset for r in mine]
+        fields = batch_fields(store.log("mix", p))
+        assert [seq for _b, _c, _pid, seq in fields] == ([0, 1] if p == 2 else [0])
+
+
+def test_a_bad_record_in_a_direct_call_writes_nothing_and_gives_every_sequence_back(store):
+    """A str among the values of a call over 3 partitions: send_batch raises before
+    any partition is written, and the next call's batches start at sequence 0 on
+    every partition (the reserved sequences went back)."""
+    store.create_topic("bad", 4)
+    by_part = keys_for(range(3), 2)
+    keys = [by_part[p][i] for i in range(2) for p in range(3)]
+    values = [b"x"] * 6
+    with Producer(store) as producer:
+        with pytest.raises(TypeError, match=r"values\[4\] is a str"):
+            producer.send_batch("bad", values[:4] + ["text"] + values[5:], keys)
+        assert all(store.log("bad", p).log_end_offset == 0 for p in range(3))
+        producer.send_batch("bad", values, keys).result(5)
+    for p in range(3):
+        assert [(b, s) for b, _c, _pid, s in batch_fields(store.log("bad", p))] == [(0, 0)]
+
+
+def test_a_refused_partition_of_a_direct_call_fails_alone(store):
+    """In one call, partition 0's batch is over max.message.bytes and partition 1's is
+    not: partition 1 is written, the call's future reports the refusal, and
+    partition 0's sequences go back for the next call."""
+    store.create_topic("half", 4, config={"max.message.bytes": 2000})
+    by_part = keys_for([0, 1], 10)
+    keys = by_part[0] + by_part[1]
+    values = [b"x" * 500] * 10 + [b"y"] * 10
+    with Producer(store) as producer:
+        call = producer.send_batch("half", values, keys)
+        with pytest.raises(Exception, match="max.message.bytes|larger than"):
+            call.result(5)
+        assert [r.key for r in all_records(store.log("half", 1))] == by_part[1]
+        producer.send_batch("half", [b"z"] * 10, by_part[0]).result(5)
+    assert [(b, s) for b, _c, _pid, s in batch_fields(store.log("half", 0))] == [(0, 0)]
+    assert [(b, s) for b, _c, _pid, s in batch_fields(store.log("half", 1))] == [(0, 0)]

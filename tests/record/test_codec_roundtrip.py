@@ -384,3 +384,51 @@ def test_corrupt_record_error_is_value_error():
     """CorruptRecordError is a ValueError with Kafka's code 2."""
     assert issubclass(CorruptRecordError, ValueError)
     assert 2 == CorruptRecordError.code
+
+
+@pytest.mark.parametrize("compression", CODECS)
+@given(values=st.lists(nullable_bytes, min_size=1, max_size=60), keyed=st.booleans(),
+       data=st.data())
+def test_encode_groups_writes_encode_batchs_bytes_for_each_group(compression, values, keyed, data):
+    """encode_groups (send_batch's encoder for the small batches of one call) gives,
+    for each group of rows, exactly the batch encode_batch gives for those rows:
+    in any order, with nulls, bytes-likes, keys or none, sequences or none."""
+    n = len(values)
+    keys = data.draw(st.lists(nullable_bytes, min_size=n, max_size=n)) if keyed else None
+    values = [bytearray(v) if v is not None and i % 7 == 3 else v for i, v in enumerate(values)]
+    rows = data.draw(st.permutations(range(n)))
+    cuts = sorted(data.draw(st.sets(st.integers(1, n - 1), max_size=4))) if n > 1 else []
+    groups = [np.array(rows[a:b], dtype=np.int64) for a, b in zip([0] + cuts, cuts + [n])]
+    sequences = data.draw(st.one_of(st.none(), st.lists(st.integers(0, 2**31 - 1),
+                                                        min_size=len(groups), max_size=len(groups))))
+    ids = {} if sequences is None else {"producer_id": 77, "producer_epoch": 3}
+    out = records.encode_groups(values, keys, 1_700_000_000_000, groups, compression=compression,
+                                base_sequences=sequences, **ids)
+    assert len(out) == len(groups)
+    for g, (group, batch) in enumerate(zip(groups, out)):
+        expected = records.encode_batch(
+            [values[i] for i in group], None if keys is None else [keys[i] for i in group],
+            1_700_000_000_000, compression=compression,
+            base_sequence=-1 if sequences is None else sequences[g], **ids)
+        assert batch == expected
+
+
+def test_encode_groups_names_what_is_wrong():
+    values = [b"a", b"b", "text", None]
+    ok = [np.array([0, 1], dtype=np.int64)]
+    with pytest.raises(TypeError, match=r"values\[2\] is a str, not bytes-like or None "
+                                        r"\(encode the string first\)"):
+        records.encode_groups(values, None, 0, [np.array([0, 2], dtype=np.int64)])
+    with pytest.raises(IndexError, match="row 9 is outside the 4 records"):
+        records.encode_groups(values, None, 0, [np.array([9], dtype=np.int64)])
+    for rows in (np.array([0], dtype=np.int32), np.arange(4, dtype=np.int64)[::2], [0, 1]):
+        with pytest.raises(TypeError, match="contiguous one-dimensional int64 array"):
+            records.encode_groups(values, None, 0, [rows])
+    with pytest.raises(ValueError, match="group 0 is empty"):
+        records.encode_groups(values, None, 0, [np.array([], dtype=np.int64)])
+    with pytest.raises(ValueError, match="keys must be None or a list as long as values"):
+        records.encode_groups(values, [b"k"], 0, ok)
+    with pytest.raises(InvalidTimestampError, match="timestamp -2 is invalid"):
+        records.encode_groups(values, None, -2, ok)
+    with pytest.raises(ValueError, match="2 base sequences for 1 groups"):
+        records.encode_groups(values, None, 0, ok, base_sequences=[0, 1])

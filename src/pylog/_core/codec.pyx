@@ -14,7 +14,8 @@ Files joined here (one translation unit):
 """
 
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.buffer cimport (PyObject_CheckBuffer, PyObject_GetBuffer, PyBuffer_Release,
+                             PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_SIMPLE)
 from cpython.bytes cimport (
     PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact)
 from cpython.mem cimport PyMem_Malloc, PyMem_Free, PyMem_Realloc

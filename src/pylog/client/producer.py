@@ -61,7 +61,7 @@ from pylog.errors import (
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from pylog.record import encode_batch, with_header_fields
+from pylog.record import encode_batch, encode_groups, with_header_fields
 
 from .config import ClientConfig
 from .futures import RecordFuture, RecordMetadata, complete_batch
@@ -172,7 +172,7 @@ class Producer(ProducerBase):
         # Partition locks order the appends of one partition between the sender and
         # callers appending directly (send_batch's direct path); lock order: a
         # partition lock, then _lock.
-        self._partition_locks: dict[tuple[str, int], threading.Lock] = {}
+        self._partition_locks: dict[str, list[threading.Lock]] = {}
         # The sender's current round by partition: taken off the ready queue, not yet
         # appended (a direct append waits behind them).
         self._round: dict[tuple[str, int], list[ProducerBatch]] = {}
@@ -258,6 +258,10 @@ class Producer(ProducerBase):
                 sized.append(sizes)
             return sized[0]
         if partition is not None:
+            if not 0 <= partition < state.num_partitions:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has partitions 0..{state.num_partitions - 1}, "
+                    f"not {partition}")
             groups = {partition: None}
         elif not by_key:
             groups = {state.sticky: None}
@@ -271,22 +275,22 @@ class Producer(ProducerBase):
         result_future: Future = Future()
         batches: list[ProducerBatch] = []
         row_chunks: list[np.ndarray] = []
-        acc = self._acc
         total = 0
         # A call that fits one request whole needs no cutting (the common case).
         fits = call_bytes + _BATCH_OVERHEAD <= self._max_request
-        work: list[tuple[int, np.ndarray]] = []
-        for p, rows in groups.items():
-            if not 0 <= p < state.num_partitions:
-                raise UnknownTopicOrPartitionError(
-                    f"topic {topic!r} has partitions 0..{state.num_partitions - 1}, not {p}")
-            rows = np.arange(n, dtype=np.int64) if rows is None else rows
-            work.extend((p, chunk) for chunk in
-                        ((rows,) if fits else self._chunks(record_sizes(), rows)))
+        work = [(p, np.arange(n, dtype=np.int64) if rows is None else rows)
+                for p, rows in groups.items()]
+        if not fits:
+            work = [(p, chunk) for p, rows in work for chunk in self._chunks(record_sizes(), rows)]
         # Whether a chunk is worth queueing (see below): only big calls have big chunks.
         big = [False] * len(work) if call_bytes < 2 * _OVERLAP_BYTES else \
             [int(record_sizes()[chunk].sum()) >= _OVERLAP_BYTES for _, chunk in work]
         try:
+            # A call that fits one request with no big chunk (one chunk per
+            # partition) is appended by this thread in one pass: its partitions'
+            # locks and the producer's lock are taken once for all of them.
+            direct = self._append_direct(state, work, values, keys, timestamps, headers) \
+                if fits and not any(big) else None
             for i, (p, chunk) in enumerate(work):
                 # A small chunk, or the last of the call, may go the direct path
                 # (the caller appends it: no hand-off when it waits). A big chunk
@@ -295,52 +299,19 @@ class Producer(ProducerBase):
                 # overlap (measured: 10,000-record calls over 8 partitions
                 # 4.0 -> 7.6 M records/s; chunks below OVERLAP_BYTES lose more to
                 # the hand-off than they gain).
-                if i == len(work) - 1 or not big[i]:
-                    direct = self._append_direct(state, p, values, keys, timestamps,
-                                                 headers, chunk)
-                    if direct is not None:
-                        batches.append(direct[0])
-                        row_chunks.append(chunk)
-                        total += direct[1]
-                        continue
-                # Encode (GIL released in C) outside the lock, so threads
-                # sending to different partitions encode at once, and the
-                # sender appends this chunk while the next one is encoded.
-                # An idempotent batch's sequence numbers must follow the
-                # queue order: it is queued first, under the lock, as a
-                # placeholder the sender waits for, and encoded after.
-                data = None if acc.idempotent else \
-                    self._encode_rows(values, keys, timestamps, headers, chunk)
-                need = len(data) if data is not None else \
-                    int(record_sizes()[chunk].sum()) + _BATCH_OVERHEAD
-                with self._lock:
-                    if acc.closing:
-                        raise RuntimeError("send_batch() on a closed Producer")
-                    # Wait first: the wait releases the lock, and nothing may
-                    # be sealed between the sequence reservation and the queue.
-                    if acc.buffered + need > self._buffer_memory:
-                        self._wait_for_space(need)
-                    open_batch = state.open[p]
-                    if open_batch is not None:
-                        acc.seal(state, open_batch)      # earlier records of p go first
-                    batch = ProducerBatch(topic, p)
-                    batch.base_sequence = -1 if data is not None else \
-                        acc.reserve_sequence(state, p, len(chunk))
-                    batch.encoded = data if data is not None else _ENCODING
-                    batch.count = len(chunk)
-                    batch.size = need
-                    batch.seq = acc.seq
-                    batch.sealed = True
-                    acc.seq += 1
-                    acc.buffered += need
-                    self._ready.append(batch)
-                    self._wakeup.notify()
-                batches.append(batch)
+                if direct is not None:
+                    done = direct[i]
+                elif i == len(work) - 1 or not big[i]:
+                    done = self._append_direct(state, [(p, chunk)], values, keys, timestamps,
+                                               headers)[0]
+                else:
+                    done = None
+                if done is None:        # its partition is busy, or the chunk is big
+                    done = self._queue_chunk(state, p, chunk, record_sizes, values, keys,
+                                            timestamps, headers)
+                batches.append(done[0])
                 row_chunks.append(chunk)
-                if data is None:
-                    data = self._encode_placeholder(batch, need, values, keys, timestamps,
-                                                    headers, chunk)
-                total += len(data)
+                total += done[1]
         finally:
             # Whatever was queued is delivered; the result reports the first error.
             _gather(topic, batches, row_chunks, result_future)
@@ -349,60 +320,144 @@ class Producer(ProducerBase):
         return result_future
 
     def _partition_lock(self, topic: str, partition: int) -> threading.Lock:
-        lock = self._partition_locks.get((topic, partition))
-        if lock is None:
-            with self._lock:
-                lock = self._partition_locks.setdefault((topic, partition), threading.Lock())
-        return lock
+        return self._topic_locks(topic, partition + 1)[partition]
 
-    def _append_direct(self, state: TopicState, p: int, values, keys, timestamps, headers,
-                       rows: np.ndarray) -> tuple[ProducerBatch, int] | None:
-        """send_batch's direct path: the calling thread encodes and appends the chunk
-        itself (and fsyncs it for acks=all), so threads sending to different
-        partitions append at once instead of queueing behind the one sender thread,
-        and a call pays no hand-off to it. Taken only when nothing of the partition
-        is open, queued or being appended by the sender, so its order holds (the
-        partition lock keeps the sender off it meanwhile). Returns (batch, bytes),
-        or None: then the chunk is queued.
+    def _topic_locks(self, topic: str, count: int) -> list[threading.Lock]:
+        """The partition locks of a topic, at least `count` of them (a list that is
+        replaced, never changed, when the topic grows: its locks stay the same)."""
+        locks = self._partition_locks.get(topic)
+        if locks is None or len(locks) < count:
+            with self._lock:
+                locks = self._partition_locks.get(topic) or []
+                if len(locks) < count:
+                    locks = locks + [threading.Lock() for _ in range(count - len(locks))]
+                    self._partition_locks[topic] = locks
+        return locks
+
+    def _append_direct(self, state: TopicState, work: list[tuple[int, np.ndarray]], values,
+                       keys, timestamps, headers) -> list[tuple[ProducerBatch, int] | None]:
+        """send_batch's direct path: the calling thread encodes and appends each chunk
+        (partition, rows) of `work` itself (and fsyncs it for acks=all), so threads
+        sending to different partitions append at once instead of queueing behind
+        the one sender thread, and a call pays no hand-off to it. `work` holds at
+        most one chunk per partition, in ascending partition order (the order its
+        partition locks are taken in). A chunk goes this way only when nothing of
+        its partition is open, queued or being appended by the sender, so its
+        order holds (the partition lock keeps the sender off it meanwhile).
+        Returns per chunk (batch, bytes), or None: that chunk must be queued.
 
         Measured (bench/RESULTS.md, "Many cores"): callers that wait for each call
         +22-25% on one thread and +58% with two (acks=1); a single thread that
         never waits loses the overlap of its encoding with the sender's appends
-        (about -10%)."""
+        (about -10%). Taking the locks once for all the chunks of a call and
+        encoding them in one C call (bench/RESULTS.md, "send_batch appends a
+        small call in one pass"): 100-record calls over 8 partitions 696k ->
+        500k instructions a call (raw append of the same batches: 170k)."""
         topic = state.name
         acc = self._acc
-        with self._partition_lock(topic, p):
+        topic_locks = self._topic_locks(topic, state.num_partitions)
+        locks = [topic_locks[p] for p, _ in work]
+        batches: list[ProducerBatch | None] = []
+        appended: list = []
+        for lock in locks:
+            lock.acquire()
+        try:
             with self._lock:
                 if acc.closing:
                     raise RuntimeError("send_batch() on a closed Producer")
-                # (A long ready queue is not scanned: the chunk just queues.)
                 ready = self._ready
-                if state.open[p] is not None or (topic, p) in self._round or ready and (
-                        len(ready) > 64 or
-                        any(b.topic == topic and b.partition == p for b in ready)):
-                    return None
-                batch = ProducerBatch(topic, p)
-                batch.base_sequence = acc.reserve_sequence(state, p, len(rows)) \
-                    if acc.idempotent else -1
-                batch.count = len(rows)
-                batch.sealed = True
+                # (A long ready queue is not scanned: the chunks just queue.)
+                queued = () if not ready else {b.partition for b in ready if b.topic == topic} \
+                    if len(ready) <= 64 else None
+                for p, rows in work:
+                    if queued is None or p in queued or state.open[p] is not None or \
+                            (topic, p) in self._round:
+                        batches.append(None)
+                        continue
+                    batch = ProducerBatch(topic, p)
+                    batch.base_sequence = acc.reserve_sequence(state, p, len(rows)) \
+                        if acc.idempotent else -1
+                    batch.count = len(rows)
+                    batch.sealed = True
+                    batches.append(batch)
+            out: list[tuple[ProducerBatch, int] | None] = [None] * len(work)
+            chosen = [i for i, batch in enumerate(batches) if batch is not None]
             try:
-                data = self._encode_rows(values, keys, timestamps, headers, rows,
-                                         batch.base_sequence)
+                encoded = self._encode_chunks(values, keys, timestamps, headers,
+                                              [work[i][1] for i in chosen],
+                                              [batches[i].base_sequence for i in chosen])
             except BaseException as exc:
-                batch.encoded = _EncodeFailed(exc)          # its count, for the give-back
-                self._give_back(topic, p, batch)
+                # Nothing is written: every chosen chunk gives its sequences back.
+                for i in chosen:
+                    batches[i].encoded = _EncodeFailed(exc)   # its count, for the give-back
+                    self._give_back(topic, work[i][0], batches[i])
                 raise
-            batch.encoded = data
-            batch.size = len(data)
-            try:
-                log = self.store.log(topic, p)
-                info = log.append(data, origin="producer")
-            except Exception as exc:    # noqa: BLE001 - delivered through the future
-                complete_batch(batch, -1, exception=exc)
-                self._give_back(topic, p, batch)
-                return batch, len(data)
-        self._complete_round([([batch], log, info)])     # fsync (acks=all), then complete
+            for i, data in zip(chosen, encoded):
+                p, batch = work[i][0], batches[i]
+                batch.encoded = data
+                batch.size = len(data)
+                out[i] = (batch, len(data))
+                try:
+                    log = self.store.log(topic, p)
+                    info = log.append(data, origin="producer")
+                except Exception as exc:    # noqa: BLE001 - delivered through the future
+                    complete_batch(batch, -1, exception=exc)
+                    self._give_back(topic, p, batch)
+                    continue
+                appended.append(([batch], log, info))
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+            # fsync (acks=all), then complete. No RecordFuture watches these
+            # batches (send_batch reads them once this returns), so they are
+            # completed without complete_batch's lock.
+            errors = self._flush_logs(appended)
+            for group, log, info in appended:
+                batch = group[0]
+                batch.base_offset = info.first_offset
+                batch.log_append_time = info.log_append_time
+                batch.exception = errors.get(id(log)) if errors else None
+                batch.state = FINISHED
+        return out
+
+    def _queue_chunk(self, state: TopicState, p: int, rows: np.ndarray, record_sizes, values,
+                     keys, timestamps, headers) -> tuple[ProducerBatch, int]:
+        """send_batch's queued path: the chunk is encoded by this thread (GIL
+        released in C) outside the lock, so threads sending to different
+        partitions encode at once, and the sender appends it while the next one
+        is encoded. An idempotent batch's sequence numbers must follow the queue
+        order: it is queued first, under the lock, as a placeholder the sender
+        waits for, and encoded after. `record_sizes()` gives each record's framed
+        size (the placeholder's room in buffer.memory). Returns (batch, bytes)."""
+        acc = self._acc
+        data = None if acc.idempotent else \
+            self._encode_rows(values, keys, timestamps, headers, rows)
+        need = len(data) if data is not None else \
+            int(record_sizes()[rows].sum()) + _BATCH_OVERHEAD
+        with self._lock:
+            if acc.closing:
+                raise RuntimeError("send_batch() on a closed Producer")
+            # Wait first: the wait releases the lock, and nothing may
+            # be sealed between the sequence reservation and the queue.
+            if acc.buffered + need > self._buffer_memory:
+                self._wait_for_space(need)
+            open_batch = state.open[p]
+            if open_batch is not None:
+                acc.seal(state, open_batch)      # earlier records of p go first
+            batch = ProducerBatch(state.name, p)
+            batch.base_sequence = -1 if data is not None else \
+                acc.reserve_sequence(state, p, len(rows))
+            batch.encoded = data if data is not None else _ENCODING
+            batch.count = len(rows)
+            batch.size = need
+            batch.seq = acc.seq
+            batch.sealed = True
+            acc.seq += 1
+            acc.buffered += need
+            self._ready.append(batch)
+            self._wakeup.notify()
+        if data is None:
+            data = self._encode_placeholder(batch, need, values, keys, timestamps, headers, rows)
         return batch, len(data)
 
     def _give_back(self, topic: str, p: int, failed: ProducerBatch) -> None:
@@ -461,6 +516,22 @@ class Producer(ProducerBase):
         return encode_batch(values, keys, timestamps, headers, compression=self._compression,
                             producer_id=self._producer_id, producer_epoch=self._producer_epoch,
                             base_sequence=base_sequence)
+
+    def _encode_chunks(self, values, keys, timestamps, headers, chunks: list[np.ndarray],
+                       sequences: list[int]) -> list[bytes]:
+        """One batch per chunk of rows (with its base sequence, -1 for none). Lists of
+        records with one timestamp and no headers (the common case) are encoded in
+        one C call for all the chunks (encode_groups); other columns chunk by chunk."""
+        if type(values) is list and (keys is None or type(keys) is list) and \
+                type(timestamps) is int and headers is None:
+            if self._producer_id < 0:
+                return encode_groups(values, keys, timestamps, chunks,
+                                     compression=self._compression)
+            return encode_groups(values, keys, timestamps, chunks, compression=self._compression,
+                                 producer_id=self._producer_id,
+                                 producer_epoch=self._producer_epoch, base_sequences=sequences)
+        return [self._encode_rows(values, keys, timestamps, headers, rows, sequence)
+                for rows, sequence in zip(chunks, sequences)]
 
     def _encode_rows(self, values, keys, timestamps, headers, rows: np.ndarray,
                      base_sequence: int = -1) -> bytes:
@@ -780,19 +851,26 @@ class Producer(ProducerBase):
                 continue
             appended.append((run, log, info))
 
+    def _flush_logs(self, appended: list) -> dict[int, BaseException | None] | None:
+        """fsyncs each log of a round once when acks=all: the error (or None) of each
+        by id(log); None for other acks."""
+        if self._acks != "all":
+            return None
+        flushed: dict[int, BaseException | None] = {}
+        for _, log, info in appended:
+            if id(log) not in flushed:
+                try:
+                    log.flush(info.last_offset + 1)
+                    flushed[id(log)] = None
+                except Exception as exc:  # noqa: BLE001
+                    flushed[id(log)] = exc
+        return flushed
+
     def _complete_round(self, appended: list) -> None:
         """fsyncs each log once when acks=all, then completes the round's futures."""
-        if self._acks == "all":
-            flushed: dict[int, BaseException | None] = {}
-            for _, log, info in appended:
-                if id(log) not in flushed:
-                    try:
-                        log.flush(info.last_offset + 1)
-                        flushed[id(log)] = None
-                    except Exception as exc:  # noqa: BLE001
-                        flushed[id(log)] = exc
+        errors = self._flush_logs(appended)
         for group, log, info in appended:
-            error = flushed.get(id(log)) if self._acks == "all" else None
+            error = errors.get(id(log)) if errors else None
             offset = info.first_offset
             for b in group:
                 complete_batch(b, offset, info.log_append_time, error)
