@@ -223,7 +223,10 @@ class Producer(ProducerBase):
         of bytes or Arrow binary arrays, ``timestamps`` ints (ms) or a numpy array.
         Records are partitioned by key (Kafka's murmur2) or, without keys, go to
         one sticky partition; each partition's records are encoded in C into
-        batches of at most max.request.size. Returns a Future of a BatchResult."""
+        batches of at most max.request.size. Returns a Future of a BatchResult.
+        A value or key that is not bytes-like or None raises TypeError; a call of
+        less than 128 KiB within max.request.size has then written nothing (a
+        bigger one may have queued the partitions before that record's)."""
         if self.store.topic_epoch != self._acc.metadata_epoch:
             self._refresh_metadata()
         state = self._topics.get(topic) or self._topic_state(topic)
