@@ -434,7 +434,7 @@ class Producer(ProducerBase):
         size (the placeholder's room in buffer.memory). Returns (batch, bytes)."""
         acc = self._acc
         data = None if acc.idempotent else \
-            self._encode_rows(values, keys, timestamps, headers, rows)
+            self._encode_chunks(values, keys, timestamps, headers, [rows], [-1])[0]
         need = len(data) if data is not None else \
             int(record_sizes()[rows].sum()) + _BATCH_OVERHEAD
         with self._lock:
@@ -479,7 +479,7 @@ class Producer(ProducerBase):
         expired batch; the error is raised here too."""
         sequence = batch.base_sequence
         try:
-            data = self._encode_rows(values, keys, timestamps, headers, rows, sequence)
+            data = self._encode_chunks(values, keys, timestamps, headers, [rows], [sequence])[0]
         except BaseException as exc:
             with self._lock:
                 batch.encoded = _EncodeFailed(exc)
@@ -514,22 +514,19 @@ class Producer(ProducerBase):
             start = end
 
     def _encode(self, values, keys, timestamps, headers, base_sequence: int = -1) -> bytes:
-        if base_sequence < 0:
-            return encode_batch(values, keys, timestamps, headers, compression=self._compression)
+        # Without idempotence the producer id and epoch are -1: Kafka's "none".
         return encode_batch(values, keys, timestamps, headers, compression=self._compression,
                             producer_id=self._producer_id, producer_epoch=self._producer_epoch,
                             base_sequence=base_sequence)
 
     def _encode_chunks(self, values, keys, timestamps, headers, chunks: list[np.ndarray],
                        sequences: list[int]) -> list[bytes]:
-        """One batch per chunk of rows (with its base sequence, -1 for none). Lists of
-        records with one timestamp and no headers (the common case) are encoded in
-        one C call for all the chunks (encode_groups); other columns chunk by chunk."""
+        """send_batch's encoder: one batch per chunk of rows (with its base sequence,
+        -1 for none). Lists of records with one timestamp and no headers (the common
+        case) are encoded in one C call for all the chunks (encode_groups); other
+        columns chunk by chunk."""
         if type(values) is list and (keys is None or type(keys) is list) and \
                 type(timestamps) is int and headers is None:
-            if self._producer_id < 0:
-                return encode_groups(values, keys, timestamps, chunks,
-                                     compression=self._compression)
             return encode_groups(values, keys, timestamps, chunks, compression=self._compression,
                                  producer_id=self._producer_id,
                                  producer_epoch=self._producer_epoch, base_sequences=sequences)
