@@ -97,6 +97,9 @@ def arrow_rows(buffer, **kw) -> list[tuple]:
     import pyarrow as pa
 
     table = records.decode_arrow(buffer, **kw)
+    # Arrow's own full check of the arrays decode_arrow hands over (offsets in
+    # range and ascending, UTF-8 header keys, null counts against the bitmaps).
+    table.validate(full=True)
     offsets = table.column("offset").to_pylist()
     stamps = table.column("timestamp").cast(pa.int64()).to_pylist()
     keys = table.column("key").to_pylist()

@@ -432,3 +432,61 @@ def test_encode_groups_names_what_is_wrong():
         records.encode_groups(values, None, -2, ok)
     with pytest.raises(ValueError, match="2 base sequences for 1 groups"):
         records.encode_groups(values, None, 0, ok, base_sequences=[0, 1])
+
+
+class TestArrowMemory:
+    """decode_arrow's columns live in one block from Arrow's memory pool, handed to
+    Arrow through the C Data Interface: Arrow accounts for it, and it is freed when
+    the last array that uses it goes, whichever thread drops it."""
+
+    def batch(self):
+        return records.encode_batch([b"v" * 1000] * 500, keys=[b"k"] * 500,
+                                    headers=[[("h", b"x")]] * 500)
+
+    def test_the_block_is_arrows_and_goes_with_the_last_array(self):
+        import gc
+
+        data = self.batch()
+        gc.collect()
+        before = pa.total_allocated_bytes()
+        rb = records.decode_arrow(data)
+        held = pa.total_allocated_bytes() - before
+        assert held >= 500 * 1000          # the values, at least
+        value = rb.column("value").slice(10, 5)     # a slice keeps the block
+        del rb
+        assert pa.total_allocated_bytes() - before == held
+        assert [b"v" * 1000] * 5 == value.to_pylist()
+        del value
+        assert pa.total_allocated_bytes() == before
+
+    def test_a_batch_dropped_in_another_thread_frees_its_block(self):
+        import threading
+
+        data = self.batch()
+        before = pa.total_allocated_bytes()
+        batches = [records.decode_arrow(data, timestamp_type=True) for _ in range(20)]
+        assert pa.total_allocated_bytes() > before
+
+        def drop():
+            for rb in batches:
+                assert 500 == rb.num_rows
+            batches.clear()
+        t = threading.Thread(target=drop)
+        t.start()
+        t.join()
+        assert pa.total_allocated_bytes() == before
+
+    def test_every_column_kind_is_valid_arrow(self):
+        """Nulls and no nulls in each nullable column, headers and none, both
+        timestamp types: Arrow's full validation passes, the columns read back."""
+        rows = [(None, b"a", [], 5), (b"k", None, [("x", None), ("y", b"")], 6),
+                (b"", b"", [("z", b"1")], 7)]
+        for recs in (rows, rows[2:], [(b"k", b"v", [], 1)]):
+            data = encode(recs)
+            rb = records.decode_arrow(data, timestamp_type=True)
+            rb.validate(full=True)
+            assert expected_rows(recs) == arrow_rows(data)
+            assert [0] * len(recs) == rb.column("timestamp_type").to_pylist()
+        empty = records.decode_arrow(b"", timestamp_type=True)
+        empty.validate(full=True)
+        assert (0, 6) == (empty.num_rows, empty.num_columns)

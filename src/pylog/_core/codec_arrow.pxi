@@ -2,8 +2,10 @@
 #
 # Three passes: (1) with the GIL, walk and validate batch headers,
 # decompressing compressed sections and up-converting legacy messages;
-# (2) without it, measure every records section; allocate Arrow buffers of
-# the exact sizes; (3) without the GIL, fill them.
+# (2) without it, measure every records section; allocate one block from
+# Arrow's memory pool for every column's buffers, at the exact sizes; (3)
+# without the GIL, fill them. The block is then handed to Arrow as one tree of
+# arrays through the C Data Interface (arrow_export.h): one import call.
 
 HEADER_TYPE = _pa.struct([_pa.field("key", _pa.string(), nullable=False),
                           _pa.field("value", _pa.binary())])
@@ -25,16 +27,30 @@ ARROW_SCHEMA_LARGE = _pa.schema([
 ])
 
 
-cdef tuple _decode_types(schema):
-    """The types decode_arrow builds its columns from, looked up once per schema (each
-    lookup is a Python call, and decode_arrow's fixed cost is paid with the GIL held)."""
-    header_type = schema.field("headers").type.value_type
-    return (schema.field("key").type, header_type.field("key").type, list(header_type),
-            schema.field("headers").type, _pa.int64(), _pa.timestamp("ms"))
+cdef extern from "arrow_export.h":
+    enum:
+        PYLOG_BX_OFFSETS, PYLOG_BX_TIMESTAMPS, PYLOG_BX_KEY_VALID, PYLOG_BX_KEY_OFFSETS,
+        PYLOG_BX_KEY_DATA, PYLOG_BX_VALUE_VALID, PYLOG_BX_VALUE_OFFSETS, PYLOG_BX_VALUE_DATA,
+        PYLOG_BX_HEADER_LIST, PYLOG_BX_HKEY_OFFSETS, PYLOG_BX_HKEY_DATA, PYLOG_BX_HVAL_VALID,
+        PYLOG_BX_HVAL_OFFSETS, PYLOG_BX_HVAL_DATA, PYLOG_BX_TYPES, PYLOG_BX_COUNT
+    struct ArrowArray:
+        void (*release)(ArrowArray *)
+    ctypedef struct pylog_arrow_tree:
+        ArrowArray arrays[1]
+    int64_t pylog_arrow_layout(int64_t rows, int64_t headers, int width, int64_t key_bytes,
+                               int64_t value_bytes, int64_t hkey_bytes, int64_t hval_bytes,
+                               int types, int64_t *at) nogil
+    pylog_arrow_tree *pylog_arrow_tree_new(object owner, char *base, const int64_t *at,
+                                           int64_t rows, int64_t headers, int64_t key_nulls,
+                                           int64_t value_nulls, int64_t hval_nulls, int types)
+    void pylog_arrow_root_release(ArrowArray *root)
 
 
-cdef tuple _NARROW_TYPES = _decode_types(ARROW_SCHEMA)
-cdef tuple _WIDE_TYPES = _decode_types(ARROW_SCHEMA_LARGE)
+_TIMESTAMP_TYPE_FIELD = _pa.field("timestamp_type", _pa.int32(), nullable=False)
+cdef tuple _SCHEMAS = (ARROW_SCHEMA, ARROW_SCHEMA_LARGE,
+                       ARROW_SCHEMA.append(_TIMESTAMP_TYPE_FIELD),
+                       ARROW_SCHEMA_LARGE.append(_TIMESTAMP_TYPE_FIELD))
+_import_batch = _pa.RecordBatch._import_from_c
 
 
 cdef struct _Section:
@@ -125,14 +141,6 @@ cdef int _collect(_Sections sections, const char *base, Py_ssize_t size, object 
     return 0
 
 
-cdef object _arrow_buffer(int64_t nbytes, void **address, bint zero):
-    buf = _pa.allocate_buffer(max(nbytes, 1))
-    address[0] = <void *><uintptr_t>buf.address
-    if zero:
-        memset(address[0], 0, <size_t>max(nbytes, 1))
-    return buf
-
-
 def decode_arrow(buffer, *, bint validate=True, bint include_control=False,
                  bint timestamp_type=False):
     """Decodes every complete batch in ``buffer`` into one ``pyarrow.RecordBatch``.
@@ -154,9 +162,8 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False,
     cdef Py_ssize_t i
     cdef int rc = PYLOG_OK
     cdef int wide
-    cdef int64_t n, width, row, j
+    cdef int64_t n, row, j
     cdef int32_t *types
-    cdef void *addr
     sections.keep = []
     _collect(sections, buf.ptr(), buf.size(), buf.obj, validate, include_control, 0)
 
@@ -175,7 +182,12 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False,
 
     n = t.records
     wide = max(t.key_bytes, t.value_bytes, t.header_key_bytes, t.header_value_bytes) > INT32_MAX
-    width = 8 if wide else 4
+    cdef int64_t at[PYLOG_BX_COUNT]
+    cdef int64_t total = pylog_arrow_layout(n, t.headers, 8 if wide else 4, t.key_bytes,
+                                            t.value_bytes, t.header_key_bytes,
+                                            t.header_value_bytes, timestamp_type, at)
+    block = _pa.allocate_buffer(total)
+    cdef char *base = <char *><uintptr_t>block.address
     memset(&o, 0, sizeof(o))
     o.wide = wide
     o.rows_cap = n
@@ -184,64 +196,61 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False,
     o.headers_cap = t.headers
     o.header_key_cap = t.header_key_bytes
     o.header_value_cap = t.header_value_bytes
-    offsets_buf = _arrow_buffer(n * 8, &addr, False); o.offsets = <int64_t *>addr
-    ts_buf = _arrow_buffer(n * 8, &addr, False); o.timestamps = <int64_t *>addr
-    key_off = _arrow_buffer((n + 1) * width, &o.key_offsets, True)
-    key_data = _arrow_buffer(t.key_bytes, &addr, False); o.key_data = <char *>addr
-    key_valid = _arrow_buffer((n + 7) // 8, &addr, True); o.key_validity = <uint8_t *>addr
-    value_off = _arrow_buffer((n + 1) * width, &o.value_offsets, True)
-    value_data = _arrow_buffer(t.value_bytes, &addr, False); o.value_data = <char *>addr
-    value_valid = _arrow_buffer((n + 7) // 8, &addr, True); o.value_validity = <uint8_t *>addr
-    hlist_off = _arrow_buffer((n + 1) * 4, &addr, True); o.header_list_offsets = <int32_t *>addr
-    hkey_off = _arrow_buffer((t.headers + 1) * width, &o.header_key_offsets, True)
-    hkey_data = _arrow_buffer(t.header_key_bytes, &addr, False); o.header_key_data = <char *>addr
-    hval_off = _arrow_buffer((t.headers + 1) * width, &o.header_value_offsets, True)
-    hval_data = _arrow_buffer(t.header_value_bytes, &addr, False); o.header_value_data = <char *>addr
-    hval_valid = _arrow_buffer((t.headers + 7) // 8, &addr, True); o.header_value_validity = <uint8_t *>addr
+    o.offsets = <int64_t *>(base + at[PYLOG_BX_OFFSETS])
+    o.timestamps = <int64_t *>(base + at[PYLOG_BX_TIMESTAMPS])
+    o.key_offsets = base + at[PYLOG_BX_KEY_OFFSETS]
+    o.key_data = base + at[PYLOG_BX_KEY_DATA]
+    o.key_validity = <uint8_t *>(base + at[PYLOG_BX_KEY_VALID])
+    o.value_offsets = base + at[PYLOG_BX_VALUE_OFFSETS]
+    o.value_data = base + at[PYLOG_BX_VALUE_DATA]
+    o.value_validity = <uint8_t *>(base + at[PYLOG_BX_VALUE_VALID])
+    o.header_list_offsets = <int32_t *>(base + at[PYLOG_BX_HEADER_LIST])
+    o.header_key_offsets = base + at[PYLOG_BX_HKEY_OFFSETS]
+    o.header_key_data = base + at[PYLOG_BX_HKEY_DATA]
+    o.header_value_offsets = base + at[PYLOG_BX_HVAL_OFFSETS]
+    o.header_value_data = base + at[PYLOG_BX_HVAL_DATA]
+    o.header_value_validity = <uint8_t *>(base + at[PYLOG_BX_HVAL_VALID])
 
     with nogil:
+        # The fill ORs validity bits and writes each offset after the first.
+        memset(o.key_validity, 0, <size_t>(n + 7) // 8)
+        memset(o.value_validity, 0, <size_t>(n + 7) // 8)
+        memset(o.header_value_validity, 0, <size_t>(t.headers + 7) // 8)
+        memset(o.key_offsets, 0, 8)
+        memset(o.value_offsets, 0, 8)
+        memset(o.header_key_offsets, 0, 8)
+        memset(o.header_value_offsets, 0, 8)
+        o.header_list_offsets[0] = 0
         for i in range(sections.count):
             pylog_records_fill_ex(sections.items[i].recs, sections.items[i].length,
                                   sections.items[i].count, sections.items[i].base_offset,
                                   sections.items[i].base_timestamp, sections.items[i].log_append,
                                   sections.items[i].log_append_time, &o)
+        if timestamp_type:
+            # One value per batch, spread over its records.
+            types = <int32_t *>(base + at[PYLOG_BX_TYPES])
+            row = 0
+            for i in range(sections.count):
+                for j in range(sections.items[i].count):
+                    types[row + j] = 1 if sections.items[i].log_append else 0
+                row += sections.items[i].count
     if o.overflow or o.row != n or o.header_row != t.headers or o.key_pos != t.key_bytes \
             or o.value_pos != t.value_bytes or o.header_key_pos != t.header_key_bytes \
             or o.header_value_pos != t.header_value_bytes:
         raise BufferError("decode_arrow: the buffer changed while it was being decoded "
                           "(decode an immutable copy, e.g. bytes(buffer))")
 
-    schema = ARROW_SCHEMA_LARGE if wide else ARROW_SCHEMA
-    binary, header_key_type, header_fields, headers_type, int64_type, ts_type = \
-        _WIDE_TYPES if wide else _NARROW_TYPES
-    keys = _pa.Array.from_buffers(binary, n, [key_valid if o.key_nulls else None, key_off, key_data],
-                                  null_count=o.key_nulls)
-    values = _pa.Array.from_buffers(binary, n, [value_valid if o.value_nulls else None, value_off,
-                                                value_data], null_count=o.value_nulls)
-    header_keys = _pa.Array.from_buffers(header_key_type, t.headers,
-                                         [None, hkey_off, hkey_data], null_count=0)
-    header_values = _pa.Array.from_buffers(
-        binary, t.headers, [hval_valid if o.header_value_nulls else None, hval_off, hval_data],
-        null_count=o.header_value_nulls)
-    header_structs = _pa.StructArray.from_arrays([header_keys, header_values],
-                                                 fields=header_fields)
-    headers = _pa.Array.from_buffers(headers_type, n, [None, hlist_off],
-                                     null_count=0, children=[header_structs])
-    columns = [
-        _pa.Array.from_buffers(int64_type, n, [None, offsets_buf], null_count=0),
-        _pa.Array.from_buffers(ts_type, n, [None, ts_buf], null_count=0),
-        keys, values, headers,
-    ]
-    if timestamp_type:
-        # One value per batch, spread over its records: a C loop, no objects.
-        types_buf = _arrow_buffer(n * 4, &addr, False)
-        types = <int32_t *>addr
-        row = 0
-        with nogil:
-            for i in range(sections.count):
-                for j in range(sections.items[i].count):
-                    types[row + j] = 1 if sections.items[i].log_append else 0
-                row += sections.items[i].count
-        columns.append(_pa.Array.from_buffers(_pa.int32(), n, [None, types_buf], null_count=0))
-        schema = schema.append(_pa.field("timestamp_type", _pa.int32(), nullable=False))
-    return _pa.RecordBatch.from_arrays(columns, schema=schema)
+    cdef pylog_arrow_tree *tree = pylog_arrow_tree_new(
+        block, base, at, n, t.headers, o.key_nulls, o.value_nulls, o.header_value_nulls,
+        timestamp_type)
+    if tree == NULL:
+        raise MemoryError()
+    # The root goes in a copy on this stack: Arrow moves it out (marking the
+    # copy released) and from then on owns the tree, even if the import then
+    # fails; a copy still unreleased afterwards was never taken, and is freed here.
+    cdef ArrowArray root = tree.arrays[0]
+    try:
+        return _import_batch(<uintptr_t>&root, _SCHEMAS[2 * timestamp_type + wide])
+    finally:
+        if root.release != NULL:
+            pylog_arrow_root_release(&root)

@@ -666,20 +666,47 @@ class Consumer:
         self.close()
 
 
+_INT32 = pa.int32()
+_topic_dictionaries: dict[tuple[str, ...], pa.Array] = {}
+
+
+def _int32_column(values: np.ndarray) -> pa.Array:
+    """An int32 Arrow array over `values`' memory (no copy, no type inference)."""
+    return pa.Array.from_buffers(_INT32, len(values), [None, pa.py_buffer(values)], null_count=0)
+
+
+def _topic_dictionary(topics: tuple[str, ...]) -> pa.Array:
+    """The topic column's dictionary, built once per set of topics (pa.array of a
+    list costs ~8 us a poll, with the GIL held)."""
+    found = _topic_dictionaries.get(topics)
+    if found is None:
+        if len(_topic_dictionaries) >= 1024:
+            _topic_dictionaries.clear()
+        found = _topic_dictionaries[topics] = pa.array(topics, pa.string())
+    return found
+
+
 def _with_partition_columns(fetches: list[_Fetch], body: pa.RecordBatch) -> pa.RecordBatch:
-    """Prepends the topic (dictionary) and partition columns, built with numpy."""
-    counts = np.fromiter((f.count for f in fetches), dtype=np.int64, count=len(fetches))
-    topics = sorted({f.tp.topic for f in fetches})
-    slot = {t: i for i, t in enumerate(topics)}
-    topic_ids = np.repeat(np.fromiter((slot[f.tp.topic] for f in fetches), dtype=np.int32,
-                                      count=len(fetches)), counts)
-    partitions = np.repeat(np.fromiter((f.tp.partition for f in fetches), dtype=np.int32,
-                                       count=len(fetches)), counts)
+    """Prepends the topic (dictionary) and partition columns, built with numpy
+    (54 -> 13 us a poll of one partition: buffers wrapped, the dictionary reused)."""
+    if len(fetches) == 1:
+        n, tp = fetches[0].count, fetches[0].tp
+        topics = (tp.topic,)
+        topic_ids = np.zeros(n, dtype=np.int32)
+        partitions = np.full(n, tp.partition, dtype=np.int32)
+    else:
+        counts = np.fromiter((f.count for f in fetches), dtype=np.int64, count=len(fetches))
+        topics = tuple(sorted({f.tp.topic for f in fetches}))
+        slot = {t: i for i, t in enumerate(topics)}
+        topic_ids = np.repeat(np.fromiter((slot[f.tp.topic] for f in fetches), dtype=np.int32,
+                                          count=len(fetches)), counts)
+        partitions = np.repeat(np.fromiter((f.tp.partition for f in fetches), dtype=np.int32,
+                                           count=len(fetches)), counts)
     # The indices are slots of `topics`, in range by construction: safe=False skips
     # Arrow's check of every index (27 us of 10,000 rows, with the GIL held).
-    topic = pa.DictionaryArray.from_arrays(pa.array(topic_ids), pa.array(topics, pa.string()),
+    topic = pa.DictionaryArray.from_arrays(_int32_column(topic_ids), _topic_dictionary(topics),
                                            safe=False)
-    return body.add_column(0, "partition", pa.array(partitions)).add_column(0, "topic", topic)
+    return body.add_column(0, "partition", _int32_column(partitions)).add_column(0, "topic", topic)
 
 
 def _empty_arrow() -> pa.RecordBatch:
