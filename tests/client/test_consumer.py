@@ -160,6 +160,34 @@ def test_poll_arrow_names_each_rows_topic_across_topics(store):
     assert {t for t, _ in rows} == {"alpha", "beta"}
 
 
+def test_poll_arrow_of_one_partition_at_a_time_names_it_at_every_size(store):
+    """A poll of one partition takes its topic and partition columns from columns
+    made once for that partition and sliced: polls of growing and shrinking sizes,
+    alternating between partitions of two topics, name the right ones every time."""
+    store.create_topic("one", 2)
+    store.create_topic("two", 1)
+    fill(store, "one", 2, 3000, prefix=b"one")
+    fill(store, "two", 1, 3000, prefix=b"two")
+    consumers = {}
+    for topic, partition in (("one", 0), ("one", 1), ("two", 0)):
+        c = consumers[(topic, partition)] = Consumer(store, auto_offset_reset="earliest")
+        c.assign([(topic, partition)])
+    seen = {tp: 0 for tp in consumers}
+    for size in (3, 1500, 7, 1200, 1, 250):
+        for (topic, partition), c in consumers.items():
+            rb = c.poll_arrow(5, max_records=size)
+            assert 0 < rb.num_rows <= size
+            assert rb.column("topic").to_pylist() == [topic] * rb.num_rows
+            assert rb.column("partition").to_pylist() == [partition] * rb.num_rows
+            assert rb.column("offset").to_pylist() == list(range(seen[(topic, partition)],
+                                                                 seen[(topic, partition)] + rb.num_rows))
+            assert all(v.startswith(topic.encode()) for v in rb.column("value").to_pylist())
+            rb.validate(full=True)
+            seen[(topic, partition)] += rb.num_rows
+    for c in consumers.values():
+        c.close()
+
+
 def test_group_shares_partitions_and_rebalances(store):
     store.create_topic("g", 6)
     c1 = Consumer(store, "g", group_id="grp", auto_offset_reset="earliest")
