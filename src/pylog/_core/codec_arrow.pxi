@@ -50,6 +50,8 @@ _TIMESTAMP_TYPE_FIELD = _pa.field("timestamp_type", _pa.int32(), nullable=False)
 cdef tuple _SCHEMAS = (ARROW_SCHEMA, ARROW_SCHEMA_LARGE,
                        ARROW_SCHEMA.append(_TIMESTAMP_TYPE_FIELD),
                        ARROW_SCHEMA_LARGE.append(_TIMESTAMP_TYPE_FIELD))
+# pyarrow's C Data Interface entry (low-level, public since pyarrow 0.17; the
+# PyCapsule protocol would also need an exported ArrowSchema per call).
 _import_batch = _pa.RecordBatch._import_from_c
 
 
