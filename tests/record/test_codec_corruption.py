@@ -467,7 +467,20 @@ def test_fix_crc_helper_matches_pylog():
     assert get_field(batch, CRC) == crc32c(batch[ATTRIBUTES:])
 
 
-def test_decode_arrow_of_a_buffer_changed_while_decoding_never_overruns():
+CHANGING_PAIRS = {
+    "keys": (records.encode_batch([b"v" * 100] * 10, timestamps=[0] * 10),
+             records.encode_batch([b"w" * 99] * 10, [b"k"] * 10, timestamps=[0] * 10)),
+    # The fill reads headers from the buffer again (keys and values it copies by
+    # the positions the first pass read): header sizes that change in between.
+    "headers": (records.encode_batch([b"v" * 50] * 10, headers=[[("h", b"x" * 40)]] * 10,
+                                     timestamps=[0] * 10),
+                records.encode_batch([b"v" * 50] * 10, headers=[[("hhhh", b"y" * 37)]] * 10,
+                                     timestamps=[0] * 10)),
+}
+
+
+@pytest.mark.parametrize("changing", sorted(CHANGING_PAIRS))
+def test_decode_arrow_of_a_buffer_changed_while_decoding_never_overruns(changing):
     """decode_arrow measures the records, allocates, then fills without the GIL; a
     buffer changed in between could make the fill write past what was allocated
     (issue 12, item 13). Now every write is bounded by the first pass: each call
@@ -478,8 +491,7 @@ def test_decode_arrow_of_a_buffer_changed_while_decoding_never_overruns():
 
     from pylog.errors import CorruptRecordError
 
-    a = records.encode_batch([b"v" * 100] * 10, timestamps=[0] * 10)
-    b = records.encode_batch([b"w" * 99] * 10, [b"k"] * 10, timestamps=[0] * 10)
+    a, b = CHANGING_PAIRS[changing]
     assert len(a) == len(b)
     buf = bytearray(a)
     stop = threading.Event()

@@ -330,7 +330,9 @@ static inline __attribute__((always_inline)) int record_read(const char **pp, co
     if (read_bytes(&p, rend, &r->key, &r->key_len) < 0) return record_fail(st, start - base, 0, "key length");
     if (read_bytes(&p, rend, &r->value, &r->value_len) < 0)
         return record_fail(st, start - base, 0, "value length");
-    if (pylog_read_varint(&p, rend, &r->header_count) < 0 || r->header_count < 0)
+    if (pylog_read_varint(&p, rend, &r->header_count) < 0)
+        return record_fail(st, start - base, 0, "header count");
+    if (r->header_count < 0)
         return record_fail(st, start - base, r->header_count, "header count");
     r->headers = p;
     for (int32_t k = 0; k < r->header_count; k++) {
@@ -350,8 +352,11 @@ int pylog_record_read(const char **pp, const char *end, const char *base, pylog_
     return record_read(pp, end, base, r, st);
 }
 
-int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_records_totals *t,
-                          pylog_status *st) {
+/* The measure pass; with `out`, each record's fields as read (the fill then
+ * copies from them instead of reading the varints again). */
+static inline __attribute__((always_inline)) int records_measure(
+        const char *recs, int64_t len, int32_t count, pylog_records_totals *t, pylog_status *st,
+        pylog_parsed_record *out) {
     st->code = PYLOG_OK;
     const char *p = recs, *end = recs + len;
     pylog_record r;
@@ -363,6 +368,18 @@ int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_re
         t->key_bytes += r.key_len > 0 ? r.key_len : 0;
         t->value_bytes += r.value_len > 0 ? r.value_len : 0;
         t->headers += r.header_count;
+        if (out) {
+            pylog_parsed_record *o = &out[i];
+            o->timestamp_delta = r.timestamp_delta;
+            o->offset_delta = r.offset_delta;
+            o->key_len = r.key_len;
+            o->value_len = r.value_len;
+            o->header_count = r.header_count;
+            o->key_at = (uint32_t)(r.key - recs);
+            o->value_at = (uint32_t)(r.value - recs);
+            o->headers_at = (uint32_t)(r.headers - recs);
+            o->end_at = (uint32_t)(r.end - recs);
+        }
         const char *h = r.headers;
         for (int32_t k = 0; k < r.header_count; k++) {
             const char *hk, *hv;
@@ -375,6 +392,17 @@ int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_re
     if (p != end) return fail(st, PYLOG_ERR_COUNT, p - recs, end - p, count, "records count (trailing bytes)");
     t->records += count;
     return PYLOG_OK;
+}
+
+int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_records_totals *t,
+                          pylog_status *st) {
+    return records_measure(recs, len, count, t, st, NULL);
+}
+
+int pylog_records_measure_parsed(const char *recs, int64_t len, int32_t count,
+                                 pylog_records_totals *t, pylog_status *st,
+                                 pylog_parsed_record *out) {
+    return records_measure(recs, len, count, t, st, out);
 }
 
 int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
@@ -424,51 +452,44 @@ static inline void put_binary(void *offsets, int wide, char *data, uint8_t *vali
     set_offset(offsets, wide, row + 1, *pos);
 }
 
-void pylog_records_fill(const char *recs, int64_t len, int32_t count, int64_t base_offset,
-                        int64_t base_timestamp, int64_t log_append_time, pylog_arrow_out *o) {
-    pylog_records_fill_ex(recs, len, count, base_offset, base_timestamp, log_append_time >= 0,
-                          log_append_time, o);
-}
-
-void pylog_records_fill_ex(const char *recs, int64_t len, int32_t count, int64_t base_offset,
-                           int64_t base_timestamp, int log_append, int64_t log_append_time,
-                           pylog_arrow_out *o) {
-    const char *p = recs, *end = recs + len;
-    pylog_record r;
-    pylog_status st;
+void pylog_records_fill_parsed(const char *recs, const pylog_parsed_record *parsed, int32_t count,
+                               int64_t base_offset, int64_t base_timestamp, int log_append,
+                               int64_t log_append_time, pylog_arrow_out *o) {
     if (o->overflow) return;
-    /* The cursors live in locals for the loop: a memcpy into char data may
-     * alias *o, so through the pointer each would be reloaded per record
-     * (callgrind: 384 -> 364 instructions a record of 100 B). They are
-     * stored back on every exit. */
+    /* From the fields the measure pass read: the key and value lengths are the
+     * ones the capacities were summed from, so their copies fit by construction
+     * (still checked: one predictable branch). Headers are read again from the
+     * buffer, which may have changed since: every bound is checked, and a
+     * header that no longer fits sets `overflow`.
+     * The cursors live in locals for the loop: a memcpy into char data may
+     * alias *o, so through the pointer each would be reloaded per record.
+     * They are stored back on every exit. */
     pylog_arrow_out c = *o;
     const int wide = c.wide;
     int64_t row = c.row, key_pos = c.key_pos, value_pos = c.value_pos;
     int64_t key_nulls = c.key_nulls, value_nulls = c.value_nulls, header_row = c.header_row;
     int overflow = 0;
     for (int32_t i = 0; i < count; i++) {
-        /* The section was measured, but the caller's buffer may have changed
-         * since: every read is checked again and every write bounded. */
-        if (record_read(&p, end, recs, &r, &st) != PYLOG_OK || row >= c.rows_cap
-            || (r.key_len > 0 && r.key_len > c.key_cap - key_pos)
-            || (r.value_len > 0 && r.value_len > c.value_cap - value_pos)
-            || r.header_count > c.headers_cap - header_row) {
+        const pylog_parsed_record *r = &parsed[i];
+        if (row >= c.rows_cap || (r->key_len > 0 && r->key_len > c.key_cap - key_pos)
+            || (r->value_len > 0 && r->value_len > c.value_cap - value_pos)
+            || r->header_count > c.headers_cap - header_row) {
             overflow = 1;
             break;
         }
-        c.offsets[row] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)r.offset_delta);
-        c.timestamps[row] = log_append ? log_append_time : ts_add(base_timestamp, r.timestamp_delta);
+        c.offsets[row] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)r->offset_delta);
+        c.timestamps[row] = log_append ? log_append_time : ts_add(base_timestamp, r->timestamp_delta);
         put_binary(c.key_offsets, wide, c.key_data, c.key_validity, row, &key_pos, &key_nulls,
-                   r.key, r.key_len);
+                   recs + r->key_at, r->key_len);
         put_binary(c.value_offsets, wide, c.value_data, c.value_validity, row, &value_pos,
-                   &value_nulls, r.value, r.value_len);
-        if (r.header_count) {
-            const char *h = r.headers;
+                   &value_nulls, recs + r->value_at, r->value_len);
+        if (r->header_count) {
+            const char *h = recs + r->headers_at, *hend = recs + r->end_at;
             o->header_row = header_row;
-            for (int32_t k = 0; k < r.header_count; k++) {
+            for (int32_t k = 0; k < r->header_count; k++) {
                 const char *hk, *hv;
                 int32_t hkl, hvl;
-                if (pylog_header_read(&h, r.end, &hk, &hkl, &hv, &hvl) != 0
+                if (pylog_header_read(&h, hend, &hk, &hkl, &hv, &hvl) != 0
                     || pylog_utf8_sanitized_len(hk, hkl) > o->header_key_cap - o->header_key_pos
                     || (hvl > 0 && hvl > o->header_value_cap - o->header_value_pos)) {
                     overflow = 1;

@@ -182,6 +182,25 @@ typedef struct {
 int pylog_records_measure(const char *recs, int64_t len, int32_t count,
                           pylog_records_totals *t, pylog_status *st);
 
+/* One record's fields as the measure pass read them (positions from the
+ * records section's start: a section is under 2 GiB). */
+typedef struct {
+    int64_t timestamp_delta;
+    int32_t offset_delta;
+    int32_t key_len;            /* -1: null */
+    int32_t value_len;          /* -1: null */
+    int32_t header_count;
+    uint32_t key_at;
+    uint32_t value_at;
+    uint32_t headers_at;
+    uint32_t end_at;            /* the record's end */
+} pylog_parsed_record;
+
+/* pylog_records_measure that also stores each record's fields in out[0..count). */
+int pylog_records_measure_parsed(const char *recs, int64_t len, int32_t count,
+                                 pylog_records_totals *t, pylog_status *st,
+                                 pylog_parsed_record *out);
+
 /* What Kafka's LogValidator checks of each record of a batch a client appends,
  * over a decompressed records section: framing (as measure), offset deltas
  * 0, 1, ..., count-1, and a key on every record when `require_keys` (a
@@ -221,7 +240,7 @@ typedef struct {
     int64_t key_nulls;
     int64_t value_nulls;
     int64_t header_value_nulls;
-    /* Capacities the caller allocated (from pylog_records_measure). The fill
+    /* Capacities the caller allocated (from the measure pass). The fill
      * runs without the GIL over a buffer another thread may change after it
      * was measured: it never writes past these, and sets `overflow` (and
      * stops) when the records no longer read back as measured. */
@@ -234,19 +253,13 @@ typedef struct {
     int overflow;
 } pylog_arrow_out;
 
-/* Appends the records of one (already measured) section to *out. Record
- * timestamps are base_timestamp + delta, or log_append_time when >= 0
- * (LogAppendTime batches carry the broker's time in maxTimestamp). */
-void pylog_records_fill(const char *recs, int64_t len, int32_t count, int64_t base_offset,
-                        int64_t base_timestamp, int64_t log_append_time, pylog_arrow_out *out);
-
-/* As pylog_records_fill, with the timestamp type explicit: when log_append
- * is non-zero every record's timestamp is log_append_time (the batch's
- * maxTimestamp), whatever its sign, as Kafka's DefaultRecordBatch does.
- * pylog_records_fill(..., t, out) is pylog_records_fill_ex(..., t >= 0, t, out),
- * so it cannot express a LogAppendTime batch whose maxTimestamp is negative. */
-void pylog_records_fill_ex(const char *recs, int64_t len, int32_t count, int64_t base_offset,
-                           int64_t base_timestamp, int log_append, int64_t log_append_time,
-                           pylog_arrow_out *out);
+/* Appends one measured section's records to *out, from the fields
+ * pylog_records_measure_parsed stored for it (`recs` is that section; header
+ * bytes are read from it again). Record timestamps are base_timestamp + delta,
+ * or, when log_append is non-zero, log_append_time (the batch's maxTimestamp,
+ * whatever its sign), as Kafka's DefaultRecordBatch does for LogAppendTime. */
+void pylog_records_fill_parsed(const char *recs, const pylog_parsed_record *parsed, int32_t count,
+                               int64_t base_offset, int64_t base_timestamp, int log_append,
+                               int64_t log_append_time, pylog_arrow_out *out);
 
 #endif

@@ -153,6 +153,11 @@ cdef extern from "records.h" nogil:
                                pylog_status *st)
     int pylog_records_measure(const char *recs, int64_t length, int32_t count,
                               pylog_records_totals *t, pylog_status *st)
+    ctypedef struct pylog_parsed_record:
+        pass
+    int pylog_records_measure_parsed(const char *recs, int64_t length, int32_t count,
+                                     pylog_records_totals *t, pylog_status *st,
+                                     pylog_parsed_record *out)
 
     ctypedef struct pylog_arrow_out:
         int64_t *offsets
@@ -187,11 +192,9 @@ cdef extern from "records.h" nogil:
         int64_t header_value_cap
         int overflow
 
-    void pylog_records_fill(const char *recs, int64_t length, int32_t count, int64_t base_offset,
-                            int64_t base_timestamp, int64_t log_append_time, pylog_arrow_out *out)
-    void pylog_records_fill_ex(const char *recs, int64_t length, int32_t count, int64_t base_offset,
-                               int64_t base_timestamp, int log_append, int64_t log_append_time,
-                               pylog_arrow_out *out)
+    void pylog_records_fill_parsed(const char *recs, const pylog_parsed_record *parsed,
+                                   int32_t count, int64_t base_offset, int64_t base_timestamp,
+                                   int log_append, int64_t log_append_time, pylog_arrow_out *out)
 
 
 cdef extern from "utf8.h" nogil:
