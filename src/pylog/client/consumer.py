@@ -429,8 +429,10 @@ class Consumer:
         finds records or `timeout` passes; records its new positions. Returns result or None."""
         self._check_open()
         deadline = time.monotonic() + max(timeout, 0.0)
+        event = self._event
         while True:
-            self._event.clear()
+            if event.is_set():          # (clear() takes the event's lock: only when set)
+                event.clear()
             try:
                 self._maybe_auto_commit()
                 generation, mine, positions = self._snapshot()
@@ -448,13 +450,14 @@ class Consumer:
             if fetches:
                 if not self._store_positions(generation, {f.tp: f.next_position for f in fetches}):
                     continue    # a rebalance happened meanwhile: read again
-                if any(f.count for f in fetches):
-                    return result
+                for f in fetches:
+                    if f.count:
+                        return result
                 continue        # only control batches or gaps: moved past them, read on
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            self._event.wait(min(remaining, 0.5))   # 0.5 s: also notices rebalances
+            event.wait(min(remaining, 0.5))   # 0.5 s: also notices rebalances
 
     def _slices(self, mine: list[TopicPartition], positions: dict[TopicPartition, int],
                 byte_cap: int | None = None):
