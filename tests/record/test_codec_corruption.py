@@ -292,6 +292,50 @@ class TestGarbage:
             assert_names_batch(rest[0], len(PREFIX))
 
 
+class TestDecodeArrowChecksCrcsInOnePass:
+    """decode_arrow checks the CRCs of uncompressed batches after walking their
+    headers, in one GIL-free pass; the error is still the earliest bad batch."""
+
+    def bad_crc(self, batch):
+        """The batch with its stored CRC off by one bit (its records intact)."""
+        return set_field(batch, CRC, get_field(batch, CRC) ^ 1, recrc=False)
+
+    def test_a_bad_crc_before_a_later_framing_error_is_the_error(self):
+        good, bad = small_batch(), self.bad_crc(small_batch())
+        broken = bytearray(small_batch())
+        broken[MAGIC] = 7
+        buffer = PREFIX + good + bad + good + bytes(broken)
+        with pytest.raises(CorruptRecordError) as info:
+            records.decode_arrow(buffer)
+        assert_crc_error(info.value, len(PREFIX) + len(good))
+
+    def test_a_bad_crc_before_a_compressed_batch_that_does_not_inflate_is_the_error(self):
+        bad = self.bad_crc(small_batch())
+        zstd = bytearray(small_batch("zstd"))
+        zstd[RECORDS + 2] ^= 0xFF                  # garbage in the frame, CRC fixed
+        buffer = PREFIX + bad + fix_crc(bytes(zstd))
+        with pytest.raises(CorruptRecordError) as info:
+            records.decode_arrow(buffer)
+        assert_crc_error(info.value, len(PREFIX))
+
+    def test_the_first_of_several_bad_crcs_is_the_error(self):
+        good, bad = small_batch(), self.bad_crc(small_batch())
+        buffer = good * 3 + bad + good + bad
+        with pytest.raises(CorruptRecordError) as info:
+            records.decode_arrow(buffer)
+        assert_crc_error(info.value, 3 * len(good))
+
+    def test_many_small_batches_decode_as_one_checked_pass(self):
+        batches = [records.encode_batch([b"v%d" % i] * 3, base_offset=3 * i) for i in range(2000)]
+        rb = records.decode_arrow(b"".join(batches))
+        assert list(range(6000)) == rb.column("offset").to_pylist()
+        flipped = batches[:1500] + [self.bad_crc(batches[1500])] + batches[1501:]
+        with pytest.raises(CorruptRecordError) as info:
+            records.decode_arrow(b"".join(flipped))
+        assert_crc_error(info.value, sum(len(b) for b in batches[:1500]))
+        assert 6000 == records.decode_arrow(b"".join(flipped), validate=False).num_rows
+
+
 class TestErrorPositions:
     """Every CorruptRecordError names the batch's absolute position the same way (fix e)."""
 

@@ -65,6 +65,8 @@ cdef struct _Section:
     int64_t log_append_time
     int64_t where          # batch position in the caller's buffer, for errors
     bint compressed        # recs points into decompressed data
+    const char *crc_batch  # an uncompressed batch whose CRC is still to check, or NULL
+    int64_t crc_size       # its bytes
 
 
 @cython.final
@@ -95,6 +97,11 @@ cdef int _collect(_Sections sections, const char *base, Py_ssize_t size, object 
 
     Batch positions are where_base + pos; for an up-converted legacy message
     (`converted`) every batch is reported at where_base, the message itself.
+    The CRC of an uncompressed v2 batch is left to pass 2 (`crc_batch`), which
+    checks every one in the same GIL-free section as the measure: one GIL
+    release a call, where each batch of 16 KiB or more released it once. A
+    compressed batch is checked here, before it is inflated. An error here
+    first checks the CRCs left so far: the earliest bad batch is the one named.
     """
     cdef Py_ssize_t pos = 0, where
     cdef pylog_batch_header h
@@ -103,43 +110,84 @@ cdef int _collect(_Sections sections, const char *base, Py_ssize_t size, object 
     cdef int rc
     cdef bytes section, up
     memset(&st, 0, sizeof(st))
-    while pos < size:
-        where = where_base if converted else where_base + pos
-        if validate and size - pos >= NOGIL_MIN_BYTES:
-            with nogil:
-                rc = pylog_batch_check(base + pos, size - pos, 1, &h, &st)
-        else:
-            rc = pylog_batch_check(base + pos, size - pos, validate, &h, &st)
-        if rc == PYLOG_INCOMPLETE:
-            break
-        if rc != PYLOG_OK:
-            raise _corrupt(&st, where)
-        if h.magic < 2:
-            up = _upconvert_message(base, pos, &h, owner, where)
-            sections.keep.append(up)
-            _collect(sections, PyBytes_AS_STRING(up), PyBytes_GET_SIZE(up), up,
-                     False, include_control, where, True)
-        elif include_control or not (h.attributes & PYLOG_ATTR_CONTROL):
-            s = sections.add()
-            s.count = h.records_count
-            s.base_offset = h.base_offset
-            s.base_timestamp = h.base_timestamp
-            s.log_append = (h.attributes & PYLOG_ATTR_TIMESTAMP_TYPE) != 0
-            s.log_append_time = h.max_timestamp
-            s.where = where
-            s.compressed = (h.attributes & PYLOG_ATTR_COMPRESSION_MASK) != 0
-            if s.compressed:
-                section = _decompress_at(
-                    h.attributes & PYLOG_ATTR_COMPRESSION_MASK,
-                    memoryview(owner).cast("B")[pos + PYLOG_RECORDS_OFFSET:pos + h.length + PYLOG_LOG_OVERHEAD],
-                    where)
-                sections.keep.append(section)
-                s.recs = PyBytes_AS_STRING(section)
-                s.length = PyBytes_GET_SIZE(section)
-            else:
-                s.recs = base + pos + PYLOG_RECORDS_OFFSET
-                s.length = <int64_t>h.length + PYLOG_LOG_OVERHEAD - PYLOG_RECORDS_OFFSET
-        pos += <Py_ssize_t>h.length + PYLOG_LOG_OVERHEAD
+    try:
+        while pos < size:
+            where = where_base if converted else where_base + pos
+            rc = pylog_batch_check(base + pos, size - pos, 0, &h, &st)
+            if rc == PYLOG_INCOMPLETE:
+                break
+            if rc == PYLOG_OK and validate and (h.magic < 2 or (
+                    h.attributes & PYLOG_ATTR_COMPRESSION_MASK) != 0 or (
+                    h.attributes & PYLOG_ATTR_CONTROL and not include_control)):
+                # Checked now: a legacy message (its CRC-32), a compressed batch (before
+                # it is inflated), a control batch that is skipped.
+                if <int64_t>h.length + PYLOG_LOG_OVERHEAD >= NOGIL_MIN_BYTES:
+                    with nogil:
+                        rc = pylog_batch_check(base + pos, size - pos, 1, &h, &st)
+                else:
+                    rc = pylog_batch_check(base + pos, size - pos, 1, &h, &st)
+            if rc != PYLOG_OK:
+                raise _corrupt(&st, where)
+            if h.magic < 2:
+                up = _upconvert_message(base, pos, &h, owner, where)
+                sections.keep.append(up)
+                _collect(sections, PyBytes_AS_STRING(up), PyBytes_GET_SIZE(up), up,
+                         False, include_control, where, True)
+            elif include_control or not (h.attributes & PYLOG_ATTR_CONTROL):
+                s = sections.add()
+                s.count = h.records_count
+                s.base_offset = h.base_offset
+                s.base_timestamp = h.base_timestamp
+                s.log_append = (h.attributes & PYLOG_ATTR_TIMESTAMP_TYPE) != 0
+                s.log_append_time = h.max_timestamp
+                s.where = where
+                s.compressed = (h.attributes & PYLOG_ATTR_COMPRESSION_MASK) != 0
+                s.crc_batch = NULL
+                s.crc_size = 0
+                if s.compressed:
+                    section = _decompress_at(
+                        h.attributes & PYLOG_ATTR_COMPRESSION_MASK,
+                        memoryview(owner).cast("B")[pos + PYLOG_RECORDS_OFFSET:pos + h.length + PYLOG_LOG_OVERHEAD],
+                        where)
+                    sections.keep.append(section)
+                    s.recs = PyBytes_AS_STRING(section)
+                    s.length = PyBytes_GET_SIZE(section)
+                else:
+                    s.recs = base + pos + PYLOG_RECORDS_OFFSET
+                    s.length = <int64_t>h.length + PYLOG_LOG_OVERHEAD - PYLOG_RECORDS_OFFSET
+                    if validate:
+                        s.crc_batch = base + pos
+                        s.crc_size = <int64_t>h.length + PYLOG_LOG_OVERHEAD
+            pos += <Py_ssize_t>h.length + PYLOG_LOG_OVERHEAD
+    except Exception:
+        _check_crcs(sections)       # an earlier batch's bad CRC, if any, is the error
+        raise
+    return 0
+
+
+cdef int _check_crcs_nogil(_Sections sections, pylog_status *st) noexcept nogil:
+    """Checks the CRCs pass 1 left, in batch order: the index of the first that
+    fails (and clears every one checked), or -1."""
+    cdef pylog_batch_header h
+    cdef Py_ssize_t i
+    for i in range(sections.count):
+        if sections.items[i].crc_batch != NULL:
+            if pylog_batch_check(sections.items[i].crc_batch, sections.items[i].crc_size, 1,
+                                 &h, st) != PYLOG_OK:
+                return <int>i
+            sections.items[i].crc_batch = NULL
+    return -1
+
+
+cdef int _check_crcs(_Sections sections) except -1:
+    """Raises the CorruptRecordError of the first batch whose CRC (left by pass 1) fails."""
+    cdef pylog_status st
+    cdef int bad
+    memset(&st, 0, sizeof(st))
+    with nogil:
+        bad = _check_crcs_nogil(sections, &st)
+    if bad >= 0:
+        raise _corrupt(&st, sections.items[bad].where)
     return 0
 
 
@@ -196,11 +244,13 @@ cdef object _decode_sections(_Sections sections, pylog_parsed_record *parsed,
     cdef int wide
     cdef int64_t n, row, j
     cdef int32_t *types
+    cdef int bad
     memset(&t, 0, sizeof(t))
     memset(&st, 0, sizeof(st))
     with nogil:
+        bad = _check_crcs_nogil(sections, &st)
         row = 0
-        for i in range(sections.count):
+        for i in range(sections.count if bad < 0 else 0):
             if parsed != NULL:
                 rc = pylog_records_measure_parsed(sections.items[i].recs, sections.items[i].length,
                                                   sections.items[i].count, &t, &st, parsed + row)
@@ -210,6 +260,8 @@ cdef object _decode_sections(_Sections sections, pylog_parsed_record *parsed,
             if rc != PYLOG_OK:
                 break
             row += sections.items[i].count
+    if bad >= 0:
+        raise _corrupt(&st, sections.items[bad].where)
     if rc != PYLOG_OK:
         if sections.items[i].compressed:
             raise _corrupt(&st, sections.items[i].where, 0, u"of the decompressed records section")
