@@ -35,7 +35,7 @@ from collections.abc import Callable
 from functools import partial
 
 from pylog._core.engine import IoEngine
-from pylog._core.storage import append_fast, configure_fast_append
+from pylog._core.storage import LogState, append_fast, configure_fast_append
 from pylog.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -101,7 +101,7 @@ FAST_APPEND = True
 configure_fast_append(AppendInfo, _now_ms, TARGET_CODECS)
 
 
-class Log:
+class Log(LogState):
     """One topic-partition: ``Log(path, config)``.
 
     ``config`` is a LogConfig or a mapping of Kafka topic config keys. Options

@@ -23,6 +23,7 @@ from pylog._core.storage import (
     LogFile,
     OffsetIndex,
     PreparedAppend,
+    SegmentState,
     TimeIndex,
     segment_append,
     segment_roll_reason,
@@ -90,18 +91,19 @@ class OpenSegments:
 open_segments = OpenSegments()
 
 
-class LogSegment:
+class LogSegment(SegmentState):
     """One segment. Build with :meth:`create` or :meth:`open`.
 
     ``log``, ``offset_index`` and ``time_index`` are the segment's files. Those of an
     inactive segment are opened on first use and closed again by :data:`open_segments`
     (a reader that holds one keeps it open: the objects close when unreferenced)."""
 
-    __slots__ = ("directory", "base_offset", "_log", "_offset_index", "_time_index", "_size",
-                 "config", "next_offset", "max_timestamp", "offset_of_max_timestamp",
-                 "rolling_based_timestamp", "created_ms", "bytes_since_index_entry",
-                 "roll_jitter_ms", "flushed_size", "dropped_size", "write_behind_size", "active",
-                 "deleted")
+    # SegmentState (the C core) holds what an append reads and writes: config,
+    # base_offset, next_offset, max_timestamp, offset_of_max_timestamp,
+    # rolling_based_timestamp, created_ms, bytes_since_index_entry,
+    # roll_jitter_ms, flushed_size and the three files (_log, _offset_index,
+    # _time_index).
+    __slots__ = ("directory", "_size", "dropped_size", "write_behind_size", "active", "deleted")
 
     def __init__(self, directory: str, base_offset: int, log: LogFile, offset_index: OffsetIndex,
                  time_index: TimeIndex, config: LogConfig, created_ms: int) -> None:
