@@ -8,10 +8,10 @@
 # the case that needs no decision beyond arithmetic, reading and writing the
 # Log's and its active LogSegment's fields (LogState and SegmentState below,
 # which log.py's Log and segment.py's LogSegment subclass: C fields, where an
-# attribute lookup cost ~125 instructions). It hands anything else back to the Python path, before
-# writing anything: a closed or offline log, a coordinator append, magic 0/1
-# batches, producer ids (the producer state), a roll, a flush.messages flush,
-# write-behind. Both paths produce the same bytes, offsets, indexes and counters
+# attribute lookup cost ~125 instructions). It hands anything else back to the
+# Python path, before writing anything: a closed or offline log, a coordinator
+# append, magic 0/1 batches, producer ids (the producer state), a roll, a
+# flush.messages flush, write-behind. Both paths produce the same bytes, offsets, indexes and counters
 # (tests/storage/test_fast_append.py appends the same batches through both and
 # compares files, indexes, results and state).
 
