@@ -352,11 +352,8 @@ int pylog_record_read(const char **pp, const char *end, const char *base, pylog_
     return record_read(pp, end, base, r, st);
 }
 
-/* The measure pass; with `out`, each record's fields as read (the fill then
- * copies from them instead of reading the varints again). */
-static inline __attribute__((always_inline)) int records_measure(
-        const char *recs, int64_t len, int32_t count, pylog_records_totals *t, pylog_status *st,
-        pylog_parsed_record *out) {
+int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_records_totals *t,
+                          pylog_status *st, pylog_parsed_record *out) {
     st->code = PYLOG_OK;
     const char *p = recs, *end = recs + len;
     pylog_record r;
@@ -394,16 +391,6 @@ static inline __attribute__((always_inline)) int records_measure(
     return PYLOG_OK;
 }
 
-int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_records_totals *t,
-                          pylog_status *st) {
-    return records_measure(recs, len, count, t, st, NULL);
-}
-
-int pylog_records_measure_parsed(const char *recs, int64_t len, int32_t count,
-                                 pylog_records_totals *t, pylog_status *st,
-                                 pylog_parsed_record *out) {
-    return records_measure(recs, len, count, t, st, out);
-}
 
 int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
                            int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,

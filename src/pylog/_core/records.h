@@ -177,11 +177,6 @@ typedef struct {
     int64_t header_value_bytes;
 } pylog_records_totals;
 
-/* Walks `count` records in [recs, recs+len), validating them and adding to
- * *t. Fails if the section holds more or fewer bytes than the records. */
-int pylog_records_measure(const char *recs, int64_t len, int32_t count,
-                          pylog_records_totals *t, pylog_status *st);
-
 /* One record's fields as the measure pass read them (positions from the
  * records section's start: a section is under 2 GiB). */
 typedef struct {
@@ -196,10 +191,12 @@ typedef struct {
     uint32_t end_at;            /* the record's end */
 } pylog_parsed_record;
 
-/* pylog_records_measure that also stores each record's fields in out[0..count). */
-int pylog_records_measure_parsed(const char *recs, int64_t len, int32_t count,
-                                 pylog_records_totals *t, pylog_status *st,
-                                 pylog_parsed_record *out);
+/* Walks `count` records in [recs, recs+len), validating them and adding to
+ * *t; with `out` (or NULL), also stores each record's fields in out[0..count),
+ * which the fill then copies from instead of reading the varints again. Fails
+ * if the section holds more or fewer bytes than the records. */
+int pylog_records_measure(const char *recs, int64_t len, int32_t count,
+                          pylog_records_totals *t, pylog_status *st, pylog_parsed_record *out);
 
 /* What Kafka's LogValidator checks of each record of a batch a client appends,
  * over a decompressed records section: framing (as measure), offset deltas
@@ -254,7 +251,7 @@ typedef struct {
 } pylog_arrow_out;
 
 /* Appends one measured section's records to *out, from the fields
- * pylog_records_measure_parsed stored for it (`recs` is that section; header
+ * pylog_records_measure stored for it (`recs` is that section; header
  * bytes are read from it again). Record timestamps are base_timestamp + delta,
  * or, when log_append is non-zero, log_append_time (the batch's maxTimestamp,
  * whatever its sign), as Kafka's DefaultRecordBatch does for LogAppendTime. */

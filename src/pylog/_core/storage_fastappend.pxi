@@ -11,9 +11,9 @@
 # attribute lookup cost ~125 instructions). It hands anything else back to the
 # Python path, before writing anything: a closed or offline log, a coordinator
 # append, magic 0/1 batches, producer ids (the producer state), a roll, a
-# flush.messages flush, write-behind. Both paths produce the same bytes, offsets, indexes and counters
-# (tests/storage/test_fast_append.py appends the same batches through both and
-# compares files, indexes, results and state).
+# flush.messages flush, write-behind. Both paths produce the same bytes,
+# offsets, indexes and counters (tests/storage/test_fast_append.py appends the
+# same batches through both and compares files, indexes, results and state).
 
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
@@ -38,7 +38,7 @@ def configure_fast_append(append_info, wall_clock, dict target_codecs):
 cdef class LogState:
     """The fields of a Log (pylog/storage/log.py) that its append reads and
     writes, held in C fields: append_fast reaches each with a load instead of
-    an attribute lookup (~125 instructions each, about 20 per append). Python
+    an attribute lookup (~125 instructions each, about 35 per append). Python
     code sees ordinary attributes, of any type; Log subclasses this."""
     cdef public object config, clock, engine, leader_epoch, records_appended, bytes_appended
     cdef public object _offline, _closed, _append_limits, _segments

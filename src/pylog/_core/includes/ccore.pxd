@@ -151,13 +151,11 @@ cdef extern from "records.h" nogil:
     int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
                                int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,
                                pylog_status *st)
-    int pylog_records_measure(const char *recs, int64_t length, int32_t count,
-                              pylog_records_totals *t, pylog_status *st)
     ctypedef struct pylog_parsed_record:
         pass
-    int pylog_records_measure_parsed(const char *recs, int64_t length, int32_t count,
-                                     pylog_records_totals *t, pylog_status *st,
-                                     pylog_parsed_record *out)
+    int pylog_records_measure(const char *recs, int64_t length, int32_t count,
+                              pylog_records_totals *t, pylog_status *st,
+                              pylog_parsed_record *out)
 
     ctypedef struct pylog_arrow_out:
         int64_t *offsets
