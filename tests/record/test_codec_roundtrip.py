@@ -413,6 +413,33 @@ def test_encode_groups_writes_encode_batchs_bytes_for_each_group(compression, va
         assert batch == expected
 
 
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+@given(sizes=st.lists(st.one_of(st.none(), st.integers(0, 20_000)), min_size=1, max_size=300),
+       keyed=st.booleans(), ts=timestamps, data=st.data())
+def test_plain_lists_take_the_general_encoders_bytes(compression, sizes, keyed, ts, data):
+    """Lists of bytes with one timestamp and no headers take a loop of their own
+    (records.c, encode_plain); an int64 array of that timestamp takes the
+    general one. Both write the same batch, byte for byte: lengths of one to
+    three varint bytes, over 64 and over 8,192 offset deltas, nulls, no keys."""
+    values = [None if n is None else bytes([n % 251]) * n for n in sizes]
+    keys = data.draw(st.lists(nullable_bytes, min_size=len(values), max_size=len(values))) \
+        if keyed else None
+    plain = records.encode_batch(values, keys, ts, compression=compression)
+    general = records.encode_batch(values, keys, np.full(len(values), ts, dtype=np.int64),
+                                   compression=compression)
+    assert plain == general
+    assert [(i, ts, None if keys is None else keys[i], v, ()) for i, v in enumerate(values)] == \
+        decoded(plain)
+
+
+def test_plain_lists_of_many_records_count_offset_deltas_in_three_varint_bytes():
+    """Offset deltas past 8,191 take three varint bytes in the plain loop too."""
+    values = [b"v%d" % i for i in range(20_000)]
+    plain = records.encode_batch(values, None, 7)
+    assert plain == records.encode_batch(values, None, np.full(20_000, 7, dtype=np.int64))
+    assert [r[3] for r in decoded(plain)] == values
+
+
 def test_encode_groups_names_what_is_wrong():
     values = [b"a", b"b", "text", None]
     ok = [np.array([0, 1], dtype=np.int64)]
