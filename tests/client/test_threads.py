@@ -350,3 +350,56 @@ def test_a_refused_partition_of_a_direct_call_fails_alone(store):
         producer.send_batch("half", [b"z"] * 10, by_part[0]).result(5)
     assert [(b, s) for b, _c, _pid, s in batch_fields(store.log("half", 0))] == [(0, 0)]
     assert [(b, s) for b, _c, _pid, s in batch_fields(store.log("half", 1))] == [(0, 0)]
+
+
+def test_a_keyed_call_with_one_busy_partition_reserves_nothing_on_the_small_path(store):
+    """A small keyed call whose partitions are quiet but for one (a lingering send()
+    holds it) leaves the one-C-call path before reserving anything and takes the
+    general one: the quiet partitions are appended at once, the busy one queues
+    behind the send(), and every partition's sequences stay dense from 0."""
+    store.create_topic("b", 4)
+    keys = keys_for([0, 1, 2, 3], 3)
+    with Producer(store, linger_ms=60_000) as producer:                       # idempotent
+        first = producer.send("b", b"first", partition=2)
+        rows = [(keys[p][i], b"v%d-%d" % (p, i)) for i in range(3) for p in range(4)]
+        fut = producer.send_batch("b", [v for _, v in rows], [k for k, _ in rows])
+        assert not fut.done()                                  # partition 2 queues
+        producer.flush()
+        result = fut.result(5)
+        assert first.result(5).offset == 0
+        assert sorted(result.ranges) == [0, 1, 2, 3]
+        again = producer.send_batch("b", [b"x"] * 4, [keys[p][0] for p in range(4)])
+        assert again.done()                                    # all quiet: the C path
+    for p in range(4):
+        fields = batch_fields(store.log("b", p))
+        counts = [c for _b, c, _p, _s in fields]
+        sequences = [s for _b, _c, _p, s in fields]
+        assert sequences == [sum(counts[:i]) for i in range(len(counts))], (p, fields)
+        want = ([b"first"] if p == 2 else []) + [b"v%d-%d" % (p, i) for i in range(3)] + [b"x"]
+        assert [r.value for r in all_records(store.log("b", p))] == want
+
+
+def test_send_batchs_completed_future_is_a_full_future(store):
+    """send_batch's future when the caller appended the whole call is born finished
+    (no Condition made): result, exception, callbacks, wait and as_completed work
+    as on any Future, also from several threads at once."""
+    import concurrent.futures as cf
+
+    store.create_topic("f", 2)
+    with Producer(store) as producer:
+        futs = [producer.send_batch("f", [b"a", b"b"], partition=i % 2) for i in range(6)]
+        assert all(type(f).__name__ == "CompletedFuture" for f in futs)
+        done, pending = cf.wait(futs, timeout=5)
+        assert len(done) == 6 and not pending
+        assert sorted(f.result(0).count for f in cf.as_completed(futs, timeout=5)) == [2] * 6
+        seen = []
+        futs[0].add_done_callback(seen.append)
+        assert seen == [futs[0]] and futs[0].exception(0) is None and futs[0].done()
+        assert not futs[0].cancel() and not futs[0].cancelled() and not futs[0].running()
+        with pytest.raises(cf.InvalidStateError):
+            futs[0].set_result(None)
+        conditions = []
+        run(THREADS, lambda _i: conditions.append(futs[1]._condition))
+        assert all(c is conditions[0] for c in conditions)
+        assert [list(f.result().offsets) for f in futs] == [[0, 1], [0, 1], [2, 3], [2, 3],
+                                                           [4, 5], [4, 5]]

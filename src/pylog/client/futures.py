@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 from pylog._core.producer import ProducerBatch, RecordFutureBase
 
-__all__ = ["RecordMetadata", "ProducerBatch", "RecordFuture", "complete_batch"]
+__all__ = ["RecordMetadata", "ProducerBatch", "RecordFuture", "CompletedFuture", "complete_batch"]
 
 _WATCH_LOCK = threading.Lock()
 
@@ -59,6 +59,30 @@ def complete_batch(batch: ProducerBatch, base_offset: int, log_append_time: int 
         watched, batch.watched = batch.watched, None
     for future in watched or ():
         future._notify()
+
+
+class CompletedFuture(Future):
+    """A Future born finished with a result: send_batch's, when its caller
+    appended the whole call itself. A stock Future makes a Condition (two
+    locks) when created; this one makes its condition and waiter list on first
+    use, which only ``result()``, ``wait``/``as_completed`` and callbacks ask
+    for. Its state never changes, so a condition made late misses no
+    notification, and ``dict.setdefault`` gives two threads asking at once the
+    same one. ``_core/producer.pyx`` makes it without ``__init__``: ``_result``
+    is its only field."""
+
+    _state = FINISHED
+    _exception = None
+    _done_callbacks = ()    # never added to: a finished future runs a callback at once
+
+    @property
+    def _condition(self) -> threading.Condition:
+        cond = self.__dict__.get("_cond")
+        return cond if cond is not None else self.__dict__.setdefault("_cond", threading.Condition())
+
+    @property
+    def _waiters(self) -> list:
+        return self.__dict__.setdefault("_waiter_list", [])
 
 
 class RecordFuture(RecordFutureBase, Future):

@@ -64,7 +64,7 @@ from pylog.errors import (
 from pylog.record import encode_batch, encode_groups, with_header_fields
 
 from .config import ClientConfig
-from .futures import RecordFuture, RecordMetadata, complete_batch
+from .futures import CompletedFuture, RecordFuture, RecordMetadata, complete_batch
 from .partitioner import DefaultPartitioner, partition_keys
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class Producer(ProducerBase):
                                 self._wait_for_space, self._failed, store,
                                 self._refresh_metadata, self._topic_state)
         self._topics: dict[str, TopicState] = self._acc.topics
-        self._attach(self._acc, _callback_adapter)
+        self._attach(self._acc, _callback_adapter, BatchResult, _EncodeFailed, CompletedFuture)
         self._producer_id = self._producer_epoch = -1
         if c.enable_idempotence:
             # Every batch carries (producer id, epoch, sequence); the log writes a
@@ -172,7 +172,7 @@ class Producer(ProducerBase):
         # Partition locks order the appends of one partition between the sender and
         # callers appending directly (send_batch's direct path); lock order: a
         # partition lock, then _lock.
-        self._partition_locks: dict[str, list[threading.Lock]] = {}
+        self._partition_locks: dict[str, list[FastLock]] = {}
         # The sender's current round by partition: taken off the ready queue, not yet
         # appended (a direct append waits behind them).
         self._round: dict[tuple[str, int], list[ProducerBatch]] = {}
@@ -230,6 +230,15 @@ class Producer(ProducerBase):
         if self.store.topic_epoch != self._acc.metadata_epoch:
             self._refresh_metadata()
         state = self._topics.get(topic) or self._topic_state(topic)
+        if timestamps is None and headers is None and type(values) is list and (
+                partition is None or type(partition) is int and
+                0 <= partition < state.num_partitions):
+            # The common case, whole in C (ProducerBase._send_small); None: it
+            # did nothing, and the call takes the general path below.
+            done = self._send_small(state, values, keys, _now_ms(),
+                                    -1 if partition is None else partition)
+            if done is not None:
+                return done
         n = len(values)
         if keys is not None and len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} values")
@@ -322,10 +331,10 @@ class Producer(ProducerBase):
             state.produced(total)
         return result_future
 
-    def _partition_lock(self, topic: str, partition: int) -> threading.Lock:
+    def _partition_lock(self, topic: str, partition: int) -> FastLock:
         return self._topic_locks(topic, partition + 1)[partition]
 
-    def _topic_locks(self, topic: str, count: int) -> list[threading.Lock]:
+    def _topic_locks(self, topic: str, count: int) -> list[FastLock]:
         """The partition locks of a topic, at least `count` of them (a list that is
         replaced, never changed, when the topic grows: its locks stay the same)."""
         locks = self._partition_locks.get(topic)
@@ -333,95 +342,9 @@ class Producer(ProducerBase):
             with self._lock:
                 locks = self._partition_locks.get(topic) or []
                 if len(locks) < count:
-                    locks = locks + [threading.Lock() for _ in range(count - len(locks))]
+                    locks = locks + [FastLock() for _ in range(count - len(locks))]
                     self._partition_locks[topic] = locks
         return locks
-
-    def _append_direct(self, state: TopicState, work: list[tuple[int, np.ndarray]], values,
-                       keys, timestamps, headers) -> list[tuple[ProducerBatch, int] | None]:
-        """send_batch's direct path: the calling thread encodes and appends each chunk
-        (partition, rows) of `work` itself (and fsyncs it for acks=all), so threads
-        sending to different partitions append at once instead of queueing behind
-        the one sender thread, and a call pays no hand-off to it. `work` holds at
-        most one chunk per partition, in ascending partition order (the order its
-        partition locks are taken in). A chunk goes this way only when nothing of
-        its partition is open, queued or being appended by the sender, so its
-        order holds (the partition lock keeps the sender off it meanwhile).
-        Returns per chunk (batch, bytes), or None: that chunk must be queued.
-
-        Measured (bench/RESULTS.md, "Many cores"): callers that wait for each call
-        +22-25% on one thread and +58% with two (acks=1); a single thread that
-        never waits loses the overlap of its encoding with the sender's appends
-        (about -10%). Taking the locks once for all the chunks of a call and
-        encoding them in one C call (bench/RESULTS.md, "send_batch appends a
-        small call in one pass"): 100-record calls over 8 partitions 696k ->
-        500k instructions a call (raw append of the same batches: 170k)."""
-        topic = state.name
-        acc = self._acc
-        topic_locks = self._topic_locks(topic, state.num_partitions)
-        locks = [topic_locks[p] for p, _ in work]
-        batches: list[ProducerBatch | None] = []
-        appended: list = []
-        for lock in locks:
-            lock.acquire()
-        try:
-            with self._lock:
-                if acc.closing:
-                    raise RuntimeError("send_batch() on a closed Producer")
-                ready = self._ready
-                # (A long ready queue is not scanned: the chunks just queue.)
-                queued = () if not ready else {b.partition for b in ready if b.topic == topic} \
-                    if len(ready) <= 64 else None
-                for p, rows in work:
-                    if queued is None or p in queued or state.open[p] is not None or \
-                            (topic, p) in self._round:
-                        batches.append(None)
-                        continue
-                    batch = ProducerBatch(topic, p)
-                    batch.base_sequence = acc.reserve_sequence(state, p, len(rows)) \
-                        if acc.idempotent else -1
-                    batch.count = len(rows)
-                    batch.sealed = True
-                    batches.append(batch)
-            out: list[tuple[ProducerBatch, int] | None] = [None] * len(work)
-            chosen = [i for i, batch in enumerate(batches) if batch is not None]
-            try:
-                encoded = self._encode_chunks(values, keys, timestamps, headers,
-                                              [work[i][1] for i in chosen],
-                                              [batches[i].base_sequence for i in chosen])
-            except BaseException as exc:
-                # Nothing is written: every chosen chunk gives its sequences back.
-                for i in chosen:
-                    batches[i].encoded = _EncodeFailed(exc)   # its count, for the give-back
-                    self._give_back(topic, work[i][0], batches[i])
-                raise
-            for i, data in zip(chosen, encoded):
-                p, batch = work[i][0], batches[i]
-                batch.encoded = data
-                batch.size = len(data)
-                out[i] = (batch, len(data))
-                try:
-                    log = self.store.log(topic, p)
-                    info = log.append(data, origin="producer")
-                except Exception as exc:    # noqa: BLE001 - delivered through the future
-                    complete_batch(batch, -1, exception=exc)
-                    self._give_back(topic, p, batch)
-                    continue
-                appended.append(([batch], log, info))
-        finally:
-            for lock in reversed(locks):
-                lock.release()
-            # fsync (acks=all), then complete. No RecordFuture watches these
-            # batches (send_batch reads them once this returns), so they are
-            # completed without complete_batch's lock.
-            errors = self._flush_logs(appended)
-            for group, log, info in appended:
-                batch = group[0]
-                batch.base_offset = info.first_offset
-                batch.log_append_time = info.log_append_time
-                batch.exception = errors.get(id(log)) if errors else None
-                batch.state = FINISHED
-        return out
 
     def _queue_chunk(self, state: TopicState, p: int, rows: np.ndarray, record_sizes, values,
                      keys, timestamps, headers) -> tuple[ProducerBatch, int]:
