@@ -225,35 +225,32 @@ cdef int _int64_rows(object rows, Py_buffer *view) except -1:
     return 0
 
 
-cdef tuple _rows_tuple(list column, list groups, Py_ssize_t n, str name):
-    """The items column[r] for r in each group in turn, in one new tuple (which
-    keeps them alive while the encoder reads them without the GIL). An item
-    that is not bytes-like or None is refused here, named by its row."""
+cdef tuple _rows_tuple(list column, const Py_buffer *groups, Py_ssize_t ngroups, Py_ssize_t n,
+                       str name):
+    """The items column[r] for r in each group in turn (exported int64 row
+    arrays), in one new tuple (which keeps them alive while the encoder reads
+    them without the GIL). An item that is not bytes-like or None is refused
+    here, named by its row."""
     cdef tuple out = _tuple_new(n)
     cdef Py_ssize_t g, i, count, j = 0, size = _list_size(column)
-    cdef Py_buffer view
     cdef const int64_t *rows
     cdef PyObject *item
-    for g in range(len(groups)):
-        _int64_rows(groups[g], &view)
-        rows = <const int64_t *>view.buf
-        count = view.shape[0]
-        try:
-            for i in range(count):
-                if not 0 <= rows[i] < size or j >= n:
-                    raise IndexError(f"row {rows[i]} is outside the {size} records")
-                item = _list_item(column, rows[i])
-                if not (PyBytes_CheckExact(<object>item) or item == <PyObject *>None or
-                        PyObject_CheckBuffer(<object>item)):
-                    raise TypeError(
-                        f"{name}[{rows[i]}] is a {type(<object>item).__name__}, not bytes-like "
-                        f"or None" + (f" (encode the string first)"
-                                      if isinstance(<object>item, str) else ""))
-                _incref(item)
-                _tuple_set(out, j, item)
-                j += 1
-        finally:
-            PyBuffer_Release(&view)
+    for g in range(ngroups):
+        rows = <const int64_t *>groups[g].buf
+        count = groups[g].shape[0]
+        for i in range(count):
+            if not 0 <= rows[i] < size or j >= n:
+                raise IndexError(f"row {rows[i]} is outside the {size} records")
+            item = _list_item(column, rows[i])
+            if not (PyBytes_CheckExact(<object>item) or item == <PyObject *>None or
+                    PyObject_CheckBuffer(<object>item)):
+                raise TypeError(
+                    f"{name}[{rows[i]}] is a {type(<object>item).__name__}, not bytes-like "
+                    f"or None" + (f" (encode the string first)"
+                                  if isinstance(<object>item, str) else ""))
+            _incref(item)
+            _tuple_set(out, j, item)
+            j += 1
     if j != n:
         raise ValueError("the groups changed while they were read")
     return out
@@ -282,11 +279,8 @@ def encode_groups(list values, keys, int64_t timestamp, list groups, *, compress
     group are gathered in one pass, with no tuple and no call per batch.
     ``values`` is a list of bytes-like/None; ``keys`` such a list, or None.
     """
-    cdef Py_ssize_t g, n = 0, start = 0, count, ngroups = len(groups)
+    cdef Py_ssize_t g, n = 0, start = 0, count, ngroups = len(groups), exported = 0
     cdef int codec = 0 if compression == "none" else _compression.codec_id(compression)
-    cdef pylog_record_input inp
-    cdef pylog_batch_header h
-    cdef int64_t bound
     if keys is not None and (type(keys) is not list or len(keys) != len(values)):
         raise ValueError("keys must be None or a list as long as values")
     if timestamp < NO_TIMESTAMP:
@@ -297,44 +291,74 @@ def encode_groups(list values, keys, int64_t timestamp, list groups, *, compress
         raise ValueError(f"producer_epoch {producer_epoch} is outside int16")
     if base_sequences is not None and len(base_sequences) != ngroups:
         raise ValueError(f"{len(base_sequences)} base sequences for {ngroups} groups")
-    for g in range(ngroups):
-        count = len(groups[g])
-        if count == 0:
-            raise ValueError(f"group {g} is empty: Kafka never writes a batch of records "
-                             f"with none")
-        if count > INT32_MAX:
-            raise MessageTooLargeError(f"{count} records do not fit one batch")
-        n += count
-    cdef _Column value_col = _column(_rows_tuple(values, groups, n, u"values"), n, u"values")
-    cdef _Column key_col = _column(None if keys is None else _rows_tuple(keys, groups, n, u"keys"), n,
-                                   u"keys")
-    out = []
-    for g in range(ngroups):
-        count = len(groups[g])
-        memset(&inp, 0, sizeof(inp))
-        memset(&h, 0, sizeof(h))
-        inp.count = count
-        inp.values = value_col.col
-        inp.values.ptrs = value_col.ptrs + start
-        inp.values.lens = value_col.lens + start
-        inp.keys = key_col.col
-        if key_col.col.kind == PYLOG_COL_PTRS:
-            inp.keys.ptrs = key_col.ptrs + start
-            inp.keys.lens = key_col.lens + start
-        inp.timestamps = NULL
-        inp.timestamp_const = timestamp
-        h.partition_leader_epoch = -1
-        h.attributes = <int16_t>codec
-        h.last_offset_delta = <int32_t>(count - 1)
-        h.producer_id = producer_id
-        h.producer_epoch = <int16_t>producer_epoch
-        h.base_sequence = -1 if base_sequences is None else base_sequences[g]
-        h.records_count = <int32_t>count
-        bound = count * PYLOG_RECORD_MAX_FRAMING + _span_bytes(value_col, start, count) + \
-            _span_bytes(key_col, start, count)
-        out.append(_assemble(&inp, &h, codec, None, bound))
-        start += count
+    # Each group's rows are exported once, for both columns; their counts are
+    # kept past the exports (the batches are cut by them).
+    cdef Py_buffer *views = <Py_buffer *>PyMem_Malloc(<size_t>max(ngroups, 1) * sizeof(Py_buffer))
+    cdef Py_ssize_t *counts = <Py_ssize_t *>PyMem_Malloc(<size_t>max(ngroups, 1) *
+                                                         sizeof(Py_ssize_t))
+    if views == NULL or counts == NULL:
+        PyMem_Free(views)
+        PyMem_Free(counts)
+        raise MemoryError()
+    cdef _Column value_col, key_col
+    try:
+        try:
+            for g in range(ngroups):
+                _int64_rows(groups[g], &views[g])
+                exported += 1
+                count = counts[g] = views[g].shape[0]
+                if count == 0:
+                    raise ValueError(f"group {g} is empty: Kafka never writes a batch of "
+                                     f"records with none")
+                if count > INT32_MAX:
+                    raise MessageTooLargeError(f"{count} records do not fit one batch")
+                n += count
+            value_col = _column(_rows_tuple(values, views, ngroups, n, u"values"), n, u"values")
+            key_col = _column(None if keys is None else
+                              _rows_tuple(keys, views, ngroups, n, u"keys"), n, u"keys")
+        finally:
+            for g in range(exported):
+                PyBuffer_Release(&views[g])
+            PyMem_Free(views)
+        out = []
+        for g in range(ngroups):
+            out.append(_group_batch(value_col, key_col, start, counts[g], timestamp, codec,
+                                    producer_id, producer_epoch,
+                                    -1 if base_sequences is None else base_sequences[g]))
+            start += counts[g]
+    finally:
+        PyMem_Free(counts)
     return out
+
+
+cdef bytes _group_batch(_Column value_col, _Column key_col, Py_ssize_t start, Py_ssize_t count,
+                        int64_t timestamp, int codec, int64_t producer_id, int producer_epoch,
+                        int32_t base_sequence):
+    """encode_groups' batch of the gathered entries start .. start+count."""
+    cdef pylog_record_input inp
+    cdef pylog_batch_header h
+    memset(&inp, 0, sizeof(inp))
+    memset(&h, 0, sizeof(h))
+    inp.count = count
+    inp.values = value_col.col
+    inp.values.ptrs = value_col.ptrs + start
+    inp.values.lens = value_col.lens + start
+    inp.keys = key_col.col
+    if key_col.col.kind == PYLOG_COL_PTRS:
+        inp.keys.ptrs = key_col.ptrs + start
+        inp.keys.lens = key_col.lens + start
+    inp.timestamps = NULL
+    inp.timestamp_const = timestamp
+    h.partition_leader_epoch = -1
+    h.attributes = <int16_t>codec
+    h.last_offset_delta = <int32_t>(count - 1)
+    h.producer_id = producer_id
+    h.producer_epoch = <int16_t>producer_epoch
+    h.base_sequence = base_sequence
+    h.records_count = <int32_t>count
+    cdef int64_t bound = count * PYLOG_RECORD_MAX_FRAMING + \
+        _span_bytes(value_col, start, count) + _span_bytes(key_col, start, count)
+    return _assemble(&inp, &h, codec, None, bound)
 
 
 CONTROL_ABORT = 0

@@ -12,11 +12,13 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append, PyList_GET_SIZE
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from concurrent.futures import Future as _Future
+
+from pylog._core.storage import LogState as _LogState
 
 import numpy as np
 
@@ -128,36 +130,45 @@ cdef object _partition_arrow(object arr, int32_t n):
 
 
 
+cdef void _group_rows(const int32_t *parts, Py_ssize_t n, int32_t null_partition,
+                      int32_t num_partitions, int64_t *order, int64_t *bounds) noexcept nogil:
+    """group_by_partition's counting sort into order[n] and bounds[num_partitions + 1]."""
+    cdef Py_ssize_t i
+    cdef int32_t p
+    memset(bounds, 0, <size_t>(num_partitions + 1) * sizeof(int64_t))
+    for i in range(n):
+        p = parts[i]
+        if p < 0 or p >= num_partitions:
+            p = null_partition
+        bounds[p + 1] += 1
+    for p in range(num_partitions):
+        bounds[p + 1] += bounds[p]
+    for i in range(n):                  # place rows, reusing bounds[p] as the next slot of p
+        p = parts[i]
+        if p < 0 or p >= num_partitions:
+            p = null_partition
+        order[bounds[p]] = i
+        bounds[p] += 1
+    for p in range(num_partitions, 0, -1):
+        bounds[p] = bounds[p - 1]
+    bounds[0] = 0
+
+
 def group_by_partition(const int32_t[::1] parts, int32_t null_partition, int32_t num_partitions):
     """Rows grouped by partition, stable (a counting sort, O(n), GIL released):
     returns (order, bounds), the rows of partition p being
     ``order[bounds[p]:bounds[p + 1]]``. ``parts`` holds -1 for null keys, which
     go to `null_partition`."""
-    cdef Py_ssize_t i, n = parts.shape[0]
-    cdef int32_t p
+    cdef Py_ssize_t n = parts.shape[0]
     if not 0 <= null_partition < num_partitions:
         raise ValueError(f"null_partition {null_partition} is not in 0..{num_partitions - 1}")
     bounds = np.zeros(num_partitions + 1, dtype=np.int64)
     order = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] b = bounds
     cdef int64_t[::1] o = order
-    with nogil:
-        for i in range(n):
-            p = parts[i]
-            if p < 0 or p >= num_partitions:
-                p = null_partition
-            b[p + 1] += 1
-        for p in range(num_partitions):
-            b[p + 1] += b[p]
-        for i in range(n):              # place rows, reusing b[p] as the next slot of p
-            p = parts[i]
-            if p < 0 or p >= num_partitions:
-                p = null_partition
-            o[b[p]] = i
-            b[p] += 1
-        for p in range(num_partitions, 0, -1):
-            b[p] = b[p - 1]
-        b[0] = 0
+    if n:
+        with nogil:
+            _group_rows(&parts[0], n, null_partition, num_partitions, &o[0], &b[0])
     return order, bounds
 
 # ---------------------------------------------------------------- accumulator
@@ -425,6 +436,8 @@ cdef class TopicState:
     cdef public list open                # ProducerBatch or None per partition
     cdef public int32_t sticky           # partition for null-key records (KIP-480/794)
     cdef public list sequences           # idempotence: next sequence per partition
+    cdef public list logs                # send_batch's direct path: each partition's Log, once seen
+    cdef public list locks               # the producer's partition locks of the topic, once asked
     cdef int64_t sticky_bytes
     cdef int64_t batch_size
     cdef object rng
@@ -434,6 +447,7 @@ cdef class TopicState:
         self.num_partitions = num_partitions
         self.open = [None] * num_partitions
         self.sequences = [0] * num_partitions
+        self.logs = [None] * num_partitions
         self.batch_size = max(batch_size, 1)
         self.rng = rng
         self.sticky = rng.randrange(num_partitions)
@@ -659,35 +673,41 @@ cdef class ProducerBase:
         cdef int32_t p, nparts = state.num_partitions
         cdef bint by_key = keys is not None and not acc.ignore_keys and partition < 0
         cdef int64_t total = 0
-        if n == 0 or (keys is not None and (type(keys) is not list or PyList_GET_SIZE(keys) != n)) \
-                or partition >= nparts:
-            return None
-        sizes = np.empty(n, dtype=np.int64)
-        cdef int64_t[::1] s = sizes
-        parts = np.empty(n, dtype=np.int32) if by_key else None
-        cdef int32_t[::1] o
-        cdef int32_t *parts_out = NULL
-        if by_key:
-            o = parts
-            parts_out = &o[0]
-        # No Python code runs during the pass, so the item arrays stay valid.
-        if pylog_plan_bytes(PySequence_Fast_ITEMS(values),
-                            PySequence_Fast_ITEMS(keys) if keys is not None else NULL,
-                            n, nparts, RECORD_OVERHEAD, &s[0], parts_out, &total) < n:
-            return None
-        if total + BATCH_OVERHEAD > acc.max_request or total >= SMALL_CALL_BYTES:
+        if n == 0 or n * RECORD_OVERHEAD >= SMALL_CALL_BYTES or partition >= nparts or \
+                (keys is not None and (type(keys) is not list or PyList_GET_SIZE(keys) != n)):
             return None
         cdef list work = []                # (partition, rows), ascending partitions
-        cdef int64_t[::1] b
-        if by_key:
-            order, bounds = group_by_partition(parts, state.sticky, nparts)
-            b = bounds
-            for p in range(nparts):
-                if b[p + 1] > b[p]:
-                    work.append((p, order[b[p]:b[p + 1]]))
-        else:
-            work.append((state.sticky if partition < 0 else partition,
-                         np.arange(n, dtype=np.int64)))
+        # Per record: its size (unused here) and partition; then the rows of
+        # each partition, stable, and where each partition's rows start.
+        cdef int64_t *scratch = <int64_t *>PyMem_Malloc(
+            <size_t>(n + (n + 1) // 2 + nparts + 1) * sizeof(int64_t))
+        if scratch == NULL:
+            raise MemoryError()
+        cdef int64_t *bounds = scratch + n
+        cdef int32_t *parts = <int32_t *>(bounds + nparts + 1)
+        cdef int64_t[::1] rows_of
+        try:
+            # No Python code runs during the pass, so the item arrays stay valid.
+            if pylog_plan_bytes(PySequence_Fast_ITEMS(values),
+                                PySequence_Fast_ITEMS(keys) if keys is not None else NULL,
+                                n, nparts, RECORD_OVERHEAD, scratch,
+                                parts if by_key else NULL, &total) < n:
+                return None
+            if total + BATCH_OVERHEAD > acc.max_request or total >= SMALL_CALL_BYTES:
+                return None
+            order = np.empty(n, dtype=np.int64)
+            rows_of = order
+            if by_key:
+                _group_rows(parts, n, state.sticky, nparts, &rows_of[0], bounds)
+                for p in range(nparts):
+                    if bounds[p + 1] > bounds[p]:
+                        work.append((p, order[bounds[p]:bounds[p + 1]]))
+            else:
+                for g in range(n):
+                    rows_of[g] = g
+                work.append((state.sticky if partition < 0 else partition, order))
+        finally:
+            PyMem_Free(scratch)
         cdef list out = self._direct(state, work, values, keys, timestamp, None, True)
         if out is None:
             return None
@@ -741,7 +761,9 @@ cdef class ProducerBase:
         696k -> 500k instructions a call (raw append of the same batches: 170k)."""
         cdef Accumulator acc = self._accumulator
         cdef str topic = state.name
-        cdef list topic_locks = self._topic_locks(topic, state.num_partitions)
+        if state.locks is None or len(state.locks) < state.num_partitions:
+            state.locks = self._topic_locks(topic, state.num_partitions)
+        cdef list topic_locks = state.locks
         cdef list locks = [topic_locks[w[0]] for w in work]
         cdef list batches = []              # per chunk: its batch, or None (queue it)
         cdef list chosen = []               # the chunks appended here
@@ -768,11 +790,9 @@ cdef class ProducerBase:
                         batches.append(None)
                         continue
                     p, rows = work[i]
-                    batch = ProducerBatch(topic, p)
-                    batch.base_sequence = acc.reserve_sequence(state, p, len(rows)) \
-                        if acc.idempotent else -1
-                    batch.count = len(rows)
-                    batch.sealed = True
+                    batch = _direct_batch(topic, p, len(rows))
+                    if acc.idempotent:
+                        batch.base_sequence = acc.reserve_sequence(state, p, batch.count)
                     chosen.append(len(batches))
                     batches.append(batch)
             finally:
@@ -797,7 +817,7 @@ cdef class ProducerBase:
                 batch.size = len(data)
                 out[i] = (batch, batch.size)
                 try:
-                    log = store.log(topic, p)
+                    log = _partition_log(state, store, p)
                     info = log.append(data, origin=u"producer")
                 except Exception as exc:
                     _complete_unwatched(batch, None, exc)
@@ -814,6 +834,35 @@ cdef class ProducerBase:
             for group, log, info in appended:
                 _complete_unwatched(group[0], info, errors.get(id(log)) if errors else None)
         return out
+
+
+cdef ProducerBatch _direct_batch(str topic, int32_t partition, int64_t count):
+    """A sealed batch of `count` records for send_batch's direct path, to be
+    encoded and appended by its caller: it never waits in a queue (no creation
+    time or sequence number in it) and gets no record lists, and nothing watches
+    it until it is complete."""
+    cdef ProducerBatch batch = ProducerBatch.__new__(ProducerBatch)
+    batch.topic = topic
+    batch.partition = partition
+    batch.count = count
+    batch.sealed = True
+    batch.state = u"PENDING"
+    batch.base_offset = -1
+    batch.log_append_time = -1
+    batch.base_sequence = -1
+    return batch
+
+
+cdef object _partition_log(TopicState state, store, int32_t p):
+    """store.log(topic, p), remembered in `state` while the Log stays open and
+    online: one is taken offline (its dir failed, its topic was deleted) or
+    closed before another can take its place, so a log that is neither is
+    still the partition's."""
+    log = state.logs[p]
+    if log is None or log._offline is not None or log._closed:
+        log = store.log(state.name, p)
+        state.logs[p] = log if isinstance(log, _LogState) else None
+    return log
 
 
 cdef bint _is_busy(queued, TopicState state, str topic, int32_t p, round_) except -1:
