@@ -58,5 +58,6 @@ def crc32c_portable(data, unsigned int crc=0):
 
 
 def crc32c_implementation():
-    """Which implementation ``crc32c`` uses: ``"avx512-vpclmulqdq"``, ``"sse4.2"`` or ``"table"``."""
+    """Which implementation ``crc32c`` uses: ``"avx512-vpclmulqdq"``, ``"avx2-vpclmulqdq"``,
+    ``"sse4.2"`` or ``"table"``."""
     return pylog_crc32c_implementation().decode()
