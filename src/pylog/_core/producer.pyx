@@ -5,7 +5,9 @@
 client's default partitioner (murmur2.h), one key or a whole column at once.
 ``Accumulator.append`` is the per-record step of ``Producer.send``: it adds a
 record to its partition's open batch and creates the record's future, with no
-Python-level work per record beyond the call itself.
+Python-level work per record beyond the call itself. ``ProducerBase`` holds
+send_batch's direct path (the caller appends its own batches) and its common
+case in one call.
 """
 
 cimport cython
@@ -624,7 +626,9 @@ cdef object _busy_partitions(Accumulator acc, str topic):
 
 cdef class ProducerBase:
     """The C half of ``pylog.Producer``: ``send()``, the per-record path, is one
-    C call (no Python frame between the caller and the accumulator)."""
+    C call (no Python frame between the caller and the accumulator), and so is
+    a common ``send_batch`` (``_send_small``); ``_direct`` is send_batch's
+    direct path for both."""
 
     cdef Accumulator _accumulator
     cdef object _adapt_callback
