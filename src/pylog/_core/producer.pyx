@@ -665,7 +665,7 @@ cdef class ProducerBase:
         Producer.send_batch). The records go to `partition` if it is >= 0, or
         are partitioned as send_batch partitions them (murmur2 by key, else the
         sticky partition); each partition's rows become one batch, appended by
-        this thread (:meth:`_append_direct`).
+        this thread (:meth:`_direct`).
 
         Returns the Future of the call's BatchResult, or None when the call
         must take the general path, before anything was reserved, encoded or
@@ -759,10 +759,12 @@ cdef class ProducerBase:
         Measured (bench/RESULTS.md, "Many cores"): callers that wait for each
         call +22-25% on one thread and +58% with two (acks=1); a single thread
         that never waits loses the overlap of its encoding with the sender's
-        appends (about -10%). Taking the locks once for all the chunks of a
-        call and encoding them in one C call (bench/RESULTS.md, "send_batch
-        appends a small call in one pass"): 100-record calls over 8 partitions
-        696k -> 500k instructions a call (raw append of the same batches: 170k)."""
+        appends (about -10%). A 100-record call over 8 partitions, with the
+        locks taken once for all its chunks and the chunks encoded in one C
+        call: 696k instructions a call in Python with a chunk at a time, 449k
+        with one pass, 241k in this form with _send_small (bench/RESULTS.md,
+        "send_batch's common call in one C call"; raw append of the same
+        batches: 92k)."""
         cdef Accumulator acc = self._accumulator
         cdef str topic = state.name
         if state.locks is None or len(state.locks) < state.num_partitions:
