@@ -225,16 +225,27 @@ cdef int _int64_rows(object rows, Py_buffer *view) except -1:
     return 0
 
 
-cdef tuple _rows_tuple(list column, const Py_buffer *groups, Py_ssize_t ngroups, Py_ssize_t n,
-                       str name):
-    """The items column[r] for r in each group in turn (exported int64 row
-    arrays), in one new tuple (which keeps them alive while the encoder reads
-    them without the GIL). An item that is not bytes-like or None is refused
-    here, named by its row."""
-    cdef tuple out = _tuple_new(n)
+cdef _Column _rows_column(list column, const Py_buffer *groups, Py_ssize_t ngroups,
+                          Py_ssize_t n, str name):
+    """The column of the items column[r] for r in each group in turn (exported
+    int64 row arrays), gathered in one pass: each item into a new tuple (which
+    keeps it alive while the encoder reads it without the GIL) and its pointer
+    and length (bytes and None directly, other bytes-likes through the buffer
+    protocol). An item that is not bytes-like or None is refused here, named by
+    its row."""
+    cdef _Column c = _Column.__new__(_Column)
+    cdef tuple keep = _tuple_new(n)
     cdef Py_ssize_t g, i, count, j = 0, size = _list_size(column)
     cdef const int64_t *rows
     cdef PyObject *item
+    cdef int64_t data_bytes = 0
+    memset(&c.col, 0, sizeof(pylog_column))
+    c.keep = keep
+    c.views = _Views.__new__(_Views)
+    c.ptrs = <const char **>PyMem_Malloc(<size_t>(n + 1) * sizeof(char *))
+    c.lens = <int64_t *>PyMem_Malloc(<size_t>(n + 1) * sizeof(int64_t))
+    if c.ptrs == NULL or c.lens == NULL:
+        raise MemoryError()
     for g in range(ngroups):
         rows = <const int64_t *>groups[g].buf
         count = groups[g].shape[0]
@@ -242,18 +253,31 @@ cdef tuple _rows_tuple(list column, const Py_buffer *groups, Py_ssize_t ngroups,
             if not 0 <= rows[i] < size or j >= n:
                 raise IndexError(f"row {rows[i]} is outside the {size} records")
             item = _list_item(column, rows[i])
-            if not (PyBytes_CheckExact(<object>item) or item == <PyObject *>None or
-                    PyObject_CheckBuffer(<object>item)):
+            _incref(item)
+            _tuple_set(keep, j, item)
+            if PyBytes_CheckExact(<object>item):
+                c.ptrs[j] = PyBytes_AS_STRING(<object>item)
+                c.lens[j] = PyBytes_GET_SIZE(<object>item)
+                data_bytes += c.lens[j]
+            elif item == <PyObject *>None:
+                c.ptrs[j] = NULL
+                c.lens[j] = -1
+            elif PyObject_CheckBuffer(<object>item):
+                _bytes_like(<object>item, c.views, &c.ptrs[j], &c.lens[j], name, rows[i])
+                data_bytes += c.lens[j]
+            else:
                 raise TypeError(
                     f"{name}[{rows[i]}] is a {type(<object>item).__name__}, not bytes-like "
                     f"or None" + (f" (encode the string first)"
                                   if isinstance(<object>item, str) else ""))
-            _incref(item)
-            _tuple_set(out, j, item)
             j += 1
     if j != n:
         raise ValueError("the groups changed while they were read")
-    return out
+    c.data_bytes = data_bytes
+    c.col.kind = PYLOG_COL_PTRS
+    c.col.ptrs = c.ptrs
+    c.col.lens = c.lens
+    return c
 
 
 cdef int64_t _span_bytes(_Column c, Py_ssize_t start, Py_ssize_t count):
@@ -313,9 +337,9 @@ def encode_groups(list values, keys, int64_t timestamp, list groups, *, compress
                 if count > INT32_MAX:
                     raise MessageTooLargeError(f"{count} records do not fit one batch")
                 n += count
-            value_col = _column(_rows_tuple(values, views, ngroups, n, u"values"), n, u"values")
-            key_col = _column(None if keys is None else
-                              _rows_tuple(keys, views, ngroups, n, u"keys"), n, u"keys")
+            value_col = _rows_column(values, views, ngroups, n, u"values")
+            key_col = _column(None, n, u"keys") if keys is None else \
+                _rows_column(keys, views, ngroups, n, u"keys")
         finally:
             for g in range(exported):
                 PyBuffer_Release(&views[g])
