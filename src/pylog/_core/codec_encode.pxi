@@ -233,19 +233,12 @@ cdef _Column _rows_column(list column, const Py_buffer *groups, Py_ssize_t ngrou
     and length (bytes and None directly, other bytes-likes through the buffer
     protocol). An item that is not bytes-like or None is refused here, named by
     its row."""
-    cdef _Column c = _Column.__new__(_Column)
     cdef tuple keep = _tuple_new(n)
+    cdef _Column c = _pointer_column(keep, n)
     cdef Py_ssize_t g, i, count, j = 0, size = _list_size(column)
     cdef const int64_t *rows
     cdef PyObject *item
     cdef int64_t data_bytes = 0
-    memset(&c.col, 0, sizeof(pylog_column))
-    c.keep = keep
-    c.views = _Views.__new__(_Views)
-    c.ptrs = <const char **>PyMem_Malloc(<size_t>(n + 1) * sizeof(char *))
-    c.lens = <int64_t *>PyMem_Malloc(<size_t>(n + 1) * sizeof(int64_t))
-    if c.ptrs == NULL or c.lens == NULL:
-        raise MemoryError()
     for g in range(ngroups):
         rows = <const int64_t *>groups[g].buf
         count = groups[g].shape[0]
@@ -274,9 +267,6 @@ cdef _Column _rows_column(list column, const Py_buffer *groups, Py_ssize_t ngrou
     if j != n:
         raise ValueError("the groups changed while they were read")
     c.data_bytes = data_bytes
-    c.col.kind = PYLOG_COL_PTRS
-    c.col.ptrs = c.ptrs
-    c.col.lens = c.lens
     return c
 
 
@@ -315,43 +305,37 @@ def encode_groups(list values, keys, int64_t timestamp, list groups, *, compress
         raise ValueError(f"producer_epoch {producer_epoch} is outside int16")
     if base_sequences is not None and len(base_sequences) != ngroups:
         raise ValueError(f"{len(base_sequences)} base sequences for {ngroups} groups")
-    # Each group's rows are exported once, for both columns; their counts are
-    # kept past the exports (the batches are cut by them).
+    # Each group's rows are exported once, for both columns, and held until its
+    # batch is built (the batches are cut by their counts).
     cdef Py_buffer *views = <Py_buffer *>PyMem_Malloc(<size_t>max(ngroups, 1) * sizeof(Py_buffer))
-    cdef Py_ssize_t *counts = <Py_ssize_t *>PyMem_Malloc(<size_t>max(ngroups, 1) *
-                                                         sizeof(Py_ssize_t))
-    if views == NULL or counts == NULL:
-        PyMem_Free(views)
-        PyMem_Free(counts)
+    if views == NULL:
         raise MemoryError()
     cdef _Column value_col, key_col
+    out = []
     try:
-        try:
-            for g in range(ngroups):
-                _int64_rows(groups[g], &views[g])
-                exported += 1
-                count = counts[g] = views[g].shape[0]
-                if count == 0:
-                    raise ValueError(f"group {g} is empty: Kafka never writes a batch of "
-                                     f"records with none")
-                if count > INT32_MAX:
-                    raise MessageTooLargeError(f"{count} records do not fit one batch")
-                n += count
-            value_col = _rows_column(values, views, ngroups, n, u"values")
-            key_col = _column(None, n, u"keys") if keys is None else \
-                _rows_column(keys, views, ngroups, n, u"keys")
-        finally:
-            for g in range(exported):
-                PyBuffer_Release(&views[g])
-            PyMem_Free(views)
-        out = []
         for g in range(ngroups):
-            out.append(_group_batch(value_col, key_col, start, counts[g], timestamp, codec,
+            _int64_rows(groups[g], &views[g])
+            exported += 1
+            count = views[g].shape[0]
+            if count == 0:
+                raise ValueError(f"group {g} is empty: Kafka never writes a batch of records "
+                                 f"with none")
+            if count > INT32_MAX:
+                raise MessageTooLargeError(f"{count} records do not fit one batch")
+            n += count
+        value_col = _rows_column(values, views, ngroups, n, u"values")
+        key_col = _column(None, n, u"keys") if keys is None else \
+            _rows_column(keys, views, ngroups, n, u"keys")
+        for g in range(ngroups):
+            count = views[g].shape[0]
+            out.append(_group_batch(value_col, key_col, start, count, timestamp, codec,
                                     producer_id, producer_epoch,
                                     -1 if base_sequences is None else base_sequences[g]))
-            start += counts[g]
+            start += count
     finally:
-        PyMem_Free(counts)
+        for g in range(exported):
+            PyBuffer_Release(&views[g])
+        PyMem_Free(views)
     return out
 
 

@@ -112,6 +112,23 @@ cdef _Column _arrow_column(_Column c, object arr, Py_ssize_t n, str name):
     return c
 
 
+cdef _Column _pointer_column(tuple keep, Py_ssize_t n):
+    """A column of n pointer/length entries (PYLOG_COL_PTRS) for the caller to
+    fill; `keep` holds the items alive while the encoder reads them."""
+    cdef _Column c = _Column.__new__(_Column)
+    memset(&c.col, 0, sizeof(pylog_column))
+    c.keep = keep
+    c.views = _Views.__new__(_Views)
+    c.ptrs = <const char **>PyMem_Malloc(<size_t>(n + 1) * sizeof(char *))
+    c.lens = <int64_t *>PyMem_Malloc(<size_t>(n + 1) * sizeof(int64_t))
+    if c.ptrs == NULL or c.lens == NULL:
+        raise MemoryError()
+    c.col.kind = PYLOG_COL_PTRS
+    c.col.ptrs = c.ptrs
+    c.col.lens = c.lens
+    return c
+
+
 cdef _Column _column(object obj, Py_ssize_t n, str name):
     """Gathers a keys/values argument: None, a sequence of bytes-like/None, or Arrow."""
     cdef _Column c = _Column.__new__(_Column)
@@ -128,12 +145,7 @@ cdef _Column _column(object obj, Py_ssize_t n, str name):
     seq = obj if type(obj) is tuple else tuple(obj)
     if PyTuple_GET_SIZE(seq) != n:
         raise ValueError(f"{name} has {PyTuple_GET_SIZE(seq)} entries but there are {n} records")
-    c.keep = seq
-    c.views = _Views.__new__(_Views)
-    c.ptrs = <const char **>PyMem_Malloc(<size_t>(n + 1) * sizeof(char *))
-    c.lens = <int64_t *>PyMem_Malloc(<size_t>(n + 1) * sizeof(int64_t))
-    if c.ptrs == NULL or c.lens == NULL:
-        raise MemoryError()
+    c = _pointer_column(seq, n)
     cdef int64_t data_bytes = 0
     cdef Py_ssize_t done
     cdef PyObject **items = PySequence_Fast_ITEMS(seq)
@@ -148,9 +160,6 @@ cdef _Column _column(object obj, Py_ssize_t n, str name):
         if c.lens[i] > 0:
             data_bytes += c.lens[i]
     c.data_bytes = data_bytes
-    c.col.kind = PYLOG_COL_PTRS
-    c.col.ptrs = c.ptrs
-    c.col.lens = c.lens
     return c
 
 

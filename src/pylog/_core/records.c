@@ -230,13 +230,20 @@ int64_t pylog_records_size(const pylog_record_input *in, int64_t *base_ts, int64
     return total;
 }
 
+/* A length-prefixed key, value or header; 8-16 bytes (the usual keys) are
+ * copied as two overlapping 8-byte moves instead of a call. */
 static inline char *put_bytes(char *out, const char *src, int64_t len) {
     out = pylog_write_varint(out, (int32_t)(len < 0 ? -1 : len));
-    if (len > 0) {
+    if (len >= 8 && len <= 16) {
+        uint64_t head, tail;
+        memcpy(&head, src, 8);
+        memcpy(&tail, src + len - 8, 8);
+        memcpy(out, &head, 8);
+        memcpy(out + len - 8, &tail, 8);
+    } else if (len > 0) {
         memcpy(out, src, (size_t)len);
-        out += len;
     }
-    return out;
+    return out + (len > 0 ? len : 0);
 }
 
 /* Record i, whose body (everything after its length varint) is `body` bytes. */
@@ -278,45 +285,8 @@ static inline int plain_input(const pylog_record_input *in) {
            !in->timestamps && !in->offset_deltas && !in->headers.starts;
 }
 
-/* encode_plain's pieces: the varint of an already zigzagged value (one or
- * two bytes, the usual lengths and offset deltas, written without a loop),
- * and a key or value copy that takes 8-16 bytes (the usual keys) as two
- * overlapping 8-byte moves instead of a call. */
-static inline int uvarint_size(uint32_t u) {
-    return u < (1u << 7) ? 1 : u < (1u << 14) ? 2 : u < (1u << 21) ? 3 : u < (1u << 28) ? 4 : 5;
-}
-
-static inline char *put_uvarint(char *p, uint32_t u) {
-    if (u < 0x80) {
-        p[0] = (char)u;
-        return p + 1;
-    }
-    if (u < 0x4000) {
-        p[0] = (char)(u | 0x80);
-        p[1] = (char)(u >> 7);
-        return p + 2;
-    }
-    while (u >= 0x80) { *p++ = (char)(u | 0x80); u >>= 7; }
-    *p++ = (char)u;
-    return p;
-}
-
-static inline char *put_data(char *out, const char *src, int64_t len) {
-    if (len >= 8 && len <= 16) {
-        uint64_t head, tail;
-        memcpy(&head, src, 8);
-        memcpy(&tail, src + len - 8, 8);
-        memcpy(out, &head, 8);
-        memcpy(out + len - 8, &tail, 8);
-    } else if (len > 0) {
-        memcpy(out, src, (size_t)len);
-    }
-    return out + (len > 0 ? len : 0);
-}
-
 /* Records of a plain input (timestamp delta 0, no header): the same bytes as
- * write_record's. `keyed` is a compile-time constant at each call. Zigzag of
- * a length: 2 * len, or 1 for null (-1); of offset delta i: 2 * i. */
+ * write_record's. `keyed` is a compile-time constant at each call. */
 static inline __attribute__((always_inline)) int64_t encode_plain(const pylog_record_input *in,
                                                                   char *out, int keyed,
                                                                   pylog_status *st) {
@@ -325,25 +295,20 @@ static inline __attribute__((always_inline)) int64_t encode_plain(const pylog_re
     const int64_t *vl = in->values.lens, *kl = in->keys.lens;
     for (int64_t i = 0; i < in->count; i++) {
         int64_t klen = keyed ? kl[i] : -1, vlen = vl[i];
-        int64_t kbytes = klen > 0 ? klen : 0, vbytes = vlen > 0 ? vlen : 0;
-        uint32_t iz = (uint32_t)i << 1;
-        uint32_t kz = klen < 0 ? 1u : (uint32_t)klen << 1;
-        uint32_t vz = vlen < 0 ? 1u : (uint32_t)vlen << 1;
         /* attributes, timestamp delta 0 and header count 0: 1 byte each */
-        int64_t body = 3 + uvarint_size(iz) + uvarint_size(kz) + kbytes + uvarint_size(vz) +
-                       vbytes;
+        int64_t body = 3 + pylog_varint_size((int32_t)i) +
+                       pylog_varint_size((int32_t)(klen < 0 ? -1 : klen)) + (klen > 0 ? klen : 0) +
+                       pylog_varint_size((int32_t)(vlen < 0 ? -1 : vlen)) + (vlen > 0 ? vlen : 0);
         if (body > INT32_MAX) {
             fail(st, PYLOG_ERR_TOO_LARGE, i, body, INT32_MAX, "record");
             return -1;
         }
-        out = put_uvarint(out, (uint32_t)body << 1);
+        out = pylog_write_varint(out, (int32_t)body);
         out[0] = 0;
         out[1] = 0;
-        out = put_uvarint(out + 2, iz);
-        out = put_uvarint(out, kz);
-        if (keyed) out = put_data(out, kp[i], klen);
-        out = put_uvarint(out, vz);
-        out = put_data(out, vp[i], vlen);
+        out = pylog_write_varint(out + 2, (int32_t)i);
+        out = put_bytes(out, keyed ? kp[i] : NULL, klen);
+        out = put_bytes(out, vp[i], vlen);
         *out++ = 0;
     }
     return out - start;
@@ -478,7 +443,6 @@ int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_re
     t->records += count;
     return PYLOG_OK;
 }
-
 
 int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
                            int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,

@@ -37,6 +37,16 @@ static inline char *pylog_write_varlong(char *p, int64_t v) {
 
 static inline char *pylog_write_varint(char *p, int32_t v) {
     uint32_t u = pylog_zigzag32(v);
+    /* One or two bytes (lengths and offset deltas of typical records) without a loop. */
+    if (u < 0x80) {
+        p[0] = (char)u;
+        return p + 1;
+    }
+    if (u < 0x4000) {
+        p[0] = (char)(u | 0x80);
+        p[1] = (char)(u >> 7);
+        return p + 2;
+    }
     while (u >= 0x80) { *p++ = (char)(u | 0x80); u >>= 7; }
     *p++ = (char)u;
     return p;
