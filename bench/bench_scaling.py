@@ -28,6 +28,13 @@ Usage:
     bench/bench_scaling.py --quick          # ~1 minute
     bench/bench_scaling.py --markdown       # tables for bench/RESULTS.md
     bench/bench_scaling.py --plot FILE.png
+    bench/bench_scaling.py --rounds 5       # each row's sweep 5 times, x ideal per round
+
+This VM's speed drifts by up to 2x from minute to minute, so a T=1 cell and a
+T=2 cell taken minutes apart can give any ratio. With --rounds R, each row's
+sweep (T = 1, 2, ...) runs R times back to back: each round's x ideal is taken
+against that round's own T=1 cell, and the table shows the median rate and
+the median and range of the per-round x ideal.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -254,6 +262,8 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--plot", default=None)
     ap.add_argument("--only", default=None, help="comma-separated row keys")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="sweeps per row; x ideal per round against that round's T=1")
     ap.add_argument("--keep-malloc", action="store_true",
                     help="glibc's default malloc thresholds (default: pylog.common.memory."
                          "tune_malloc, as pylog serve and pylog perf run)")
@@ -270,24 +280,37 @@ def main(argv=None) -> int:
     tmp = tempfile.mkdtemp(prefix="pylog-scaling-")
     w = Workloads(tmp, max(ts))
     rows = [r for r in ROWS if not args.only or r[1] in args.only.split(",")]
-    results: dict[str, list[float]] = {}
+    results: dict[str, list[float]] = {}        # median rate per T
+    ideal: dict[str, list[list[float]]] = {}     # per T, the rounds' x ideal
     try:
         for label, key, unit, scale in rows:
-            results[key] = [getattr(w, key)(t, seconds) / scale for t in ts]
-            print(f"  {label}: " + ", ".join(f"{v:.2f}" for v in results[key]),
-                  file=sys.stderr, flush=True)
+            sweeps = []
+            for _ in range(max(1, args.rounds)):
+                sweeps.append([getattr(w, key)(t, seconds) / scale for t in ts])
+                print(f"  {label}: " + ", ".join(f"{v:.2f}" for v in sweeps[-1]),
+                      file=sys.stderr, flush=True)
+            results[key] = [statistics.median(s[i] for s in sweeps) for i in range(len(ts))]
+            ideal[key] = [[s[i] / (t * s[0]) for s in sweeps] for i, t in enumerate(ts)]
     finally:
         w.close()
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"# bench_scaling: {platform.node()}, {os.cpu_count()} CPUs, python "
           f"{platform.python_version()}, pylog {pylog.__version__}, io engine "
-          f"{pylog.io_engine()}, {seconds:.1f} s per cell")
+          f"{pylog.io_engine()}, {seconds:.1f} s per cell, {max(1, args.rounds)} round(s)")
+
+    def x_ideal(key, i):
+        xs = ideal[key][i]
+        if len(xs) == 1:
+            return f"{xs[0]:.2f}"
+        return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
     head = ["row"] + [f"T={t}" for t in ts] + [f"x ideal at T={ts[-1]}"]
     lines = []
     for label, key, unit, _ in rows:
         r = results[key]
-        cells = [f"{r[0]:.2f}"] + [f"{v:.2f} ({v / (t * r[0]):.2f})" for t, v in zip(ts[1:], r[1:])]
-        lines.append([f"{label}, {unit}"] + cells + [f"{r[-1] / (ts[-1] * r[0]):.2f}"])
+        cells = [f"{r[0]:.2f}"] + [f"{v:.2f} ({statistics.median(ideal[key][i + 1]):.2f})"
+                                   for i, v in enumerate(r[1:])]
+        lines.append([f"{label}, {unit}"] + cells + [x_ideal(key, len(ts) - 1)])
     if args.markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))
@@ -297,15 +320,16 @@ def main(argv=None) -> int:
         widths = [max(len(str(x[i])) for x in [head] + lines) for i in range(len(head))]
         for line in [head] + lines:
             print("  ".join(str(c).ljust(wd) for c, wd in zip(line, widths)))
-    print("cells: aggregate rate (x ideal = rate / (T x the T=1 rate))")
+    print("cells: aggregate rate (x ideal = rate / (T x the T=1 rate)); with --rounds, the median"
+          " rate and the median x ideal of the rounds, each against its own T=1, range in brackets")
     if args.plot:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for label, key, _, _ in rows:
-            r = results[key]
-            ax.plot(ts, [v / (t * r[0]) for t, v in zip(ts, r)], marker="o", label=label)
+            ax.plot(ts, [statistics.median(ideal[key][i]) for i in range(len(ts))], marker="o",
+                    label=label)
         ax.set_xlabel("threads")
         ax.set_ylabel("x ideal (rate / (T x 1-thread rate))")
         ax.set_xticks(ts)
