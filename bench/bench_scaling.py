@@ -174,7 +174,12 @@ class Workloads:
         data = self.big_batch
 
         def setup(i):
+            # A fresh dir per cell (the previous round's Log closed first), so rounds
+            # do not meet each other's open logs.
             key = (threads, i)
+            if key in self.logs:
+                self.logs.pop(key).close()
+                shutil.rmtree(os.path.join(self.tmp, f"log-{threads}-{i}"), ignore_errors=True)
             path = os.path.join(self.tmp, f"log-{threads}-{i}")
             lg = Log(path, {"segment.bytes": 256 << 20, "retention.bytes": 128 << 20})
             self.logs[key] = lg
