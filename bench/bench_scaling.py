@@ -6,8 +6,10 @@ on their own data (their own partition, their own batches) for --seconds;
 the aggregate rate is printed with "x ideal" = rate / (T x the 1-thread rate).
 References measured in the same run, on the same threads:
 
+* cpu: hashlib.sha256 of a per-call 256 KiB buffer (GIL released, in L2):
+  what T cores compute when nothing is shared;
 * memcpy: numpy.copyto between per-thread 64 MiB arrays (GIL released): the
-  CPU/memory ceiling of this machine for T threads;
+  memory-bandwidth ceiling of this machine for T threads;
 * raw write loop: os.pwrite of 1 MiB buffers to a per-thread file (the limit
   for `append`; the page cache of this VM is slow to grow, see
   ../shared/reference/limits: files are rewritten in place after the first
@@ -153,6 +155,17 @@ class Workloads:
             return s[0].nbytes
         return run_threads(threads, seconds, setup, work)
 
+    def cpu(self, threads, seconds):
+        # hashlib releases the GIL for inputs over 2 KiB; 256 KiB stays in each
+        # core's L2, so this is the cores' own compute, not memory bandwidth.
+        import hashlib
+        data = os.urandom(256 << 10)
+
+        def work(_):
+            hashlib.sha256(data).digest()
+            return len(data)
+        return run_threads(threads, seconds, lambda i: None, work)
+
     def raw_write(self, threads, seconds):
         chunk = b"x" * (1 << 20)
         span = 256
@@ -246,6 +259,7 @@ class Workloads:
 
 
 ROWS = [
+    ("cpu: sha256 of 256 KiB, GIL released (reference)", "cpu", "GB/s", 1e9),
     ("memcpy (reference)", "memcpy", "GB/s", 1e9),
     ("raw write loop (reference)", "raw_write", "GB/s", 1e9),
     ("append ~1 MiB batches", "append", "GB/s", 1e9),
