@@ -107,3 +107,56 @@ def test_record_futures_work_with_asyncio(store):
         metadata = asyncio.run(main())
     assert (metadata.topic, metadata.partition, metadata.offset) == ("aio", 0, 0)
     assert metadata.serialized_key_size == 1 and metadata.serialized_value_size == 1
+
+
+def test_another_thread_may_release_it():
+    """As threading.Lock (and unlike a pthread mutex), the lock is not owned: a
+    thread other than the taker may release it, and a waiter then proceeds."""
+    lock = FastLock()
+    lock.acquire()
+    released = threading.Thread(target=lock.release)
+    released.start()
+    released.join()
+    assert lock.locked() is False
+    assert lock.acquire(timeout=1) is True
+
+
+def test_every_waiter_gets_its_turn():
+    """Eight threads blocked at once each get the lock in turn (one give wakes one
+    waiter, and the word stays marked contended while any may wait)."""
+    lock = FastLock()
+    lock.acquire()
+    done = []
+
+    def waiter(i):
+        with lock:
+            done.append(i)
+            time.sleep(0.001)
+
+    threads = [threading.Thread(target=waiter, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)                    # let them all block
+    lock.release()
+    for t in threads:
+        t.join(10)
+    assert sorted(done) == list(range(8))
+    assert lock.locked() is False
+
+
+def test_ctrl_c_interrupts_a_blocked_acquire():
+    """A signal whose handler raises (SIGINT: KeyboardInterrupt) reaches a thread
+    blocked in acquire(); the lock stays with its holder."""
+    import signal
+    lock = FastLock()
+    lock.acquire()
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.05, lambda: signal.pthread_kill(main, signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire(timeout=5)
+    finally:
+        timer.join()
+    assert lock.locked() is True
+    lock.release()

@@ -263,3 +263,21 @@ def test_adopts_partition_dirs_when_there_is_no_topic_table(dirs, open_manager):
     again = open_manager(dirs[:2])
     assert ["t"] == again.list_topics()
     assert 1 == again.log("t", 2).log_end_offset
+
+
+def test_topic_epoch_grows_with_every_topic_change_and_its_cell_follows(dirs, open_manager):
+    """topic_epoch grows with each create, add-partitions and delete; the one-item
+    cell the producer reads in C (topic_epoch_cell) is the same object throughout
+    and always holds the same value, also after a reopen."""
+    m = open_manager(dirs)
+    cell = m.topic_epoch_cell
+    seen = [m.topic_epoch]
+    for change in (lambda: m.create_topic("a", 1), lambda: m.create_partitions("a", 2),
+                   lambda: m.delete_topic("a")):
+        change()
+        assert m.topic_epoch > seen[-1]
+        assert m.topic_epoch_cell is cell and cell[0] == m.topic_epoch
+        seen.append(m.topic_epoch)
+    m.close()
+    reopened = open_manager(dirs)
+    assert reopened.topic_epoch_cell[0] == reopened.topic_epoch == seen[-1]

@@ -201,17 +201,12 @@ cdef inline double _monotonic() noexcept nogil:
     return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
 
 
-cdef extern from "pythread.h":
-    ctypedef void *PyThread_type_lock
-    ctypedef enum PyLockStatus:
-        PY_LOCK_FAILURE = 0
-        PY_LOCK_ACQUIRED = 1
-        PY_LOCK_INTR
-    PyThread_type_lock PyThread_allocate_lock()
-    void PyThread_free_lock(PyThread_type_lock)
-    PyLockStatus PyThread_acquire_lock_timed(PyThread_type_lock, long long microseconds,
-                                             int intr_flag) nogil
-    void PyThread_release_lock(PyThread_type_lock) nogil
+cdef extern from "fastlock.h" nogil:
+    int pylog_lock_try(int *word)
+    int pylog_lock_wait(int *word, int64_t deadline_ns)
+    void pylog_lock_give(int *word)
+    int pylog_lock_held(const int *word)
+    int64_t pylog_lock_now_ns()
 
 from cpython.exc cimport PyErr_CheckSignals
 
@@ -221,73 +216,56 @@ cdef class FastLock:
     """A mutex with ``threading.Lock``'s Python API (``acquire(blocking, timeout)``,
     ``release``, ``locked``, the context manager; usable by ``threading.Condition``)
     whose C callers (the accumulator, once per ``send()``) take it without a
-    Python method call: an uncontended take is a compare-and-swap, a contended
-    one waits with the GIL released. Not reentrant."""
+    Python method call. It is one futex word (fastlock.h): an uncontended take
+    is a compare-and-swap and a give an exchange; a contended take waits in
+    the kernel with the GIL released. Not reentrant; any thread may release it."""
 
-    cdef PyThread_type_lock _lock
-    cdef bint _held
-
-    def __cinit__(self):
-        self._lock = PyThread_allocate_lock()
-        if self._lock == NULL:
-            raise MemoryError("cannot allocate a lock")
-
-    def __dealloc__(self):
-        if self._lock != NULL:
-            if self._held:
-                PyThread_release_lock(self._lock)
-            PyThread_free_lock(self._lock)
+    cdef int _word          # 0 free, 1 held, 2 held with possible waiters
 
     cdef inline int take(self) except -1:
         """Acquires, blocking with the GIL released if another thread holds it."""
-        cdef PyLockStatus r
-        if PyThread_acquire_lock_timed(self._lock, 0, 0) != PY_LOCK_ACQUIRED:
+        cdef int r
+        if not pylog_lock_try(&self._word):
             while True:
                 with nogil:
-                    r = PyThread_acquire_lock_timed(self._lock, -1, 1)
-                if r == PY_LOCK_ACQUIRED:
+                    r = pylog_lock_wait(&self._word, -1)
+                if r == 1:
                     break
                 PyErr_CheckSignals()   # interrupted: run handlers (Ctrl-C), then wait again
-        self._held = True
         return 0
 
     cdef inline void give(self) noexcept:
-        self._held = False
-        PyThread_release_lock(self._lock)
+        pylog_lock_give(&self._word)
 
     def acquire(self, bint blocking=True, double timeout=-1):
         """As ``threading.Lock.acquire``: True once held, False on timeout."""
-        cdef long long us
-        cdef PyLockStatus r
-        cdef double deadline, now
+        cdef int r
+        cdef int64_t deadline
         if not blocking and timeout != -1:
             raise ValueError("can't specify a timeout for a non-blocking call")
         if timeout < 0 and timeout != -1:
             raise ValueError("timeout value must be a non-negative number")
-        if PyThread_acquire_lock_timed(self._lock, 0, 0) == PY_LOCK_ACQUIRED:
-            self._held = True
+        if pylog_lock_try(&self._word):
             return True
         if not blocking:
             return False
-        deadline = _monotonic() + timeout if timeout >= 0 else -1
+        deadline = pylog_lock_now_ns() + <int64_t>(timeout * 1e9) if timeout >= 0 else -1
         while True:
-            us = -1 if deadline < 0 else <long long>(max(deadline - _monotonic(), 0.0) * 1e6)
             with nogil:
-                r = PyThread_acquire_lock_timed(self._lock, us, 1)
-            if r == PY_LOCK_ACQUIRED:
-                self._held = True
+                r = pylog_lock_wait(&self._word, deadline)
+            if r == 1:
                 return True
-            if r == PY_LOCK_FAILURE:
+            if r == 0:
                 return False
             PyErr_CheckSignals()
 
     def release(self):
-        if not self._held:
+        if not pylog_lock_held(&self._word):
             raise RuntimeError("release unlocked lock")
         self.give()
 
     def locked(self):
-        return self._held
+        return bool(pylog_lock_held(&self._word))
 
     def __enter__(self):
         self.take()
@@ -297,7 +275,7 @@ cdef class FastLock:
         self.give()
 
     def __repr__(self):
-        return f"<pylog FastLock {'locked' if self._held else 'unlocked'}>"
+        return f"<pylog FastLock {'locked' if pylog_lock_held(&self._word) else 'unlocked'}>"
 
 
 @cython.final
@@ -485,6 +463,7 @@ cdef class Accumulator:
     cdef public object partitioner       # None: Kafka's default rule
     cdef public object store             # its topic_epoch tells of topic changes
     cdef public int64_t metadata_epoch   # the store's topic epoch of the partition counts
+    cdef const int64_t[::1] epoch_cell   # a view of store.topic_epoch_cell, when it has one
     cdef type future_cls
     cdef object wait_for_space, fail, refresh_metadata, topic_state
 
@@ -507,6 +486,9 @@ cdef class Accumulator:
         self.fail = fail
         self.store = store
         self.metadata_epoch = store.topic_epoch
+        cell = getattr(store, "topic_epoch_cell", None)
+        if cell is not None:
+            self.epoch_cell = cell
         self.refresh_metadata = refresh_metadata
         self.topic_state = topic_state
 
@@ -542,7 +524,12 @@ cdef class Accumulator:
                timestamp=None):
         """Producer.send without the callback: the topic's state (metadata refreshed
         first if the store's topics changed), then :meth:`append`."""
-        if self.store.topic_epoch != self.metadata_epoch:
+        cdef int64_t epoch
+        if self.epoch_cell is not None:
+            epoch = self.epoch_cell[0]
+        else:
+            epoch = self.store.topic_epoch
+        if epoch != self.metadata_epoch:
             self.refresh_metadata()
         state = self.topics.get(topic)
         if state is None:
