@@ -440,6 +440,28 @@ def test_plain_lists_of_many_records_count_offset_deltas_in_three_varint_bytes()
     assert [r[3] for r in decoded(plain)] == values
 
 
+@given(stamps=st.lists(st.integers(-1, INT64_MAX), min_size=1, max_size=50))
+def test_a_list_of_timestamps_encodes_as_the_same_int64_array(stamps):
+    """A list of int timestamps (the producer's batches) is read in a C loop; it
+    writes the batch an int64 array of the same values writes."""
+    values = [b"v%d" % i for i in range(len(stamps))]
+    assert records.encode_batch(values, None, stamps) == \
+        records.encode_batch(values, None, np.array(stamps, dtype=np.int64))
+
+
+def test_a_list_of_timestamps_names_what_is_wrong():
+    values = [b"a", b"b", b"c"]
+    with pytest.raises(InvalidTimestampError, match=r"timestamps\[1\] = -2 is invalid"):
+        records.encode_batch(values, None, [5, -2, 7])
+    with pytest.raises(OverflowError):
+        records.encode_batch(values, None, [5, 2**63, 7])
+    # Items that are not ints take numpy's conversion: numpy ints and bools are taken.
+    assert records.encode_batch(values, None, [np.int64(5), 6, True]) == \
+        records.encode_batch(values, None, np.array([5, 6, 1], dtype=np.int64))
+    with pytest.raises(ValueError, match="shape"):
+        records.encode_batch(values, None, [5, 6])
+
+
 def test_encode_groups_names_what_is_wrong():
     values = [b"a", b"b", "text", None]
     ok = [np.array([0, 1], dtype=np.int64)]

@@ -18,6 +18,8 @@ from cpython.buffer cimport (PyObject_CheckBuffer, PyObject_GetBuffer, PyBuffer_
                              PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_SIMPLE)
 from cpython.bytes cimport (
     PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact)
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLong, PyLong_CheckExact
 from cpython.mem cimport PyMem_Malloc, PyMem_Free, PyMem_Realloc, PyMem_RawMalloc, PyMem_RawFree
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF
