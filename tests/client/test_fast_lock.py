@@ -160,3 +160,19 @@ def test_ctrl_c_interrupts_a_blocked_acquire():
         timer.join()
     assert lock.locked() is True
     lock.release()
+
+
+def test_the_longest_timeout_and_pickling_behave_as_threading_lock():
+    """acquire(timeout=threading.TIMEOUT_MAX) on a held lock waits for its release
+    (its deadline does not overflow into "already passed"), and a lock cannot be
+    pickled."""
+    import pickle
+    lock = FastLock()
+    lock.acquire()
+    timer = threading.Timer(0.05, lock.release)
+    timer.start()
+    assert lock.acquire(timeout=threading.TIMEOUT_MAX) is True
+    timer.join()
+    lock.release()
+    with pytest.raises(TypeError):
+        pickle.dumps(lock)

@@ -270,8 +270,8 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
     if isinstance(timestamps, _np.integer):      # a numpy scalar: one timestamp for all
         return _timestamps(int(timestamps), n, inp, check)
     if type(timestamps) is list and PyList_GET_SIZE(timestamps) == n and n:
-        # A list of ints (the producer's batches): one C loop, where numpy's
-        # conversion of a list costs ~60 ns an item.
+        # A list of ints (a send_batch or encode_batch caller's column): one C
+        # loop, where numpy's conversion of a list costs ~60 ns an item.
         return _list_timestamps(<list>timestamps, n, inp, check)
     arr = _np.ascontiguousarray(timestamps, dtype=_np.int64)
     if arr.ndim != 1 or arr.shape[0] != n:
@@ -305,7 +305,9 @@ cdef object _list_timestamps(list timestamps, Py_ssize_t n, pylog_record_input *
         item = PyList_GET_ITEM(timestamps, i)
         if not PyLong_CheckExact(<object>item):
             return _timestamps(_np.ascontiguousarray(timestamps, dtype=_np.int64), n, inp, check)
-        view[i] = PyLong_AsLong(<object>item)   # (long is int64 on Linux; AsLongLong takes a slow path)
+        # long is int64 on Linux; PyLong_AsLongLong takes CPython's slow path
+        # for multi-digit ints. OverflowError past int64.
+        view[i] = PyLong_AsLong(<object>item)
         if check and view[i] < -1:                      # NO_TIMESTAMP
             raise InvalidTimestampError(
                 f"timestamps[{i}] = {view[i]} is invalid: timestamps are milliseconds since "

@@ -212,6 +212,7 @@ from cpython.exc cimport PyErr_CheckSignals
 
 
 @cython.final
+@cython.auto_pickle(False)                  # a lock is not picklable (threading.Lock is not)
 cdef class FastLock:
     """A mutex with ``threading.Lock``'s Python API (``acquire(blocking, timeout)``,
     ``release``, ``locked``, the context manager; usable by ``threading.Condition``)
@@ -249,7 +250,9 @@ cdef class FastLock:
             return True
         if not blocking:
             return False
-        deadline = pylog_lock_now_ns() + <int64_t>(timeout * 1e9) if timeout >= 0 else -1
+        # Past ~285 years (threading.TIMEOUT_MAX is ~292) the nanosecond deadline
+        # would overflow: that wait has no deadline.
+        deadline = pylog_lock_now_ns() + <int64_t>(timeout * 1e9) if 0 <= timeout < 9e9 else -1
         while True:
             with nogil:
                 r = pylog_lock_wait(&self._word, deadline)
