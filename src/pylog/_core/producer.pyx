@@ -467,6 +467,12 @@ cdef class Accumulator:
     cdef public object store             # its topic_epoch tells of topic changes
     cdef public int64_t metadata_epoch   # the store's topic epoch of the partition counts
     cdef const int64_t[::1] epoch_cell   # a view of store.topic_epoch_cell, when it has one
+    # send()'s last topic: its str object, its state, and the metadata epoch it
+    # was found under (a topic's state is replaced or dropped only by a metadata
+    # refresh, which moves metadata_epoch on).
+    cdef str last_topic
+    cdef TopicState last_state
+    cdef int64_t last_epoch
     cdef type future_cls
     cdef object wait_for_space, fail, refresh_metadata, topic_state
 
@@ -534,10 +540,19 @@ cdef class Accumulator:
             epoch = self.store.topic_epoch
         if epoch != self.metadata_epoch:
             self.refresh_metadata()
-        state = self.topics.get(topic)
-        if state is None:
-            state = self.topic_state(topic)
-        return self.append(<TopicState?>state, value, key, headers, partition, timestamp)
+        cdef int64_t seen = self.metadata_epoch
+        if topic is self.last_topic and self.last_epoch == seen:
+            state = self.last_state
+        else:
+            state = self.topics.get(topic)
+            if state is None:
+                state = self.topic_state(topic)     # Python: a refresh may run meanwhile
+            # Remembered under the epoch seen before the lookup: if a refresh ran
+            # during it, the next send() looks the topic up again.
+            self.last_topic = topic
+            self.last_state = <TopicState?>state
+            self.last_epoch = seen
+        return self.append(<TopicState>state, value, key, headers, partition, timestamp)
 
     cpdef append(self, TopicState state, value, key, headers, partition, timestamp):
         """Adds one record; returns its RecordFuture (or a failed one)."""
