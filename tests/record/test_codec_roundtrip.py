@@ -418,16 +418,27 @@ def test_encode_groups_writes_encode_batchs_bytes_for_each_group(compression, va
        keyed=st.booleans(), ts=timestamps, data=st.data())
 def test_plain_lists_take_the_general_encoders_bytes(compression, sizes, keyed, ts, data):
     """Lists of bytes with one timestamp and no headers take a loop of their own
-    (records.c, encode_plain); an int64 array of that timestamp takes the
-    general one. Both write the same batch, byte for byte: lengths of one to
-    three varint bytes, over 64 and over 8,192 offset deltas, nulls, no keys."""
+    (records.c, encode_plain), also when that timestamp comes as an int64 array
+    of one value; explicit offset deltas 0..n-1 take the general one. All write
+    the same batch, byte for byte: lengths of one to three varint bytes, over 64
+    and over 8,192 offset deltas, nulls, no keys."""
     values = [None if n is None else bytes([n % 251]) * n for n in sizes]
     keys = data.draw(st.lists(nullable_bytes, min_size=len(values), max_size=len(values))) \
         if keyed else None
     plain = records.encode_batch(values, keys, ts, compression=compression)
-    general = records.encode_batch(values, keys, np.full(len(values), ts, dtype=np.int64),
-                                   compression=compression)
-    assert plain == general
+    constant_array = records.encode_batch(values, keys, np.full(len(values), ts, dtype=np.int64),
+                                          compression=compression)
+    general = records.encode_batch(values, keys, ts, compression=compression,
+                                   offset_deltas=np.arange(len(values), dtype=np.int32))
+    assert plain == constant_array == general
+    if len(values) > 1 and ts < INT64_MAX:
+        # One timestamp apart: not constant, the general loop, its own delta.
+        stamps = np.full(len(values), ts, dtype=np.int64)
+        stamps[-1] = ts + 1
+        mixed = records.encode_batch(values, keys, stamps, compression=compression)
+        assert mixed == records.encode_batch(values, keys, stamps, compression=compression,
+                                             offset_deltas=np.arange(len(values), dtype=np.int32))
+        assert [r[1] for r in decoded(mixed)] == stamps.tolist()
     assert [(i, ts, None if keys is None else keys[i], v, ()) for i, v in enumerate(values)] == \
         decoded(plain)
 
@@ -436,7 +447,8 @@ def test_plain_lists_of_many_records_count_offset_deltas_in_three_varint_bytes()
     """Offset deltas past 8,191 take three varint bytes in the plain loop too."""
     values = [b"v%d" % i for i in range(20_000)]
     plain = records.encode_batch(values, None, 7)
-    assert plain == records.encode_batch(values, None, np.full(20_000, 7, dtype=np.int64))
+    assert plain == records.encode_batch(values, None, 7,
+                                         offset_deltas=np.arange(20_000, dtype=np.int32))
     assert [r[3] for r in decoded(plain)] == values
 
 

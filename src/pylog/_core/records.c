@@ -314,10 +314,28 @@ static inline __attribute__((always_inline)) int64_t encode_plain(const pylog_re
     return out - start;
 }
 
+/* True when a per-record timestamp array holds one value throughout (what
+ * send()'s batches hold when their records came within one millisecond, and a
+ * numpy full array): such an input is plain, with that value as its constant. */
+static int timestamps_constant(const pylog_record_input *in) {
+    const int64_t *ts = in->timestamps;
+    if (!ts || in->count == 0) return 0;
+    int64_t first = ts[0], differ = 0;
+    for (int64_t i = 1; i < in->count; i++) differ |= ts[i] ^ first;
+    return differ == 0;
+}
+
 int64_t pylog_records_encode(const pylog_record_input *in, char *out, int64_t *base_ts,
                              int64_t *max_ts, pylog_status *st) {
     char *start = out;
     int64_t n = in->count;
+    pylog_record_input constant;
+    if (timestamps_constant(in)) {
+        constant = *in;
+        constant.timestamp_const = in->timestamps[0];
+        constant.timestamps = NULL;
+        in = &constant;                 /* the same bytes: every timestamp delta is 0 */
+    }
     if (plain_input(in)) {
         st->code = PYLOG_OK;
         *base_ts = n > 0 ? in->timestamp_const : PYLOG_NO_TIMESTAMP;
