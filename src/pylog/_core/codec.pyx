@@ -62,6 +62,7 @@ cdef enum:
     # Batches smaller than this are encoded without dropping the GIL: the
     # release/re-acquire round trip would cost more than the work.
     NOGIL_MIN_BYTES = 16384
+    EXACT_SIZE_BYTES = 131072    # glibc's default mmap threshold: bigger outputs are sized exactly
 
 cdef tuple _EMPTY = ()
 

@@ -18,40 +18,88 @@ cdef bytes _encode_into_bound(pylog_record_input *inp, pylog_batch_header *h, in
                               Py_ssize_t head):
     """Encodes inp's records after `head` bytes of a bytes object allocated for
     `bound` record bytes, in one pass with the GIL released once, then trims it
-    (_PyBytes_Resize). Sets h's timestamps; returns the bytes with head left for
-    the caller, or None when a record is too large (the caller reports it)."""
+    (_PyBytes_Resize); a bound of EXACT_SIZE_BYTES or more is replaced by the
+    exact size first (below). Sets h's timestamps; returns the bytes with head
+    left for the caller."""
     cdef pylog_status st
-    cdef int64_t base_ts = 0, max_ts = 0, written
-    cdef PyObject *raw = _bytes_new(NULL, head + bound)
+    cdef int64_t base_ts = 0, max_ts = 0, written, exact = -1
+    cdef const int64_t *caller_ts = inp.timestamps
+    cdef const int32_t *caller_deltas = inp.offset_deltas
+    cdef int64_t *private_ts = NULL
+    cdef int32_t *private_deltas = NULL
+    cdef PyObject *raw = NULL
     cdef char *buf
-    if raw == NULL:
-        raise MemoryError()
-    buf = PyBytes_AS_STRING(<object>raw)
-    memset(&st, 0, sizeof(st))
-    if inp.count >= 64:
-        with nogil:
+    try:
+        if bound >= EXACT_SIZE_BYTES:
+            # A big output is allocated at its exact size (a sizing pass first),
+            # not at the bound and trimmed: glibc maps a block this big afresh,
+            # and its dynamic mmap threshold follows the trimmed size, which the
+            # next bound exceeds again, so every call met new pages (10,000
+            # records of 100 B: ~280 page faults a call, 3-4x slower, unless the
+            # process raised the threshold as pylog.common.memory.tune_malloc
+            # does). The two passes must read the same input, and the caller's
+            # timestamp and offset-delta arrays could change between them: they
+            # are copied (the lengths were captured when the columns were
+            # gathered, and the encoder writes without a bound).
+            if caller_ts != NULL:
+                private_ts = <int64_t *>PyMem_Malloc(<size_t>inp.count * sizeof(int64_t))
+                if private_ts == NULL:
+                    raise MemoryError()
+                memcpy(private_ts, caller_ts, <size_t>inp.count * sizeof(int64_t))
+                inp.timestamps = private_ts
+            if caller_deltas != NULL:
+                private_deltas = <int32_t *>PyMem_Malloc(<size_t>inp.count * sizeof(int32_t))
+                if private_deltas == NULL:
+                    raise MemoryError()
+                memcpy(private_deltas, caller_deltas, <size_t>inp.count * sizeof(int32_t))
+                inp.offset_deltas = private_deltas
+            memset(&st, 0, sizeof(st))
+            with nogil:
+                exact = pylog_records_size(inp, &base_ts, &max_ts, &st)
+            if exact < 0:
+                raise MessageTooLargeError(
+                    f"record {st.position} encodes to {st.value} bytes, more than Kafka's int32 "
+                    f"limit")
+            bound = exact
+        raw = _bytes_new(NULL, head + bound)
+        if raw == NULL:
+            raise MemoryError()
+        buf = PyBytes_AS_STRING(<object>raw)
+        memset(&st, 0, sizeof(st))
+        if inp.count >= 64:
+            with nogil:
+                written = pylog_records_encode(inp, buf + head, &base_ts, &max_ts, &st)
+                if written >= 0 and head:
+                    h.base_timestamp = base_ts
+                    h.max_timestamp = max_ts
+                    pylog_batch_header_finish(buf, head + written, h)
+        else:
             written = pylog_records_encode(inp, buf + head, &base_ts, &max_ts, &st)
             if written >= 0 and head:
                 h.base_timestamp = base_ts
                 h.max_timestamp = max_ts
                 pylog_batch_header_finish(buf, head + written, h)
-    else:
-        written = pylog_records_encode(inp, buf + head, &base_ts, &max_ts, &st)
-        if written >= 0 and head:
-            h.base_timestamp = base_ts
-            h.max_timestamp = max_ts
-            pylog_batch_header_finish(buf, head + written, h)
-    if written < 0:
-        Py_DECREF(<object>raw)
-        raise MessageTooLargeError(
-            f"record {st.position} encodes to {st.value} bytes, more than Kafka's int32 limit")
-    h.base_timestamp = base_ts
-    h.max_timestamp = max_ts
-    if head + written != head + bound and _bytes_resize(&raw, head + written) < 0:
-        raise MemoryError()         # raw was freed
-    out = <bytes>raw
-    Py_DECREF(out)                  # the new reference of `out` replaces raw's
-    return out
+        if written < 0:
+            raise MessageTooLargeError(
+                f"record {st.position} encodes to {st.value} bytes, more than Kafka's int32 limit")
+        if exact >= 0 and written != exact:
+            raise SystemError(f"encoded {written} record bytes where {exact} were sized")
+        h.base_timestamp = base_ts
+        h.max_timestamp = max_ts
+        if written != bound and _bytes_resize(&raw, head + written) < 0:
+            raw = NULL                  # freed by the failed resize
+            raise MemoryError()
+        out = <bytes>raw
+        Py_DECREF(out)                  # the new reference of `out` replaces raw's
+        raw = NULL
+        return out
+    finally:
+        if raw != NULL:
+            Py_DECREF(<object>raw)
+        inp.timestamps = caller_ts
+        inp.offset_deltas = caller_deltas
+        PyMem_Free(private_ts)
+        PyMem_Free(private_deltas)
 
 
 cdef bytes _assemble(pylog_record_input *inp, pylog_batch_header *h, int codec, object level,

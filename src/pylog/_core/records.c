@@ -208,10 +208,73 @@ static inline int64_t record_body_size(const pylog_record_input *in, int64_t i, 
     return size;
 }
 
+/* A plain input: values (and keys, if any) are pointer/length columns, one
+ * timestamp for all, offset deltas 0..n-1 and no headers: send_batch's and
+ * encode_batch's common case from lists of bytes. Its loops below have no
+ * per-record switch or branch on the input's layout. */
+static inline int plain_input(const pylog_record_input *in) {
+    return in->values.kind == PYLOG_COL_PTRS &&
+           (in->keys.kind == PYLOG_COL_PTRS || in->keys.kind == PYLOG_COL_NULL) &&
+           !in->timestamps && !in->offset_deltas && !in->headers.starts;
+}
+
+/* True when a per-record timestamp array holds one value throughout (what
+ * send()'s batches hold when their records came within one millisecond, and a
+ * numpy full array): such an input is plain, with that value as its constant. */
+static int timestamps_constant(const pylog_record_input *in) {
+    const int64_t *ts = in->timestamps;
+    if (!ts || in->count == 0) return 0;
+    int64_t first = ts[0], differ = 0;
+    for (int64_t i = 1; i < in->count; i++) differ |= ts[i] ^ first;
+    return differ == 0;
+}
+
+/* `in`, or in `constant` a copy of it with its one-valued timestamp array
+ * turned into its constant timestamp (the same bytes: every delta is 0). */
+static inline const pylog_record_input *with_constant_timestamps(const pylog_record_input *in,
+                                                                 pylog_record_input *constant) {
+    if (!timestamps_constant(in)) return in;
+    *constant = *in;
+    constant->timestamp_const = in->timestamps[0];
+    constant->timestamps = NULL;
+    return constant;
+}
+
+/* The body size of record i of a plain input: encode_plain's arithmetic. */
+static inline int64_t plain_body_size(int64_t i, int64_t klen, int64_t vlen) {
+    /* attributes, timestamp delta 0 and header count 0: 1 byte each */
+    return 3 + pylog_varint_size((int32_t)i) +
+           pylog_varint_size((int32_t)(klen < 0 ? -1 : klen)) + (klen > 0 ? klen : 0) +
+           pylog_varint_size((int32_t)(vlen < 0 ? -1 : vlen)) + (vlen > 0 ? vlen : 0);
+}
+
+/* pylog_records_size of a plain input. `keyed` is a compile-time constant at each call. */
+static inline __attribute__((always_inline)) int64_t size_plain(const pylog_record_input *in,
+                                                                int keyed, pylog_status *st) {
+    const int64_t *vl = in->values.lens, *kl = in->keys.lens;
+    int64_t total = 0;
+    for (int64_t i = 0; i < in->count; i++) {
+        int64_t body = plain_body_size(i, keyed ? kl[i] : -1, vl[i]);
+        if (body > INT32_MAX) {
+            fail(st, PYLOG_ERR_TOO_LARGE, i, body, INT32_MAX, "record");
+            return -1;
+        }
+        total += pylog_varint_size((int32_t)body) + body;
+    }
+    return total;
+}
+
 int64_t pylog_records_size(const pylog_record_input *in, int64_t *base_ts, int64_t *max_ts,
                            pylog_status *st) {
     st->code = PYLOG_OK;
     int64_t n = in->count;
+    pylog_record_input constant;
+    in = with_constant_timestamps(in, &constant);
+    if (plain_input(in)) {
+        *base_ts = n > 0 ? in->timestamp_const : PYLOG_NO_TIMESTAMP;
+        *max_ts = *base_ts;
+        return in->keys.kind == PYLOG_COL_PTRS ? size_plain(in, 1, st) : size_plain(in, 0, st);
+    }
     int64_t base = n > 0 ? timestamp_of(in, 0) : PYLOG_NO_TIMESTAMP;
     int64_t max = PYLOG_NO_TIMESTAMP;
     int64_t total = 0;
@@ -275,16 +338,6 @@ int64_t pylog_records_write(const pylog_record_input *in, int64_t base_ts, char 
     return out - start;
 }
 
-/* A plain input: values (and keys, if any) are pointer/length columns, one
- * timestamp for all, offset deltas 0..n-1 and no headers: send_batch's and
- * encode_batch's common case from lists of bytes. Its loop below has no
- * per-record switch or branch on the input's layout. */
-static inline int plain_input(const pylog_record_input *in) {
-    return in->values.kind == PYLOG_COL_PTRS &&
-           (in->keys.kind == PYLOG_COL_PTRS || in->keys.kind == PYLOG_COL_NULL) &&
-           !in->timestamps && !in->offset_deltas && !in->headers.starts;
-}
-
 /* Records of a plain input (timestamp delta 0, no header): the same bytes as
  * write_record's. `keyed` is a compile-time constant at each call. */
 static inline __attribute__((always_inline)) int64_t encode_plain(const pylog_record_input *in,
@@ -295,10 +348,7 @@ static inline __attribute__((always_inline)) int64_t encode_plain(const pylog_re
     const int64_t *vl = in->values.lens, *kl = in->keys.lens;
     for (int64_t i = 0; i < in->count; i++) {
         int64_t klen = keyed ? kl[i] : -1, vlen = vl[i];
-        /* attributes, timestamp delta 0 and header count 0: 1 byte each */
-        int64_t body = 3 + pylog_varint_size((int32_t)i) +
-                       pylog_varint_size((int32_t)(klen < 0 ? -1 : klen)) + (klen > 0 ? klen : 0) +
-                       pylog_varint_size((int32_t)(vlen < 0 ? -1 : vlen)) + (vlen > 0 ? vlen : 0);
+        int64_t body = plain_body_size(i, klen, vlen);
         if (body > INT32_MAX) {
             fail(st, PYLOG_ERR_TOO_LARGE, i, body, INT32_MAX, "record");
             return -1;
@@ -314,28 +364,12 @@ static inline __attribute__((always_inline)) int64_t encode_plain(const pylog_re
     return out - start;
 }
 
-/* True when a per-record timestamp array holds one value throughout (what
- * send()'s batches hold when their records came within one millisecond, and a
- * numpy full array): such an input is plain, with that value as its constant. */
-static int timestamps_constant(const pylog_record_input *in) {
-    const int64_t *ts = in->timestamps;
-    if (!ts || in->count == 0) return 0;
-    int64_t first = ts[0], differ = 0;
-    for (int64_t i = 1; i < in->count; i++) differ |= ts[i] ^ first;
-    return differ == 0;
-}
-
 int64_t pylog_records_encode(const pylog_record_input *in, char *out, int64_t *base_ts,
                              int64_t *max_ts, pylog_status *st) {
     char *start = out;
     int64_t n = in->count;
     pylog_record_input constant;
-    if (timestamps_constant(in)) {
-        constant = *in;
-        constant.timestamp_const = in->timestamps[0];
-        constant.timestamps = NULL;
-        in = &constant;                 /* the same bytes: every timestamp delta is 0 */
-    }
+    in = with_constant_timestamps(in, &constant);
     if (plain_input(in)) {
         st->code = PYLOG_OK;
         *base_ts = n > 0 ? in->timestamp_const : PYLOG_NO_TIMESTAMP;
