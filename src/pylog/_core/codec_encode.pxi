@@ -18,106 +18,97 @@ cdef bytes _encode_into_bound(pylog_record_input *inp, pylog_batch_header *h, in
                               Py_ssize_t head):
     """Encodes inp's records after `head` bytes of a bytes object allocated for
     `bound` record bytes, in one pass with the GIL released once, then trims it
-    (_PyBytes_Resize); a bound of EXACT_SIZE_BYTES or more is replaced by the
-    exact size first (below). Sets h's timestamps; returns the bytes with head
-    left for the caller."""
+    (_PyBytes_Resize). Sets h's timestamps; returns the bytes with head left for
+    the caller."""
     cdef pylog_status st
-    cdef int64_t base_ts = 0, max_ts = 0, written, exact = -1
-    cdef const int64_t *caller_ts = inp.timestamps
-    cdef const int32_t *caller_deltas = inp.offset_deltas
-    cdef int64_t *private_ts = NULL
-    cdef int32_t *private_deltas = NULL
-    cdef PyObject *raw = NULL
+    cdef int64_t base_ts = 0, max_ts = 0, written
+    cdef PyObject *raw = _bytes_new(NULL, head + bound)
     cdef char *buf
-    try:
-        if bound >= EXACT_SIZE_BYTES:
-            # A big output is allocated at its exact size (a sizing pass first),
-            # not at the bound and trimmed: glibc maps a block this big afresh,
-            # and its dynamic mmap threshold follows the trimmed size, which the
-            # next bound exceeds again, so every call met new pages (10,000
-            # records of 100 B: ~280 page faults a call, 3-4x slower, unless the
-            # process raised the threshold as pylog.common.memory.tune_malloc
-            # does). The two passes must read the same input, and the caller's
-            # timestamp and offset-delta arrays could change between them: they
-            # are copied (the lengths were captured when the columns were
-            # gathered, and the encoder writes without a bound).
-            if caller_ts != NULL:
-                private_ts = <int64_t *>PyMem_Malloc(<size_t>inp.count * sizeof(int64_t))
-                if private_ts == NULL:
-                    raise MemoryError()
-                memcpy(private_ts, caller_ts, <size_t>inp.count * sizeof(int64_t))
-                inp.timestamps = private_ts
-            if caller_deltas != NULL:
-                private_deltas = <int32_t *>PyMem_Malloc(<size_t>inp.count * sizeof(int32_t))
-                if private_deltas == NULL:
-                    raise MemoryError()
-                memcpy(private_deltas, caller_deltas, <size_t>inp.count * sizeof(int32_t))
-                inp.offset_deltas = private_deltas
-            memset(&st, 0, sizeof(st))
-            with nogil:
-                exact = pylog_records_size(inp, &base_ts, &max_ts, &st)
-            if exact < 0:
-                raise MessageTooLargeError(
-                    f"record {st.position} encodes to {st.value} bytes, more than Kafka's int32 "
-                    f"limit")
-            bound = exact
-        raw = _bytes_new(NULL, head + bound)
-        if raw == NULL:
-            raise MemoryError()
-        buf = PyBytes_AS_STRING(<object>raw)
-        memset(&st, 0, sizeof(st))
-        if inp.count >= 64:
-            with nogil:
-                written = pylog_records_encode(inp, buf + head, &base_ts, &max_ts, &st)
-                if written >= 0 and head:
-                    h.base_timestamp = base_ts
-                    h.max_timestamp = max_ts
-                    pylog_batch_header_finish(buf, head + written, h)
-        else:
+    if raw == NULL:
+        raise MemoryError()
+    buf = PyBytes_AS_STRING(<object>raw)
+    memset(&st, 0, sizeof(st))
+    if inp.count >= 64:
+        with nogil:
             written = pylog_records_encode(inp, buf + head, &base_ts, &max_ts, &st)
             if written >= 0 and head:
                 h.base_timestamp = base_ts
                 h.max_timestamp = max_ts
                 pylog_batch_header_finish(buf, head + written, h)
-        if written < 0:
-            raise MessageTooLargeError(
-                f"record {st.position} encodes to {st.value} bytes, more than Kafka's int32 limit")
-        if exact >= 0 and written != exact:
-            raise SystemError(f"encoded {written} record bytes where {exact} were sized")
-        h.base_timestamp = base_ts
-        h.max_timestamp = max_ts
-        if written != bound and _bytes_resize(&raw, head + written) < 0:
-            raw = NULL                  # freed by the failed resize
-            raise MemoryError()
-        out = <bytes>raw
-        Py_DECREF(out)                  # the new reference of `out` replaces raw's
-        raw = NULL
-        return out
-    finally:
-        if raw != NULL:
-            Py_DECREF(<object>raw)
-        inp.timestamps = caller_ts
-        inp.offset_deltas = caller_deltas
-        PyMem_Free(private_ts)
-        PyMem_Free(private_deltas)
+    else:
+        written = pylog_records_encode(inp, buf + head, &base_ts, &max_ts, &st)
+        if written >= 0 and head:
+            h.base_timestamp = base_ts
+            h.max_timestamp = max_ts
+            pylog_batch_header_finish(buf, head + written, h)
+    if written < 0:
+        Py_DECREF(<object>raw)
+        raise MessageTooLargeError(
+            f"record {st.position} encodes to {st.value} bytes, more than Kafka's int32 limit")
+    h.base_timestamp = base_ts
+    h.max_timestamp = max_ts
+    if head + written != head + bound and _bytes_resize(&raw, head + written) < 0:
+        raise MemoryError()         # raw was freed
+    out = <bytes>raw
+    Py_DECREF(out)                  # the new reference of `out` replaces raw's
+    return out
 
 
 cdef bytes _assemble(pylog_record_input *inp, pylog_batch_header *h, int codec, object level,
                      int64_t bound=-1):
     """Encodes inp's records into a finished batch; h carries the fixed fields.
-    `bound`, when known and small enough, is an upper bound of the records
-    section: one pass with the GIL released once (_encode_into_bound)."""
-    cdef pylog_status st
-    cdef int64_t base_ts = 0, max_ts = 0, records_size, total
-    cdef bytes out, section
-    cdef char *buf
-    cdef bint release = inp.count >= 64
-    memset(&st, 0, sizeof(st))
-    if 0 <= bound <= INT32_MAX - PYLOG_RECORD_BATCH_OVERHEAD:
+    `bound`, when known and under EXACT_SIZE_BYTES, is an upper bound of the
+    records section: one pass with the GIL released once (_encode_into_bound).
+    Otherwise the section is sized first and written into an output of its
+    exact size (_encode_exact)."""
+    if 0 <= bound < EXACT_SIZE_BYTES:
         if codec == 0:
             return _encode_into_bound(inp, h, bound, PYLOG_RECORD_BATCH_OVERHEAD)
         section = _encode_into_bound(inp, h, bound, 0)
         return _finish_compressed(section, h, codec, level)
+    cdef const int64_t *caller_ts = inp.timestamps
+    cdef const int32_t *caller_deltas = inp.offset_deltas
+    cdef int64_t *own_ts = NULL
+    cdef int32_t *own_deltas = NULL
+    try:
+        # The sizing and the writing pass must read the same input, and the
+        # writer has no bound: the caller's timestamp and offset-delta arrays,
+        # which could change between the passes, are copied (the lengths were
+        # captured when the columns were gathered).
+        if caller_ts != NULL:
+            own_ts = <int64_t *>PyMem_Malloc(<size_t>inp.count * sizeof(int64_t))
+            if own_ts == NULL:
+                raise MemoryError()
+            memcpy(own_ts, caller_ts, <size_t>inp.count * sizeof(int64_t))
+            inp.timestamps = own_ts
+        if caller_deltas != NULL:
+            own_deltas = <int32_t *>PyMem_Malloc(<size_t>inp.count * sizeof(int32_t))
+            if own_deltas == NULL:
+                raise MemoryError()
+            memcpy(own_deltas, caller_deltas, <size_t>inp.count * sizeof(int32_t))
+            inp.offset_deltas = own_deltas
+        return _encode_exact(inp, h, codec, level)
+    finally:
+        inp.timestamps = caller_ts
+        inp.offset_deltas = caller_deltas
+        PyMem_Free(own_ts)
+        PyMem_Free(own_deltas)
+
+
+cdef bytes _encode_exact(pylog_record_input *inp, pylog_batch_header *h, int codec, object level):
+    """_assemble's two passes: the records section sized, then written into an
+    output of exactly that size. Big outputs take this path, not a bound
+    trimmed afterwards: glibc maps a block that big afresh, and its dynamic
+    mmap threshold follows the trimmed size, which the next bound exceeds
+    again, so every call met new pages (10,000 records of 100 B: ~280 page
+    faults a call, 3-4x slower, unless the process raised the threshold as
+    pylog.common.memory.tune_malloc does)."""
+    cdef pylog_status st
+    cdef int64_t base_ts = 0, max_ts = 0, records_size, total, written
+    cdef bytes out, section
+    cdef char *buf
+    cdef bint release = inp.count >= 64
+    memset(&st, 0, sizeof(st))
     if release:
         with nogil:
             records_size = pylog_records_size(inp, &base_ts, &max_ts, &st)
@@ -138,16 +129,20 @@ cdef bytes _assemble(pylog_record_input *inp, pylog_batch_header *h, int codec, 
         buf = PyBytes_AS_STRING(out)
         if total >= NOGIL_MIN_BYTES:
             with nogil:
-                pylog_records_write(inp, base_ts, buf + PYLOG_RECORD_BATCH_OVERHEAD)
+                written = pylog_records_write(inp, base_ts, buf + PYLOG_RECORD_BATCH_OVERHEAD)
                 pylog_batch_header_finish(buf, total, h)
         else:
-            pylog_records_write(inp, base_ts, buf + PYLOG_RECORD_BATCH_OVERHEAD)
+            written = pylog_records_write(inp, base_ts, buf + PYLOG_RECORD_BATCH_OVERHEAD)
             pylog_batch_header_finish(buf, total, h)
+        if written != records_size:
+            raise SystemError(f"wrote {written} record bytes where {records_size} were sized")
         return out
     section = PyBytes_FromStringAndSize(NULL, records_size)
     buf = PyBytes_AS_STRING(section)
     with nogil:
-        pylog_records_write(inp, base_ts, buf)
+        written = pylog_records_write(inp, base_ts, buf)
+    if written != records_size:
+        raise SystemError(f"wrote {written} record bytes where {records_size} were sized")
     return _finish_compressed(section, h, codec, level)
 
 

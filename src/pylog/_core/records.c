@@ -331,13 +331,6 @@ static inline char *write_record(const pylog_record_input *in, int64_t i, int64_
     return out;
 }
 
-int64_t pylog_records_write(const pylog_record_input *in, int64_t base_ts, char *out) {
-    char *start = out;
-    for (int64_t i = 0; i < in->count; i++)
-        out = write_record(in, i, base_ts, record_body_size(in, i, base_ts), out);
-    return out - start;
-}
-
 /* Records of a plain input (timestamp delta 0, no header): the same bytes as
  * write_record's. `keyed` is a compile-time constant at each call. */
 static inline __attribute__((always_inline)) int64_t encode_plain(const pylog_record_input *in,
@@ -361,6 +354,20 @@ static inline __attribute__((always_inline)) int64_t encode_plain(const pylog_re
         out = put_bytes(out, vp[i], vlen);
         *out++ = 0;
     }
+    return out - start;
+}
+
+int64_t pylog_records_write(const pylog_record_input *in, int64_t base_ts, char *out) {
+    char *start = out;
+    pylog_record_input constant;
+    in = with_constant_timestamps(in, &constant);
+    if (plain_input(in)) {
+        pylog_status st;        /* pylog_records_size checked every record's size */
+        return in->keys.kind == PYLOG_COL_PTRS ? encode_plain(in, out, 1, &st)
+                                                : encode_plain(in, out, 0, &st);
+    }
+    for (int64_t i = 0; i < in->count; i++)
+        out = write_record(in, i, base_ts, record_body_size(in, i, base_ts), out);
     return out - start;
 }
 
