@@ -13,6 +13,7 @@ from log_support import all_records
 
 from pylog import Producer, RecordMetadata
 from pylog.client.partitioner import RoundRobinPartitioner, key_partition, partition_keys
+from pylog.record import encode_batch
 from pylog.errors import (
     ConfigError,
     KafkaTimeoutError,
@@ -148,6 +149,49 @@ def test_buffer_memory_blocks_then_times_out(store):
     assert 100 < sent < 1000
     assert log.log_end_offset == sent          # every accepted record, none of the refused one
     producer.close()
+
+
+def test_written_records_leave_buffer_memory_before_their_fsync(store):
+    """acks=all: a round's bytes leave buffer.memory once written, so send()
+    keeps filling it while the fsync runs on the flusher thread; the futures
+    still complete only after the fsync."""
+    store.create_topic("w", 1)
+    log = store.log("w", 0)
+    producer = Producer(store, acks="all", buffer_memory=40_000, max_block_ms=5_000,
+                        linger_ms=60_000, batch_size=16_384)
+    log._flush_lock.acquire()          # every fsync of this log waits (the real lock)
+    try:
+        # 60 kB: more than buffer.memory, less than it plus the three full
+        # batches the sender may hold written-and-unsynced (one round being
+        # fsynced, one queued, one appended and waiting to be queued).
+        futures = [producer.send("w", b"x" * 100) for _ in range(500)]
+        deadline = time.monotonic() + 5
+        while log.log_end_offset < 3 * (16_384 // 121) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert log.log_end_offset >= 3 * (16_384 // 121)   # written past buffer.memory...
+        assert log.recovery_point == 0
+        assert not any(f.done() for f in futures)          # ...and none acknowledged unsynced
+    finally:
+        log._flush_lock.release()
+    producer.flush(10)
+    assert [f.result(0).offset for f in futures] == list(range(500))
+    assert log.recovery_point == 500
+    producer.close()
+
+
+def test_one_flush_per_log_covers_its_last_append(store):
+    """The fsync of a round reaches each log's last append, even when another
+    flush already covered an earlier append of that log (group commit must not
+    stop at the first offset)."""
+    store.create_topic("g", 1)
+    log = store.log("g", 0)
+    with Producer(store, acks="all") as producer:
+        first = log.append(encode_batch([b"a"]))
+        log.flush()                                       # covers `first` only
+        second = log.append(encode_batch([b"b"]))
+        errors = producer._flush_logs([([], log, first), ([], log, second)])
+    assert errors == {id(log): None}
+    assert log.recovery_point == second.last_offset + 1
 
 
 def test_close_delivers_pending(store):

@@ -47,10 +47,11 @@ def test_a_refused_send_batch_chunk_does_not_wedge_the_partition(store):
     assert values_of(store, "t") == [b"first"] + [b"z"] * 10 + [b"after"]
 
 
-def test_flush_inside_a_callback_is_refused_and_close_does_not_deadlock(store):
+@pytest.mark.parametrize("acks", ["all", "1"])   # callbacks on the flusher / the sender
+def test_flush_inside_a_callback_is_refused_and_close_does_not_deadlock(store, acks):
     store.create_topic("t", 1)
     seen = []
-    producer = Producer(store, linger_ms=0)
+    producer = Producer(store, linger_ms=0, acks=acks)
 
     def on_done(meta, exc):
         try:

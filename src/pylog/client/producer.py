@@ -2,9 +2,11 @@
 
 ``send`` adds a record to its partition's open batch in the accumulator and
 returns a future; a background sender thread appends batches to the logs
-when they fill up (``batch.size``) or have waited ``linger.ms``, fsyncs them
-when ``acks=all`` (one flush per log per round serves every batch in it:
-group commit), and completes the futures. ``send_batch`` takes whole columns
+when they fill up (``batch.size``) or have waited ``linger.ms``, and
+completes the futures. With ``acks=all`` it hands each appended round to a
+flusher thread instead, which fsyncs it (one flush per log for every round
+waiting: group commit) and completes its futures while the sender appends
+the next round; a round's bytes leave ``buffer.memory`` once written. ``send_batch`` takes whole columns
 (lists or Arrow arrays), partitions and encodes them in C, and queues the
 encoded batches behind the partition's pending records, so ordering per
 partition always holds.
@@ -15,8 +17,8 @@ Thread-safe: any number of threads may send through one Producer. Locks
 - ``_lock`` (one per Producer, a ``FastLock``: threading.Lock's API, taken
   from C by ``send()`` without a Python call; with its conditions ``_wakeup``,
   ``_space``, ``_done``): the accumulator (open batches, sequence numbers, ``buffered``),
-  the ready queue, the sender's in-flight counts and the flush/close
-  bookkeeping. Held for queue operations only: ``send_batch`` encodes outside
+  the ready queue, the sender's in-flight counts, the flusher's queue and the
+  flush/close bookkeeping. Held for queue operations only: ``send_batch`` encodes outside
   it (an idempotent batch is queued as a placeholder with its sequences first,
   and the sender waits for it).
 - A partition lock per (topic, partition): held by whoever appends that
@@ -26,8 +28,8 @@ Thread-safe: any number of threads may send through one Producer. Locks
   once). Taken before ``_lock``, never under it.
 - Each Log's own ``_lock`` serialises appends per partition; fsyncs run under
   none of these.
-- Futures complete on the sender thread (or the direct path's caller); their
-  callbacks run there.
+- Futures complete on the sender thread, the flusher thread with ``acks=all``
+  (or the direct path's caller); their callbacks run there.
 """
 
 from __future__ import annotations
@@ -180,7 +182,19 @@ class Producer(ProducerBase):
         self._flush_wanted = 0     # a flush() waits for batches up to this seq
         self._closed = False
         self._error: BaseException | None = None
+        # acks=all: the sender hands each appended round to the flusher thread,
+        # which fsyncs and completes it while the sender appends the next one.
+        # Entries are (appended, upto); a None entry tells the flusher to stop.
+        self._unsynced: deque[tuple[list, int | None] | None] = deque()
+        self._syncing = False      # the flusher holds entries taken off _unsynced
+        self._handed_upto = 0      # the largest `upto` handed to the flusher
+        self._synced = threading.Condition(self._lock)     # the flusher's queue moved
         self._sender = threading.Thread(target=self._run, name="pylog-producer-sender", daemon=True)
+        self._flusher: threading.Thread | None = None
+        if self._acks == "all":
+            self._flusher = threading.Thread(target=self._run_flusher,
+                                             name="pylog-producer-flusher", daemon=True)
+            self._flusher.start()
         self._sender.start()
 
     # ================================================================ send
@@ -479,12 +493,12 @@ class Producer(ProducerBase):
     def flush(self, timeout: float | None = None) -> None:
         """Sends everything queued so far and waits until it completed.
 
-        Not from a send callback: callbacks run on the sender thread, which
-        flush() would wait for (Kafka's producer refuses it the same way)."""
-        if threading.current_thread() is self._sender:
+        Not from a send callback: callbacks run on the producer's own threads,
+        which flush() would wait for (Kafka's producer refuses it the same way)."""
+        if self._on_own_thread():
             raise RuntimeError("Producer.flush() invocation inside a callback is not permitted "
-                               "because it may lead to deadlock: the callback runs on the "
-                               "sender thread that flush() waits for")
+                               "because it may lead to deadlock: the callback runs on a "
+                               "producer thread that flush() waits for")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             target = self._acc.seq
@@ -501,21 +515,31 @@ class Producer(ProducerBase):
     def close(self, timeout: float | None = None) -> None:
         """Delivers everything pending, then stops the sender thread.
 
-        From a send callback (the sender thread) it cannot wait for that thread:
-        as Kafka's producer, it then behaves as ``close(timeout=0)``: no new
-        sends are taken, and the sender delivers what is pending and stops."""
+        From a send callback (the sender or flusher thread) it cannot wait for
+        that thread: as Kafka's producer, it then behaves as
+        ``close(timeout=0)``: no new sends are taken, and the sender delivers
+        what is pending and stops."""
         with self._lock:
             if self._closed:
                 return
             self._acc.closing = True
             self._wakeup.notify()
-        if threading.current_thread() is self._sender:
+        if self._on_own_thread():
             if timeout:
                 log.warning("Producer.close() called from a send callback: closing without "
                             "waiting (timeout 0) instead of %s s", timeout)
             return
+        deadline = None if timeout is None else time.monotonic() + timeout
         self._sender.join(timeout)
-        self._closed = not self._sender.is_alive()
+        if self._flusher is not None:
+            self._flusher.join(None if deadline is None else max(deadline - time.monotonic(), 0))
+        self._closed = not self._sender.is_alive() and \
+            (self._flusher is None or not self._flusher.is_alive())
+
+    def _on_own_thread(self) -> bool:
+        """Whether the caller is the sender or the flusher (a send callback)."""
+        me = threading.current_thread()
+        return me is self._sender or me is self._flusher
 
     def __enter__(self) -> Producer:
         return self
@@ -580,26 +604,81 @@ class Producer(ProducerBase):
                 with self._lock:
                     batches, upto = self._next_round()
                     if batches is None:
+                        self._unsynced.append(None)     # the flusher stops after the rest
+                        self._synced.notify_all()
                         return
                     by_partition: dict[tuple[str, int], list[ProducerBatch]] = {}
                     for b in batches:
                         by_partition.setdefault((b.topic, b.partition), []).append(b)
-                    self._round = by_partition
+                    self._round = dict(by_partition)
+                appended: list = []
                 try:
-                    self._send_round(by_partition)
+                    self._append_round(by_partition, appended)
                 finally:
-                    with self._lock:
+                    with self._lock:        # what an error left in the round
+                        for group in self._round.values():
+                            self._acc.buffered -= sum(b.size for b in group)
                         self._round = {}
+                        self._space.notify_all()
+                if self._flusher is not None:
+                    self._hand_to_flusher(appended, upto)
+                    continue
+                self._complete_round(appended)
                 with self._lock:
                     if upto is not None:
                         self._flushed_upto = max(self._flushed_upto, upto)
-                    self._acc.buffered -= sum(b.size for b in batches)
-                    self._space.notify_all()
                     self._done.notify_all()
         except BaseException as exc:   # noqa: BLE001 - reported to flush()/close()
             with self._lock:
                 self._error = exc
                 self._done.notify_all()
+                self._synced.notify_all()
+                self._unsynced.append(None)         # the flusher finishes what it has
+            raise
+
+    def _hand_to_flusher(self, appended: list, upto: int | None) -> None:
+        """Queues an appended round for the flusher (acks=all). At most one round
+        waits while it fsyncs another: a slower disk holds the sender back here,
+        so the rounds written and not yet fsynced stay bounded."""
+        with self._lock:
+            while self._unsynced and self._error is None:
+                self._synced.wait()
+            if upto is not None:
+                self._handed_upto = max(self._handed_upto, upto)
+            self._unsynced.append((appended, upto))
+            self._synced.notify_all()
+
+    def _run_flusher(self) -> None:
+        """The flusher thread (acks=all): takes every round queued, fsyncs each log
+        once for all of them (group commit), completes their futures in queue
+        order, then moves flush()'s mark."""
+        try:
+            while True:
+                with self._lock:
+                    while not self._unsynced:
+                        self._synced.wait()
+                    taken = []
+                    while self._unsynced and self._unsynced[0] is not None:
+                        taken.append(self._unsynced.popleft())
+                    stop = not taken
+                    self._syncing = bool(taken)
+                    self._synced.notify_all()       # room for the sender's next round
+                if stop:
+                    return
+                self._complete_round([entry for appended, _ in taken for entry in appended])
+                with self._lock:
+                    self._syncing = False
+                    for _, upto in taken:
+                        if upto is not None:
+                            self._flushed_upto = max(self._flushed_upto, upto)
+                    self._done.notify_all()
+                    self._synced.notify_all()
+        except BaseException as exc:   # noqa: BLE001 - reported to flush()/close()
+            with self._lock:
+                self._error = exc
+                self._syncing = False
+                self._done.notify_all()
+                self._synced.notify_all()
             raise
 
     def _next_round(self) -> tuple[list[ProducerBatch] | None, int | None]:
@@ -630,18 +709,31 @@ class Producer(ProducerBase):
             if self._ready:         # its sender thread notifies once it is encoded
                 self._wakeup.wait()
                 continue
+            # Nothing lingers or waits: every batch made so far (up to acc.seq) is
+            # complete, or queued for the flusher, which moves the mark itself.
             if acc.closing:
-                self._flushed_upto = acc.seq
-                self._done.notify_all()
+                self._mark_flushed(acc.seq)
                 return None, None
-            if self._flush_wanted > self._flushed_upto and not self._lingering:
-                self._flushed_upto = acc.seq
-                self._done.notify_all()
+            if self._flush_wanted > self._flushed_upto and not self._lingering and \
+                    self._handed_upto < acc.seq:
+                self._mark_flushed(acc.seq)
                 continue
             timeout = None
             if self._lingering:
                 timeout = max(self._lingering[0].created + self._linger - now, 0.0005)
             self._wakeup.wait(timeout)
+
+    def _mark_flushed(self, upto: int) -> None:
+        """Moves flush()'s mark to `upto` once every round before it is complete
+        (lock held): at once when none waits for the flusher, else through a
+        marker queued behind them."""
+        if self._flusher is None or (not self._unsynced and not self._syncing):
+            self._flushed_upto = max(self._flushed_upto, upto)
+            self._done.notify_all()
+        else:
+            self._unsynced.append(([], upto))
+            self._synced.notify_all()
+        self._handed_upto = max(self._handed_upto, upto)
 
     def _expire(self, topic: str, partition: int, group: list[ProducerBatch]) -> list[ProducerBatch]:
         """Fails the batches older than delivery.timeout.ms (Kafka's batch expiry) and
@@ -723,20 +815,28 @@ class Producer(ProducerBase):
                 if isinstance(b.encoded, bytes):   # not while encoding (it re-reads) or failed
                     b.encoded = with_header_fields(b.encoded, base_sequence=b.base_sequence)
 
-    def _send_round(self, by_partition: dict[tuple[str, int], list[ProducerBatch]]) -> None:
-        """Appends the round's batches (one write per partition), fsyncs each log
-        once when acks=all, then completes the futures."""
-        appended: list[tuple[list[ProducerBatch], Any, Any]] = []
+    def _append_round(self, by_partition: dict[tuple[str, int], list[ProducerBatch]],
+                      appended: list[tuple[list[ProducerBatch], Any, Any]]) -> None:
+        """Appends the round's batches (one write per partition) and adds (batches,
+        log, AppendInfo) of each write to `appended`; failed batches are completed
+        here. :meth:`_complete_round` then fsyncs and completes the rest.
+
+        Once a partition's batches are written (or failed) they leave the round
+        and buffer.memory: send() fills it again while the rest of the round is
+        written and fsynced."""
         for (topic, partition), group in by_partition.items():
             try:
                 log = self.store.log(topic, partition)
             except Exception as exc:    # noqa: BLE001 - delivered through the futures
                 for b in group:
                     complete_batch(b, -1, exception=exc)
-                continue
-            with self._partition_lock(topic, partition):
-                self._append_partition(topic, partition, log, group, appended)
-        self._complete_round(appended)
+            else:
+                with self._partition_lock(topic, partition):
+                    self._append_partition(topic, partition, log, group, appended)
+            with self._lock:
+                del self._round[topic, partition]
+                self._acc.buffered -= sum(b.size for b in group)
+                self._space.notify_all()
 
     def _append_partition(self, topic: str, partition: int, log, group: list[ProducerBatch],
                           appended: list) -> None:
@@ -779,14 +879,18 @@ class Producer(ProducerBase):
         by id(log); None for other acks."""
         if self._acks != "all":
             return None
-        flushed: dict[int, BaseException | None] = {}
+        # Each log up to its last append here: a flush that ran between two of
+        # them (another thread's) may cover the first and not the last.
+        ends: dict[int, tuple[Any, int]] = {}
         for _, log, info in appended:
-            if id(log) not in flushed:
-                try:
-                    log.flush(info.last_offset + 1)
-                    flushed[id(log)] = None
-                except Exception as exc:  # noqa: BLE001
-                    flushed[id(log)] = exc
+            ends[id(log)] = (log, max(info.last_offset + 1, ends.get(id(log), (log, 0))[1]))
+        flushed: dict[int, BaseException | None] = {}
+        for key, (log, end) in ends.items():
+            try:
+                log.flush(end)
+                flushed[key] = None
+            except Exception as exc:  # noqa: BLE001
+                flushed[key] = exc
         return flushed
 
     def _complete_round(self, appended: list) -> None:
