@@ -432,7 +432,7 @@ def test_plain_lists_take_the_general_encoders_bytes(compression, sizes, keyed, 
                                    offset_deltas=np.arange(len(values), dtype=np.int32))
     assert plain == constant_array == general
     if len(values) > 1 and ts < INT64_MAX:
-        # One timestamp apart: not constant, the general loop, its own delta.
+        # One timestamp apart: not constant, the timed plain loop, its own delta.
         stamps = np.full(len(values), ts, dtype=np.int64)
         stamps[-1] = ts + 1
         mixed = records.encode_batch(values, keys, stamps, compression=compression)
@@ -442,6 +442,32 @@ def test_plain_lists_take_the_general_encoders_bytes(compression, sizes, keyed, 
     assert [(i, ts, None if keys is None else keys[i], v, ()) for i, v in enumerate(values)] == \
         decoded(plain)
 
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+@given(stamps=st.lists(st.one_of(st.integers(-1, INT64_MAX), st.sampled_from([-1, 0, INT64_MAX]),
+                                 st.integers(1_700_000_000_000, 1_700_000_100_000)),
+                       min_size=1, max_size=200),
+       keyed=st.booleans(), data=st.data())
+def test_plain_lists_with_a_timestamp_each_take_the_general_encoders_bytes(
+        compression, stamps, keyed, data):
+    """Lists of bytes with a timestamp array of several values (send()'s batches
+    whose records span milliseconds) take the timed plain loop: the same batch
+    as the general loop (forced by explicit offset deltas), byte for byte, with
+    deltas of one to ten varint bytes, negative ones and ones that wrap int64;
+    the batch's base and max timestamps as Kafka's builder sets them."""
+    n = len(stamps)
+    values = data.draw(st.lists(nullable_bytes, min_size=n, max_size=n))
+    keys = data.draw(st.lists(nullable_bytes, min_size=n, max_size=n)) if keyed else None
+    array = np.array(stamps, dtype=np.int64)
+    timed = records.encode_batch(values, keys, array, compression=compression)
+    general = records.encode_batch(values, keys, array, compression=compression,
+                                   offset_deltas=np.arange(n, dtype=np.int32))
+    assert timed == general
+    assert timed == records.encode_batch(values, keys, stamps, compression=compression)
+    assert [r[1] for r in decoded(timed)] == stamps
+    (b,) = list(records.iter_batches(timed))
+    assert (b.base_timestamp, b.max_timestamp) == (stamps[0], max(stamps))
 
 def test_plain_lists_of_many_records_count_offset_deltas_in_three_varint_bytes():
     """Offset deltas past 8,191 take three varint bytes in the plain loop too."""

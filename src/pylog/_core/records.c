@@ -208,14 +208,26 @@ static inline int64_t record_body_size(const pylog_record_input *in, int64_t i, 
     return size;
 }
 
-/* A plain input: values (and keys, if any) are pointer/length columns, one
- * timestamp for all, offset deltas 0..n-1 and no headers: send_batch's and
+/* A plain input: values (and keys, if any) are pointer/length columns,
+ * offset deltas 0..n-1 and no headers: send_batch's, send()'s and
  * encode_batch's common case from lists of bytes. Its loops below have no
- * per-record switch or branch on the input's layout. */
+ * per-record switch or branch on the input's layout. Its timestamps are one
+ * for all (`timestamp_const`, every delta 0) or an int64 array (send()'s
+ * batches whose records span milliseconds): a compile-time flag, `timed`,
+ * picks the loop. */
 static inline int plain_input(const pylog_record_input *in) {
     return in->values.kind == PYLOG_COL_PTRS &&
            (in->keys.kind == PYLOG_COL_PTRS || in->keys.kind == PYLOG_COL_NULL) &&
-           !in->timestamps && !in->offset_deltas && !in->headers.starts;
+           !in->offset_deltas && !in->headers.starts;
+}
+
+/* The largest timestamp of a timed plain input, as the general loop finds it
+ * (Kafka's: from NO_TIMESTAMP up), and its base (the first). */
+static inline int64_t plain_max_timestamp(const pylog_record_input *in) {
+    int64_t max = PYLOG_NO_TIMESTAMP;
+    for (int64_t i = 0; i < in->count; i++)
+        if (in->timestamps[i] > max) max = in->timestamps[i];
+    return max;
 }
 
 /* True when a per-record timestamp array holds one value throughout (what
@@ -240,21 +252,29 @@ static inline const pylog_record_input *with_constant_timestamps(const pylog_rec
     return constant;
 }
 
-/* The body size of record i of a plain input: encode_plain's arithmetic. */
-static inline int64_t plain_body_size(int64_t i, int64_t klen, int64_t vlen) {
-    /* attributes, timestamp delta 0 and header count 0: 1 byte each */
-    return 3 + pylog_varint_size((int32_t)i) +
+/* The body size of record i of a plain input: encode_plain's arithmetic.
+ * `ts_size` is its timestamp delta's varint size (1 for a delta of 0). */
+static inline int64_t plain_body_size(int64_t i, int64_t klen, int64_t vlen, int ts_size) {
+    /* attributes and header count 0: 1 byte each */
+    return 2 + ts_size + pylog_varint_size((int32_t)i) +
            pylog_varint_size((int32_t)(klen < 0 ? -1 : klen)) + (klen > 0 ? klen : 0) +
            pylog_varint_size((int32_t)(vlen < 0 ? -1 : vlen)) + (vlen > 0 ? vlen : 0);
 }
 
-/* pylog_records_size of a plain input. `keyed` is a compile-time constant at each call. */
+static inline int plain_ts_size(const pylog_record_input *in, int timed, int64_t i, int64_t base) {
+    return timed ? pylog_varlong_size(ts_delta(in->timestamps[i], base)) : 1;
+}
+
+/* pylog_records_size of a plain input. `keyed` and `timed` are compile-time
+ * constants at each call; `base` is the base timestamp of a timed input. */
 static inline __attribute__((always_inline)) int64_t size_plain(const pylog_record_input *in,
-                                                                int keyed, pylog_status *st) {
+                                                                int keyed, int timed, int64_t base,
+                                                                pylog_status *st) {
     const int64_t *vl = in->values.lens, *kl = in->keys.lens;
     int64_t total = 0;
     for (int64_t i = 0; i < in->count; i++) {
-        int64_t body = plain_body_size(i, keyed ? kl[i] : -1, vl[i]);
+        int64_t body = plain_body_size(i, keyed ? kl[i] : -1, vl[i],
+                                       plain_ts_size(in, timed, i, base));
         if (body > INT32_MAX) {
             fail(st, PYLOG_ERR_TOO_LARGE, i, body, INT32_MAX, "record");
             return -1;
@@ -271,9 +291,15 @@ int64_t pylog_records_size(const pylog_record_input *in, int64_t *base_ts, int64
     pylog_record_input constant;
     in = with_constant_timestamps(in, &constant);
     if (plain_input(in)) {
+        int keyed = in->keys.kind == PYLOG_COL_PTRS;
+        if (in->timestamps) {
+            *base_ts = n > 0 ? in->timestamps[0] : PYLOG_NO_TIMESTAMP;
+            *max_ts = plain_max_timestamp(in);
+            return keyed ? size_plain(in, 1, 1, *base_ts, st) : size_plain(in, 0, 1, *base_ts, st);
+        }
         *base_ts = n > 0 ? in->timestamp_const : PYLOG_NO_TIMESTAMP;
-        *max_ts = *base_ts;
-        return in->keys.kind == PYLOG_COL_PTRS ? size_plain(in, 1, st) : size_plain(in, 0, st);
+        *max_ts = *base_ts > PYLOG_NO_TIMESTAMP ? *base_ts : PYLOG_NO_TIMESTAMP;
+        return keyed ? size_plain(in, 1, 0, 0, st) : size_plain(in, 0, 0, 0, st);
     }
     int64_t base = n > 0 ? timestamp_of(in, 0) : PYLOG_NO_TIMESTAMP;
     int64_t max = PYLOG_NO_TIMESTAMP;
@@ -331,25 +357,32 @@ static inline char *write_record(const pylog_record_input *in, int64_t i, int64_
     return out;
 }
 
-/* Records of a plain input (timestamp delta 0, no header): the same bytes as
- * write_record's. `keyed` is a compile-time constant at each call. */
+/* Records of a plain input (no header): the same bytes as write_record's.
+ * `keyed` and `timed` are compile-time constants at each call; without
+ * `timed` every timestamp delta is 0, with it they are from `base`. */
 static inline __attribute__((always_inline)) int64_t encode_plain(const pylog_record_input *in,
-                                                                  char *out, int keyed,
-                                                                  pylog_status *st) {
+                                                                  char *out, int keyed, int timed,
+                                                                  int64_t base, pylog_status *st) {
     char *start = out;
     const char *const *vp = in->values.ptrs, *const *kp = in->keys.ptrs;
     const int64_t *vl = in->values.lens, *kl = in->keys.lens;
     for (int64_t i = 0; i < in->count; i++) {
         int64_t klen = keyed ? kl[i] : -1, vlen = vl[i];
-        int64_t body = plain_body_size(i, klen, vlen);
+        int64_t delta = timed ? ts_delta(in->timestamps[i], base) : 0;
+        int64_t body = plain_body_size(i, klen, vlen, timed ? pylog_varlong_size(delta) : 1);
         if (body > INT32_MAX) {
             fail(st, PYLOG_ERR_TOO_LARGE, i, body, INT32_MAX, "record");
             return -1;
         }
         out = pylog_write_varint(out, (int32_t)body);
-        out[0] = 0;
-        out[1] = 0;
-        out = pylog_write_varint(out + 2, (int32_t)i);
+        out[0] = 0;                                     /* attributes */
+        if (timed) {
+            out = pylog_write_varlong(out + 1, delta);
+        } else {
+            out[1] = 0;
+            out += 2;
+        }
+        out = pylog_write_varint(out, (int32_t)i);
         out = put_bytes(out, keyed ? kp[i] : NULL, klen);
         out = put_bytes(out, vp[i], vlen);
         *out++ = 0;
@@ -363,8 +396,11 @@ int64_t pylog_records_write(const pylog_record_input *in, int64_t base_ts, char 
     in = with_constant_timestamps(in, &constant);
     if (plain_input(in)) {
         pylog_status st;        /* pylog_records_size checked every record's size */
-        return in->keys.kind == PYLOG_COL_PTRS ? encode_plain(in, out, 1, &st)
-                                                : encode_plain(in, out, 0, &st);
+        int keyed = in->keys.kind == PYLOG_COL_PTRS;
+        if (in->timestamps)
+            return keyed ? encode_plain(in, out, 1, 1, base_ts, &st)
+                         : encode_plain(in, out, 0, 1, base_ts, &st);
+        return keyed ? encode_plain(in, out, 1, 0, 0, &st) : encode_plain(in, out, 0, 0, 0, &st);
     }
     for (int64_t i = 0; i < in->count; i++)
         out = write_record(in, i, base_ts, record_body_size(in, i, base_ts), out);
@@ -378,11 +414,17 @@ int64_t pylog_records_encode(const pylog_record_input *in, char *out, int64_t *b
     pylog_record_input constant;
     in = with_constant_timestamps(in, &constant);
     if (plain_input(in)) {
+        int keyed = in->keys.kind == PYLOG_COL_PTRS;
         st->code = PYLOG_OK;
+        if (in->timestamps) {
+            *base_ts = n > 0 ? in->timestamps[0] : PYLOG_NO_TIMESTAMP;
+            *max_ts = plain_max_timestamp(in);
+            return keyed ? encode_plain(in, out, 1, 1, *base_ts, st)
+                         : encode_plain(in, out, 0, 1, *base_ts, st);
+        }
         *base_ts = n > 0 ? in->timestamp_const : PYLOG_NO_TIMESTAMP;
-        *max_ts = *base_ts;
-        return in->keys.kind == PYLOG_COL_PTRS ? encode_plain(in, out, 1, st)
-                                                : encode_plain(in, out, 0, st);
+        *max_ts = *base_ts > PYLOG_NO_TIMESTAMP ? *base_ts : PYLOG_NO_TIMESTAMP;
+        return keyed ? encode_plain(in, out, 1, 0, 0, st) : encode_plain(in, out, 0, 0, 0, st);
     }
     int64_t base = n > 0 ? timestamp_of(in, 0) : PYLOG_NO_TIMESTAMP;
     int64_t max = PYLOG_NO_TIMESTAMP;
