@@ -7,15 +7,19 @@ import time
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pylog
 from log_support import all_records
 
 from pylog import Producer, RecordMetadata
+from pylog._core.producer import ProducerBatch
 from pylog.client.partitioner import RoundRobinPartitioner, key_partition, partition_keys
 from pylog.record import encode_batch
 from pylog.errors import (
     ConfigError,
+    InvalidTimestampError,
     KafkaTimeoutError,
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
@@ -457,3 +461,35 @@ def test_idempotent_send_and_send_batch_race_under_back_pressure(store):
     producer.close()
     assert errors == []
     assert len(read_all(store, "race", 0)) == 3000 + 20 * 300
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=300)),
+                                  st.one_of(st.none(), st.binary(max_size=40)),
+                                  st.integers(-1, 2**63 - 1)), min_size=1, max_size=150),
+       compression=st.sampled_from(["none", "lz4", "zstd"]),
+       ids=st.sampled_from([(-1, -1, -1), (7, 3, 2**31 - 5)]),
+       odd=st.sampled_from([None, "bytearray", "headers"]))
+def test_a_sealed_batch_encodes_to_encode_batchs_bytes(records, compression, ids, odd):
+    """The sender encodes its batches in place (ProducerBatch.encode: the record
+    lists and the batch's timestamp array read without copies); the bytes are
+    encode_batch's, also when an item or headers send it down encode_batch."""
+    batch = ProducerBatch("t", 0)
+    for value, key, ts in records:
+        batch.add(bytearray(value) if odd == "bytearray" and value else value, key, ts)
+    if odd == "headers":
+        batch.headers = [[("h", b"x")]] + [None] * (len(records) - 1)
+    pid, epoch, seq = ids
+    batch.base_sequence = seq
+    expected = encode_batch(batch.values, batch.keys, [ts for _, _, ts in records],
+                            batch.headers, compression=compression, producer_id=pid,
+                            producer_epoch=epoch, base_sequence=seq)
+    assert batch.encode(compression, pid, epoch) == expected
+
+
+def test_a_sealed_batch_with_a_bad_timestamp_fails_as_encode_batch_does():
+    batch = ProducerBatch("t", 0)
+    batch.add(b"a", None, 5)
+    batch.add(b"b", None, -7)
+    with pytest.raises(InvalidTimestampError, match=r"timestamps\[1\] = -7 is invalid"):
+        batch.encode("none", -1, -1)

@@ -455,3 +455,70 @@ def encode_control_batch(marker, *, int64_t producer_id, int producer_epoch,
     h.base_sequence = -1
     h.records_count = 1
     return _assemble(&inp, &h, 0, None)
+
+
+cdef _Column _list_column(list items, Py_ssize_t n):
+    """A pointer column read in place from a list of bytes/None (no tuple copy:
+    see _encode_sealed), or None when an item is another type."""
+    cdef _Column c = _Column.__new__(_Column)
+    memset(&c.col, 0, sizeof(pylog_column))
+    c.keep = items
+    c.ptrs = <const char **>PyMem_Malloc(<size_t>(n + 1) * sizeof(char *))
+    c.lens = <int64_t *>PyMem_Malloc(<size_t>(n + 1) * sizeof(int64_t))
+    if c.ptrs == NULL or c.lens == NULL:
+        raise MemoryError()
+    c.col.kind = PYLOG_COL_PTRS
+    c.col.ptrs = c.ptrs
+    c.col.lens = c.lens
+    cdef int64_t data_bytes = 0
+    if pylog_gather_bytes(PySequence_Fast_ITEMS(items), n, c.ptrs, c.lens, &data_bytes) < n:
+        return None
+    c.data_bytes = data_bytes
+    return c
+
+
+def _encode_sealed(list values not None, list keys, uintptr_t timestamps_at, compression,
+                   int64_t producer_id, int producer_epoch, int base_sequence):
+    """encode_batch of a Producer's sealed batch (``_core/producer.pyx``,
+    ProducerBatch): the same bytes, without its copies. ``values`` and
+    ``keys`` (lists of one length; keys None: all null) are read in place, not copied into tuples:
+    nothing changes a sealed batch, and the caller holds it while this runs.
+    Its len(values) timestamps are read at ``timestamps_at``, the batch's own
+    int64 array. Returns None, having done nothing, when an item is not bytes
+    or None (the caller then takes encode_batch, which reads any bytes-like
+    and names what it cannot). Raises as encode_batch does for a timestamp
+    below -1 or a record too large."""
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(values)
+    cdef pylog_record_input inp
+    cdef pylog_batch_header h
+    cdef const int64_t *ts = <const int64_t *>timestamps_at
+    if n == 0 or n > INT32_MAX or (keys is not None and PyList_GET_SIZE(keys) != n) or ts == NULL or \
+            not -32768 <= producer_epoch <= 32767:
+        return None
+    cdef int codec = 0 if compression == "none" else _compression.codec_id(compression)
+    cdef _Column value_col = _list_column(values, n)
+    if value_col is None:
+        return None
+    cdef _Column key_col = _column(None, n, u"keys") if keys is None else _list_column(keys, n)
+    if key_col is None:
+        return None
+    for i in range(n):
+        if ts[i] < -1:                  # NO_TIMESTAMP
+            raise InvalidTimestampError(
+                f"timestamps[{i}] = {ts[i]} is invalid: timestamps are milliseconds since "
+                f"the epoch, >= 0, or -1 for none")
+    memset(&inp, 0, sizeof(inp))
+    memset(&h, 0, sizeof(h))
+    inp.count = n
+    inp.values = value_col.col
+    inp.keys = key_col.col
+    inp.timestamps = ts
+    h.partition_leader_epoch = -1
+    h.attributes = <int16_t>codec       # CreateTime, not transactional
+    h.last_offset_delta = <int32_t>(n - 1)
+    h.producer_id = producer_id
+    h.producer_epoch = <int16_t>producer_epoch
+    h.base_sequence = base_sequence
+    h.records_count = <int32_t>n
+    return _assemble(&inp, &h, codec, None, n * PYLOG_RECORD_MAX_FRAMING + value_col.data_bytes +
+                     key_col.data_bytes)

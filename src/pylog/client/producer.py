@@ -760,8 +760,8 @@ class Producer(ProducerBase):
         return fresh
 
     def _append_run(self, log, run: list[ProducerBatch]):
-        payload = [b.encoded if b.encoded is not None else
-                   self._encode(b.values, b.keys, b.timestamps, b.headers, b.base_sequence)
+        compression, pid, epoch = self._compression, self._producer_id, self._producer_epoch
+        payload = [b.encoded if b.encoded is not None else b.encode(compression, pid, epoch)
                    for b in run]
         return log.append(payload[0] if len(payload) == 1 else b"".join(payload), origin="producer")
 
