@@ -122,6 +122,8 @@ class Pair:
                  b.rolling_based_timestamp, b.bytes_since_index_entry)
             assert a.offset_index.entries == b.offset_index.entries
             assert a.time_index.entries == b.time_index.entries
+        assert {pid: (e.epoch, list(e.batches)) for pid, e in fast.producer_state.producers.items()} \
+            == {pid: (e.epoch, list(e.batches)) for pid, e in slow.producer_state.producers.items()}
 
     def close_and_compare_files(self):
         paths = {fast: log.path for fast, log in self.logs.items()}
@@ -197,6 +199,33 @@ class TestFastPathTaken:
         log.append(records.encode_batch([b"y"], timestamps=T0, producer_id=3, producer_epoch=0,
                                         base_sequence=0))                     # producer state
         assert counted == ["validated", "validated", "validated"]
+        log.close()
+
+    def test_an_idempotent_producers_next_batches_stay_in_c(self, tmp_path, counted):
+        """A known producer's in-sequence batches (one or several an append) are
+        checked and remembered in C; a new producer, a retry, a gap and a new
+        epoch take the Python path, which keeps Kafka's rules."""
+        from pylog.errors import OutOfOrderSequenceError
+
+        def batch(seq, n=2, epoch=0):
+            return records.encode_batch([b"v"] * n, timestamps=T0, producer_id=9,
+                                        producer_epoch=epoch, base_sequence=seq)
+        log = Log(str(tmp_path / "t-0"), {"segment.bytes": 1 << 20})
+        log.append(batch(0))                                  # new producer: Python
+        log.append(batch(2))                                  # C
+        info = log.append(batch(4) + batch(6) + batch(8, 3))  # C, three batches
+        assert (info.first_offset, info.last_offset) == (4, 10)
+        assert counted == ["validated"]
+        entry = log.producer_state.producers[9]
+        assert [(b.first_seq, b.last_seq, b.first_offset, b.last_offset) for b in entry.batches] \
+            == [(0, 1, 0, 1), (2, 3, 2, 3), (4, 5, 4, 5), (6, 7, 6, 7), (8, 10, 8, 10)]
+        retry = log.append(batch(6))                          # a duplicate: Python
+        assert (retry.first_offset, retry.last_offset, retry.size) == (6, 7, 0)
+        with pytest.raises(OutOfOrderSequenceError):
+            log.append(batch(20))                             # a gap: Python
+        log.append(batch(0, epoch=1))                         # a new epoch: Python
+        assert counted == ["validated"] * 4
+        assert log.log_end_offset == 13
         log.close()
 
     def test_closed_and_legacy_go_to_python_errors(self, tmp_path, counted):

@@ -10,8 +10,8 @@
 # which log.py's Log and segment.py's LogSegment subclass: C fields, where an
 # attribute lookup cost ~125 instructions). It hands anything else back to the
 # Python path, before writing anything: a closed or offline log, a coordinator
-# append, magic 0/1 batches, producer ids (the producer state), a roll, a
-# flush.messages flush, write-behind. Both paths produce the same bytes,
+# append, magic 0/1 batches, producer ids other than the common case (see
+# _in_sequence), a roll, a flush.messages flush, write-behind. Both paths produce the same bytes,
 # offsets, indexes and counters (tests/storage/test_fast_append.py appends the
 # same batches through both and compares files, indexes, results and state).
 
@@ -20,16 +20,19 @@ from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 cdef object _AppendInfo = None       # pylog.storage.info.AppendInfo (set by configure_fast_append)
 cdef object _wall_clock = None       # the Log's default clock, read here without a Python call
 cdef dict _target_codecs = {}        # log_validator.TARGET_CODECS
+cdef object _BatchMetadata = None    # pylog.storage.producer_state.BatchMetadata
 
 
-def configure_fast_append(append_info, wall_clock, dict target_codecs):
+def configure_fast_append(append_info, wall_clock, dict target_codecs, batch_metadata):
     """Called once by pylog.storage.log: the result type, the clock that
-    append_fast may replace by clock_gettime(CLOCK_REALTIME) in ms, and
-    compression.type -> the codec stored batches must have."""
-    global _AppendInfo, _wall_clock, _target_codecs
+    append_fast may replace by clock_gettime(CLOCK_REALTIME) in ms,
+    compression.type -> the codec stored batches must have, and the producer
+    table's record of a batch (a NamedTuple)."""
+    global _AppendInfo, _wall_clock, _target_codecs, _BatchMetadata
     _AppendInfo = append_info
     _wall_clock = wall_clock
     _target_codecs = target_codecs
+    _BatchMetadata = batch_metadata
 
 
 # ---------------------------------------------- the state an append touches
@@ -167,6 +170,58 @@ cdef inline int64_t _wall_ms() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
+DEF SEQUENCE_SPACE = 2147483648      # sequences wrap at int32 max (producer_state._last_seq)
+
+
+cdef object _in_sequence(object producers, PreparedAppend p):
+    """The producer table's entry of the batches of `p` when they are an
+    idempotent producer's next batches, in the common case only: every batch
+    carries one producer id and epoch, that producer is known at that epoch,
+    the first batch's sequence follows its last and each batch follows the one
+    before, and none repeats one of the batches it remembers (a retry). Else
+    None, and the Python path (ProducerStateManager.check_append) decides:
+    a new producer or epoch, a duplicate, a gap, a mixed append. Changes
+    nothing; producer_state.py keeps the rules and the table."""
+    cdef pylog_append_batch *b = &p.batches[0]
+    cdef int64_t pid = b.producer_id, i
+    cdef int epoch = b.producer_epoch
+    cdef int64_t first, last
+    entry = producers.get(pid)
+    if entry is None or entry.epoch != epoch:
+        return None
+    remembered = entry.batches
+    if not remembered:
+        return None
+    last = remembered[-1].last_seq
+    for i in range(p.count):
+        b = &p.batches[i]
+        if b.producer_id != pid or b.producer_epoch != epoch or b.base_sequence < 0:
+            return None
+        first = b.base_sequence
+        if first != (last + 1) % SEQUENCE_SPACE:
+            return None
+        last = (first + b.records - 1) % SEQUENCE_SPACE
+        for old in remembered:
+            if old.first_seq == first and old.last_seq == last:
+                return None
+    return entry
+
+
+cdef int _remember_batches(object entry, PreparedAppend p) except -1:
+    """ProducerStateManager.update for each batch of `p` (written), into the
+    entry _in_sequence returned: BatchMetadata built by tuple's tp_new."""
+    cdef pylog_append_batch *b
+    cdef int64_t i
+    remember = entry.batches.append
+    for i in range(p.count):
+        b = &p.batches[i]
+        fields = (b.base_sequence, (b.base_sequence + b.records - 1) % SEQUENCE_SPACE,
+                  b.base_offset, b.last_offset, b.max_timestamp)
+        args = (fields,)
+        remember((<PyTypeObject *>tuple).tp_new(<type>_BatchMetadata, <PyObject *>args, NULL))
+    return 0
+
+
 def append_fast(LogState log, batches, str origin):
     """Appends `batches` to `log` as Log.append does, with the log's lock held by
     the caller. Returns an AppendInfo (written, indexed, counted; its `flushed`
@@ -210,7 +265,7 @@ def append_fast(LogState log, batches, str origin):
         if "magic" in str(exc):
             return None                   # magic 0/1: the Python path up-converts
         raise
-    if p.has_producer_ids or p.size > lim.segment_bytes:
+    if p.size > lim.segment_bytes:
         return (p, now)
 
     # -- the active segment takes it without a roll
@@ -225,6 +280,11 @@ def append_fast(LogState log, batches, str origin):
     cdef int64_t unflushed = log._unflushed_records
     if unflushed + p.records >= lim.flush_messages:
         return (p, now)                   # a write with its fdatasync: the Python path times it
+    entry = None
+    if p.has_producer_ids:
+        entry = _in_sequence(log.producer_state.producers, p)
+        if entry is None:
+            return (p, now)
     try:
         _segment_append(segment, lf_obj, oi_obj, ti_obj, log.engine, p, lim.index_interval, False)
     except OSError as exc:
@@ -236,6 +296,8 @@ def append_fast(LogState log, batches, str origin):
     log._unflushed_records = unflushed + p.records
     log.records_appended = <int64_t>log.records_appended + p.records
     log.bytes_appended = <int64_t>log.bytes_appended + p.size
+    if entry is not None:
+        _remember_batches(entry, p)
     cdef bint flush = now - <int64_t>log._last_flush_ms >= lim.flush_ms
     # AppendInfo is a namedtuple: tuple's tp_new fills it without a Python call.
     fields = (p.first_offset, p.last_offset, p.max_timestamp, p.offset_of_max_timestamp,

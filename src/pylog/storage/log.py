@@ -57,7 +57,7 @@ from .log_loader import (
     write_log_state,
 )
 from .log_validator import TARGET_CODECS, validate_append
-from .producer_state import ProducerStateManager
+from .producer_state import BatchMetadata, ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
 from .segment import LogSegment
 
@@ -98,7 +98,7 @@ _now_ms = wall_clock_ms
 # Log.append's common case runs in one C call (storage_fastappend.pxi); the rest,
 # and everything when this is False (tests compare both), runs in Log._append_locked.
 FAST_APPEND = True
-configure_fast_append(AppendInfo, _now_ms, TARGET_CODECS)
+configure_fast_append(AppendInfo, _now_ms, TARGET_CODECS, BatchMetadata)
 
 
 class Log(LogState):
