@@ -460,16 +460,7 @@ def encode_control_batch(marker, *, int64_t producer_id, int producer_epoch,
 cdef _Column _list_column(list items, Py_ssize_t n):
     """A pointer column read in place from a list of bytes/None (no tuple copy:
     see _encode_sealed), or None when an item is another type."""
-    cdef _Column c = _Column.__new__(_Column)
-    memset(&c.col, 0, sizeof(pylog_column))
-    c.keep = items
-    c.ptrs = <const char **>PyMem_Malloc(<size_t>(n + 1) * sizeof(char *))
-    c.lens = <int64_t *>PyMem_Malloc(<size_t>(n + 1) * sizeof(int64_t))
-    if c.ptrs == NULL or c.lens == NULL:
-        raise MemoryError()
-    c.col.kind = PYLOG_COL_PTRS
-    c.col.ptrs = c.ptrs
-    c.col.lens = c.lens
+    cdef _Column c = _pointer_column(items, n)
     cdef int64_t data_bytes = 0
     if pylog_gather_bytes(PySequence_Fast_ITEMS(items), n, c.ptrs, c.lens, &data_bytes) < n:
         return None
@@ -488,7 +479,7 @@ def _encode_sealed(list values not None, list keys, uintptr_t timestamps_at, com
     or None (the caller then takes encode_batch, which reads any bytes-like
     and names what it cannot). Raises as encode_batch does for a timestamp
     below -1 or a record too large."""
-    cdef Py_ssize_t i, n = PyList_GET_SIZE(values)
+    cdef Py_ssize_t n = PyList_GET_SIZE(values)
     cdef pylog_record_input inp
     cdef pylog_batch_header h
     cdef const int64_t *ts = <const int64_t *>timestamps_at
@@ -502,11 +493,7 @@ def _encode_sealed(list values not None, list keys, uintptr_t timestamps_at, com
     cdef _Column key_col = _column(None, n, u"keys") if keys is None else _list_column(keys, n)
     if key_col is None:
         return None
-    for i in range(n):
-        if ts[i] < -1:                  # NO_TIMESTAMP
-            raise InvalidTimestampError(
-                f"timestamps[{i}] = {ts[i]} is invalid: timestamps are milliseconds since "
-                f"the epoch, >= 0, or -1 for none")
+    _check_timestamps(ts, n)
     memset(&inp, 0, sizeof(inp))
     memset(&h, 0, sizeof(h))
     inp.count = n

@@ -112,9 +112,10 @@ cdef _Column _arrow_column(_Column c, object arr, Py_ssize_t n, str name):
     return c
 
 
-cdef _Column _pointer_column(tuple keep, Py_ssize_t n):
+cdef _Column _pointer_column(object keep, Py_ssize_t n):
     """A column of n pointer/length entries (PYLOG_COL_PTRS) for the caller to
-    fill; `keep` holds the items alive while the encoder reads them."""
+    fill; `keep` (a tuple, or a list nothing changes) holds the items alive
+    while the encoder reads them."""
     cdef _Column c = _Column.__new__(_Column)
     memset(&c.col, 0, sizeof(pylog_column))
     c.keep = keep
@@ -283,15 +284,22 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
     view = arr
     cdef Py_ssize_t i
     if check:
-        # A C loop, not arr.min(): numpy's reduction costs microseconds and
-        # drops and retakes the GIL, a convoy when threads encode at once.
-        for i in range(n):
-            if view[i] < -1:            # NO_TIMESTAMP
-                raise InvalidTimestampError(
-                    f"timestamps[{i}] = {view[i]} is invalid: timestamps are milliseconds since "
-                    f"the epoch, >= 0, or -1 for none")
+        _check_timestamps(&view[0], n)
     inp.timestamps = &view[0]
     return arr
+
+
+cdef int _check_timestamps(const int64_t *ts, Py_ssize_t n) except -1:
+    """Refuses a timestamp below -1 (NO_TIMESTAMP), naming the first. A C loop,
+    not arr.min(): numpy's reduction costs microseconds and drops and retakes
+    the GIL, a convoy when threads encode at once."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if ts[i] < -1:
+            raise InvalidTimestampError(
+                f"timestamps[{i}] = {ts[i]} is invalid: timestamps are milliseconds since "
+                f"the epoch, >= 0, or -1 for none")
+    return 0
 
 
 cdef object _list_timestamps(list timestamps, Py_ssize_t n, pylog_record_input *inp, bint check):
@@ -308,10 +316,8 @@ cdef object _list_timestamps(list timestamps, Py_ssize_t n, pylog_record_input *
         # long is int64 on Linux; PyLong_AsLongLong takes CPython's slow path
         # for multi-digit ints. OverflowError past int64.
         view[i] = PyLong_AsLong(<object>item)
-        if check and view[i] < -1:                      # NO_TIMESTAMP
-            raise InvalidTimestampError(
-                f"timestamps[{i}] = {view[i]} is invalid: timestamps are milliseconds since "
-                f"the epoch, >= 0, or -1 for none")
+    if check:
+        _check_timestamps(&view[0], n)
     inp.timestamps = &view[0]
     return arr
 

@@ -221,13 +221,23 @@ static inline int plain_input(const pylog_record_input *in) {
            !in->offset_deltas && !in->headers.starts;
 }
 
-/* The largest timestamp of a timed plain input, as the general loop finds it
- * (Kafka's: from NO_TIMESTAMP up), and its base (the first). */
-static inline int64_t plain_max_timestamp(const pylog_record_input *in) {
-    int64_t max = PYLOG_NO_TIMESTAMP;
-    for (int64_t i = 0; i < in->count; i++)
-        if (in->timestamps[i] > max) max = in->timestamps[i];
-    return max;
+/* A plain input's base timestamp (its first, or its constant) and largest
+ * one, as the general loop finds it (Kafka's: from NO_TIMESTAMP up). */
+static inline void plain_timestamps(const pylog_record_input *in, int64_t *base, int64_t *max) {
+    int64_t n = in->count, top = PYLOG_NO_TIMESTAMP;
+    if (n == 0) {
+        *base = *max = PYLOG_NO_TIMESTAMP;
+        return;
+    }
+    if (!in->timestamps) {
+        *base = in->timestamp_const;
+        *max = in->timestamp_const > top ? in->timestamp_const : top;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (in->timestamps[i] > top) top = in->timestamps[i];
+    *base = in->timestamps[0];
+    *max = top;
 }
 
 /* True when a per-record timestamp array holds one value throughout (what
@@ -284,6 +294,14 @@ static inline __attribute__((always_inline)) int64_t size_plain(const pylog_reco
     return total;
 }
 
+/* size_plain with its compile-time flags picked from the input. */
+static int64_t size_plain_any(const pylog_record_input *in, int64_t base, pylog_status *st) {
+    int keyed = in->keys.kind == PYLOG_COL_PTRS;
+    if (in->timestamps)
+        return keyed ? size_plain(in, 1, 1, base, st) : size_plain(in, 0, 1, base, st);
+    return keyed ? size_plain(in, 1, 0, 0, st) : size_plain(in, 0, 0, 0, st);
+}
+
 int64_t pylog_records_size(const pylog_record_input *in, int64_t *base_ts, int64_t *max_ts,
                            pylog_status *st) {
     st->code = PYLOG_OK;
@@ -291,15 +309,8 @@ int64_t pylog_records_size(const pylog_record_input *in, int64_t *base_ts, int64
     pylog_record_input constant;
     in = with_constant_timestamps(in, &constant);
     if (plain_input(in)) {
-        int keyed = in->keys.kind == PYLOG_COL_PTRS;
-        if (in->timestamps) {
-            *base_ts = n > 0 ? in->timestamps[0] : PYLOG_NO_TIMESTAMP;
-            *max_ts = plain_max_timestamp(in);
-            return keyed ? size_plain(in, 1, 1, *base_ts, st) : size_plain(in, 0, 1, *base_ts, st);
-        }
-        *base_ts = n > 0 ? in->timestamp_const : PYLOG_NO_TIMESTAMP;
-        *max_ts = *base_ts > PYLOG_NO_TIMESTAMP ? *base_ts : PYLOG_NO_TIMESTAMP;
-        return keyed ? size_plain(in, 1, 0, 0, st) : size_plain(in, 0, 0, 0, st);
+        plain_timestamps(in, base_ts, max_ts);
+        return size_plain_any(in, *base_ts, st);
     }
     int64_t base = n > 0 ? timestamp_of(in, 0) : PYLOG_NO_TIMESTAMP;
     int64_t max = PYLOG_NO_TIMESTAMP;
@@ -390,17 +401,22 @@ static inline __attribute__((always_inline)) int64_t encode_plain(const pylog_re
     return out - start;
 }
 
+/* encode_plain with its compile-time flags picked from the input. */
+static int64_t encode_plain_any(const pylog_record_input *in, char *out, int64_t base,
+                                pylog_status *st) {
+    int keyed = in->keys.kind == PYLOG_COL_PTRS;
+    if (in->timestamps)
+        return keyed ? encode_plain(in, out, 1, 1, base, st) : encode_plain(in, out, 0, 1, base, st);
+    return keyed ? encode_plain(in, out, 1, 0, 0, st) : encode_plain(in, out, 0, 0, 0, st);
+}
+
 int64_t pylog_records_write(const pylog_record_input *in, int64_t base_ts, char *out) {
     char *start = out;
     pylog_record_input constant;
     in = with_constant_timestamps(in, &constant);
     if (plain_input(in)) {
         pylog_status st;        /* pylog_records_size checked every record's size */
-        int keyed = in->keys.kind == PYLOG_COL_PTRS;
-        if (in->timestamps)
-            return keyed ? encode_plain(in, out, 1, 1, base_ts, &st)
-                         : encode_plain(in, out, 0, 1, base_ts, &st);
-        return keyed ? encode_plain(in, out, 1, 0, 0, &st) : encode_plain(in, out, 0, 0, 0, &st);
+        return encode_plain_any(in, out, base_ts, &st);
     }
     for (int64_t i = 0; i < in->count; i++)
         out = write_record(in, i, base_ts, record_body_size(in, i, base_ts), out);
@@ -414,17 +430,9 @@ int64_t pylog_records_encode(const pylog_record_input *in, char *out, int64_t *b
     pylog_record_input constant;
     in = with_constant_timestamps(in, &constant);
     if (plain_input(in)) {
-        int keyed = in->keys.kind == PYLOG_COL_PTRS;
         st->code = PYLOG_OK;
-        if (in->timestamps) {
-            *base_ts = n > 0 ? in->timestamps[0] : PYLOG_NO_TIMESTAMP;
-            *max_ts = plain_max_timestamp(in);
-            return keyed ? encode_plain(in, out, 1, 1, *base_ts, st)
-                         : encode_plain(in, out, 0, 1, *base_ts, st);
-        }
-        *base_ts = n > 0 ? in->timestamp_const : PYLOG_NO_TIMESTAMP;
-        *max_ts = *base_ts > PYLOG_NO_TIMESTAMP ? *base_ts : PYLOG_NO_TIMESTAMP;
-        return keyed ? encode_plain(in, out, 1, 0, 0, st) : encode_plain(in, out, 0, 0, 0, st);
+        plain_timestamps(in, base_ts, max_ts);
+        return encode_plain_any(in, out, *base_ts, st);
     }
     int64_t base = n > 0 ? timestamp_of(in, 0) : PYLOG_NO_TIMESTAMP;
     int64_t max = PYLOG_NO_TIMESTAMP;

@@ -632,8 +632,9 @@ class Producer(ProducerBase):
             with self._lock:
                 self._error = exc
                 self._done.notify_all()
-                self._synced.notify_all()
-                self._unsynced.append(None)         # the flusher finishes what it has
+                if self._flusher is not None:
+                    self._unsynced.append(None)     # the flusher finishes what it has
+                    self._synced.notify_all()
             raise
 
     def _hand_to_flusher(self, appended: list, upto: int | None) -> None:
