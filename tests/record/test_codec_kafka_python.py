@@ -175,6 +175,25 @@ class TestByteIdentical:
         """With kafka-python's header choices (leader epoch 0), pylog writes the same bytes."""
         assert kafka_v2(recs) == pylog_v2(recs, partition_leader_epoch=0)
 
+    @pytest.mark.parametrize("key_len,value_len,count,stamped", [
+        (63, 63, 1, False), (64, 64, 1, True), (8191, 8191, 1, True), (8192, 8192, 1, False),
+        (None, 64, 64, True), (None, 100, 1000, False), (None, 100, 1000, True),
+        (3, 97, 1300, True), (0, 0, 129, False), (None, None, 65, True)])
+    def test_bytes_identical_where_the_size_bound_is_tightest(self, key_len, value_len, count,
+                                                              stamped):
+        """Records whose lengths sit at a varint's edge, and batches either side of
+        the one-pass limit (1,000 records of 100 B now fit its bound): pylog
+        encodes into an output sized by pylog_records_bound, which is exact for
+        one record; any byte past it would be a SystemError."""
+        key = None if key_len is None else b"k" * key_len
+        value = None if value_len is None else b"v" * value_len
+        stamps = [1_700_000_000_000 + (i * 997 if stamped else 0) for i in range(count)]
+        recs = [(key, value, [], ts) for ts in stamps]
+        keys = None if key is None else [key] * count
+        pylog = records.encode_batch([value] * count, keys, stamps if stamped else stamps[0],
+                                     partition_leader_epoch=0)
+        assert pylog == kafka_v2(recs)
+
     def test_identical_with_producer_state(self):
         """Producer id, epoch, sequence and the transactional bit land in the same bytes."""
         recs = [(b"k", b"v%d" % i, [("h", None)], 1_700_000_000_000 + i) for i in range(10)]

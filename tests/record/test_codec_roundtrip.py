@@ -577,3 +577,52 @@ class TestArrowMemory:
         empty = records.decode_arrow(b"", timestamp_type=True)
         empty.validate(full=True)
         assert (0, 6) == (empty.num_rows, empty.num_columns)
+
+
+@pytest.mark.parametrize("make", [
+    lambda ts: np.asarray(ts, dtype=">i8"),                    # big-endian: converted
+    lambda ts: np.repeat(np.asarray(ts, dtype=np.int64), 2)[::2],   # strided: copied
+    lambda ts: np.asarray(ts, dtype=np.uint64),
+    lambda ts: np.asarray(ts, dtype=np.float64),
+    lambda ts: np.asarray(ts, dtype=np.int64).reshape(1, -1)[0],
+])
+def test_every_numpy_timestamp_array_encodes_as_a_native_int64_array(make):
+    """A contiguous native int64 ndarray is read through its buffer; any other
+    array (byte order, stride, dtype) is converted first: the same bytes."""
+    stamps = [1_700_000_000_000, 5, 1_700_000_000_007, 0]
+    values = [b"a", b"b", b"c", b"d"]
+    want = records.encode_batch(values, None, list(stamps))
+    arr = make(stamps)
+    assert records.encode_batch(values, None, arr) == want
+    readonly = np.asarray(stamps, dtype=np.int64)
+    readonly.flags.writeable = False
+    assert records.encode_batch(values, None, readonly) == want
+
+
+def test_a_native_int64_array_names_a_bad_timestamp_and_its_length():
+    values = [b"a", b"b", b"c"]
+    with pytest.raises(InvalidTimestampError, match=r"timestamps\[2\] = -5 is invalid"):
+        records.encode_batch(values, None, np.array([1, 2, -5], dtype=np.int64))
+    with pytest.raises(ValueError, match="shape"):
+        records.encode_batch(values, None, np.array([1, 2], dtype=np.int64))
+    with pytest.raises(ValueError, match="shape"):
+        records.encode_batch(values, None, np.zeros((3, 1), dtype=np.int64))
+
+
+def test_a_list_column_is_kept_alive_and_released_whatever_its_items():
+    """A list is copied into a tuple and gathered in one pass: bytes-likes after
+    the first non-bytes item are still gathered, and every reference taken is
+    given back."""
+    import sys
+
+    items = [b"x" * 10, None, bytearray(b"yy"), b"z", memoryview(b"w" * 3)]
+    counts = [sys.getrefcount(i) for i in items]
+    batch = records.encode_batch(items, items[::-1], 9)
+    assert [sys.getrefcount(i) for i in items] == counts
+    assert [(r[2], r[3]) for r in decoded(batch)] == [
+        (None if k is None else bytes(k), None if v is None else bytes(v))
+        for k, v in zip(items[::-1], items)]
+    with pytest.raises(TypeError, match=r"values\[2\] is a int"):
+        records.encode_batch([b"a", b"b", 3, b"c"])
+    with pytest.raises(ValueError, match="keys has 2 entries but there are 3 records"):
+        records.encode_batch([b"a", b"b", b"c"], [b"k", b"k"])

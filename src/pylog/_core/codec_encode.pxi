@@ -45,6 +45,8 @@ cdef bytes _encode_into_bound(pylog_record_input *inp, pylog_batch_header *h, in
         Py_DECREF(<object>raw)
         raise MessageTooLargeError(
             f"record {st.position} encodes to {st.value} bytes, more than Kafka's int32 limit")
+    if written > bound:             # a broken bound (pylog_records_bound): never expected
+        raise SystemError(f"encoded {written} record bytes into a bound of {bound}")
     h.base_timestamp = base_ts
     h.max_timestamp = max_ts
     if head + written != head + bound and _bytes_resize(&raw, head + written) < 0:
@@ -239,8 +241,8 @@ cdef bytes _encode_batch(values, keys, timestamps, headers, int64_t base_offset,
     h.producer_epoch = <int16_t>producer_epoch
     h.base_sequence = base_sequence
     h.records_count = <int32_t>n
-    cdef int64_t bound = n * PYLOG_RECORD_MAX_FRAMING + value_col.data_bytes + \
-        key_col.data_bytes + header_col.data_bytes
+    cdef int64_t bound = pylog_records_bound(&inp, key_col.data_bytes, value_col.data_bytes,
+                                             header_col.data_bytes)
     return _assemble(&inp, &h, codec, compression_level, bound)
 
 
@@ -407,8 +409,8 @@ cdef bytes _group_batch(_Column value_col, _Column key_col, Py_ssize_t start, Py
     h.producer_epoch = <int16_t>producer_epoch
     h.base_sequence = base_sequence
     h.records_count = <int32_t>count
-    cdef int64_t bound = count * PYLOG_RECORD_MAX_FRAMING + \
-        _span_bytes(value_col, start, count) + _span_bytes(key_col, start, count)
+    cdef int64_t bound = pylog_records_bound(&inp, _span_bytes(key_col, start, count),
+                                             _span_bytes(value_col, start, count), 0)
     return _assemble(&inp, &h, codec, None, bound)
 
 
@@ -507,5 +509,5 @@ def _encode_sealed(list values not None, list keys, uintptr_t timestamps_at, com
     h.producer_epoch = <int16_t>producer_epoch
     h.base_sequence = base_sequence
     h.records_count = <int32_t>n
-    return _assemble(&inp, &h, codec, None, n * PYLOG_RECORD_MAX_FRAMING + value_col.data_bytes +
-                     key_col.data_bytes)
+    return _assemble(&inp, &h, codec, None,
+                     pylog_records_bound(&inp, key_col.data_bytes, value_col.data_bytes, 0))

@@ -9,6 +9,8 @@
 cdef extern from "gather.h" nogil:
     Py_ssize_t pylog_gather_bytes(PyObject **items, Py_ssize_t n, const char **ptrs,
                                   int64_t *lens, int64_t *data_bytes)
+    Py_ssize_t pylog_gather_bytes_keep(PyObject **items, Py_ssize_t n, PyObject *keep,
+                                       const char **ptrs, int64_t *lens, int64_t *data_bytes)
 
 cdef extern from "Python.h":
     PyObject **PySequence_Fast_ITEMS(object)
@@ -139,37 +141,38 @@ cdef _Column _column(object obj, Py_ssize_t n, str name):
     if obj is None:
         c.col.kind = PYLOG_COL_NULL
         return c
-    if isinstance(obj, _pa.ChunkedArray):
-        obj = obj.combine_chunks()
-    if isinstance(obj, _pa.Array):
-        return _arrow_column(c, obj, n, name)
-    seq = obj if type(obj) is tuple else tuple(obj)
-    if PyTuple_GET_SIZE(seq) != n:
-        raise ValueError(f"{name} has {PyTuple_GET_SIZE(seq)} entries but there are {n} records")
-    c = _pointer_column(seq, n)
     cdef int64_t data_bytes = 0
     cdef Py_ssize_t done
-    cdef PyObject **items = PySequence_Fast_ITEMS(seq)
     # bytes and None items in one C loop (gather.h); anything else item by item.
     # The loop could run without the GIL, but on a 2-vCPU VM releasing it here
     # measured slower at 1 and 2 threads (1,000 items of 100 B: 52 vs 60 M
     # records/s alone, 52 vs 57 with two threads): a GIL handoff costs more
     # than the loop (bench/RESULTS.md, "Many cores").
-    done = pylog_gather_bytes(items, n, c.ptrs, c.lens, &data_bytes)
+    if type(obj) is list:
+        # The common input first: no lookups of pyarrow's types, whose
+        # reference counts two threads encoding at once would both write.
+        if PyList_GET_SIZE(obj) != n:
+            raise ValueError(f"{name} has {PyList_GET_SIZE(obj)} entries but there are {n} records")
+        seq = _tuple_new(n)
+        c = _pointer_column(seq, n)
+        done = pylog_gather_bytes_keep(PySequence_Fast_ITEMS(obj), n, <PyObject *>seq, c.ptrs,
+                                       c.lens, &data_bytes)
+    else:
+        if isinstance(obj, _pa.ChunkedArray):
+            obj = obj.combine_chunks()
+        if isinstance(obj, _pa.Array):
+            return _arrow_column(c, obj, n, name)
+        seq = obj if type(obj) is tuple else tuple(obj)
+        if PyTuple_GET_SIZE(seq) != n:
+            raise ValueError(f"{name} has {PyTuple_GET_SIZE(seq)} entries but there are {n} records")
+        c = _pointer_column(seq, n)
+        done = pylog_gather_bytes(PySequence_Fast_ITEMS(seq), n, c.ptrs, c.lens, &data_bytes)
     for i in range(done, n):
         _bytes_like(<object>PyTuple_GET_ITEM(seq, i), c.views, &c.ptrs[i], &c.lens[i], name, i)
         if c.lens[i] > 0:
             data_bytes += c.lens[i]
     c.data_bytes = data_bytes
     return c
-
-
-cdef Py_ssize_t _count(object values) except -1:
-    if values is None:
-        raise TypeError("values must be a sequence of bytes-like/None or an Arrow array, not None")
-    if isinstance(values, (_pa.Array, _pa.ChunkedArray)):
-        return len(values)
-    return len(values)
 
 
 @cython.final
@@ -274,6 +277,10 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
         # A list of ints (a send_batch or encode_batch caller's column): one C
         # loop, where numpy's conversion of a list costs ~60 ns an item.
         return _list_timestamps(<list>timestamps, n, inp, check)
+    if type(timestamps) is _ndarray and n and _native_int64(timestamps, n, inp):
+        if check:
+            _check_timestamps(inp.timestamps, n)
+        return timestamps
     arr = _np.ascontiguousarray(timestamps, dtype=_np.int64)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"timestamps has shape {arr.shape} but there are {n} records")
@@ -287,6 +294,32 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
         _check_timestamps(&view[0], n)
     inp.timestamps = &view[0]
     return arr
+
+
+cdef object _ndarray = _np.ndarray
+
+
+cdef bint _native_int64(object arr, Py_ssize_t n, pylog_record_input *inp) except -1:
+    """Points inp's timestamps at an ndarray's own n native int64s, when it is
+    one contiguous dimension of them, through its buffer (numpy's
+    ascontiguousarray and a typed memoryview cost ~1 us of attribute lookups
+    and calls a call, on objects two encoding threads share). False: any
+    other array, for ascontiguousarray. The caller keeps `arr` referenced, as
+    a memoryview on the same array would (an array referenced elsewhere
+    cannot be resized)."""
+    cdef Py_buffer view
+    cdef bint native
+    try:
+        PyObject_GetBuffer(arr, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except (BufferError, ValueError):
+        return False                    # not contiguous (numpy raises ValueError)
+    native = view.ndim == 1 and view.itemsize == 8 and view.len == n * 8 and \
+        view.format != NULL and view.format[0] in (b'@', b'=', b'<', b'l', b'q') and \
+        view.format[len(view.format) - 1] in (b'l', b'q')
+    if native:
+        inp.timestamps = <const int64_t *>view.buf
+    PyBuffer_Release(&view)
+    return native
 
 
 cdef int _check_timestamps(const int64_t *ts, Py_ssize_t n) except -1:

@@ -37,6 +37,37 @@ static inline Py_ssize_t pylog_gather_bytes(PyObject *const *items, Py_ssize_t n
     return i;
 }
 
+/* pylog_gather_bytes over a list's items, copying each into `keep` (a new
+ * tuple of n empty slots, given a new reference to every item) in the same
+ * pass: the tuple keeps the items alive while the encoder reads them without
+ * the GIL, and a copy followed by a gather read every item twice. Every slot
+ * is filled; the gather stops at the first item that is not bytes or None. */
+static inline Py_ssize_t pylog_gather_bytes_keep(PyObject *const *items, Py_ssize_t n,
+                                                 PyObject *keep, const char **ptrs,
+                                                 int64_t *lens, int64_t *data_bytes) {
+    int64_t total = 0;
+    Py_ssize_t done = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = items[i];
+        Py_INCREF(o);
+        PyTuple_SET_ITEM(keep, i, o);
+        if (done < n) {
+            continue;                   /* past the first other item: only kept */
+        } else if (o == Py_None) {
+            ptrs[i] = NULL;
+            lens[i] = -1;
+        } else if (Py_IS_TYPE(o, &PyBytes_Type)) {
+            ptrs[i] = PyBytes_AS_STRING(o);
+            lens[i] = PyBytes_GET_SIZE(o);
+            total += lens[i];
+        } else {
+            done = i;
+        }
+    }
+    *data_bytes = total;
+    return done;
+}
+
 /* send_batch's planning pass over a call's columns of bytes/None: each
  * record's key + value bytes plus `overhead` into sizes[i], and, with keys
  * and num_partitions > 0, the partition Kafka's default partitioner picks

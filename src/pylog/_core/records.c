@@ -423,6 +423,25 @@ int64_t pylog_records_write(const pylog_record_input *in, int64_t base_ts, char 
     return out - start;
 }
 
+/* The bytes of the zigzag varint of an int32 field whose value lies in
+ * [-1, v] (a length, a count, an offset delta): v's, at most 5. */
+static inline int64_t field_varint_bound(int64_t v) {
+    return v > INT32_MAX ? 5 : pylog_varint_size((int32_t)(v < 1 ? 1 : v));
+}
+
+int64_t pylog_records_bound(const pylog_record_input *in, int64_t key_bytes, int64_t value_bytes,
+                            int64_t header_bytes) {
+    int64_t data = key_bytes + value_bytes + header_bytes;
+    int64_t framing = 1                                             /* attributes */
+        + (in->timestamps ? 10 : 1)                                 /* timestamp delta */
+        + (in->offset_deltas ? 5 : field_varint_bound(in->count - 1))
+        + (in->keys.kind == PYLOG_COL_NULL ? 1 : field_varint_bound(key_bytes))
+        + field_varint_bound(value_bytes)
+        + (in->headers.starts ? 5 : 1);                             /* header count */
+    /* A record's body is at most its framing plus every byte of the input. */
+    return in->count * (field_varint_bound(framing + data) + framing) + data;
+}
+
 int64_t pylog_records_encode(const pylog_record_input *in, char *out, int64_t *base_ts,
                              int64_t *max_ts, pylog_status *st) {
     char *start = out;

@@ -121,6 +121,8 @@ cdef extern from "records.h" nogil:
     int64_t pylog_records_write(const pylog_record_input *inp, int64_t base_ts, char *out)
     int64_t pylog_records_encode(const pylog_record_input *inp, char *out, int64_t *base_ts,
                                  int64_t *max_ts, pylog_status *st)
+    int64_t pylog_records_bound(const pylog_record_input *inp, int64_t key_bytes,
+                                int64_t value_bytes, int64_t header_bytes)
     enum: PYLOG_RECORD_MAX_FRAMING
     enum: PYLOG_HEADER_MAX_FRAMING
 
