@@ -18,21 +18,25 @@
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
 cdef object _AppendInfo = None       # pylog.storage.info.AppendInfo (set by configure_fast_append)
+cdef dict _log_module = {}           # pylog.storage.log's globals: its FAST_APPEND switch
 cdef object _wall_clock = None       # the Log's default clock, read here without a Python call
 cdef dict _target_codecs = {}        # log_validator.TARGET_CODECS
 cdef object _BatchMetadata = None    # pylog.storage.producer_state.BatchMetadata
 
 
-def configure_fast_append(append_info, wall_clock, dict target_codecs, batch_metadata):
+def configure_fast_append(append_info, wall_clock, dict target_codecs, batch_metadata,
+                          dict log_module):
     """Called once by pylog.storage.log: the result type, the clock that
     append_fast may replace by clock_gettime(CLOCK_REALTIME) in ms,
-    compression.type -> the codec stored batches must have, and the producer
-    table's record of a batch (a NamedTuple)."""
-    global _AppendInfo, _wall_clock, _target_codecs, _BatchMetadata
+    compression.type -> the codec stored batches must have, the producer
+    table's record of a batch (a NamedTuple), and the module's globals (where
+    log_append reads FAST_APPEND, which tests and benchmarks turn off)."""
+    global _AppendInfo, _wall_clock, _target_codecs, _BatchMetadata, _log_module
     _AppendInfo = append_info
     _wall_clock = wall_clock
     _target_codecs = target_codecs
     _BatchMetadata = batch_metadata
+    _log_module = log_module
 
 
 # ---------------------------------------------- the state an append touches
@@ -42,19 +46,26 @@ cdef class LogState:
     """The fields of a Log (pylog/storage/log.py) that its append reads and
     writes, held in C fields: append_fast reaches each with a load instead of
     an attribute lookup (~125 instructions each, about 35 per append). Python
-    code sees ordinary attributes, of any type; Log subclasses this."""
-    cdef public object config, clock, engine, leader_epoch, records_appended, bytes_appended
+    code sees ordinary attributes; Log subclasses this. The counters an
+    append moves are int64 (Python sees ints): as objects, each append made
+    a new int of each (~120 instructions apiece); the rest are any object
+    (a test clock's floats included)."""
+    cdef public object config, clock, engine, leader_epoch
     cdef public object _offline, _closed, _append_limits, _segments
-    cdef public object _next_offset, _log_start_offset, _unflushed_records, _last_flush_ms
+    cdef public object _log_start_offset, _last_flush_ms
+    cdef public object _lock, _listeners
+    cdef public int64_t _next_offset, _unflushed_records, records_appended, bytes_appended
 
 
 cdef class SegmentState:
     """The same for a LogSegment (pylog/storage/segment.py): its offsets,
-    timestamps, counters and files (None while closed)."""
-    cdef public object config, base_offset, next_offset, max_timestamp, offset_of_max_timestamp
-    cdef public object rolling_based_timestamp, created_ms, bytes_since_index_entry
+    timestamps, counters and files (None while closed); int64 where an
+    append moves them."""
+    cdef public object config, base_offset, rolling_based_timestamp, created_ms
     cdef public object roll_jitter_ms, flushed_size
     cdef public object _log, _offset_index, _time_index
+    cdef public int64_t next_offset, max_timestamp, offset_of_max_timestamp
+    cdef public int64_t bytes_since_index_entry
 
 
 # ------------------------------------------------------- the active segment
@@ -305,3 +316,36 @@ def append_fast(LogState log, batches, str origin):
               p.count, p.size, flush)
     args = (fields,)                    # tuple.__new__(AppendInfo, fields)
     return (<PyTypeObject *>tuple).tp_new(<type>_AppendInfo, <PyObject *>args, NULL)
+
+
+def log_append(LogState log, batches, *, str origin="client"):
+    """Appends Kafka v2 record batches; assigns their offsets. Returns AppendInfo.
+
+    Every batch is validated (length, magic, CRC-32C, ``max.message.bytes``,
+    record count vs lastOffsetDelta, records of uncompressed batches). Magic
+    0/1 message sets are up-converted first, as Kafka does. ``origin`` is
+    ``"client"`` (control batches refused), ``"producer"`` (an in-process
+    pylog Producer, whose batches pylog's own encoder just built: their
+    records are not walked again, the CRC still is) or ``"coordinator"``.
+    """
+    # Log.append (pylog/storage/log.py binds it as the method): the append
+    # under the Log's lock, by append_fast or else Log._append_locked; then the
+    # listeners; then a flush.ms flush outside the lock, where other appends
+    # proceed during the fsync and one fsync covers every append before it.
+    # In C, the Python frame of these few steps cost ~3k instructions an
+    # append, a fifth of a small one.
+    lock = log._lock
+    lock.acquire()
+    try:
+        info = append_fast(log, batches, origin) if _log_module["FAST_APPEND"] else None
+        if info.__class__ is not _AppendInfo:
+            info = log._append_locked(batches, origin, info)
+            if not info.size:
+                return info             # a retry of batches already in the log
+    finally:
+        lock.release()
+    for event in log._listeners:
+        event.set()
+    if info.flushed:
+        log.flush(info.last_offset + 1)
+    return info

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from functools import partial
 
 from pylog._core.engine import IoEngine
-from pylog._core.storage import LogState, append_fast, configure_fast_append
+from pylog._core.storage import LogState, configure_fast_append, log_append
 from pylog.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -98,7 +98,7 @@ _now_ms = wall_clock_ms
 # Log.append's common case runs in one C call (storage_fastappend.pxi); the rest,
 # and everything when this is False (tests compare both), runs in Log._append_locked.
 FAST_APPEND = True
-configure_fast_append(AppendInfo, _now_ms, TARGET_CODECS, BatchMetadata)
+configure_fast_append(AppendInfo, _now_ms, TARGET_CODECS, BatchMetadata, globals())
 
 
 class Log(LogState):
@@ -318,29 +318,11 @@ class Log(LogState):
 
     # =============================================================== appends
 
-    def append(self, batches, *, origin: str = "client") -> AppendInfo:
-        """Appends Kafka v2 record batches; assigns their offsets. Returns AppendInfo.
-
-        Every batch is validated (length, magic, CRC-32C, ``max.message.bytes``,
-        record count vs lastOffsetDelta, records of uncompressed batches). Magic
-        0/1 message sets are up-converted first, as Kafka does. ``origin`` is
-        ``"client"`` (control batches refused), ``"producer"`` (an in-process
-        pylog Producer, whose batches pylog's own encoder just built: their
-        records are not walked again, the CRC still is) or ``"coordinator"``.
-        """
-        with self._lock:
-            info = append_fast(self, batches, origin) if FAST_APPEND else None
-            if info.__class__ is not AppendInfo:
-                info = self._append_locked(batches, origin, info)
-                if not info.size:
-                    return info             # a retry of batches already in the log
-        for event in self._listeners:
-            event.set()
-        if info.flushed:
-            # Outside the append lock: other appends proceed during the fsync,
-            # and one fsync covers every append that landed before it.
-            self.flush(info.last_offset + 1)
-        return info
+    # Appends Kafka v2 record batches and assigns their offsets (the docstring
+    # is log_append's, in _core/storage_fastappend.pxi): under the lock,
+    # append_fast or else _append_locked; then the listeners and a flush.ms
+    # flush outside the lock.
+    append = log_append
 
     def _append_locked(self, batches, origin: str, validated) -> AppendInfo:
         """Log.append's steps under the lock, for what append_fast hands back:
