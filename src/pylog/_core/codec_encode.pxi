@@ -284,10 +284,17 @@ cdef _Column _rows_column(list column, const Py_buffer *groups, Py_ssize_t ngrou
     cdef const int64_t *rows
     cdef PyObject *item
     cdef int64_t data_bytes = 0
+    cdef Py_ssize_t fast
     for g in range(ngroups):
         rows = <const int64_t *>groups[g].buf
         count = groups[g].shape[0]
-        for i in range(count):
+        if j + count > n:
+            raise ValueError("the groups changed while they were read")
+        # bytes and None in one C loop (gather.h); the rest item by item below.
+        fast = pylog_gather_rows_keep(PySequence_Fast_ITEMS(column), size, rows, count,
+                                      <PyObject *>keep, j, c.ptrs, c.lens, &data_bytes)
+        j += fast
+        for i in range(fast, count):
             if not 0 <= rows[i] < size or j >= n:
                 raise IndexError(f"row {rows[i]} is outside the {size} records")
             item = _list_item(column, rows[i])

@@ -11,6 +11,9 @@ cdef extern from "gather.h" nogil:
                                   int64_t *lens, int64_t *data_bytes)
     Py_ssize_t pylog_gather_bytes_keep(PyObject **items, Py_ssize_t n, PyObject *keep,
                                        const char **ptrs, int64_t *lens, int64_t *data_bytes)
+    Py_ssize_t pylog_gather_rows_keep(PyObject **items, Py_ssize_t size, const int64_t *rows,
+                                      Py_ssize_t count, PyObject *keep, Py_ssize_t j0,
+                                      const char **ptrs, int64_t *lens, int64_t *data_bytes)
 
 cdef extern from "Python.h":
     PyObject **PySequence_Fast_ITEMS(object)

@@ -68,6 +68,39 @@ static inline Py_ssize_t pylog_gather_bytes_keep(PyObject *const *items, Py_ssiz
     return done;
 }
 
+/* pylog_gather_bytes_keep over the items at `rows` of a list's `size` items,
+ * into slots j0 .. j0+count of `keep`: encode_groups' gather of one group.
+ * Stops, having filled keep up to there, at the first row outside the list
+ * or item that is not bytes or None, and returns how many rows it did. */
+static inline Py_ssize_t pylog_gather_rows_keep(PyObject *const *items, Py_ssize_t size,
+                                                const int64_t *rows, Py_ssize_t count,
+                                                PyObject *keep, Py_ssize_t j0,
+                                                const char **ptrs, int64_t *lens,
+                                                int64_t *data_bytes) {
+    int64_t total = 0;
+    Py_ssize_t i;
+    for (i = 0; i < count; i++) {
+        int64_t r = rows[i];
+        if (r < 0 || r >= size) break;
+        PyObject *o = items[r];
+        Py_ssize_t j = j0 + i;
+        if (o == Py_None) {
+            ptrs[j] = NULL;
+            lens[j] = -1;
+        } else if (Py_IS_TYPE(o, &PyBytes_Type)) {
+            ptrs[j] = PyBytes_AS_STRING(o);
+            lens[j] = PyBytes_GET_SIZE(o);
+            total += lens[j];
+        } else {
+            break;
+        }
+        Py_INCREF(o);
+        PyTuple_SET_ITEM(keep, j, o);
+    }
+    *data_bytes += total;
+    return i;
+}
+
 /* send_batch's planning pass over a call's columns of bytes/None: each
  * record's key + value bytes plus `overhead` into sizes[i], and, with keys
  * and num_partitions > 0, the partition Kafka's default partitioner picks
