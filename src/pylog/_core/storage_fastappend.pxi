@@ -332,8 +332,8 @@ def log_append(LogState log, batches, *, str origin="client"):
     # under the Log's lock, by append_fast or else Log._append_locked; then the
     # listeners; then a flush.ms flush outside the lock, where other appends
     # proceed during the fsync and one fsync covers every append before it.
-    # In C, the Python frame of these few steps cost ~3k instructions an
-    # append, a fifth of a small one.
+    # In C: the Python frame of these few steps cost ~2.8k instructions an
+    # append, a quarter of a 1-record one (callgrind: 11.7k -> 8.9k).
     lock = log._lock
     lock.acquire()
     try:
