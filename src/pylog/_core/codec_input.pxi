@@ -292,7 +292,6 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
         inp.timestamp_const = NO_TIMESTAMP
         return arr
     view = arr
-    cdef Py_ssize_t i
     if check:
         _check_timestamps(&view[0], n)
     inp.timestamps = &view[0]

@@ -15,24 +15,32 @@
 
 #include "murmur2.h"
 
+/* One item of a bytes/None column: its pointer and length (None: NULL, -1).
+ * Returns 0, filling nothing, for any other type (the caller reads those
+ * through the buffer protocol). */
+static inline int pylog_gather_one(PyObject *o, const char **ptr, int64_t *len) {
+    if (o == Py_None) {
+        *ptr = NULL;
+        *len = -1;
+        return 1;
+    }
+    if (Py_IS_TYPE(o, &PyBytes_Type)) {
+        *ptr = PyBytes_AS_STRING(o);
+        *len = PyBytes_GET_SIZE(o);
+        return 1;
+    }
+    return 0;
+}
+
+/* Each item's pointer and length, and the bytes of all, until the first item
+ * that is not bytes or None; returns how many items it read. */
 static inline Py_ssize_t pylog_gather_bytes(PyObject *const *items, Py_ssize_t n,
                                             const char **ptrs, int64_t *lens,
                                             int64_t *data_bytes) {
     int64_t total = 0;
     Py_ssize_t i;
-    for (i = 0; i < n; i++) {
-        PyObject *o = items[i];
-        if (o == Py_None) {
-            ptrs[i] = NULL;
-            lens[i] = -1;
-        } else if (Py_IS_TYPE(o, &PyBytes_Type)) {
-            ptrs[i] = PyBytes_AS_STRING(o);
-            lens[i] = PyBytes_GET_SIZE(o);
-            total += lens[i];
-        } else {
-            break;
-        }
-    }
+    for (i = 0; i < n && pylog_gather_one(items[i], &ptrs[i], &lens[i]); i++)
+        total += lens[i] > 0 ? lens[i] : 0;
     *data_bytes = total;
     return i;
 }
@@ -46,22 +54,16 @@ static inline Py_ssize_t pylog_gather_bytes_keep(PyObject *const *items, Py_ssiz
                                                  PyObject *keep, const char **ptrs,
                                                  int64_t *lens, int64_t *data_bytes) {
     int64_t total = 0;
-    Py_ssize_t done = n;
+    Py_ssize_t done = n;                /* the first item not gathered */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *o = items[i];
         Py_INCREF(o);
         PyTuple_SET_ITEM(keep, i, o);
-        if (done < n) {
-            continue;                   /* past the first other item: only kept */
-        } else if (o == Py_None) {
-            ptrs[i] = NULL;
-            lens[i] = -1;
-        } else if (Py_IS_TYPE(o, &PyBytes_Type)) {
-            ptrs[i] = PyBytes_AS_STRING(o);
-            lens[i] = PyBytes_GET_SIZE(o);
-            total += lens[i];
-        } else {
-            done = i;
+        if (done == n) {
+            if (pylog_gather_one(o, &ptrs[i], &lens[i]))
+                total += lens[i] > 0 ? lens[i] : 0;
+            else
+                done = i;
         }
     }
     *data_bytes = total;
@@ -81,21 +83,12 @@ static inline Py_ssize_t pylog_gather_rows_keep(PyObject *const *items, Py_ssize
     Py_ssize_t i;
     for (i = 0; i < count; i++) {
         int64_t r = rows[i];
-        if (r < 0 || r >= size) break;
-        PyObject *o = items[r];
         Py_ssize_t j = j0 + i;
-        if (o == Py_None) {
-            ptrs[j] = NULL;
-            lens[j] = -1;
-        } else if (Py_IS_TYPE(o, &PyBytes_Type)) {
-            ptrs[j] = PyBytes_AS_STRING(o);
-            lens[j] = PyBytes_GET_SIZE(o);
-            total += lens[j];
-        } else {
+        if (r < 0 || r >= size || !pylog_gather_one(items[r], &ptrs[j], &lens[j]))
             break;
-        }
-        Py_INCREF(o);
-        PyTuple_SET_ITEM(keep, j, o);
+        total += lens[j] > 0 ? lens[j] : 0;
+        Py_INCREF(items[r]);
+        PyTuple_SET_ITEM(keep, j, items[r]);
     }
     *data_bytes += total;
     return i;

@@ -588,10 +588,16 @@ static inline __attribute__((always_inline)) int record_read_common(const char *
     return 0;
 }
 
+/* A record: the common one quickly, any other by the full rules. */
+static inline __attribute__((always_inline)) int record_read_any(const char **pp, const char *end,
+                                                                 const char *base, pylog_record *r,
+                                                                 pylog_status *st) {
+    return record_read_common(pp, end, r) ? record_read(pp, end, base, r, st) : PYLOG_OK;
+}
+
 int pylog_record_read(const char **pp, const char *end, const char *base, pylog_record *r,
                       pylog_status *st) {
-    if (!record_read_common(pp, end, r)) return PYLOG_OK;
-    return record_read(pp, end, base, r, st);
+    return record_read_any(pp, end, base, r, st);
 }
 
 int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_records_totals *t,
@@ -602,10 +608,8 @@ int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_re
     for (int32_t i = 0; i < count; i++) {
         if (p >= end)
             return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
-        if (record_read_common(&p, end, &r)) {
-            int rc = record_read(&p, end, recs, &r, st);
-            if (rc) return rc;
-        }
+        int rc = record_read_any(&p, end, recs, &r, st);
+        if (rc) return rc;
         t->key_bytes += r.key_len > 0 ? r.key_len : 0;
         t->value_bytes += r.value_len > 0 ? r.value_len : 0;
         t->headers += r.header_count;
@@ -646,10 +650,8 @@ int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t
         if (p >= end)
             return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
         const char *start = p;
-        if (record_read_common(&p, end, &r)) {
-            int rc = record_read(&p, end, recs, &r, st);
-            if (rc) return rc;
-        }
+        int rc = record_read_any(&p, end, recs, &r, st);
+        if (rc) return rc;
         if (r.offset_delta != i)
             return fail(st, PYLOG_ERR_RECORD, start - recs, r.offset_delta, i, "offset delta");
         if (require_keys && r.key_len < 0)

@@ -148,8 +148,7 @@ int64_t pylog_records_bound(const pylog_record_input *in, int64_t key_bytes, int
                             int64_t header_bytes);
 
 /* pylog_records_size and pylog_records_write in one call, for a caller that
- * allocated an upper bound (PYLOG_RECORD_MAX_FRAMING per record plus the
- * data bytes): one pass, returns the bytes written, or -1 (st filled) when
+ * allocated an upper bound (pylog_records_bound): one pass, returns the bytes written, or -1 (st filled) when
  * a record would exceed int32 (the output is then garbage). */
 int64_t pylog_records_encode(const pylog_record_input *in, char *out, int64_t *base_ts,
                              int64_t *max_ts, pylog_status *st);
