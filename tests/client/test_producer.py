@@ -247,6 +247,29 @@ def test_send_batch_lists_and_arrow(store):
         assert offsets.tolist() == list(range(len(rows)))
 
 
+def test_send_batch_names_a_record_above_max_request_size_and_writes_nothing(store):
+    """A call cut into chunks (above max.request.size) with one record that cannot
+    fit any request fails whole, naming that record; an empty call, with keys or
+    without, is an empty result."""
+    store.create_topic("cut", 3)
+    values = [b"v" * 100] * 50
+    values[37] = b"x" * 2000
+    keys = [b"k%d" % i for i in range(50)]
+    with Producer(store, max_request_size=1000) as producer:
+        with pytest.raises(MessageTooLargeError,
+                           match=r"record 37 is 2\d\d\d bytes when serialized, larger than "
+                                 r"max.request.size \(1000\)"):
+            producer.send_batch("cut", values, keys)
+        with pytest.raises(MessageTooLargeError, match="record 37 "):
+            producer.send_batch("cut", pa.array(values), pa.array(keys))
+        assert producer.send_batch("cut", [], []).result(5).count == 0
+        assert producer.send_batch("cut", []).result(5).count == 0
+        del values[37], keys[37]
+        result = producer.send_batch("cut", values, keys).result(10)
+    assert result.count == 49
+    assert sum(len(read_all(store, "cut", p)) for p in range(3)) == 49
+
+
 def test_send_batch_big_chunks_queue_and_overlap_but_keep_every_record_in_place(store):
     """A call whose partition chunks are big queues all but its last chunk for the
     sender (encoding overlaps appending) and appends the last itself; with Kafka's
@@ -271,18 +294,68 @@ def test_send_batch_big_chunks_queue_and_overlap_but_keep_every_record_in_place(
     assert all(r.partitions.tolist() == parts for r in results)
 
 
-def test_group_by_partition_is_a_stable_counting_sort():
+def test_plan_chunks_groups_rows_stably_and_cuts_at_the_limit():
     """Rows come out grouped by partition in their original order; -1 (a null key)
-    goes to the given partition."""
+    goes to the given partition; each partition's rows are cut where the next
+    row would pass the limit."""
     import numpy as np
 
-    from pylog._core.producer import group_by_partition
+    from pylog._core.producer import plan_chunks
     parts = np.array([2, 0, -1, 2, 1, 0, -1], dtype=np.int32)
-    order, bounds = group_by_partition(parts, 1, 3)
-    assert bounds.tolist() == [0, 2, 5, 7]
-    assert order.tolist() == [1, 5, 2, 4, 6, 0, 3]
+    sizes = np.array([10, 20, 30, 40, 50, 60, 70], dtype=np.int64)
+    order, chunks, too_large = plan_chunks(parts, sizes, 1, 3, 1000)
+    assert order.tolist() == [1, 5, 2, 4, 6, 0, 3] and too_large == -1
+    assert chunks == [(0, 0, 2, 80), (1, 2, 5, 150), (2, 5, 7, 50)]
+    # Partition 1 holds rows 2, 4, 6 (30, 50, 70): 80 fits, 150 does not.
+    order, chunks, _ = plan_chunks(parts, sizes, 1, 3, 80)
+    assert chunks == [(0, 0, 2, 80), (1, 2, 4, 80), (1, 4, 5, 70), (2, 5, 7, 50)]
+    # No partitions: every row, in order, to the given one.
+    order, chunks, _ = plan_chunks(None, sizes, 2, 3, 100)
+    assert order.tolist() == list(range(7))
+    assert chunks == [(2, 0, 4, 100), (2, 4, 5, 50), (2, 5, 6, 60), (2, 6, 7, 70)]
+    # A row above the limit alone is named, and nothing is planned.
+    assert plan_chunks(parts, sizes, 1, 3, 65)[1:] == ([], 6)
+    assert plan_chunks(None, sizes[:0], 0, 3, 10)[1:] == ([], -1)
     with pytest.raises(ValueError, match="null_partition 3"):
-        group_by_partition(parts, 3, 3)
+        plan_chunks(parts, sizes, 3, 3, 100)
+    with pytest.raises(ValueError, match="6 partitions for 7 sizes"):
+        plan_chunks(parts[:6], sizes, 0, 3, 100)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 5), st.integers(1, 60)), max_size=80),
+       st.integers(1, 150), st.integers(0, 5))
+def test_plan_chunks_matches_a_reference_plan(rows, limit, null_partition):
+    """The C plan against the same plan written plainly in Python."""
+    import numpy as np
+
+    from pylog._core.producer import plan_chunks
+    parts = np.array([p for p, _ in rows], dtype=np.int32)
+    sizes = np.array([s for _, s in rows], dtype=np.int64)
+    order, chunks, too_large = plan_chunks(parts, sizes, null_partition, 6, limit)
+    big = [i for i, (_, s) in enumerate(rows) if s > limit]
+    grouped = {p: [i for i, (q, _) in enumerate(rows) if (null_partition if q < 0 else q) == p]
+               for p in range(6)}
+    if big:
+        # The first too-large row in plan order (partition by partition).
+        first = next(i for p in range(6) for i in grouped[p] if rows[i][1] > limit)
+        assert (chunks, too_large) == ([], first)
+        return
+    expected, start = [], 0
+    for p in range(6):
+        run, run_bytes, run_start = [], 0, start
+        for i in grouped[p]:
+            if run and run_bytes + rows[i][1] > limit:
+                expected.append((p, run_start, run_start + len(run), run_bytes))
+                run_start += len(run)
+                run, run_bytes = [], 0
+            run.append(i)
+            run_bytes += rows[i][1]
+        if run:
+            expected.append((p, run_start, run_start + len(run), run_bytes))
+        start += len(grouped[p])
+    assert order.tolist() == [i for p in range(6) for i in grouped[p]]
+    assert (chunks, too_large) == (expected, -1)
 
 
 def test_plan_rows_agrees_with_the_pass_per_column_functions():

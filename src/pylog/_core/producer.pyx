@@ -135,7 +135,9 @@ cdef object _partition_arrow(object arr, int32_t n):
 
 cdef void _group_rows(const int32_t *parts, Py_ssize_t n, int32_t null_partition,
                       int32_t num_partitions, int64_t *order, int64_t *bounds) noexcept nogil:
-    """group_by_partition's counting sort into order[n] and bounds[num_partitions + 1]."""
+    """plan_chunks' stable counting sort of rows by partition into order[n] and
+    bounds[num_partitions + 1] (rows of partition p: order[bounds[p]:bounds[p + 1]];
+    a partition outside 0..num_partitions - 1, -1 for a null key, is null_partition)."""
     cdef Py_ssize_t i
     cdef int32_t p
     memset(bounds, 0, <size_t>(num_partitions + 1) * sizeof(int64_t))
@@ -157,22 +159,77 @@ cdef void _group_rows(const int32_t *parts, Py_ssize_t n, int32_t null_partition
     bounds[0] = 0
 
 
-def group_by_partition(const int32_t[::1] parts, int32_t null_partition, int32_t num_partitions):
-    """Rows grouped by partition, stable (a counting sort, O(n), GIL released):
-    returns (order, bounds), the rows of partition p being
-    ``order[bounds[p]:bounds[p + 1]]``. ``parts`` holds -1 for null keys, which
-    go to `null_partition`."""
-    cdef Py_ssize_t n = parts.shape[0]
+cdef Py_ssize_t _cut_chunks(const int64_t *order, const int64_t *sizes, const int64_t *bounds,
+                            int32_t num_partitions, int64_t limit, int64_t *cuts,
+                            int64_t *too_large) noexcept nogil:
+    """plan_chunks' cut: each partition's rows order[bounds[p]:bounds[p + 1]] in
+    runs whose sizes sum to at most `limit` (greedy, as many rows as fit).
+    Writes (partition, start, end, bytes) per chunk into `cuts` (room for 4 x
+    (n + num_partitions)) and returns the chunk count, or -1 with *too_large the
+    first row that does not fit alone."""
+    cdef Py_ssize_t k = 0
+    cdef int64_t i, start, end, acc, size
+    cdef int32_t p
+    for p in range(num_partitions):
+        start, end = bounds[p], bounds[p + 1]
+        if start == end:
+            continue
+        acc = 0
+        for i in range(start, end):
+            size = sizes[order[i]]
+            if size > limit:
+                too_large[0] = order[i]
+                return -1
+            if acc + size > limit:      # the chunk so far is full: cut before row i
+                cuts[4 * k], cuts[4 * k + 1], cuts[4 * k + 2], cuts[4 * k + 3] = p, start, i, acc
+                k += 1
+                start, acc = i, 0
+            acc += size
+        cuts[4 * k], cuts[4 * k + 1], cuts[4 * k + 2], cuts[4 * k + 3] = p, start, end, acc
+        k += 1
+    return k
+
+
+def plan_chunks(parts, const int64_t[::1] sizes, int32_t null_partition, int32_t num_partitions,
+                int64_t limit):
+    """send_batch's plan of a call in one C pass: its rows grouped by partition
+    (stable; ``parts`` None puts every row in `null_partition`, as -1 does for
+    one row) and each partition's rows cut into chunks whose record sizes sum to
+    at most `limit`. Returns ``(order, chunks, too_large)``: chunk
+    ``(p, start, end, bytes)`` holds the rows ``order[start:end]`` of partition
+    p, in partition order; ``too_large`` is the first row larger than `limit`
+    alone (-1 for none), and then `chunks` is empty."""
+    cdef Py_ssize_t n = sizes.shape[0], k, c
+    cdef const int32_t[::1] pv
     if not 0 <= null_partition < num_partitions:
         raise ValueError(f"null_partition {null_partition} is not in 0..{num_partitions - 1}")
-    bounds = np.zeros(num_partitions + 1, dtype=np.int64)
+    if parts is not None:
+        pv = parts
+        if pv.shape[0] != n:
+            raise ValueError(f"{pv.shape[0]} partitions for {n} sizes")
     order = np.empty(n, dtype=np.int64)
-    cdef int64_t[::1] b = bounds
+    bounds = np.zeros(num_partitions + 1, dtype=np.int64)
+    cuts = np.empty(4 * (n + num_partitions), dtype=np.int64)
     cdef int64_t[::1] o = order
-    if n:
-        with nogil:
-            _group_rows(&parts[0], n, null_partition, num_partitions, &o[0], &b[0])
-    return order, bounds
+    cdef int64_t[::1] b = bounds
+    cdef int64_t[::1] cv = cuts
+    cdef int64_t too_large = -1, i
+    cdef bint grouped = parts is not None
+    if n == 0:
+        return order, [], -1
+    with nogil:
+        if not grouped:
+            for i in range(n):
+                o[i] = i
+            for i in range(null_partition + 1, num_partitions + 1):
+                b[i] = n
+        else:
+            _group_rows(&pv[0], n, null_partition, num_partitions, &o[0], &b[0])
+        k = _cut_chunks(&o[0], &sizes[0], &b[0], num_partitions, limit, &cv[0], &too_large)
+    if k < 0:
+        return order, [], too_large
+    return order, [(<int32_t>cv[4 * c], cv[4 * c + 1], cv[4 * c + 2], cv[4 * c + 3])
+                   for c in range(k)], -1
 
 # ---------------------------------------------------------------- accumulator
 

@@ -53,7 +53,7 @@ from pylog._core.producer import (
     TopicState,
     column_bytes,
     column_lengths,
-    group_by_partition,
+    plan_chunks,
     plan_rows,
     take_rows,
 )
@@ -267,50 +267,39 @@ class Producer(ProducerBase):
         # record's size and partition; other columns take a pass for each.
         planned = plan_rows(values, keys, state.num_partitions if by_key else 0,
                             _RECORD_OVERHEAD)
-        sized: list[np.ndarray] = []
         if planned is not None:
-            sized.append(planned[0])
-            call_bytes = planned[2]
+            sizes, parts, call_bytes = planned
         else:
-            call_bytes = _column_total(values) + (0 if keys is None else _column_total(keys)) + \
-                n * _RECORD_OVERHEAD
-
-        def record_sizes() -> np.ndarray:
-            """Each record's framed size (chunks are cut by it), computed once."""
-            if not sized:
-                sizes = _column_sizes(values) + _RECORD_OVERHEAD
-                if keys is not None:
-                    sizes += _column_sizes(keys)
-                sized.append(sizes)
-            return sized[0]
-        if partition is not None:
-            if not 0 <= partition < state.num_partitions:
-                raise UnknownTopicOrPartitionError(
-                    f"topic {topic!r} has partitions 0..{state.num_partitions - 1}, "
-                    f"not {partition}")
-            groups = {partition: None}
-        elif not by_key:
-            groups = {state.sticky: None}
-        else:
-            parts = planned[1] if planned is not None else \
-                partition_keys(keys, state.num_partitions)
-            order, bounds = group_by_partition(parts, state.sticky, state.num_partitions)
-            edges = bounds.tolist()
-            groups = {p: order[edges[p]:edges[p + 1]] for p in range(state.num_partitions)
-                      if edges[p + 1] > edges[p]}
+            sizes = _column_sizes(values) + _RECORD_OVERHEAD
+            if keys is not None:
+                sizes += _column_sizes(keys)
+            parts = partition_keys(keys, state.num_partitions) if by_key else None
+            call_bytes = int(sizes.sum())
+        if partition is not None and not 0 <= partition < state.num_partitions:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has partitions 0..{state.num_partitions - 1}, "
+                f"not {partition}")
+        # One C pass groups the rows by partition (null keys and unkeyed calls
+        # go to the sticky partition) and cuts each partition's rows into chunks
+        # that fit max.request.size.
+        order, plan, too_large = plan_chunks(
+            parts if by_key else None, sizes,
+            partition if partition is not None else state.sticky, state.num_partitions,
+            max(self._max_request - _BATCH_OVERHEAD, 1))
+        if too_large >= 0:
+            raise MessageTooLargeError(
+                f"record {too_large} is {int(sizes[too_large]) + _BATCH_OVERHEAD} bytes when "
+                f"serialized, larger than max.request.size ({self._max_request})")
+        work = [(p, order[start:end]) for p, start, end, _ in plan]
         result_future: Future = Future()
         batches: list[ProducerBatch] = []
         row_chunks: list[np.ndarray] = []
         total = 0
-        # A call that fits one request whole needs no cutting (the common case).
+        # A call that fits one request whole has one chunk per partition.
         fits = call_bytes + _BATCH_OVERHEAD <= self._max_request
-        work = [(p, np.arange(n, dtype=np.int64) if rows is None else rows)
-                for p, rows in groups.items()]
-        if not fits:
-            work = [(p, chunk) for p, rows in work for chunk in self._chunks(record_sizes(), rows)]
         # Whether a chunk is worth queueing (see below): only big calls have big chunks.
         big = [False] * len(work) if call_bytes < 2 * _OVERLAP_BYTES else \
-            [int(record_sizes()[chunk].sum()) >= _OVERLAP_BYTES for _, chunk in work]
+            [chunk[3] >= _OVERLAP_BYTES for chunk in plan]
         try:
             # A call that fits one request with no big chunk (one chunk per
             # partition) is appended by this thread in one pass: its partitions'
@@ -333,7 +322,7 @@ class Producer(ProducerBase):
                 else:
                     done = None
                 if done is None:        # its partition is busy, or the chunk is big
-                    done = self._queue_chunk(state, p, chunk, record_sizes, values, keys,
+                    done = self._queue_chunk(state, p, chunk, plan[i][3], values, keys,
                                             timestamps, headers)
                 batches.append(done[0])
                 row_chunks.append(chunk)
@@ -360,20 +349,20 @@ class Producer(ProducerBase):
                     self._partition_locks[topic] = locks
         return locks
 
-    def _queue_chunk(self, state: TopicState, p: int, rows: np.ndarray, record_sizes, values,
+    def _queue_chunk(self, state: TopicState, p: int, rows: np.ndarray, rows_bytes: int, values,
                      keys, timestamps, headers) -> tuple[ProducerBatch, int]:
         """send_batch's queued path: the chunk is encoded by this thread (GIL
         released in C) outside the lock, so threads sending to different
         partitions encode at once, and the sender appends it while the next one
         is encoded. An idempotent batch's sequence numbers must follow the queue
         order: it is queued first, under the lock, as a placeholder the sender
-        waits for, and encoded after. `record_sizes()` gives each record's framed
-        size (the placeholder's room in buffer.memory). Returns (batch, bytes)."""
+        waits for, and encoded after. `rows_bytes` (the rows' framed sizes) is
+        the placeholder's room in buffer.memory. Returns (batch, bytes)."""
         acc = self._acc
         data = None if acc.idempotent else \
             self._encode_chunks(values, keys, timestamps, headers, [rows], [-1])[0]
         need = len(data) if data is not None else \
-            int(record_sizes()[rows].sum()) + _BATCH_OVERHEAD
+            rows_bytes + _BATCH_OVERHEAD
         with self._lock:
             if acc.closing:
                 raise RuntimeError("send_batch() on a closed Producer")
@@ -430,25 +419,6 @@ class Producer(ProducerBase):
             self._acc.buffered += len(data) - need
             self._wakeup.notify()
         return data
-
-    def _chunks(self, record_sizes: np.ndarray, rows: np.ndarray):
-        """Splits rows so each encoded batch stays under max.request.size."""
-        limit = max(self._max_request - _BATCH_OVERHEAD, 1)
-        sizes = record_sizes if len(rows) == len(record_sizes) else record_sizes[rows]
-        if int(sizes.sum()) <= limit:
-            yield rows
-            return
-        cum = np.cumsum(sizes)
-        start = 0
-        while start < len(rows):
-            base = cum[start - 1] if start else 0
-            end = int(np.searchsorted(cum, base + limit, side="right"))
-            if end <= start:
-                raise MessageTooLargeError(
-                    f"record {int(rows[start])} is {int(sizes[start]) + _BATCH_OVERHEAD} bytes when "
-                    f"serialized, larger than max.request.size ({self._max_request})")
-            yield rows[start:end]
-            start = end
 
     def _encode(self, values, keys, timestamps, headers, base_sequence: int = -1) -> bytes:
         # Without idempotence the producer id and epoch are -1: Kafka's "none".
