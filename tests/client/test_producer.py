@@ -320,10 +320,16 @@ def test_plan_chunks_groups_rows_stably_and_cuts_at_the_limit():
         plan_chunks(parts, sizes, 3, 3, 100)
     with pytest.raises(ValueError, match="6 partitions for 7 sizes"):
         plan_chunks(parts[:6], sizes, 0, 3, 100)
+    with pytest.raises(ValueError, match="record size -5 at row 1 is negative"):
+        plan_chunks(None, np.array([1, -5, 2], dtype=np.int64), 0, 3, 100)
+    # Many one-row chunks: every row its own chunk, none lost.
+    ones = np.full(10_000, 7, dtype=np.int64)
+    order, chunks, _ = plan_chunks(np.zeros(10_000, dtype=np.int32), ones, 0, 3, 7)
+    assert chunks == [(0, i, i + 1, 7) for i in range(10_000)]
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(-1, 5), st.integers(1, 60)), max_size=80),
+@given(st.lists(st.tuples(st.integers(-1, 5), st.integers(0, 60)), max_size=80),
        st.integers(1, 150), st.integers(0, 5))
 def test_plan_chunks_matches_a_reference_plan(rows, limit, null_partition):
     """The C plan against the same plan written plainly in Python."""

@@ -164,9 +164,9 @@ cdef Py_ssize_t _cut_chunks(const int64_t *order, const int64_t *sizes, const in
                             int64_t *too_large) noexcept nogil:
     """plan_chunks' cut: each partition's rows order[bounds[p]:bounds[p + 1]] in
     runs whose sizes sum to at most `limit` (greedy, as many rows as fit).
-    Writes (partition, start, end, bytes) per chunk into `cuts` (room for 4 x
-    (n + num_partitions)) and returns the chunk count, or -1 with *too_large the
-    first row that does not fit alone."""
+    Writes (partition, start, end, bytes) per chunk into `cuts` (room: see
+    plan_chunks) and returns the chunk count, or -1 with *too_large the first
+    row that does not fit alone."""
     cdef Py_ssize_t k = 0
     cdef int64_t i, start, end, acc, size
     cdef int32_t p
@@ -194,42 +194,59 @@ def plan_chunks(parts, const int64_t[::1] sizes, int32_t null_partition, int32_t
                 int64_t limit):
     """send_batch's plan of a call in one C pass: its rows grouped by partition
     (stable; ``parts`` None puts every row in `null_partition`, as -1 does for
-    one row) and each partition's rows cut into chunks whose record sizes sum to
-    at most `limit`. Returns ``(order, chunks, too_large)``: chunk
-    ``(p, start, end, bytes)`` holds the rows ``order[start:end]`` of partition
-    p, in partition order; ``too_large`` is the first row larger than `limit`
-    alone (-1 for none), and then `chunks` is empty."""
-    cdef Py_ssize_t n = sizes.shape[0], k, c
+    one row) and each partition's rows cut into chunks whose record sizes
+    (each >= 0) sum to at most `limit`. Returns ``(order, chunks, too_large)``:
+    chunk ``(p, start, end, bytes)`` holds the rows ``order[start:end]`` of
+    partition p, in partition order; ``too_large`` is the first row larger than
+    `limit` alone (-1 for none), and then `chunks` is empty."""
+    cdef Py_ssize_t n = sizes.shape[0], k = 0, c, room
     cdef const int32_t[::1] pv
     if not 0 <= null_partition < num_partitions:
         raise ValueError(f"null_partition {null_partition} is not in 0..{num_partitions - 1}")
+    if limit < 1:
+        raise ValueError(f"limit {limit} is not positive")
     if parts is not None:
         pv = parts
         if pv.shape[0] != n:
             raise ValueError(f"{pv.shape[0]} partitions for {n} sizes")
     order = np.empty(n, dtype=np.int64)
     bounds = np.zeros(num_partitions + 1, dtype=np.int64)
-    cuts = np.empty(4 * (n + num_partitions), dtype=np.int64)
     cdef int64_t[::1] o = order
     cdef int64_t[::1] b = bounds
-    cdef int64_t[::1] cv = cuts
-    cdef int64_t too_large = -1, i
+    cdef int64_t too_large = -1, total = 0, negative = -1, i
     cdef bint grouped = parts is not None
+    with nogil:
+        for i in range(n):
+            if sizes[i] < 0:
+                negative = i
+                break
+            total += sizes[i]
+    if negative >= 0:
+        raise ValueError(f"record size {sizes[negative]} at row {negative} is negative")
     if n == 0:
         return order, [], -1
-    with nogil:
-        if not grouped:
-            for i in range(n):
-                o[i] = i
-            for i in range(null_partition + 1, num_partitions + 1):
-                b[i] = n
-        else:
-            _group_rows(&pv[0], n, null_partition, num_partitions, &o[0], &b[0])
-        k = _cut_chunks(&o[0], &sizes[0], &b[0], num_partitions, limit, &cv[0], &too_large)
-    if k < 0:
-        return order, [], too_large
-    return order, [(<int32_t>cv[4 * c], cv[4 * c + 1], cv[4 * c + 2], cv[4 * c + 3])
-                   for c in range(k)], -1
+    # Greedy cuts: two neighbouring chunks of a partition hold more than `limit`
+    # together, so a partition of B bytes has at most 2 * (B // limit) + 1 chunks.
+    room = min(n, 2 * (total // limit) + num_partitions)
+    cdef int64_t *cuts = <int64_t *>PyMem_Malloc(<size_t>(4 * room) * sizeof(int64_t))
+    if cuts == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            if not grouped:
+                for i in range(n):
+                    o[i] = i
+                for i in range(null_partition + 1, num_partitions + 1):
+                    b[i] = n
+            else:
+                _group_rows(&pv[0], n, null_partition, num_partitions, &o[0], &b[0])
+            k = _cut_chunks(&o[0], &sizes[0], &b[0], num_partitions, limit, cuts, &too_large)
+        if k < 0:
+            return order, [], too_large
+        return order, [(<int32_t>cuts[4 * c], cuts[4 * c + 1], cuts[4 * c + 2], cuts[4 * c + 3])
+                       for c in range(k)], -1
+    finally:
+        PyMem_Free(cuts)
 
 # ---------------------------------------------------------------- accumulator
 
