@@ -13,6 +13,7 @@ that can block (writes, reads, syncs, recovery); index operations keep it,
 which is also what serialises them.
 
 Files joined here (one translation unit):
+    storage_lock.pxi     LogLock: the Log's reentrant lock, taken from C by log_append
     storage_index.pxi    OffsetIndex, TimeIndex
     storage_append.pxi   prepare_append, PreparedAppend, the index rule of appends
     storage_logfile.pxi  LogFile: the .log file (append, read, walk, recover)
@@ -94,6 +95,7 @@ cdef int _raise_os(int err, object path) except -1:
     raise OSError(err, strerror(err).decode(), path)
 
 
+include "storage_lock.pxi"
 include "storage_index.pxi"
 include "storage_append.pxi"
 include "storage_logfile.pxi"

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from functools import partial
 
 from pylog._core.engine import IoEngine
-from pylog._core.storage import LogState, configure_fast_append, log_append
+from pylog._core.storage import LogLock, LogState, configure_fast_append, log_append
 from pylog.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -126,7 +126,7 @@ class Log(LogState):
         self.on_io_error = on_io_error
         self.topic_partition = topic_partition or files.parse_partition_dir(os.path.basename(self.path))
         self.standalone = recovery_point is None
-        self._lock = threading.RLock()          # appends, rolls, truncation, deletion
+        self._lock = LogLock()                  # appends, rolls, truncation, deletion (reentrant)
         self._append_limits = None              # append_fast's view of self.config
         self._flush_lock = threading.Lock()     # one flush at a time; taken before _lock
         self._closed = False
