@@ -145,6 +145,36 @@ def sections(draw):
     return bytes(section), n, stamps[0]
 
 
+@st.composite
+def uniform_sections(draw):
+    """Many records of one shape (a producer's typical batch: one key and value
+    size, small timestamp deltas), past the offset delta's one-byte edge at 64,
+    with a record of another shape now and then and edits in any record's
+    framing: the append's walk checks such records against the shape of the
+    one before (records.c, record_shape)."""
+    n = draw(st.integers(2, 140))
+    klen = draw(st.sampled_from([None, 0, 3, 63, 64]))
+    vlen = draw(st.sampled_from([0, 1, 62, 63, 64, 100, 300]))
+    # Mostly one-byte timestamp deltas (the shape's), now and then two-byte ones.
+    deltas = [0, 1, 5, 63] if draw(st.integers(0, 3)) else [0, 1, 5, 63, 64, 200]
+    ts = draw(st.lists(st.sampled_from(deltas), min_size=n, max_size=n))
+    odd = draw(st.sets(st.integers(0, n - 1), max_size=2))     # other value sizes
+    keys = [None if klen is None else b"k" * klen for _ in range(n)]
+    fill = os.urandom if draw(st.booleans()) else bytes
+    values = [fill(vlen + (7 if i in odd else 0)) for i in range(n)]
+    stamps = [1_700_000_000_000 + t for t in ts]
+    batch = records.encode_batch(values, keys=keys, timestamps=stamps)
+    section = bytearray(batch[RECORDS:])
+    starts = record_starts(section, n)
+    edits = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(-1, 9),
+                                    st.integers(-2, 2), st.integers(0, 255), st.booleans()),
+                          max_size=2))
+    for j, at, step, byte, nudge in edits:
+        pos = (starts[j + 1] - 1 if at < 0 else starts[j] + at) % len(section)
+        section[pos] = (section[pos] + step) % 256 if nudge else byte
+    return bytes(section), n, stamps[0]
+
+
 def record_starts(section, count):
     """Each record's first byte in a valid section, and the section's end."""
     starts, pos = [], 0
@@ -207,3 +237,57 @@ def test_an_append_accepts_what_the_reference_accepts(log, case):
         appended = False
     assert appended == ok
     assert log.log_end_offset == end + (count if ok else 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=uniform_sections())
+def test_an_append_of_records_of_one_shape_accepts_what_the_reference_accepts(log, case):
+    """The same for batches of one shape, whose records the walk checks against
+    the shape of the record before; the records read back are the reference's."""
+    section, count, _ = case
+    base_ts = int(time.time() * 1000)
+    want = ref_records(section, count)
+    ok = want is not None and [r[1] for r in want] == list(range(count))
+    batch = v2_batch(section, count=count, base_timestamp=base_ts, max_timestamp=base_ts)
+    end = log.log_end_offset
+    try:
+        info = log.append(batch)
+        appended = True
+    except (CorruptRecordError, InvalidRecordError):
+        appended = False
+    assert appended == ok
+    assert log.log_end_offset == end + (count if ok else 0)
+    if ok:
+        # The batch's maxTimestamp is its records' true maximum (the walk's min/max).
+        assert info.max_timestamp == base_ts + max(r[0] for r in want)
+
+
+@pytest.mark.parametrize("klen", [None, 3])
+def test_every_framing_byte_of_a_shaped_record_edited(log, klen):
+    """Each byte of the framing of records 5 and 70 (one- and two-byte offset
+    deltas) in a batch of one shape, changed four ways: the append's verdict is
+    the reference's, so no check of the shaped walk can be skipped unnoticed."""
+    n = 100
+    batch = records.encode_batch([b"v" * 100] * n, keys=None if klen is None else [b"k" * klen] * n,
+                                 timestamps=[1_700_000_000_000 + i % 60 for i in range(n)])
+    section = bytes(batch[RECORDS:])
+    starts = record_starts(section, n)
+    for j in (5, 70):
+        framing = list(range(starts[j], starts[j] + 12)) + [starts[j + 1] - 1]
+        for pos in framing:
+            for edit in (lambda b: b ^ 0x01, lambda b: b ^ 0x80, lambda b: (b + 1) % 256,
+                         lambda b: (b - 1) % 256):
+                edited = bytearray(section)
+                edited[pos] = edit(edited[pos])
+                want = ref_records(bytes(edited), n)
+                ok = want is not None and [r[1] for r in want] == list(range(n))
+                base_ts = int(time.time() * 1000)
+                end = log.log_end_offset
+                try:
+                    log.append(v2_batch(bytes(edited), count=n, base_timestamp=base_ts,
+                                        max_timestamp=base_ts))
+                    appended = True
+                except (CorruptRecordError, InvalidRecordError):
+                    appended = False
+                assert appended == ok, (j, pos - starts[j], section[pos], edited[pos])
+                assert log.log_end_offset == end + (n if ok else 0)
