@@ -64,7 +64,7 @@ struct pylog_engine {
     int kind;                   /* PYLOG_ENGINE_PORTABLE or PYLOG_ENGINE_URING */
     pthread_mutex_t lock;
     pthread_cond_t idle;        /* broadcast when `active` drops to 0 */
-    unsigned active;            /* callers inside the engine (guarded by lock) */
+    _Atomic unsigned active;    /* callers inside the engine (changed atomically) */
     _Atomic uint64_t writes, bytes_written, syncs, submissions, short_writes;
     /* Staging buffers of O_DIRECT appends, kept for reuse (guarded by lock):
      * resident memory, so an append does not pay for fresh pages. */
@@ -98,24 +98,28 @@ static void set_why(char *why, size_t why_len, const char *fmt, ...)
     va_end(ap);
 }
 
+/* `active` counts the callers inside, so pylog_engine_free waits for them.
+ * The portable path moves it without the lock (an append's two mutex round
+ * trips were ~200 instructions); the last caller out takes the lock to
+ * broadcast, so a free() that saw it non-zero is already waiting, or sees 0. */
 static void enter(pylog_engine *e)
 {
-    pthread_mutex_lock(&e->lock);
-    e->active++;
-    pthread_mutex_unlock(&e->lock);
+    atomic_fetch_add(&e->active, 1);
 }
 
 static void leave_locked(pylog_engine *e)
 {
-    if (--e->active == 0)
+    if (atomic_fetch_sub(&e->active, 1) == 1)
         pthread_cond_broadcast(&e->idle);
 }
 
 static void leave(pylog_engine *e)
 {
-    pthread_mutex_lock(&e->lock);
-    leave_locked(e);
-    pthread_mutex_unlock(&e->lock);
+    if (atomic_fetch_sub(&e->active, 1) == 1) {
+        pthread_mutex_lock(&e->lock);
+        pthread_cond_broadcast(&e->idle);
+        pthread_mutex_unlock(&e->lock);
+    }
 }
 
 /* ---- iovec cursor ------------------------------------------------------- */
