@@ -709,6 +709,31 @@ static inline __attribute__((always_inline)) int shape_match(const unsigned char
     return 1;
 }
 
+/* One record of the validation walk, read by the reader: its offset delta
+ * must be i, its key present when required; its timestamp joins [lo, hi].
+ * Sets *common when the quick read took it. */
+static inline __attribute__((always_inline)) int validate_one(const char **pp, const char *end,
+                                                              const char *recs, int32_t i,
+                                                              int64_t base_timestamp,
+                                                              int require_keys, pylog_record *r,
+                                                              int *common, int64_t *lo,
+                                                              int64_t *hi, pylog_status *st) {
+    const char *start = *pp;
+    *common = record_read_common(pp, end, r) == 0;
+    if (!*common) {
+        int rc = record_read(pp, end, recs, r, st);
+        if (rc) return rc;
+    }
+    if (r->offset_delta != i)
+        return fail(st, PYLOG_ERR_RECORD, start - recs, r->offset_delta, i, "offset delta");
+    if (require_keys && r->key_len < 0)
+        return fail(st, PYLOG_ERR_RECORD, start - recs, i, 0, "null key");
+    int64_t ts = ts_add(base_timestamp, r->timestamp_delta);
+    if (ts < *lo) *lo = ts;
+    if (ts > *hi) *hi = ts;
+    return PYLOG_OK;
+}
+
 int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
                            int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,
                            pylog_status *st) {
@@ -717,42 +742,39 @@ int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t
     const char *fast_end = len > PYLOG_COMMON_SLACK ? end - PYLOG_COMMON_SLACK : recs;
     pylog_record r;
     record_shape shape;
-    /* shaped: `shape` holds; fresh: it was just taken and has not matched yet;
-     * a fresh shape that misses means records of varied shapes: stop trying. */
-    int shaped = 0, fresh = 0, shapes_on = 1;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (int32_t i = 0; i < count; i++) {
+    int shaped = 0, common, rc;
+    int32_t i = 0;
+    /* Records of one shape: each checked against the one before. Two records
+     * in a row that the reader had to take mean varied shapes: the plain walk
+     * below takes over from there. */
+    for (int read_last = 0; i < count; i++) {
         int64_t delta;
         if (shaped && p + shape.size <= fast_end &&
             shape_match((const unsigned char *)p, &shape, i, &delta)) {
-            fresh = 0;
+            read_last = 0;
             p += shape.size;
             int64_t ts = ts_add(base_timestamp, delta);
             if (ts < lo) lo = ts;
             if (ts > hi) hi = ts;
             continue;
         }
-        if (shaped && fresh) shapes_on = 0;
-        shaped = 0;
+        if (read_last) break;
+        read_last = 1;
         if (p >= end)
             return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
         const char *start = p;
-        int common = record_read_common(&p, end, &r) == 0;
-        if (!common) {
-            int rc = record_read(&p, end, recs, &r, st);
-            if (rc) return rc;
-        }
-        if (r.offset_delta != i)
-            return fail(st, PYLOG_ERR_RECORD, start - recs, r.offset_delta, i, "offset delta");
-        if (require_keys && r.key_len < 0)
-            return fail(st, PYLOG_ERR_RECORD, start - recs, i, 0, "null key");
-        if (common && shapes_on) {
-            shaped = shape_of((const unsigned char *)start, &r, &shape);
-            fresh = 1;
-        }
-        int64_t ts = ts_add(base_timestamp, r.timestamp_delta);
-        if (ts < lo) lo = ts;
-        if (ts > hi) hi = ts;
+        if ((rc = validate_one(&p, end, recs, i, base_timestamp, require_keys, &r, &common, &lo, &hi,
+                               st)))
+            return rc;
+        shaped = common && shape_of((const unsigned char *)start, &r, &shape);
+    }
+    for (; i < count; i++) {
+        if (p >= end)
+            return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
+        if ((rc = validate_one(&p, end, recs, i, base_timestamp, require_keys, &r, &common, &lo, &hi,
+                               st)))
+            return rc;
     }
     if (p != end) return fail(st, PYLOG_ERR_COUNT, p - recs, end - p, count, "records count (trailing bytes)");
     *min_timestamp = lo;
