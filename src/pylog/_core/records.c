@@ -647,7 +647,7 @@ int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_re
  * (no headers) has the same lengths as the record the shape was taken from,
  * which the reader accepted: it is valid without being read field by field.
  * Batches of records of one size (a producer's typical batch) are walked this
- * way at ~30 instructions a record instead of ~134. */
+ * way at ~59 instructions a record instead of ~134 (callgrind, 200 x 100 B). */
 typedef struct {
     uint64_t want, mask;    /* the first 8 bytes: framing bytes to compare (not ts, od) */
     uint16_t vl_want, vl_mask;
