@@ -647,7 +647,7 @@ int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_re
  * (no headers) has the same lengths as the record the shape was taken from,
  * which the reader accepted: it is valid without being read field by field.
  * Batches of records of one size (a producer's typical batch) are walked this
- * way at ~59 instructions a record instead of ~134 (callgrind, 200 x 100 B). */
+ * way at ~49 instructions a record instead of ~134 (callgrind, 200 x 100 B). */
 typedef struct {
     uint64_t want, mask;    /* the first 8 bytes: framing bytes to compare (not ts, od) */
     uint16_t vl_want, vl_mask;
@@ -688,25 +688,41 @@ static int shape_of(const unsigned char *start, const pylog_record *r, record_sh
     return 1;
 }
 
-/* Whether the record at p has shape s with offset delta i; if so, its
- * timestamp delta. The caller checked p + s->size <= end - PYLOG_COMMON_SLACK. */
-static inline __attribute__((always_inline)) int shape_match(const unsigned char *p,
-                                                             const record_shape *s, int32_t i,
-                                                             int64_t *ts_delta) {
-    uint32_t od = (uint32_t)i << 1;         /* zigzag of i >= 0 */
-    if (s->od_len == 1) {
-        if (od >= 0x80 || p[s->od_at] != od) return 0;
-    } else {
-        if (od < 0x80 || od >= 0x4000 || p[s->od_at] != ((od & 0x7F) | 0x80) ||
-            p[s->od_at + 1] != (od >> 7))
-            return 0;
+/* Walks the records from p (index i) while they have shape s and end by
+ * fast_end, joining their timestamps into [lo, hi]; returns the index of the
+ * first record that does not (count when all do) and moves *pp to it. The
+ * shape's fields sit in registers, and one branch a record tests them all. */
+static inline __attribute__((always_inline)) int32_t shape_run(const unsigned char **pp,
+                                                               const unsigned char *fast_end,
+                                                               const record_shape *s, int32_t i,
+                                                               int32_t count, int64_t base,
+                                                               int64_t *lo, int64_t *hi) {
+    const unsigned char *p = *pp;
+    const uint64_t want = s->want, mask = s->mask;
+    const uint16_t vl_want = s->vl_want, vl_mask = s->vl_mask;
+    const int64_t size = s->size;
+    const int32_t ts_at = s->ts_at, od_at = s->od_at, vl_at = s->vl_at;
+    int64_t l = *lo, h = *hi;
+    /* The offset delta's zigzag (2i) takes one byte below 64, two below 8,192. */
+    int32_t first = s->od_len == 1 ? 0 : 64, stop = s->od_len == 1 ? 64 : 8192;
+    if (i < first) stop = i;
+    if (stop > count) stop = count;
+    for (; i < stop && p + size <= fast_end; i++) {
+        uint32_t od = (uint32_t)i << 1, ts = p[ts_at];
+        uint32_t od_miss = s->od_len == 1 ? (p[od_at] ^ od)
+                                          : (p[od_at] ^ ((od & 0x7F) | 0x80)) | (p[od_at + 1] ^ (od >> 7));
+        if ((((load_native64(p) ^ want) & mask) != 0) | (od_miss != 0) | (ts >= 0x80) |
+            (((load_native16(p + vl_at) ^ vl_want) & vl_mask) != 0) | (p[size - 1] != 0))
+            break;
+        int64_t t = ts_add(base, (int64_t)(ts >> 1) ^ -(int64_t)(ts & 1));
+        l = t < l ? t : l;
+        h = t > h ? t : h;
+        p += size;
     }
-    uint32_t ts = p[s->ts_at];
-    if (((load_native64(p) ^ s->want) & s->mask) || ts >= 0x80 ||
-        ((load_native16(p + s->vl_at) ^ s->vl_want) & s->vl_mask) || p[s->size - 1] != 0)
-        return 0;
-    *ts_delta = (int64_t)(ts >> 1) ^ -(int64_t)(ts & 1);
-    return 1;
+    *pp = p;
+    *lo = l;
+    *hi = h;
+    return i;
 }
 
 /* One record of the validation walk, read by the reader: its offset delta
@@ -749,15 +765,13 @@ int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t
      * in a row that the reader had to take mean varied shapes: the plain walk
      * below takes over from there. */
     for (int read_last = 0; i < count; i++) {
-        int64_t delta;
-        if (shaped && p + shape.size <= fast_end &&
-            shape_match((const unsigned char *)p, &shape, i, &delta)) {
-            read_last = 0;
-            p += shape.size;
-            int64_t ts = ts_add(base_timestamp, delta);
-            if (ts < lo) lo = ts;
-            if (ts > hi) hi = ts;
-            continue;
+        if (shaped) {
+            int32_t j = shape_run((const unsigned char **)&p, (const unsigned char *)fast_end,
+                                  &shape, i, count, base_timestamp, &lo, &hi);
+            if (j > i) {
+                read_last = 0;
+                if ((i = j) == count) break;
+            }
         }
         if (read_last) break;
         read_last = 1;
