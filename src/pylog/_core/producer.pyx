@@ -1051,21 +1051,6 @@ def plan_rows(values, keys, int32_t num_partitions, int64_t overhead):
     return sizes, parts, total
 
 
-def column_bytes(column):
-    """Total byte length of a list/tuple of bytes-like/None (None counts 0), in one C
-    pass: no per-record array (send_batch asks it first, to see whether a call fits one
-    request)."""
-    cdef Py_ssize_t i, n = len(column)
-    cdef int64_t total = 0
-    for i in range(n):
-        item = column[i]
-        if PyBytes_CheckExact(item):
-            total += PyBytes_GET_SIZE(item)
-        elif item is not None:
-            total += len(item)
-    return total
-
-
 def column_lengths(column):
     """Byte length of each entry of a list of bytes-like/None (0 for None), as int64."""
     cdef Py_ssize_t i, n = len(column)

@@ -588,16 +588,19 @@ static inline __attribute__((always_inline)) int record_read_common(const char *
     return 0;
 }
 
-/* A record: the common one quickly, any other by the full rules. */
+/* A record: the common one quickly, any other by the full rules; *common
+ * (when not NULL) says which read took it. */
 static inline __attribute__((always_inline)) int record_read_any(const char **pp, const char *end,
                                                                  const char *base, pylog_record *r,
-                                                                 pylog_status *st) {
-    return record_read_common(pp, end, r) ? record_read(pp, end, base, r, st) : PYLOG_OK;
+                                                                 pylog_status *st, int *common) {
+    int quick = record_read_common(pp, end, r) == 0;
+    if (common) *common = quick;
+    return quick ? PYLOG_OK : record_read(pp, end, base, r, st);
 }
 
 int pylog_record_read(const char **pp, const char *end, const char *base, pylog_record *r,
                       pylog_status *st) {
-    return record_read_any(pp, end, base, r, st);
+    return record_read_any(pp, end, base, r, st, NULL);
 }
 
 int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_records_totals *t,
@@ -608,7 +611,7 @@ int pylog_records_measure(const char *recs, int64_t len, int32_t count, pylog_re
     for (int32_t i = 0; i < count; i++) {
         if (p >= end)
             return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
-        int rc = record_read_any(&p, end, recs, &r, st);
+        int rc = record_read_any(&p, end, recs, &r, st, NULL);
         if (rc) return rc;
         t->key_bytes += r.key_len > 0 ? r.key_len : 0;
         t->value_bytes += r.value_len > 0 ? r.value_len : 0;
@@ -725,21 +728,20 @@ static inline __attribute__((always_inline)) int32_t shape_run(const unsigned ch
     return i;
 }
 
-/* One record of the validation walk, read by the reader: its offset delta
- * must be i, its key present when required; its timestamp joins [lo, hi].
- * Sets *common when the quick read took it. */
+/* Record i of the validation walk, read by the reader: it must be there, its
+ * offset delta must be i, its key present when required; its timestamp joins
+ * [lo, hi]. Sets *common when the quick read took it. */
 static inline __attribute__((always_inline)) int validate_one(const char **pp, const char *end,
                                                               const char *recs, int32_t i,
-                                                              int64_t base_timestamp,
+                                                              int32_t count, int64_t base_timestamp,
                                                               int require_keys, pylog_record *r,
                                                               int *common, int64_t *lo,
                                                               int64_t *hi, pylog_status *st) {
     const char *start = *pp;
-    *common = record_read_common(pp, end, r) == 0;
-    if (!*common) {
-        int rc = record_read(pp, end, recs, r, st);
-        if (rc) return rc;
-    }
+    if (start >= end)
+        return fail(st, PYLOG_ERR_COUNT, start - recs, i, count, "records count (fewer records)");
+    int rc = record_read_any(pp, end, recs, r, st, common);
+    if (rc) return rc;
     if (r->offset_delta != i)
         return fail(st, PYLOG_ERR_RECORD, start - recs, r->offset_delta, i, "offset delta");
     if (require_keys && r->key_len < 0)
@@ -775,21 +777,16 @@ int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t
         }
         if (read_last) break;
         read_last = 1;
-        if (p >= end)
-            return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
         const char *start = p;
-        if ((rc = validate_one(&p, end, recs, i, base_timestamp, require_keys, &r, &common, &lo, &hi,
-                               st)))
+        if ((rc = validate_one(&p, end, recs, i, count, base_timestamp, require_keys, &r, &common,
+                               &lo, &hi, st)))
             return rc;
         shaped = common && shape_of((const unsigned char *)start, &r, &shape);
     }
-    for (; i < count; i++) {
-        if (p >= end)
-            return fail(st, PYLOG_ERR_COUNT, p - recs, i, count, "records count (fewer records)");
-        if ((rc = validate_one(&p, end, recs, i, base_timestamp, require_keys, &r, &common, &lo, &hi,
-                               st)))
+    for (; i < count; i++)
+        if ((rc = validate_one(&p, end, recs, i, count, base_timestamp, require_keys, &r, &common,
+                               &lo, &hi, st)))
             return rc;
-    }
     if (p != end) return fail(st, PYLOG_ERR_COUNT, p - recs, end - p, count, "records count (trailing bytes)");
     *min_timestamp = lo;
     *max_timestamp = hi;

@@ -51,7 +51,6 @@ from pylog._core.producer import (
     ProducerBase,
     ProducerBatch,
     TopicState,
-    column_bytes,
     column_lengths,
     plan_chunks,
     plan_rows,
@@ -910,17 +909,6 @@ def _callback_adapter(callback):
         exc = future.exception()
         callback(None if exc is not None else future.result(), exc)
     return done
-
-
-def _column_total(column) -> int:
-    """Total bytes of a list or Arrow binary column (nulls count 0)."""
-    if type(column) is list:
-        return column_bytes(column)
-    import pyarrow as pa
-    if isinstance(column, (pa.Array, pa.ChunkedArray)):
-        import pyarrow.compute as pc
-        return int(pc.sum(pc.binary_length(column)).as_py() or 0)
-    return column_bytes(column)
 
 
 def _column_sizes(column) -> np.ndarray:
