@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pylog import records
-from pylog.errors import CorruptRecordError, InvalidRecordError
+from pylog.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
 from pylog.storage.log import Log
 from record.codec_support import RECORDS, v2_batch
 
@@ -291,3 +291,29 @@ def test_every_framing_byte_of_a_shaped_record_edited(log, klen):
                     appended = False
                 assert appended == ok, (j, pos - starts[j], section[pos], edited[pos])
                 assert log.log_end_offset == end + (n if ok else 0)
+
+
+@pytest.mark.parametrize("at", [0, 5, 63, 64, 70, 99])
+@pytest.mark.parametrize("klen", [None, 3])
+def test_a_shaped_batch_s_least_and_greatest_timestamps_meet_the_bounds(tmp_path, at, klen):
+    """The shaped walk joins the records' timestamp deltas and adds the base
+    once: the least (record `at`, 5 ms before the base) and the greatest (record
+    `at`, 7 ms after) meet message.timestamp.before/after.max.ms exactly as each
+    record's own timestamp would, one millisecond either side of the bound."""
+    now = base = 1_800_000_000_000
+    n = 100
+    keys = None if klen is None else [b"k" * klen] * n
+    for delta, key in ((-5, "message.timestamp.before.max.ms"), (7, "message.timestamp.after.max.ms")):
+        stamps = [base + (delta if i == at else i % 3) for i in range(n)]
+        section = records.encode_batch([b"v" * 100] * n, keys=keys, timestamps=stamps)[RECORDS:]
+        batch = v2_batch(bytes(section), count=n, base_timestamp=stamps[0], max_timestamp=stamps[0])
+        bound = abs(delta)          # how far the extreme record is from now
+        for limit, ok in ((bound, True), (bound - 1, False)):
+            with Log(str(tmp_path / f"t{delta}-{limit}"), {key: limit}, clock=lambda: now) as lg:
+                if ok:
+                    info = lg.append(batch)
+                    assert info.max_timestamp == max(stamps)
+                else:
+                    with pytest.raises(InvalidTimestampError, match="outside the accepted range"):
+                        lg.append(batch)
+                    assert lg.log_end_offset == 0
