@@ -65,6 +65,7 @@ struct pylog_engine {
     pthread_mutex_t lock;
     pthread_cond_t idle;        /* broadcast when `active` drops to 0 */
     _Atomic unsigned active;    /* callers inside the engine (changed atomically) */
+    _Atomic int freeing;        /* set by pylog_engine_free before it waits for `active` */
     _Atomic uint64_t writes, bytes_written, syncs, submissions, short_writes;
     /* Staging buffers of O_DIRECT appends, kept for reuse (guarded by lock):
      * resident memory, so an append does not pay for fresh pages. */
@@ -100,8 +101,11 @@ static void set_why(char *why, size_t why_len, const char *fmt, ...)
 
 /* `active` counts the callers inside, so pylog_engine_free waits for them.
  * The portable path moves it without the lock (an append's two mutex round
- * trips were ~200 instructions); the last caller out takes the lock to
- * broadcast, so a free() that saw it non-zero is already waiting, or sees 0. */
+ * trips were ~200 instructions). free() sets `freeing` before it reads
+ * `active`; the last caller out reads `freeing` after its decrement (both
+ * sequentially consistent), so at least one of them sees the other: either
+ * free() sees 0, or the caller takes the lock, which free() holds until it
+ * waits, and wakes it. Without a free(), leaving is one atomic. */
 static void enter(pylog_engine *e)
 {
     atomic_fetch_add(&e->active, 1);
@@ -115,7 +119,7 @@ static void leave_locked(pylog_engine *e)
 
 static void leave(pylog_engine *e)
 {
-    if (atomic_fetch_sub(&e->active, 1) == 1) {
+    if (atomic_fetch_sub(&e->active, 1) == 1 && atomic_load(&e->freeing)) {
         pthread_mutex_lock(&e->lock);
         pthread_cond_broadcast(&e->idle);
         pthread_mutex_unlock(&e->lock);
@@ -977,6 +981,7 @@ void pylog_engine_free(pylog_engine *e)
     if (e == NULL)
         return;
     pthread_mutex_lock(&e->lock);
+    atomic_store(&e->freeing, 1);
     while (e->active > 0)
         pthread_cond_wait(&e->idle, &e->lock);
     pthread_mutex_unlock(&e->lock);

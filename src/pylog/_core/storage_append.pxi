@@ -2,6 +2,7 @@
 
 
 @cython.final
+@cython.freelist(4)                 # one a Log.append: reused, not reallocated
 cdef class PreparedAppend:
     """Validated batches with their assigned offsets, ready to be written.
 
@@ -115,7 +116,10 @@ cdef PreparedAppend _prepare_append(object buffer, const pylog_append_params *pa
         p.iov = <iovec *>PyMem_Malloc(<size_t>(2 * n) * sizeof(iovec))
         if p.batches == NULL or p.patches == NULL or p.iov == NULL:
             raise MemoryError()
-    with nogil:
+    if length >= NOGIL_MIN_BYTES and _gil_wanted_elsewhere():
+        with nogil:
+            rc = pylog_append_prepare(buf, length, params, p.batches, n, p.patches, &st)
+    else:
         rc = pylog_append_prepare(buf, length, params, p.batches, n, p.patches, &st)
     if rc != PYLOG_APPEND_OK:
         raise _append_rejection(rc, &st)

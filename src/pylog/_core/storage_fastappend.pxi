@@ -23,6 +23,14 @@ cdef object _wall_clock = None       # the Log's default clock, read here withou
 cdef dict _target_codecs = {}        # log_validator.TARGET_CODECS
 cdef object _BatchMetadata = None    # pylog.storage.producer_state.BatchMetadata
 
+_APPEND_INFO_FIELDS = ("first_offset", "last_offset", "max_timestamp", "offset_of_max_timestamp",
+                       "log_append_time", "log_start_offset", "records", "batches", "size",
+                       "flushed")
+cdef enum:                          # their positions that log_append reads
+    _INFO_LAST_OFFSET = 1
+    _INFO_SIZE = 8
+    _INFO_FLUSHED = 9
+
 
 def configure_fast_append(append_info, wall_clock, dict target_codecs, batch_metadata,
                           dict log_module):
@@ -32,6 +40,9 @@ def configure_fast_append(append_info, wall_clock, dict target_codecs, batch_met
     table's record of a batch (a NamedTuple), and the module's globals (where
     log_append reads FAST_APPEND, which tests and benchmarks turn off)."""
     global _AppendInfo, _wall_clock, _target_codecs, _BatchMetadata, _log_module
+    # _append_info fills the namedtuple in place, in the order of its fields.
+    if tuple(append_info._fields) != _APPEND_INFO_FIELDS or not issubclass(append_info, tuple):
+        raise TypeError(f"AppendInfo's fields are {append_info._fields}, not {_APPEND_INFO_FIELDS}")
     _AppendInfo = append_info
     _wall_clock = wall_clock
     _target_codecs = target_codecs
@@ -239,7 +250,7 @@ cdef inline bint _origin_is(str origin, str name):
     return origin is name or (origin is not None and len(origin) == len(name) and origin == name)
 
 
-def append_fast(LogState log, batches, str origin):
+cdef object _append_fast(LogState log, object batches, str origin):
     """Appends `batches` to `log` as Log.append does, with the log's lock held by
     the caller. Returns an AppendInfo (written, indexed, counted; its `flushed`
     field asks the caller to flush, by flush.ms), or ``(prepared, now)`` when the
@@ -317,12 +328,34 @@ def append_fast(LogState log, batches, str origin):
     if entry is not None:
         _remember_batches(entry, p)
     cdef bint flush = now - <int64_t>log._last_flush_ms >= lim.flush_ms
-    # AppendInfo is a namedtuple: tuple's tp_new fills it without a Python call.
-    fields = (p.first_offset, p.last_offset, p.max_timestamp, p.offset_of_max_timestamp,
-              p.max_timestamp if lim.log_append_time else -1, log._log_start_offset, p.records,
-              p.count, p.size, flush)
-    args = (fields,)                    # tuple.__new__(AppendInfo, fields)
-    return (<PyTypeObject *>tuple).tp_new(<type>_AppendInfo, <PyObject *>args, NULL)
+    return _append_info(p, lim.log_append_time, log._log_start_offset, flush)
+
+
+cdef object _append_info(PreparedAppend p, bint log_append_time, object log_start_offset,
+                         bint flush):
+    """The AppendInfo of `p`, a namedtuple filled in place (as tuple.__new__
+    would, without the two tuples it takes). Every field object exists before
+    the allocation: nothing can run the GC while the tuple has empty slots."""
+    first, last, max_ts = p.first_offset, p.last_offset, p.max_timestamp
+    of_max, lat = p.offset_of_max_timestamp, p.max_timestamp if log_append_time else -1
+    records, batches, size, flushed = p.records, p.count, p.size, flush
+    info = PyType_GenericAlloc(<PyTypeObject *>_AppendInfo, 10)
+    _fill(info, 0, first)
+    _fill(info, 1, last)
+    _fill(info, 2, max_ts)
+    _fill(info, 3, of_max)
+    _fill(info, 4, lat)
+    _fill(info, 5, log_start_offset)
+    _fill(info, 6, records)
+    _fill(info, 7, batches)
+    _fill(info, 8, size)
+    _fill(info, 9, flushed)
+    return info
+
+
+cdef inline void _fill(object t, Py_ssize_t i, object v) noexcept:
+    Py_INCREF(v)                        # PyTuple_SET_ITEM takes the reference
+    PyTuple_SET_ITEM(t, i, v)
 
 
 def log_append(LogState log, batches, *, str origin="client"):
@@ -344,15 +377,15 @@ def log_append(LogState log, batches, *, str origin="client"):
     cdef LogLock lock = log._lock
     lock.take()
     try:
-        info = append_fast(log, batches, origin) if _log_module["FAST_APPEND"] else None
+        info = _append_fast(log, batches, origin) if _log_module["FAST_APPEND"] else None
         if type(info) is not _AppendInfo:
             info = log._append_locked(batches, origin, info)
-            if not info.size:
+            if not (<tuple>info)[_INFO_SIZE]:
                 return info             # a retry of batches already in the log
     finally:
         lock.give()
     for event in log._listeners:
         event.set()
-    if info.flushed:
-        log.flush(info.last_offset + 1)
+    if (<tuple>info)[_INFO_FLUSHED]:
+        log.flush((<tuple>info)[_INFO_LAST_OFFSET] + 1)
     return info
