@@ -39,7 +39,7 @@ everything, which the no-flush policy does not do; the Logs are abandoned and
 deleted instead). MB/s counts batch bytes as written (MB = 10**6 bytes).
 
 usage: python bench/bench_append.py [--quick] [--dir DIR] [--markdown] [--memory warm|cold]
-       [--python-append]   (Log.append's Python path only, without append_fast)
+       [--python-append]   (Log.append's Python path only, without _append_fast)
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ around the loop only. In the same round, on the same filesystem:
 
 * limit: ``os.write`` of the same bytes into an O_APPEND file (what any Python
   append loop pays for the write alone);
-* ``Log.append`` through its C fast path (``append_fast``, the default);
+* ``Log.append`` through its C fast path (``_append_fast``, the default);
 * ``Log.append`` through its Python path only (``FAST_APPEND`` off: the
-  orchestration in interpreted Python, what pylog did before append_fast);
+  orchestration in interpreted Python, what pylog did before _append_fast);
 * the fast path with ``pylog.validate.records=false`` (the CRC is still
   checked; the walk over every record is not).
 

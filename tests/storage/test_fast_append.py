@@ -1,7 +1,7 @@
 """Log.append's C fast path (storage_fastappend.pxi) against its Python path.
 
 The same operations go to two Logs with the same fake clock, one appending
-through ``append_fast`` and one with ``pylog.storage.log.FAST_APPEND`` off:
+through ``_append_fast`` and one with ``pylog.storage.log.FAST_APPEND`` off:
 every result, every error and, at the end, every byte of every file (.log,
 .index, .timeindex, producer snapshots) and the Logs' state must be equal.
 A second group proves the fast path is the one taken for plain appends (so

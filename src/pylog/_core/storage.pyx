@@ -19,7 +19,7 @@ Files joined here (one translation unit):
     storage_logfile.pxi  LogFile: the .log file (append, read, walk, recover)
     storage_validate.pxi convert_client_batches: compressed batches checked, recompressed
     storage_fastappend.pxi the active segment's append and roll rule, and
-                         append_fast: Log.append's common case in one call (the one
+                         _append_fast: Log.append's common case in one call (the one
                          place here that knows the Log's and LogSegment's attributes)
 """
 
@@ -84,6 +84,12 @@ cdef inline bint _gil_wanted_elsewhere() noexcept:
     cdef PyInterpreterState *interp = PyInterpreterState_Head()
     return not (PyInterpreterState_Next(interp) == NULL
                 and PyInterpreterState_ThreadHead(interp) == me and PyThreadState_Next(me) == NULL)
+
+
+def gil_wanted_elsewhere():
+    """Whether another Python thread exists that could take the GIL (what
+    prepare_append asks before it validates 16 KiB or more without it)."""
+    return _gil_wanted_elsewhere()
 
 from pylog._core.includes.capi cimport pylog_import_crc_api, pylog_import_records_api
 

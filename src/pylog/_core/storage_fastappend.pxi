@@ -1,10 +1,10 @@
 # The active segment's append and roll rule (LogSegment.append / should_roll call
 # segment_append / segment_roll_reason), and Log.append's common case in one C
-# call (append_fast, pylog/storage/log.py), which uses the same two.
+# call (_append_fast, pylog/storage/log.py), which uses the same two.
 #
 # A Log appends in Python: validate, maybe roll, write, index, count, maybe
 # flush. Around a 22 KB write (~14 us) that orchestration cost ~6 us of
-# interpreted attribute reads and calls. append_fast() does the same steps for
+# interpreted attribute reads and calls. _append_fast() does the same steps for
 # the case that needs no decision beyond arithmetic, reading and writing the
 # Log's and its active LogSegment's fields (LogState and SegmentState below,
 # which log.py's Log and segment.py's LogSegment subclass: C fields, where an
@@ -35,7 +35,7 @@ cdef enum:                          # their positions that log_append reads
 def configure_fast_append(append_info, wall_clock, dict target_codecs, batch_metadata,
                           dict log_module):
     """Called once by pylog.storage.log: the result type, the clock that
-    append_fast may replace by clock_gettime(CLOCK_REALTIME) in ms,
+    _append_fast may replace by clock_gettime(CLOCK_REALTIME) in ms,
     compression.type -> the codec stored batches must have, the producer
     table's record of a batch (a NamedTuple), and the module's globals (where
     log_append reads FAST_APPEND, which tests and benchmarks turn off)."""
@@ -55,7 +55,7 @@ def configure_fast_append(append_info, wall_clock, dict target_codecs, batch_met
 
 cdef class LogState:
     """The fields of a Log (pylog/storage/log.py) that its append reads and
-    writes, held in C fields: append_fast reaches each with a load instead of
+    writes, held in C fields: _append_fast reaches each with a load instead of
     an attribute lookup (~125 instructions each, about 35 per append). Python
     code sees ordinary attributes; Log subclasses this. The counters an
     append moves are int64 (Python sees ints): as objects, each append made
@@ -369,7 +369,7 @@ def log_append(LogState log, batches, *, str origin="client"):
     records are not walked again, the CRC still is) or ``"coordinator"``.
     """
     # Log.append (pylog/storage/log.py binds it as the method): the append
-    # under the Log's lock, by append_fast or else Log._append_locked; then the
+    # under the Log's lock, by _append_fast or else Log._append_locked; then the
     # listeners; then a flush.ms flush outside the lock, where other appends
     # proceed during the fsync and one fsync covers every append before it.
     # In C: the Python frame of these few steps cost ~2.8k instructions an

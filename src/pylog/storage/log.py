@@ -92,7 +92,7 @@ def default_engine(kind: str = "auto") -> IoEngine:
 
 
 # The one wall clock of the storage layer: a LogManager's logs share it, and
-# append_fast reads it as clock_gettime when a Log's clock is this function.
+# _append_fast reads it as clock_gettime when a Log's clock is this function.
 _now_ms = wall_clock_ms
 
 # Log.append's common case runs in one C call (storage_fastappend.pxi); the rest,
@@ -127,7 +127,7 @@ class Log(LogState):
         self.topic_partition = topic_partition or files.parse_partition_dir(os.path.basename(self.path))
         self.standalone = recovery_point is None
         self._lock = LogLock()                  # appends, rolls, truncation, deletion (reentrant)
-        self._append_limits = None              # append_fast's view of self.config
+        self._append_limits = None              # _append_fast's view of self.config
         self._flush_lock = threading.Lock()     # one flush at a time; taken before _lock
         self._closed = False
         self._offline: Exception | None = None   # set when its log dir fails or it is deleted
@@ -320,12 +320,12 @@ class Log(LogState):
 
     # Appends Kafka v2 record batches and assigns their offsets (the docstring
     # is log_append's, in _core/storage_fastappend.pxi): under the lock,
-    # append_fast or else _append_locked; then the listeners and a flush.ms
+    # _append_fast or else _append_locked; then the listeners and a flush.ms
     # flush outside the lock.
     append = log_append
 
     def _append_locked(self, batches, origin: str, validated) -> AppendInfo:
-        """Log.append's steps under the lock, for what append_fast hands back:
+        """Log.append's steps under the lock, for what _append_fast hands back:
         None (nothing done yet) or (PreparedAppend, now) (validated). Returns an
         AppendInfo whose ``flushed`` asks the caller to flush; its size is 0
         when the batches were duplicates and nothing was written."""
