@@ -3,8 +3,8 @@
 
 One pre-encoded batch (``--records`` records of ``--record-size`` bytes, 200 x
 100 B = 22 KB by default; 63 x 1 KiB = 64 KiB is the other row of the issue)
-appended ``--appends`` times to a fresh single-partition Log, no flush, timed
-around the loop only. In the same round, on the same filesystem:
+appended ``--appends`` times to a fresh single-partition Log, no flush. In the
+same round, on the same filesystem:
 
 * limit: ``os.write`` of the same bytes into an O_APPEND file (what any Python
   append loop pays for the write alone);
@@ -14,13 +14,17 @@ around the loop only. In the same round, on the same filesystem:
 * the fast path with ``pylog.validate.records=false`` (the CRC is still
   checked; the walk over every record is not).
 
-The rows alternate within each round and each round deletes its files before
-the next, so every row meets the same memory state; this VM's speed drifts
-from minute to minute, so the per-round ratios (row / os.write in the same
-round) are reported as median and range, beside the median times.
+Each round opens one file or Log per row and runs the rows in turns of
+``--chunk`` appends (the order rotating every turn) until each has made its
+appends, then deletes them: every row meets the same memory state and the same
+minute of this VM, whose speed drifts by up to 1.5x within minutes (a row of
+440 MB at a time drifted by 0.72-0.84x between rows). Each turn is timed by
+the wall clock and by the thread's CPU time (which leaves out the time the
+host takes the vCPU away); the per-round ratios (row / os.write in the same
+round) are reported as median and range.
 
 usage: bench/bench_append_overhead.py [--rounds 10] [--records 200] [--record-size 100]
-                                      [--appends 20000] [--dir DIR] [--markdown]
+                                      [--appends 20000] [--chunk 500] [--dir DIR] [--markdown]
 """
 
 from __future__ import annotations
@@ -44,37 +48,70 @@ from pylog.record import encode_batch  # noqa: E402
 TIMESTAMP = 1_763_856_000_000
 
 
-def write_loop(root: str, data: bytes, n: int) -> float:
-    path = os.path.join(root, "os-write.dat")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    write = os.write
-    try:
-        t0 = time.perf_counter()
+class WriteRow:
+    """The limit: os.write of the batch into an O_APPEND file."""
+
+    def __init__(self, root: str, data: bytes) -> None:
+        self.path = os.path.join(root, "os-write.dat")
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.data = data
+
+    def run(self, n: int) -> None:
+        write, fd, data = os.write, self.fd, self.data
         for _ in range(n):
             write(fd, data)
-        return time.perf_counter() - t0
-    finally:
-        os.close(fd)
-        os.unlink(path)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        os.unlink(self.path)
 
 
-def log_loop(root: str, data: bytes, n: int, fast: bool, validate: bool, records: int) -> float:
-    path = os.path.join(root, "bench-0")
-    log_module.FAST_APPEND = fast
-    log = pylog.Log(path, {"segment.bytes": min(2**31 - 1, n * len(data) + (1 << 20)),
-                           "pylog.validate.records": validate})
-    try:
-        append = log.append
-        t0 = time.perf_counter()
-        for _ in range(n):
-            append(data)
-        dt = time.perf_counter() - t0
-        assert log.log_end_offset == n * records
-        return dt
-    finally:
-        log_module.FAST_APPEND = True
-        log.abandon()          # no close(): it would fsync what the no-flush loop never does
-        shutil.rmtree(path)
+class LogRow:
+    """Log.append of the batch, by the fast path or the Python path."""
+
+    def __init__(self, root: str, name: str, data: bytes, records: int, n: int, fast: bool,
+                 validate: bool) -> None:
+        self.path = os.path.join(root, f"{name}-0")
+        self.log = pylog.Log(self.path, {"segment.bytes": min(2**31 - 1, n * len(data) + (1 << 20)),
+                                         "pylog.validate.records": validate})
+        self.data, self.fast = data, fast
+        self.records = records
+        self.appended = 0
+
+    def run(self, n: int) -> None:
+        self.appended += n
+        log_module.FAST_APPEND = self.fast
+        try:
+            append, data = self.log.append, self.data
+            for _ in range(n):
+                append(data)
+        finally:
+            log_module.FAST_APPEND = True
+
+    def close(self) -> None:
+        assert self.log.log_end_offset == self.appended * self.records
+        self.log.abandon()     # no close(): it would fsync what the no-flush loop never does
+        shutil.rmtree(self.path)
+
+
+def one_round(rows: dict, n: int, chunk: int) -> dict[str, tuple[float, float]]:
+    """Every row's n appends in turns of `chunk`; each row's (wall, cpu) seconds."""
+    names = list(rows)
+    wall = dict.fromkeys(names, 0.0)
+    cpu = dict.fromkeys(names, 0.0)
+    done = 0
+    turn = 0
+    while done < n:
+        k = min(chunk, n - done)
+        for j in range(len(names)):
+            name = names[(turn + j) % len(names)]
+            w0, c0 = time.perf_counter(), time.thread_time()
+            rows[name].run(k)
+            cpu[name] += time.thread_time() - c0
+            wall[name] += time.perf_counter() - w0
+        done += k
+        turn += 1
+    return {name: (wall[name], cpu[name]) for name in names}
 
 
 def main() -> None:
@@ -83,6 +120,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200, help="records per batch")
     ap.add_argument("--record-size", type=int, default=100)
     ap.add_argument("--appends", type=int, default=None, help="appends per row (default ~440 MB)")
+    ap.add_argument("--chunk", type=int, default=500, help="appends per turn")
     ap.add_argument("--dir", help="filesystem under test (default /tmp)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
@@ -91,35 +129,46 @@ def main() -> None:
                         timestamps=TIMESTAMP)
     n = args.appends or max(1000, 440_000_000 // len(data))
     root = tempfile.mkdtemp(prefix="pylog-bench-overhead-", dir=args.dir or "/tmp")
-    rows = {
-        "os.write loop (limit)": lambda: write_loop(root, data, n),
-        "Log.append, C fast path": lambda: log_loop(root, data, n, True, True, args.records),
-        "Log.append, Python path (naive)": lambda: log_loop(root, data, n, False, True, args.records),
+    makers = {
+        "os.write loop (limit)": lambda: WriteRow(root, data),
+        "Log.append, C fast path": lambda: LogRow(root, "fast", data, args.records, n, True, True),
+        "Log.append, Python path (naive)": lambda: LogRow(root, "python", data, args.records, n, False, True),
         "Log.append, fast path, validate.records=false":
-            lambda: log_loop(root, data, n, True, False, args.records),
+            lambda: LogRow(root, "novalidate", data, args.records, n, True, False),
     }
     try:
         for line in sc.setup_block(root, {
                 "batch": f"{args.records} records x {args.record_size} B = {len(data):,} B",
-                "appends per row": f"{n:,} ({n * len(data) / 1e6:,.0f} MB), no flush",
-                "rounds": f"{args.rounds}, rows alternating within each"}):
+                "appends per row": f"{n:,} ({n * len(data) / 1e6:,.0f} MB) a round, no flush",
+                "rounds": f"{args.rounds}, rows taking turns of {args.chunk} appends"}):
             print(line)
-        times: dict[str, list[float]] = {name: [] for name in rows}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in makers}
         for r in range(args.rounds):
-            for name, fn in rows.items():
-                times[name].append(fn())
+            rows = {name: make() for name, make in makers.items()}
+            try:
+                for name, t in one_round(rows, n, args.chunk).items():
+                    times[name].append(t)
+            finally:
+                for row in rows.values():
+                    row.close()
             sc.log(f"  round {r + 1}: " + ", ".join(
-                f"{name.split(',')[-1].strip()} {t[-1] / n * 1e6:.1f} us" for name, t in times.items()))
+                f"{name.split(',')[-1].strip()} {t[-1][0] / n * 1e6:.1f} us" for name, t in times.items()))
         limit = times["os.write loop (limit)"]
         table = []
         for name, t in times.items():
-            ratios = sorted(a / b for a, b in zip(limit, t))
-            med = statistics.median(t)
-            table.append([name, f"{med / n * 1e6:.2f}", f"{len(data) * n / med / 1e6:,.0f}",
-                          f"{statistics.median(ratios):.2f}", f"{ratios[0]:.2f}-{ratios[-1]:.2f}"])
+            cells = [name]
+            for k in (0, 1):            # wall, cpu
+                ratios = sorted(a[k] / b[k] for a, b in zip(limit, t))
+                med = statistics.median(x[k] for x in t)
+                cells += [f"{med / n * 1e6:.2f}", f"{statistics.median(ratios):.2f}",
+                          f"{ratios[0]:.2f}-{ratios[-1]:.2f}"]
+            cells.insert(2, f"{len(data) * n / statistics.median(x[0] for x in t) / 1e6:,.0f}")
+            table.append(cells)
         print()
-        print(sc.table(["path", "us per append (median)", "MB/s (median)",
-                        "x os.write (median of rounds)", "x os.write (range)"], table, args.markdown))
+        print(sc.table(["path", "us per append (wall, median)", "MB/s (wall)",
+                        "x os.write (wall, median of rounds)", "x os.write (wall, range)",
+                        "us per append (thread CPU)", "x os.write (CPU, median)",
+                        "x os.write (CPU, range)"], table, args.markdown))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

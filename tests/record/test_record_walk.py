@@ -293,18 +293,23 @@ def test_every_framing_byte_of_a_shaped_record_edited(log, klen):
                 assert log.log_end_offset == end + (n if ok else 0)
 
 
+@pytest.mark.parametrize("others", ["one timestamp", "runs of 10", "every record its own"])
 @pytest.mark.parametrize("at", [0, 5, 63, 64, 70, 99])
 @pytest.mark.parametrize("klen", [None, 3])
-def test_a_shaped_batch_s_least_and_greatest_timestamps_meet_the_bounds(tmp_path, at, klen):
+def test_a_shaped_batch_s_least_and_greatest_timestamps_meet_the_bounds(tmp_path, at, klen, others):
     """The shaped walk joins the records' timestamp deltas and adds the base
     once: the least (record `at`, 5 ms before the base) and the greatest (record
     `at`, 7 ms after) meet message.timestamp.before/after.max.ms exactly as each
-    record's own timestamp would, one millisecond either side of the bound."""
+    record's own timestamp would, one millisecond either side of the bound. The
+    other records share one timestamp, come in runs, or each have their own
+    (the walk's comparing and reading loops)."""
     now = base = 1_800_000_000_000
     n = 100
     keys = None if klen is None else [b"k" * klen] * n
     for delta, key in ((-5, "message.timestamp.before.max.ms"), (7, "message.timestamp.after.max.ms")):
-        stamps = [base + (delta if i == at else i % 3) for i in range(n)]
+        other = {"one timestamp": lambda i: 0, "runs of 10": lambda i: i // 10 % 3,
+                 "every record its own": lambda i: i % 3}[others]
+        stamps = [base + (delta if i == at else other(i)) for i in range(n)]
         section = records.encode_batch([b"v" * 100] * n, keys=keys, timestamps=stamps)[RECORDS:]
         batch = v2_batch(bytes(section), count=n, base_timestamp=stamps[0], max_timestamp=stamps[0])
         bound = abs(delta)          # how far the extreme record is from now
