@@ -454,7 +454,7 @@ def main() -> None:
     ap.add_argument("--no-fio", action="store_true")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-memory table")
     ap.add_argument("--python-append", action="store_true",
-                    help="Log.append without its C fast path (pylog.storage.log.FAST_APPEND off): "
+                    help="Log.append without its C fast path (pylog.storage.log.use_fast_append(False)): "
                          "the orchestration's cost, for comparison")
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions per row (best of)")
     ap.add_argument("--json", help="append one JSON line per row to this file")
@@ -466,7 +466,7 @@ def main() -> None:
     quick = args.quick
     if args.python_append:
         import pylog.storage.log
-        pylog.storage.log.FAST_APPEND = False
+        pylog.storage.log.use_fast_append(False)
     layouts = (args.layouts or ("1" if quick else "1,8,8/2thr")).split(",")
     records = [int(x) for x in (args.records or "100,1024").split(",")]
     batches = (args.batches or "200,1MiB").split(",")

@@ -9,7 +9,7 @@ same round, on the same filesystem:
 * limit: ``os.write`` of the same bytes into an O_APPEND file (what any Python
   append loop pays for the write alone);
 * ``Log.append`` through its C fast path (``_append_fast``, the default);
-* ``Log.append`` through its Python path only (``FAST_APPEND`` off: the
+* ``Log.append`` through its Python path only (``use_fast_append(False)``: the
   orchestration in interpreted Python, what pylog did before _append_fast);
 * the fast path with ``pylog.validate.records=false`` (the CRC is still
   checked; the walk over every record is not).
@@ -80,13 +80,13 @@ class LogRow:
 
     def run(self, n: int) -> None:
         self.appended += n
-        log_module.FAST_APPEND = self.fast
+        log_module.use_fast_append(self.fast)
         try:
             append, data = self.log.append, self.data
             for _ in range(n):
                 append(data)
         finally:
-            log_module.FAST_APPEND = True
+            log_module.use_fast_append(True)
 
     def close(self) -> None:
         assert self.log.log_end_offset == self.appended * self.records

@@ -1,7 +1,7 @@
 """Log.append's C fast path (storage_fastappend.pxi) against its Python path.
 
 The same operations go to two Logs with the same fake clock, one appending
-through ``_append_fast`` and one with ``pylog.storage.log.FAST_APPEND`` off:
+through ``_append_fast`` and one with ``pylog.storage.log.use_fast_append(False)``:
 every result, every error and, at the end, every byte of every file (.log,
 .index, .timeindex, producer snapshots) and the Logs' state must be equal.
 A second group proves the fast path is the one taken for plain appends (so
@@ -74,13 +74,13 @@ class Pair:
     def both(self, data, origin="client"):
         results = {}
         for fast, log in self.logs.items():
-            log_module.FAST_APPEND = fast
+            log_module.use_fast_append(fast)
             try:
                 results[fast] = ("ok", log.append(data, origin=origin))
             except Exception as exc:          # noqa: BLE001 - compared below
                 results[fast] = ("error", type(exc), str(exc).replace("fast-0", "python-0"))
             finally:
-                log_module.FAST_APPEND = True
+                log_module.use_fast_append(True)
         assert results[True] == results[False]
         return results[True]
 

@@ -25,7 +25,7 @@ Files joined here (one translation unit):
 
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
@@ -37,13 +37,18 @@ from posix.types cimport off_t
 from posix.unistd cimport usleep
 from posix.uio cimport iovec
 
+cdef extern from "byteorder.h" nogil:
+    int32_t pylog_load_i32(const void *p)
+    int16_t pylog_load_i16(const void *p)
+
 cdef extern from "<sys/sendfile.h>" nogil:
     ssize_t c_sendfile "sendfile"(int out_fd, int in_fd, off_t *offset, size_t count)
 
 from pylog._core.includes.ccore cimport pylog_status, PYLOG_ERR_CRC as PYLOG_ERR_CRC_CODE
 from pylog._core.includes.ccore cimport (
-    PYLOG_ATTR_COMPRESSION_MASK, PYLOG_ATTR_CONTROL, PYLOG_ATTR_TIMESTAMP_TYPE, PYLOG_LOG_OVERHEAD,
-    PYLOG_MAGIC_OFFSET, PYLOG_OK, PYLOG_RECORDS_OFFSET, pylog_batch_check, pylog_batch_header,
+    PYLOG_ATTR_COMPRESSION_MASK, PYLOG_ATTR_CONTROL, PYLOG_ATTR_TIMESTAMP_TYPE,
+    PYLOG_ATTRIBUTES_OFFSET, PYLOG_LENGTH_OFFSET, PYLOG_LOG_OVERHEAD, PYLOG_MAGIC_OFFSET, PYLOG_OK,
+    PYLOG_RECORD_BATCH_OVERHEAD, PYLOG_RECORDS_OFFSET, pylog_batch_check, pylog_batch_header,
     pylog_batch_header_finish, pylog_records_validate)
 from pylog._core.includes.cstorage cimport *
 from pylog._core.includes.cengine cimport PYLOG_WRITE_DATASYNC

@@ -18,7 +18,7 @@
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
 cdef object _AppendInfo = None       # pylog.storage.info.AppendInfo (set by configure_fast_append)
-cdef dict _log_module = {}           # pylog.storage.log's globals: its FAST_APPEND switch
+cdef bint _fast_append = True        # use_fast_append(): tests and benchmarks turn it off
 cdef object _wall_clock = None       # the Log's default clock, read here without a Python call
 cdef dict _target_codecs = {}        # log_validator.TARGET_CODECS
 cdef object _BatchMetadata = None    # pylog.storage.producer_state.BatchMetadata
@@ -32,14 +32,12 @@ cdef enum:                          # their positions that log_append reads
     _INFO_FLUSHED = 9
 
 
-def configure_fast_append(append_info, wall_clock, dict target_codecs, batch_metadata,
-                          dict log_module):
+def configure_fast_append(append_info, wall_clock, dict target_codecs, batch_metadata):
     """Called once by pylog.storage.log: the result type, the clock that
     _append_fast may replace by clock_gettime(CLOCK_REALTIME) in ms,
-    compression.type -> the codec stored batches must have, the producer
-    table's record of a batch (a NamedTuple), and the module's globals (where
-    log_append reads FAST_APPEND, which tests and benchmarks turn off)."""
-    global _AppendInfo, _wall_clock, _target_codecs, _BatchMetadata, _log_module
+    compression.type -> the codec stored batches must have, and the producer
+    table's record of a batch (a NamedTuple)."""
+    global _AppendInfo, _wall_clock, _target_codecs, _BatchMetadata
     # _append_info fills the namedtuple in place, in the order of its fields.
     if tuple(append_info._fields) != _APPEND_INFO_FIELDS or not issubclass(append_info, tuple):
         raise TypeError(f"AppendInfo's fields are {append_info._fields}, not {_APPEND_INFO_FIELDS}")
@@ -47,7 +45,15 @@ def configure_fast_append(append_info, wall_clock, dict target_codecs, batch_met
     _wall_clock = wall_clock
     _target_codecs = target_codecs
     _BatchMetadata = batch_metadata
-    _log_module = log_module
+
+
+def use_fast_append(bint on):
+    """Whether Log.append takes its C common case (the default) or, off, runs
+    everything in Log._append_locked: tests compare the two, benchmarks show
+    the difference. Returns the previous setting."""
+    global _fast_append
+    was, _fast_append = _fast_append, on
+    return was
 
 
 # ---------------------------------------------- the state an append touches
@@ -286,9 +292,12 @@ cdef object _append_fast(LogState log, object batches, str origin):
     params.validate_records = (lim.validate_records and not from_producer) or lim.compact
     cdef PreparedAppend p
     try:
-        data = _convert_client_batches(batches, lim.target_codec, lim.compact,
-                                       params.min_timestamp, params.max_timestamp,
-                                       lim.validate_records and not from_producer)
+        if _nothing_to_convert(batches, lim.target_codec):
+            data = batches
+        else:
+            data = _convert_client_batches(batches, lim.target_codec, lim.compact,
+                                           params.min_timestamp, params.max_timestamp,
+                                           lim.validate_records and not from_producer)
         p = _prepare_append(data, &params)
     except InvalidRecordError as exc:
         if "magic" in str(exc):
@@ -377,7 +386,7 @@ def log_append(LogState log, batches, *, str origin="client"):
     cdef LogLock lock = log._lock
     lock.take()
     try:
-        info = _append_fast(log, batches, origin) if _log_module["FAST_APPEND"] else None
+        info = _append_fast(log, batches, origin) if _fast_append else None
         if type(info) is not _AppendInfo:
             info = log._append_locked(batches, origin, info)
             if not (<tuple>info)[_INFO_SIZE]:

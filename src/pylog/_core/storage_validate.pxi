@@ -23,6 +23,26 @@ def convert_client_batches(buffer, int target_codec, *, bint require_keys=False,
                                    max_timestamp, validate)
 
 
+cdef bint _nothing_to_convert(object data, int target_codec):
+    """True when `data` is bytes of whole magic-2 uncompressed batches (by their
+    headers alone) and the topic keeps them uncompressed (target_codec -1 or
+    0): convert_client_batches would return it unchanged, since append.c walks
+    such records in place. Anything else, malformed framing included, goes
+    through convert_client_batches. A few loads instead of a buffer
+    acquisition and a call (~250 instructions an append)."""
+    if target_codec > 0 or type(data) is not bytes:
+        return False
+    cdef const char *b = PyBytes_AS_STRING(data)
+    cdef int64_t n = PyBytes_GET_SIZE(data), pos = 0, length
+    while pos + PYLOG_RECORD_BATCH_OVERHEAD <= n:
+        length = pylog_load_i32(b + pos + PYLOG_LENGTH_OFFSET)
+        if b[pos + PYLOG_MAGIC_OFFSET] != 2 or length < PYLOG_RECORD_BATCH_OVERHEAD - PYLOG_LOG_OVERHEAD \
+                or pylog_load_i16(b + pos + PYLOG_ATTRIBUTES_OFFSET) & PYLOG_ATTR_COMPRESSION_MASK:
+            return False
+        pos += length + PYLOG_LOG_OVERHEAD
+    return pos == n
+
+
 cdef object _convert_client_batches(buffer, int target_codec, bint require_keys,
                                     int64_t min_timestamp, int64_t max_timestamp, bint validate):
     """convert_client_batches, called from C without a Python call (append_fast)."""

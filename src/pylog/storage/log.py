@@ -35,7 +35,8 @@ from collections.abc import Callable
 from functools import partial
 
 from pylog._core.engine import IoEngine
-from pylog._core.storage import LogLock, LogState, configure_fast_append, log_append
+from pylog._core.storage import (LogLock, LogState, configure_fast_append, log_append,
+                                 use_fast_append)  # noqa: F401 - use_fast_append: for tests
 from pylog.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -96,9 +97,9 @@ def default_engine(kind: str = "auto") -> IoEngine:
 _now_ms = wall_clock_ms
 
 # Log.append's common case runs in one C call (storage_fastappend.pxi); the rest,
-# and everything when this is False (tests compare both), runs in Log._append_locked.
-FAST_APPEND = True
-configure_fast_append(AppendInfo, _now_ms, TARGET_CODECS, BatchMetadata, globals())
+# and everything after use_fast_append(False) (tests compare both), runs in
+# Log._append_locked.
+configure_fast_append(AppendInfo, _now_ms, TARGET_CODECS, BatchMetadata)
 
 
 class Log(LogState):
