@@ -781,8 +781,9 @@ done:
  * fast_end, joining their timestamps into [lo, hi]; returns the index of the
  * first record that does not (count when all do) and moves *pp to it. The
  * shape's fields sit in registers; one 8-byte test a record covers its
- * framing, its offset delta and its timestamp delta's width. The caller
- * keeps base within 64 of int64's ends, so base + delta never wraps. */
+ * framing, its offset delta and its timestamp delta (its width, and its value
+ * while it repeats). The caller keeps base more than 64 from int64's ends, so
+ * base + delta never wraps. */
 static inline __attribute__((always_inline)) int32_t shape_run(const unsigned char **pp,
                                                                const unsigned char *fast_end,
                                                                const record_shape *s, int32_t i,
