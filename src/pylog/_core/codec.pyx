@@ -59,9 +59,6 @@ RECORD_BATCH_OVERHEAD = PYLOG_RECORD_BATCH_OVERHEAD
 LOG_OVERHEAD = PYLOG_LOG_OVERHEAD
 
 cdef enum:
-    # Batches smaller than this are encoded without dropping the GIL: the
-    # release/re-acquire round trip would cost more than the work.
-    NOGIL_MIN_BYTES = 16384
     EXACT_SIZE_BYTES = 131072    # glibc's default mmap threshold: bigger outputs are sized exactly
 
 cdef tuple _EMPTY = ()

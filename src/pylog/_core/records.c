@@ -707,6 +707,13 @@ static int shape_of(const unsigned char *start, const pylog_record *r, record_sh
     return 1;
 }
 
+/* A one-byte timestamp delta (its zigzag t < 0x80: the mask's high bit) joins [*lo, *hi]. */
+static inline __attribute__((always_inline)) void join_delta(uint32_t t, int32_t *lo, int32_t *hi) {
+    int32_t d = (int32_t)(t >> 1) ^ -(int32_t)(t & 1);
+    *lo = d < *lo ? d : *lo;
+    *hi = d > *hi ? d : *hi;
+}
+
 /* shape_run's loop for one offset delta width, with or without a value
  * length past the first 8 bytes, and comparing or reading the timestamp delta
  * (constants where it is inlined): records i..stop-1, the timestamp deltas'
@@ -754,18 +761,12 @@ static inline __attribute__((always_inline)) int32_t shape_loop(const unsigned c
                         goto done;
                     }
                     changed = i;
-                    uint32_t t = p[ts_at];
-                    int32_t d = (int32_t)(t >> 1) ^ -(int32_t)(t & 1);
-                    lo = d < lo ? d : lo;
-                    hi = d > hi ? d : hi;
-                    ts_want = (uint64_t)t << (8 * ts_at);
+                    ts_want = (uint64_t)p[ts_at] << (8 * ts_at);
+                    join_delta(p[ts_at], &lo, &hi);
                 }
             } else {
                 if (miss | other) goto done;
-                uint32_t t = p[ts_at];                /* < 0x80: the mask's high bit */
-                int32_t d = (int32_t)(t >> 1) ^ -(int32_t)(t & 1);
-                lo = d < lo ? d : lo;
-                hi = d > hi ? d : hi;
+                join_delta(p[ts_at], &lo, &hi);
             }
             p += size;
         }

@@ -37,19 +37,14 @@ from posix.types cimport off_t
 from posix.unistd cimport usleep
 from posix.uio cimport iovec
 
-cdef extern from "byteorder.h" nogil:
-    int32_t pylog_load_i32(const void *p)
-    int16_t pylog_load_i16(const void *p)
-
 cdef extern from "<sys/sendfile.h>" nogil:
     ssize_t c_sendfile "sendfile"(int out_fd, int in_fd, off_t *offset, size_t count)
 
 from pylog._core.includes.ccore cimport pylog_status, PYLOG_ERR_CRC as PYLOG_ERR_CRC_CODE
 from pylog._core.includes.ccore cimport (
-    PYLOG_ATTR_COMPRESSION_MASK, PYLOG_ATTR_CONTROL, PYLOG_ATTR_TIMESTAMP_TYPE,
-    PYLOG_ATTRIBUTES_OFFSET, PYLOG_LENGTH_OFFSET, PYLOG_LOG_OVERHEAD, PYLOG_MAGIC_OFFSET, PYLOG_OK,
-    PYLOG_RECORD_BATCH_OVERHEAD, PYLOG_RECORDS_OFFSET, pylog_batch_check, pylog_batch_header,
-    pylog_batch_header_finish, pylog_records_validate)
+    PYLOG_ATTR_COMPRESSION_MASK, PYLOG_ATTR_CONTROL, PYLOG_ATTR_TIMESTAMP_TYPE, PYLOG_LOG_OVERHEAD,
+    PYLOG_MAGIC_OFFSET, PYLOG_OK, PYLOG_RECORDS_OFFSET, NOGIL_MIN_BYTES, pylog_batch_check,
+    pylog_batch_header, pylog_batch_header_finish, pylog_records_validate)
 from pylog._core.includes.cstorage cimport *
 from pylog._core.includes.cengine cimport PYLOG_WRITE_DATASYNC
 from pylog._core.engine cimport IoEngine
@@ -64,10 +59,6 @@ from pylog.record import compression as _compression
 
 cdef enum:
     PYLOG_NO_TIMESTAMP = -1
-    # Appends smaller than this are validated without dropping the GIL (as
-    # codec.pyx encodes): the release/re-acquire round trip would cost more
-    # than the work (~0.7 us of CRC and record walk at 16 KiB).
-    NOGIL_MIN_BYTES = 16384
 
 cdef extern from "Python.h":
     ctypedef struct PyThreadState

@@ -292,12 +292,9 @@ cdef object _append_fast(LogState log, object batches, str origin):
     params.validate_records = (lim.validate_records and not from_producer) or lim.compact
     cdef PreparedAppend p
     try:
-        if _nothing_to_convert(batches, lim.target_codec):
-            data = batches
-        else:
-            data = _convert_client_batches(batches, lim.target_codec, lim.compact,
-                                           params.min_timestamp, params.max_timestamp,
-                                           lim.validate_records and not from_producer)
+        data = _convert_client_batches(batches, lim.target_codec, lim.compact,
+                                       params.min_timestamp, params.max_timestamp,
+                                       lim.validate_records and not from_producer)
         p = _prepare_append(data, &params)
     except InvalidRecordError as exc:
         if "magic" in str(exc):
