@@ -444,6 +444,37 @@ def test_plain_lists_take_the_general_encoders_bytes(compression, sizes, keyed, 
 
 
 
+
+@pytest.mark.parametrize("count,key_len,value_len", [
+    (1300, 8, 100),                     # send_batch's 10,000-record calls: 8 chunks like this
+    (1300, None, 100),
+    (1300, 63, 64),                     # a key of one varint byte, a value of two
+    (1300, None, range(64, 128)),       # lengths that differ, all of two varint bytes
+    (2300, None, 57),                   # records of 63 B, then 64 from offset 64: straddle
+    (2000, None, range(60, 70)),        # value lengths straddle 64
+    (9000, 6, 8),                       # offset deltas of one, two and three bytes
+    (17, 8192, 8192),
+    (200, 1000, None),                  # null values
+])
+def test_big_plain_batches_are_sized_as_the_general_loop_sizes_them(count, key_len, value_len):
+    """A batch bigger than the one-pass limit (128 KiB) is sized before it is
+    written. Columns whose lengths share one varint size are sized in closed
+    form (records.c, size_uniform); columns that straddle one are sized record
+    by record. Either way the batch is the general loop's, byte for byte: a
+    size one byte off would be a SystemError or a wrong batch length."""
+    def lengths(spec):
+        return [spec[i % len(spec)] for i in range(count)] if isinstance(spec, range) else \
+            [spec] * count
+    values = [None if n is None else bytes([i % 251]) * n for i, n in enumerate(lengths(value_len))]
+    keys = None if key_len is None else [b"k" * n for n in lengths(key_len)]
+    plain = records.encode_batch(values, keys, 1_700_000_000_000)
+    assert len(plain) > 128 << 10
+    assert plain == records.encode_batch(values, keys, 1_700_000_000_000,
+                                         offset_deltas=np.arange(count, dtype=np.int32))
+    assert [(i, None if keys is None else keys[i], v) for i, v in enumerate(values)] == \
+        [(r[0], r[2], r[3]) for r in decoded(plain)]
+
+
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 @given(stamps=st.lists(st.one_of(st.integers(-1, INT64_MAX), st.sampled_from([-1, 0, INT64_MAX]),
                                  st.integers(1_700_000_000_000, 1_700_000_100_000)),
