@@ -12,7 +12,10 @@ same round, on the same filesystem:
 * ``Log.append`` through its Python path only (``use_fast_append(False)``: the
   orchestration in interpreted Python, what pylog did before _append_fast);
 * the fast path with ``pylog.validate.records=false`` (the CRC is still
-  checked; the walk over every record is not).
+  checked; the walk over every record is not);
+* fio's psync write loop of the same block size into its own file (the
+  issue's 64 KiB limit; left out with ``--no-fio`` or without fio), timed by
+  its writes' latencies summed, with an "x fio" ratio per round for every row.
 
 Each round opens one file or Log per row and runs the rows in turns of
 ``--chunk`` appends (the order rotating every turn) until each has made its
@@ -24,7 +27,8 @@ host takes the vCPU away); the per-round ratios (row / os.write in the same
 round) are reported as median and range.
 
 usage: bench/bench_append_overhead.py [--rounds 10] [--records 200] [--record-size 100]
-                                      [--appends 20000] [--chunk 500] [--dir DIR] [--markdown]
+                                      [--appends 20000] [--chunk 500] [--dir DIR] [--no-fio]
+                                      [--markdown]
 """
 
 from __future__ import annotations
@@ -63,6 +67,28 @@ class WriteRow:
 
     def close(self) -> None:
         os.close(self.fd)
+        os.unlink(self.path)
+
+
+class FioRow:
+    """fio's psync write loop of the same block size (the issue's 64 KiB limit),
+    appending to its own file turn after turn (``--file_append``). A turn's time
+    is the sum of fio's per-write latencies (ns): fio's process start and its
+    loop between writes are left out, so the limit is, if anything, faster than
+    fio's own bandwidth figure."""
+
+    def __init__(self, root: str, data: bytes) -> None:
+        self.path = os.path.join(root, "fio.dat")
+        self.bs = len(data)
+
+    def run(self, n: int) -> tuple[float, float]:
+        r = sc.fio(["--rw=write", f"--bs={self.bs}", f"--size={n * self.bs}", "--file_append=1",
+                    "--fallocate=none", "--invalidate=0", "--ioengine=psync", "--iodepth=1",
+                    f"--filename={self.path}"], with_latency=True)
+        assert r["io_bytes"] == n * self.bs, r
+        return r["write_ns"] / 1e9, r["cpu_s"]
+
+    def close(self) -> None:
         os.unlink(self.path)
 
 
@@ -106,9 +132,10 @@ def one_round(rows: dict, n: int, chunk: int) -> dict[str, tuple[float, float]]:
         for j in range(len(names)):
             name = names[(turn + j) % len(names)]
             w0, c0 = time.perf_counter(), time.thread_time()
-            rows[name].run(k)
-            cpu[name] += time.thread_time() - c0
-            wall[name] += time.perf_counter() - w0
+            own = rows[name].run(k)         # (wall, cpu) of a row timed by its tool
+            c1, w1 = time.thread_time(), time.perf_counter()
+            cpu[name] += own[1] if own else c1 - c0
+            wall[name] += own[0] if own else w1 - w0
         done += k
         turn += 1
     return {name: (wall[name], cpu[name]) for name in names}
@@ -122,6 +149,8 @@ def main() -> None:
     ap.add_argument("--appends", type=int, default=None, help="appends per row (default ~440 MB)")
     ap.add_argument("--chunk", type=int, default=500, help="appends per turn")
     ap.add_argument("--dir", help="filesystem under test (default /tmp)")
+    ap.add_argument("--no-fio", dest="fio", action="store_false",
+                    help="leave out the fio row (it runs when fio is installed)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     rng = random.Random(1)
@@ -136,6 +165,8 @@ def main() -> None:
         "Log.append, fast path, validate.records=false":
             lambda: LogRow(root, "novalidate", data, args.records, n, True, False),
     }
+    if args.fio and sc.fio_version():
+        makers["fio psync, same block size"] = lambda: FioRow(root, data)
     try:
         for line in sc.setup_block(root, {
                 "batch": f"{args.records} records x {args.record_size} B = {len(data):,} B",
@@ -154,21 +185,29 @@ def main() -> None:
             sc.log(f"  round {r + 1}: " + ", ".join(
                 f"{name.split(',')[-1].strip()} {t[-1][0] / n * 1e6:.1f} us" for name, t in times.items()))
         limit = times["os.write loop (limit)"]
+        fio = times.get("fio psync, same block size")
+
+        def ratios(ref, t, k):
+            r = sorted(a[k] / b[k] for a, b in zip(ref, t))
+            return f"{statistics.median(r):.2f}", f"{r[0]:.2f}-{r[-1]:.2f}"
+
         table = []
         for name, t in times.items():
             cells = [name]
             for k in (0, 1):            # wall, cpu
-                ratios = sorted(a[k] / b[k] for a, b in zip(limit, t))
                 med = statistics.median(x[k] for x in t)
-                cells += [f"{med / n * 1e6:.2f}", f"{statistics.median(ratios):.2f}",
-                          f"{ratios[0]:.2f}-{ratios[-1]:.2f}"]
+                cells += [f"{med / n * 1e6:.2f}", *ratios(limit, t, k)]
             cells.insert(2, f"{len(data) * n / statistics.median(x[0] for x in t) / 1e6:,.0f}")
+            if fio:
+                cells += [*ratios(fio, t, 0)]
             table.append(cells)
         print()
         print(sc.table(["path", "us per append (wall, median)", "MB/s (wall)",
                         "x os.write (wall, median of rounds)", "x os.write (wall, range)",
                         "us per append (thread CPU)", "x os.write (CPU, median)",
-                        "x os.write (CPU, range)"], table, args.markdown))
+                        "x os.write (CPU, range)"] +
+                       (["x fio (wall, median)", "x fio (wall, range)"] if fio else []),
+                       table, args.markdown))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -212,8 +212,11 @@ def wait_idle(max_wait: float, threshold: float = 10.0) -> float:
 
 # ---------------------------------------------------------------------- fio
 
-def fio(args: list[str], cwd: str | None = None, timeout: int = 600) -> dict:
-    """Runs one fio job (JSON output); returns write MB/s, IOPS, fio CPU, syncs."""
+def fio(args: list[str], cwd: str | None = None, timeout: int = 600,
+        with_latency: bool = False) -> dict:
+    """Runs one fio job (JSON output); returns write MB/s, IOPS, fio CPU, syncs;
+    `with_latency` adds write_ns (the writes' latencies summed, ns) and cpu_s
+    (fio's user and system CPU seconds)."""
     cmd = ["fio", "--output-format=json", "--name=job"] + args
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
     text = p.stdout
@@ -227,7 +230,14 @@ def fio(args: list[str], cwd: str | None = None, timeout: int = 600) -> dict:
     io_bytes = sum(j["write"]["io_bytes"] for j in jobs)
     runtime_ms = max(j["write"]["runtime"] for j in jobs) or 1
     sync_lat = [j.get("sync", {}).get("lat_ns", {}).get("mean", 0) for j in jobs]
-    return {"MBps": bw / MB, "io_bytes": io_bytes, "seconds": runtime_ms / 1e3,
+    if with_latency:
+        extra = {"write_ns": sum(j["write"]["lat_ns"]["mean"] * j["write"]["total_ios"]
+                                 for j in jobs),
+                 "cpu_s": sum((j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] / 1e3
+                              for j in jobs)}
+    else:
+        extra = {}
+    return {**extra, "MBps": bw / MB, "io_bytes": io_bytes, "seconds": runtime_ms / 1e3,
             "iops": sum(j["write"]["iops"] for j in jobs),
             "usr": sum(j["usr_cpu"] for j in jobs), "sys": sum(j["sys_cpu"] for j in jobs),
             "sync_ms": max(sync_lat) / 1e6 if sync_lat else 0.0, "cmd": " ".join(cmd)}
