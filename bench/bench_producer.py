@@ -21,6 +21,13 @@ others (A B C ... A B C) and reported as the best of ``--repeat`` trials:
   one ``write`` per partition file (no CRC, no index, no Kafka format).
 * **write loop** (the machine's limit for these bytes): ``os.write`` of the
   pre-encoded batches into 8 plain files, same order.
+* **bare** (the limit of send_batch's work on this machine): the same C calls
+  as send_batch (plan_rows, plan_chunks, encode_groups) and ``Log.append``,
+  with nothing around them, on one thread, and on two (the caller encodes, a
+  second thread appends the chunks of 64 KiB or more, as send_batch splits a
+  big call).
+  send_batch / bare two threads is the producer's own cost; bare two threads /
+  raw append is what encoding and a hand-off cost on this machine's cores.
 
 Ratios: send_batch / raw append of the same call size and durability (target
 >= 0.8), send() records/s (target >= 1 M with the defaults). MB = 10**6 B of
@@ -39,10 +46,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import gc
 import json
+import queue
 import shutil
 import struct
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -56,6 +65,9 @@ from pylog.record import encode_batch
 
 PARTITIONS = 8
 VALUE = 100
+RECORD_OVERHEAD = 21       # send_batch's framing estimate a record (producer.pyx)
+BATCH_OVERHEAD = 61
+OVERLAP_BYTES = 64 << 10   # send_batch queues chunks from this size on (client/producer.py)
 DEFAULTS = {}                                            # Kafka's: acks=all, idempotent
 ACKS1 = {"acks": "1", "enable.idempotence": False}
 NAIVE_HDR = struct.Struct(">iq")
@@ -200,6 +212,60 @@ def trial_naive(env: Store, d: Data, k: int) -> float:
     return dt
 
 
+def trial_bare(env: Store, d: Data, k: int, threaded: bool) -> float:
+    """send_batch's C calls with nothing around them: per call the caller plans
+    the rows (plan_rows, plan_chunks) and encodes the partitions' chunks
+    (encode_groups): the small ones in one call, appended by the caller, each
+    chunk of 64 KiB or more alone, appended by a second thread fed through a
+    queue.Queue bounded as buffer.memory bounds the producer (`threaded`), or by
+    the caller. send_batch splits a call the same way. No futures, producer
+    locks, sequence numbers or sender rounds: what the same work reaches on
+    this machine on one thread and on two."""
+    from pylog._core.codec import encode_groups
+    from pylog._core.producer import plan_chunks, plan_rows
+    calls = list(d.calls(k))
+    path = env.fresh()
+    with pylog.open([path], background=False) as store:
+        store.create_topic("t", PARTITIONS)
+        logs = [store.log("t", p) for p in range(PARTITIONS)]
+        chunk_bytes = max(1, k * (VALUE + 30) // PARTITIONS)
+        pipe: queue.Queue = queue.Queue(maxsize=max(2, (32 << 20) // chunk_bytes))
+
+        def appender() -> None:
+            while (item := pipe.get()) is not None:
+                logs[item[0]].append(item[1])
+
+        worker = threading.Thread(target=appender) if threaded else None
+        ts = int(time.time() * 1000)
+        limit = (1 << 20) - BATCH_OVERHEAD       # max.request.size's default, as send_batch cuts
+        gc.collect()
+        t0 = time.perf_counter()
+        if worker:
+            worker.start()
+        for values, keys, _ in calls:
+            sizes, parts, _ = plan_rows(values, keys, PARTITIONS, RECORD_OVERHEAD)
+            order, plan, _ = plan_chunks(parts, sizes, 0, PARTITIONS, limit)
+            small = [c for c in plan if c[3] < OVERLAP_BYTES]
+            for p, start, end, size in plan:
+                if size >= OVERLAP_BYTES:       # encoded alone, appended by the worker
+                    batch = encode_groups(values, keys, ts, [order[start:end]])[0]
+                    if worker:
+                        pipe.put((p, batch))
+                    else:
+                        logs[p].append(batch)
+            if small:                           # encoded together, appended here
+                batches = encode_groups(values, keys, ts, [order[c[1]:c[2]] for c in small])
+                for c, batch in zip(small, batches):
+                    logs[c[0]].append(batch)
+        if worker:
+            pipe.put(None)
+            worker.join()
+        dt = time.perf_counter() - t0
+        assert sum(log.log_end_offset for log in logs) == d.n
+    env.drop(path)
+    return dt
+
+
 def trial_write_loop(env: Store, d: Data, k: int) -> float:
     encoded = d.encoded(k)
     path = env.fresh()
@@ -253,6 +319,8 @@ def main() -> None:
             rows[f"raw append {k}"] = lambda k=k: trial_raw(env, d, k, False)
             rows[f"naive {k}"] = lambda k=k: trial_naive(env, d, k)
             rows[f"write loop {k}"] = lambda k=k: trial_write_loop(env, d, k)
+            rows[f"bare one thread {k}"] = lambda k=k: trial_bare(env, d, k, False)
+            rows[f"bare two threads {k}"] = lambda k=k: trial_bare(env, d, k, True)
         best = {name: float("inf") for name in rows}
         for rep in range(repeat + 1):
             for name, fn in rows.items():
@@ -288,6 +356,16 @@ def main() -> None:
         print(sc.table(["records a call", "raw append M rec/s", "naive peer M rec/s",
                         "raw / naive", "write loop M rec/s", "raw / write loop",
                         "send_batch acks=1 / naive"], peers, args.markdown))
+        bare = [[f"{k:,}", f"{rate[f'send_batch {k}, acks=1'] / 1e6:.2f}",
+                 f"{rate[f'bare one thread {k}'] / 1e6:.2f}",
+                 f"{rate[f'bare two threads {k}'] / 1e6:.2f}",
+                 f"{rate[f'raw append {k}'] / 1e6:.2f}",
+                 ratio(f"send_batch {k}, acks=1", f"bare two threads {k}"),
+                 ratio(f"bare two threads {k}", f"raw append {k}")] for k in calls]
+        print()
+        print(sc.table(["records a call", "send_batch acks=1 M rec/s", "bare, one thread",
+                        "bare, two threads", "raw append", "send_batch / bare two threads",
+                        "bare two threads / raw append"], bare, args.markdown))
         if args.json:
             with open(args.json, "a") as f:
                 for name, r in rate.items():
