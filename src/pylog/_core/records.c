@@ -342,7 +342,8 @@ static int size_uniform(const pylog_record_input *in, int keyed, int64_t *total)
     /* attributes, timestamp delta 0 and header count: a byte each */
     int64_t fixed = 3 + ks + vs;
     int64_t least = fixed + 1 + (k.min > 0 ? k.min : 0) + (v.min > 0 ? v.min : 0);
-    int64_t most = fixed + length_varint_size(n - 1) + (k.max > 0 ? k.max : 0) +
+    /* the last record's offset delta, n - 1 (n <= INT32_MAX), has the widest varint */
+    int64_t most = fixed + pylog_varint_size((int32_t)(n - 1)) + (k.max > 0 ? k.max : 0) +
                    (v.max > 0 ? v.max : 0);
     if (most > INT32_MAX || pylog_varint_size((int32_t)least) != pylog_varint_size((int32_t)most))
         return 0;
