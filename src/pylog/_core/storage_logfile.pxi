@@ -311,10 +311,24 @@ cdef class LogFile:
         self.tail_pos = -1
 
     def truncate(self, int64_t size):
-        """Truncates the file to `size` bytes (and the logical size with it)."""
+        """Truncates the file to `size` bytes (and the logical size with it).
+        The call runs without the GIL: cutting 200 MiB frees ~50,000 page-cache
+        pages, tens of ms that held every other thread (bench_scaling's append
+        row truncates so, and scaled 0.80 at two threads against its raw
+        loop's 1.03). A read racing it meets the file's end early, as any read
+        racing a truncation (its pread runs without the GIL too)."""
         self._check()
-        if ftruncate(self.fd, size) < 0:
-            _raise_os(errno, self.path)
+        cdef int fd = self.fd, rc
+        self._use()
+        try:
+            with nogil:
+                rc = ftruncate(fd, size)
+                if rc < 0:
+                    rc = -errno
+        finally:
+            self._done()
+        if rc < 0:
+            _raise_os(rc, self.path)
         self.size = size
         self.file_size = size
         self.tail_pos = -1
