@@ -351,6 +351,10 @@ def main(argv=None) -> int:
             print("  ".join(str(c).ljust(wd) for c, wd in zip(line, widths)))
     print("cells: aggregate rate (x ideal = rate / (T x the T=1 rate)); with --rounds, the median"
           " rate and the median x ideal of the rounds, each against its own T=1, range in brackets")
+    if "append" in results and "raw_write" in results:
+        # Issue 15's append target: >= 0.9x the raw loop at every T (same memory state).
+        print("append / raw write loop: " + ", ".join(
+            f"T={t} {a / r:.2f}" for t, a, r in zip(ts, results["append"], results["raw_write"])))
     if args.plot:
         import matplotlib
         matplotlib.use("Agg")
