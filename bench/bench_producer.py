@@ -61,13 +61,15 @@ import storage_common as sc
 
 import pylog
 from pylog.client.partitioner import partition_keys
+# send_batch's own framing estimate, request limit margin and queueing size: the
+# bare rows split a call by the producer's numbers, not copies of them.
+from pylog.client.producer import _BATCH_OVERHEAD as BATCH_OVERHEAD
+from pylog.client.producer import _OVERLAP_BYTES as OVERLAP_BYTES
+from pylog.client.producer import _RECORD_OVERHEAD as RECORD_OVERHEAD
 from pylog.record import encode_batch
 
 PARTITIONS = 8
 VALUE = 100
-RECORD_OVERHEAD = 21       # send_batch's framing estimate a record (producer.pyx)
-BATCH_OVERHEAD = 61
-OVERLAP_BYTES = 64 << 10   # send_batch queues chunks from this size on (client/producer.py)
 DEFAULTS = {}                                            # Kafka's: acks=all, idempotent
 ACKS1 = {"acks": "1", "enable.idempotence": False}
 NAIVE_HDR = struct.Struct(">iq")

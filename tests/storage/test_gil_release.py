@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from pylog._core.storage import gil_wanted_elsewhere
+from pylog._core.storage import LogFile, gil_wanted_elsewhere
 
 
 def test_another_thread_wants_the_gil():
@@ -22,7 +22,7 @@ def test_another_thread_wants_the_gil():
 
 
 def test_the_only_thread_keeps_it():
-    code = ("import threading; from pylog._core.storage import gil_wanted_elsewhere; "
+    code = ("import threading; from pylog._core.storage import LogFile, gil_wanted_elsewhere; "
             "assert threading.active_count() == 1; print(gil_wanted_elsewhere())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -34,8 +34,6 @@ def test_a_truncation_lets_other_threads_run(tmp_path):
     only when this one releases it, and between the two reads of its counter
     this thread releases it nowhere but inside truncate(): the counter moves
     only if the truncation ran without the GIL."""
-    from pylog._core.storage import LogFile
-
     path = tmp_path / "00000000000000000000.log"
     block = b"\x01" * (1 << 20)
     with open(path, "wb") as f:

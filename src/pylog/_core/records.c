@@ -356,9 +356,9 @@ static int size_uniform(const pylog_record_input *in, int keyed, int64_t *total)
 static int64_t size_plain_any(const pylog_record_input *in, int64_t base, pylog_status *st) {
     int keyed = in->keys.kind == PYLOG_COL_PTRS;
     int64_t total;
-    if (!in->timestamps && size_uniform(in, keyed, &total)) return total;
     if (in->timestamps)
         return keyed ? size_plain(in, 1, 1, base, st) : size_plain(in, 0, 1, base, st);
+    if (size_uniform(in, keyed, &total)) return total;
     return keyed ? size_plain(in, 1, 0, 0, st) : size_plain(in, 0, 0, 0, st);
 }
 
