@@ -35,6 +35,34 @@ def test_confluent_init_transactions_fails_at_once(served):
     assert elapsed < 5, elapsed          # measured ~0.1 s; the old answer waited out all 30 s
 
 
+def test_kafka_python_and_aiokafka_transactional_producers_fail_at_once(served):
+    import asyncio
+
+    import aiokafka
+    import aiokafka.errors
+    import kafka
+    import kafka.errors
+
+    async def aio():
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=served.bootstrap,
+                                             transactional_id="tx-aio")
+        try:
+            await asyncio.wait_for(producer.start(), 30)
+        finally:
+            await producer.stop()
+    started = time.monotonic()
+    with pytest.raises(aiokafka.errors.TransactionalIdAuthorizationFailed):
+        asyncio.run(aio())
+    producer = kafka.KafkaProducer(bootstrap_servers=served.bootstrap, transactional_id="tx-kp",
+                                   max_block_ms=30000)
+    try:
+        with pytest.raises(kafka.errors.TransactionalIdAuthorizationFailedError):
+            producer.init_transactions()
+    finally:
+        producer.close(0)
+    assert time.monotonic() - started < 10      # measured ~0.2 s for both
+
+
 @pytest.mark.parametrize("version", [1, 3, 4])
 def test_find_coordinator_for_a_transactional_id_is_refused_for_good(served, version):
     with ProtocolClient(served.bootstrap) as client:
