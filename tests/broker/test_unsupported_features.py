@@ -104,3 +104,13 @@ def test_init_producer_id_and_produce_with_a_transactional_id(served):
         assert part.error_code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert "pylog does not support transactions" in part.error_message
     assert served.store.log(topic, 0).log_end_offset == 0
+
+
+def test_delete_topics_by_an_unknown_topic_id_is_unknown_topic_id(served):
+    """Kafka's UNKNOWN_TOPIC_ID (100), not UNKNOWN_TOPIC_OR_PARTITION, which clients
+    treat as retriable metadata staleness."""
+    with ProtocolClient(served.bootstrap) as client:
+        req = m.DeleteTopicsRequest(timeout_ms=30000, topics=[
+            m.DeleteTopicsRequestDeleteTopicState(name=None, topic_id=b"\x01" * 16)])
+        (res,) = client.request(20, req, 6).responses
+        assert (res.error_code, res.error_message) == (100, "no topic has that topic id")

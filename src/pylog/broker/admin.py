@@ -159,7 +159,7 @@ def _name_for_id(store, topic_id: bytes) -> str:
     for name in store.list_topics(include_internal=True):
         if topic_id_bytes(store.describe_topic(name).topic_id) == topic_id:
             return name
-    raise UnknownTopicOrPartitionError("no topic has that topic id")    # UNKNOWN_TOPIC_ID is 100
+    raise RequestError(codes.UNKNOWN_TOPIC_ID, "no topic has that topic id")
 
 
 def create_partitions(broker, conn, header, req):

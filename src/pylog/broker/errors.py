@@ -33,6 +33,7 @@ class codes:  # noqa: N801 - Kafka's Errors the broker sets itself (the group on
     KAFKA_STORAGE_ERROR = 56
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
+    UNKNOWN_TOPIC_ID = 100
 
 
 #: What every request with a transactional id gets until pylog has transactions: the
