@@ -246,8 +246,10 @@ def _check_broker_keys(broker, keys) -> None:
     known = set(SERVER_CONFIGS) | set(dynamic)
     unknown = [k for k in keys if k not in known and broker_config_def(k) is None]
     if unknown:
-        raise RequestError(codes.INVALID_CONFIG, str(unknown_key(unknown[0], known | set(
-            BROKER_CONFIGS), "broker")))
+        every = known | set(BROKER_CONFIGS) | {
+            s for d in TOPIC_CONFIGS.values() for s in d.broker_synonyms}
+        raise RequestError(codes.INVALID_CONFIG, str(unknown_key(unknown[0], sorted(every),
+                                                                 "broker")))
     read_only = sorted(k for k in keys if k not in dynamic)
     if read_only:
         hints = [f"{k}: set {_first_synonym(k)} instead"

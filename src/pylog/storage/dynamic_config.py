@@ -216,8 +216,11 @@ class DynamicConfigs:
         a warning."""
         with self._lock:
             self._reconfigurables.append((dict(defs), on_change))
-            self._drop_invalid(self._dynamic, defs, defs)
-            on_change({k: v for k, v in self._dynamic.merged().items() if k in defs})
+            table = DynamicConfigTable(self._dynamic.epoch, dict(self._dynamic.broker),
+                                       dict(self._dynamic.default))
+            self._drop_invalid(table, defs, defs)
+            self._dynamic = table             # a new table: readers copy without the lock
+            on_change({k: v for k, v in table.merged().items() if k in defs})
 
     def remove_reconfigurable(self, on_change: Callable[[dict[str, str]], None]) -> None:
         with self._lock:
