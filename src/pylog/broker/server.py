@@ -67,7 +67,8 @@ BLOCKING = {8, 19, 20, 21, 22, 33, 37, 42, 44}
 WAITING = {11, 14}
 #: Handlers whose answers grow with the store, not the request (OffsetFetch of a group's
 #: every offset, DescribeGroups, ListGroups, DescribeConfigs): the CPU pool, as
-#: Metadata for every topic.
+#: Metadata for every topic. Each distinct key they name is answered once (see
+#: _distinct_keys), so repeating a key cannot multiply a store-sized answer.
 STORE_SIZED = {9, 15, 16, 32}
 
 #: After a failed accept (out of fds: EMFILE), accepting pauses this long.
@@ -403,6 +404,8 @@ class Broker:
 
 def _answer(handler, broker: Broker, conn: Connection, header, body):
     """A handler's response, framed; None when there is none (acks=0 produce)."""
+    if header.api_key in STORE_SIZED:
+        _distinct_keys(header, body)
     response = handler(broker, conn, header, body)
     return None if response is None else frame_response(header, response)
 
@@ -410,3 +413,31 @@ def _answer(handler, broker: Broker, conn: Connection, header, body):
 def _all_topics(header, req) -> bool:
     """A Metadata request for every topic: null topics, or none at v0."""
     return req.topics is None or (header.api_version == 0 and not req.topics)
+
+
+def _distinct_keys(header, req) -> None:
+    """Drops the repetitions of a key from an OffsetFetch (v8+ groups), DescribeGroups or
+    DescribeConfigs request, keeping the first: a store-sized answer per distinct key.
+    Measured before: OffsetFetch v8 naming a group of 100 offsets 19,000 times (80 KB)
+    took 35 s and +234 MiB for a 38 MB answer; DescribeConfigs naming the broker 19,000
+    times, 22 s and +173 MiB for 24.5 MB. Kafka answers each repetition (its Metadata
+    reads topics into a set, as pylog's does); its clients never repeat one (Java's
+    admin client keys them by name, librdkafka refuses duplicates), so the shorter
+    answer costs them nothing."""
+    key = header.api_key
+    if key == 9 and header.api_version >= 8:
+        req.groups = _first_of_each(req.groups, lambda g: (g.group_id, None if g.topics is None else
+                                    tuple((t.name, tuple(t.partition_indexes)) for t in g.topics)))
+    elif key == 15:
+        req.groups = list(dict.fromkeys(req.groups))
+    elif key == 32:
+        req.resources = _first_of_each(req.resources, lambda r: (
+            r.resource_type, r.resource_name,
+            None if r.configuration_keys is None else tuple(r.configuration_keys)))
+
+
+def _first_of_each(items: list, key) -> list:
+    seen: dict = {}
+    for item in items:
+        seen.setdefault(key(item), item)
+    return list(seen.values())
