@@ -133,7 +133,7 @@ def test_a_request_at_the_budget_is_answered_off_the_event_loop(tmp_path):
             RoundTrips(broker.bootstrap) as others:
         peak_before = broker.status("VmHWM")
         with socket.create_connection(broker.bootstrap.split(":"), timeout=60) as s:
-            for correlation_id in range(2):               # twice: the stall is no fluke
+            for correlation_id in range(3):
                 s.sendall(frame[:8] + struct.pack(">i", correlation_id) + frame[12:])
                 response = read_frame(s)
                 assert response is not None
@@ -142,7 +142,9 @@ def test_a_request_at_the_budget_is_answered_off_the_event_loop(tmp_path):
                 assert [t.name for t in body.topics] == [n.decode() for n in names]
                 assert {t.error_code for t in body.topics} == {3}     # UNKNOWN_TOPIC_OR_PARTITION
         grown = (broker.status("VmHWM") - peak_before) * 1024
-        assert others.worst < STALL_LIMIT_S, sorted(others.times)[-5:]
+        # Each request held the loop ~0.4 s before: three stalls. One round trip of the
+        # run may meet this shared machine's scheduling (one of 270 ms seen once).
+        assert sorted(others.times)[-2] < STALL_LIMIT_S, sorted(others.times)[-5:]
     # The request's objects, its answer's and the encoded answer: a few MB.
     assert grown < 16 * MESSAGE_MAX_BYTES, grown
     assert "Traceback" not in broker.stderr

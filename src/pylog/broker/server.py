@@ -359,11 +359,12 @@ class Broker:
             if key in WAITING:
                 conn.resume_collector()          # it may wait for minutes
                 pool = self._wait_pool
-            elif key in BLOCKING or (key == 0 and body.acks == -1) or \
-                    (key == 3 and self._may_create(body)):
+            elif key in BLOCKING or (key == 0 and body.acks == -1):
                 pool = self._io_pool
             elif heavy or key in STORE_SIZED or (key == 3 and _all_topics(header, body)):
-                pool = self.cpu_pool
+                pool = self.cpu_pool             # (a heavy Metadata creates its topics there)
+            elif key == 3 and self._may_create(body):
+                pool = self._io_pool
             else:
                 return _answer(handler, self, conn, header, body)
             return await self.loop.run_in_executor(pool, _answer, handler, self, conn, header, body)
