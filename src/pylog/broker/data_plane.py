@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pylog.errors import KafkaError, OffsetOutOfRangeError
+from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
@@ -101,7 +101,14 @@ class FetchPlan:
         self.version = version
         self.logs: dict[tuple[str, int], object] = {}
         for topic in req.topics:
+            # One error for every partition of a topic that does not exist (not an
+            # exception each: a hostile fetch names thousands).
+            missing = None if broker.store.partition_count(topic.topic) is not None else \
+                UnknownTopicOrPartitionError(f"topic {topic.topic!r} does not exist")
             for p in topic.partitions:
+                if missing is not None:
+                    self.logs[(topic.topic, p.partition)] = missing
+                    continue
                 try:
                     self.logs[(topic.topic, p.partition)] = broker.store.log(topic.topic, p.partition)
                 except Exception as exc:        # noqa: BLE001 - answered per partition
