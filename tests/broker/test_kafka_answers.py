@@ -148,3 +148,19 @@ def test_a_client_configured_for_sasl_is_told_why(served):
     # librdkafka's text for ILLEGAL_SASL_STATE (a closed connection reads "Disconnected").
     assert any("handshake failed: Broker: Request not valid in current SASL state" in e.str()
                for e in errors), [e.str() for e in errors]
+
+
+def test_offset_metadata_max_bytes_stays_within_what_is_stored(tmp_path):
+    """__consumer_offsets keeps metadata with an int16 length (Kafka's STRING): a limit
+    whose longest string might not fit (8191 characters of 4 bytes) is refused, as the
+    commit answered INVALID_REQUEST past 32767 bytes otherwise."""
+    import pylog
+    from pylog.errors import ConfigError
+    with pylog.open(tmp_path) as store:
+        with pytest.raises(ConfigError, match="offset.metadata.max.bytes"):
+            pylog.Broker(store, listen="127.0.0.1:0", config={"offset.metadata.max.bytes": 100000})
+        with pylog.Broker(store, listen="127.0.0.1:0", config={"offset.metadata.max.bytes": 8191}) as broker:
+            store.create_topic("t", 1)
+            with ProtocolClient(broker.bootstrap_servers) as client:
+                assert _commit(client, "t", 8, ["\U0001F600" * 8191]) == [(0, 0)]
+                assert _commit(client, "t", 8, ["x" * 8192]) == [(0, OFFSET_METADATA_TOO_LARGE)]

@@ -71,7 +71,8 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("offset.metadata.max.bytes", "int32", 4096,
               "The longest metadata string an offset commit may carry (in characters, as "
               "Kafka counts); a longer one gets OFFSET_METADATA_TOO_LARGE for its "
-              "partition.", at_least(0)),
+              "partition. At most 8191: __consumer_offsets stores it with Kafka's int16 "
+              "length, and a character takes up to 4 bytes.", between(0, 8191)),
     ConfigDef("offsets.retention.minutes", "int32", 10080,
               "Committed offsets of empty groups are kept this long (not enforced yet).",
               at_least(1)),
