@@ -21,7 +21,6 @@ import time
 import pytest
 
 import pylog
-from pylog.protocol import encode_request
 from pylog.protocol import messages as m
 from pylog.protocol.api import decode_response
 from pylog.protocol.client import ProtocolClient
