@@ -13,12 +13,16 @@ import time
 
 
 class ServeProcess:
-    def __init__(self, log_dirs: str, *overrides: str) -> None:
+    """``pylog serve`` on a free port; ``overrides`` are ``key=value`` broker configs,
+    ``preexec_fn`` runs in the child before it starts (e.g. resource.setrlimit)."""
+
+    def __init__(self, log_dirs: str, *overrides: str, preexec_fn=None) -> None:
         cmd = [sys.executable, "-c", "import sys; from pylog.cli import main; sys.exit(main())",
                "serve", "--log-dirs", log_dirs, "--listen", "127.0.0.1:0", "--log-level", "warning"]
         for o in overrides:
             cmd += ["--override", o]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=preexec_fn)
         line = self.proc.stdout.readline()
         found = re.search(r" on (\S+):(\d+)$", line.strip())
         if not found:
@@ -38,6 +42,10 @@ class ServeProcess:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])
         raise KeyError(field)
+
+    def log_lines(self) -> list[str]:
+        """What the broker has logged so far (stderr, drained by a thread)."""
+        return "".join(self._err).splitlines()
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -4,7 +4,10 @@
 A single node: the broker is every partition's leader and only replica, and the
 controller. Metadata creates unknown topics when the request allows it and
 ``auto.create.topics.enable`` is true, as Kafka's AutoTopicCreationManager does (only
-Metadata creates; Produce never does).
+Metadata creates; Produce never does), at most
+``pylog.max.auto.create.topics.per.request`` per request. It answers each topic named
+once, however often the request names it (Kafka reads the names into a set): its
+answer is bounded by the request's distinct names, not their repetitions.
 """
 
 from __future__ import annotations
@@ -62,8 +65,9 @@ def metadata(broker, conn, header, req):
         names = store.list_topics(include_internal=True)
         allow_create = False
     else:
-        names = [t.name for t in req.topics]
+        names = list(dict.fromkeys(t.name for t in req.topics))    # once each, in order
         allow_create = req.allow_auto_topic_creation if v >= 4 else True
+    creations = broker.server_config["pylog.max.auto.create.topics.per.request"]
     topics = []
     for name in names:
         entry = m.MetadataResponseMetadataResponseTopic(name=name, is_internal=False)
@@ -76,6 +80,11 @@ def metadata(broker, conn, header, req):
                 if not (allow_create and store.config["auto.create.topics.enable"]):
                     raise
                 validate_topic_name(name)
+                if creations <= 0:
+                    # Retriable, as while Kafka creates a topic: the client asks again.
+                    raise RequestError(codes.LEADER_NOT_AVAILABLE, "auto-creations per request "
+                                       "used up (pylog.max.auto.create.topics.per.request)")
+                creations -= 1
                 description = store.auto_create_topic(name)
             entry.topic_id = topic_id_bytes(description.topic_id)
             entry.is_internal = description.internal

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pylog.errors import KafkaError, OffsetOutOfRangeError
+from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
@@ -100,11 +100,19 @@ class FetchPlan:
         self.version = version
         self.logs: dict[tuple[str, int], object] = {}
         for topic in req.topics:
+            # One error for every partition of a topic that does not exist (not an
+            # exception each: a hostile fetch names thousands).
+            missing = None if broker.store.partition_count(topic.topic) is not None else \
+                UnknownTopicOrPartitionError(f"topic {topic.topic!r} does not exist")
             for p in topic.partitions:
+                if missing is not None:
+                    self.logs[(topic.topic, p.partition)] = missing
+                    continue
                 try:
                     self.logs[(topic.topic, p.partition)] = broker.store.log(topic.topic, p.partition)
                 except Exception as exc:        # noqa: BLE001 - answered per partition
-                    self.logs[(topic.topic, p.partition)] = exc
+                    # Without its traceback: frames kept per partition cost ~1 KB each.
+                    self.logs[(topic.topic, p.partition)] = exc.with_traceback(None)
 
     def build(self):
         """(response, record bytes in it, any partition error)."""
@@ -157,22 +165,32 @@ class Waker:
         self.loop.call_soon_threadsafe(self.event.set)
 
 
-async def fetch(broker, conn, header, req):
+async def fetch(broker, conn, header, req, heavy: bool = False):
     """Fetch, on the event loop: answer at once when min_bytes are there (or max_wait_ms
-    is 0), else park until an append to one of the logs, max_wait_ms, or shutdown."""
-    plan = FetchPlan(broker, req, header.api_version)
-    response, total, failed = plan.build()
+    is 0), else park until an append to one of the logs, one of them going offline (its
+    topic deleted: UNKNOWN_TOPIC_OR_PARTITION at once, or its dir failed), max_wait_ms,
+    or shutdown. A `heavy` fetch (too many partitions for the loop) resolves and reads
+    its partitions in the broker's CPU pool."""
+    loop = asyncio.get_running_loop()
+
+    async def run(fn, *args):
+        return await loop.run_in_executor(broker.cpu_pool, fn, *args) if heavy else fn(*args)
+
+    plan = await run(FetchPlan, broker, req, header.api_version)
+    response, total, failed = await run(plan.build)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or failed or broker.stopping:
         broker.stats["bytes_out"] += total
         return response
-    loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000
     coalesce = broker.server_config["pylog.fetch.coalesce.ms"] / 1000
     event = asyncio.Event()
     waker = Waker(loop, event)
     logs = [lg for lg in plan.logs.values() if not isinstance(lg, Exception)]
     for lg in logs:
-        lg.add_listener(waker)
+        lg.add_listener(waker)          # Log.mark_offline sets its listeners too
+    if any(lg.offline for lg in logs):
+        event.set()                     # went offline before its listener was there
+    conn.resume_collector()             # a heavy fetch's objects wait with the collector on
     broker.park(event)
     try:
         while not broker.stopping:
@@ -187,7 +205,7 @@ async def fetch(broker, conn, header, req):
             # append (a consumer at the log's tail otherwise costs a round trip per record).
             await asyncio.sleep(min(coalesce, max(0.0, deadline - loop.time())))
             event.clear()
-            response, total, failed = plan.build()
+            response, total, failed = await run(plan.build)
             if total >= req.min_bytes or failed:
                 break
     finally:

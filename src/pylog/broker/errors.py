@@ -20,6 +20,7 @@ class codes:  # noqa: N801 - Kafka's Errors the broker sets itself (the group on
     UNKNOWN_TOPIC_OR_PARTITION = 3
     LEADER_NOT_AVAILABLE = 5
     MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
     INVALID_TOPIC_EXCEPTION = 17
     INVALID_REQUIRED_ACKS = 21
     INVALID_REQUEST = 42

@@ -302,9 +302,12 @@ class Log(LogState):
         when its topic was deleted). Takes no lock: the LogManager calls it from
         any thread, possibly while another log of the same dir holds its own
         lock. Open files stay open (a FileSlice already handed out stays
-        readable); :meth:`abandon` closes them."""
+        readable); :meth:`abandon` closes them. Its listeners are set, so whoever
+        waits for an append (a parked Fetch, a Consumer) sees the error at once."""
         if self._offline is None:
             self._offline = error
+        for event in self._listeners:
+            event.set()
 
     def _storage_error(self, exc: OSError, action: str) -> KafkaStorageError:
         if self.on_io_error is not None:
