@@ -83,6 +83,12 @@ def test_reading_a_kafka_partition_that_ends_in_transaction_markers(kafka, tmp_p
     admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
     admin.create_topics([NewTopic("txn", 1, 1)])
     admin.close()
+    # A Log (a writer) is refused a partition of a running Kafka broker: Kafka's lock is a
+    # POSIX record lock, which the flock of pylog's own dirs does not see.
+    live = kafka.log_dir / "txn-0"
+    with pytest.raises(pylog.errors.LogDirLockedError, match="running Kafka broker"):
+        pylog.Log(str(live))
+    assert not (live / ".lock").exists() and not (live / "pylog-log-state").exists()
     producer = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "pylog-txn"})
     producer.init_transactions(30)
     values = []
