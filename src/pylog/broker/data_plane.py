@@ -14,7 +14,7 @@ from pylog.errors import KafkaError, OffsetOutOfRangeError
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
-from .errors import NONE, codes, error_code
+from .errors import NO_TRANSACTIONS, NONE, codes, error_code
 
 __all__ = ["produce", "fetch", "FetchPlan", "list_offsets", "init_producer_id", "delete_records"]
 
@@ -73,8 +73,7 @@ def produce(broker, conn, header, req):
             if acks not in (-1, 0, 1):
                 problem = codes.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
             elif req.transactional_id is not None:
-                problem = (codes.TRANSACTIONAL_ID_NOT_FOUND,
-                           "pylog does not support transactions yet")
+                problem = NO_TRANSACTIONS
             elif topic.name in INTERNAL_TOPICS:
                 problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
             else:
@@ -245,7 +244,7 @@ def init_producer_id(broker, conn, header, req):
     idempotent one a new id). An id is never taken on a client's word: two clients naming
     one id would share it, and a stranger naming a live producer's id would fence it."""
     if req.transactional_id is not None:
-        return m.InitProducerIdResponse(error_code=codes.TRANSACTIONAL_ID_NOT_FOUND,
+        return m.InitProducerIdResponse(error_code=NO_TRANSACTIONS[0],
                                         producer_id=-1, producer_epoch=-1)
     if (req.producer_id == -1) != (req.producer_epoch == -1):
         return m.InitProducerIdResponse(error_code=codes.INVALID_REQUEST, producer_id=-1,

@@ -3,6 +3,8 @@
 //   produce BOOTSTRAP TOPIC CODEC COUNT         -> "SENT <count>" (idempotent: Kafka's default)
 //   consume BOOTSTRAP TOPIC GROUP INSTANCE COUNT -> one line per record, then "DONE"
 //     (cooperative-sticky assignor, read_uncommitted, static membership when INSTANCE != "-")
+//   transactional BOOTSTRAP TRANSACTIONAL_ID   -> "INITIALIZED", or "FAILED <exception> <ms>"
+//     (initTransactions() with max.block.ms 30 s: how it ends, and after how long)
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -40,6 +42,22 @@ public class JavaClients {
                 producer.flush();
             }
             System.out.println("SENT " + count);
+        } else if (args[0].equals("transactional")) {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", args[1]);
+            p.put("transactional.id", args[2]);
+            p.put("max.block.ms", "30000");
+            try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+                long started = System.nanoTime();
+                try {
+                    producer.initTransactions();
+                    System.out.println("INITIALIZED");
+                } catch (Exception e) {
+                    System.out.println("FAILED " + e.getClass().getName() + " "
+                                       + (System.nanoTime() - started) / 1_000_000);
+                }
+            }
         } else {
             Properties p = new Properties();
             p.put("bootstrap.servers", args[1]);
