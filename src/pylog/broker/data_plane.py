@@ -40,6 +40,24 @@ def _check_records(records, version: int) -> tuple[int, str] | None:
     return None
 
 
+def _check_producer_ids(store, records) -> tuple[int, str] | None:
+    """Every v2 batch's producer id must be one InitProducerId handed out: a client that
+    names an id of its own would share it with the client the id is (or was) handed to.
+    A header walk (one batch for produce v3+); lengths are checked again by Log.append."""
+    pos, size = 0, len(records)
+    while pos + 61 <= size and records[pos + 16] == 2:      # magic 0/1 carry no producer id
+        pid = int.from_bytes(records[pos + 43:pos + 51], "big", signed=True)
+        if pid >= 0 and not store.producer_id_handed_out(pid):
+            return (codes.INVALID_PRODUCER_ID_MAPPING,
+                    f"producer id {pid} was never handed out by this broker: an idempotent "
+                    f"producer takes its id from InitProducerId")
+        length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+        if length < 49:
+            break
+        pos += 12 + length
+    return None
+
+
 def produce(broker, conn, header, req):
     v = header.api_version
     store = broker.store
@@ -59,7 +77,7 @@ def produce(broker, conn, header, req):
             elif topic.name in INTERNAL_TOPICS:
                 problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
             else:
-                problem = _check_records(p.records, v)
+                problem = _check_records(p.records, v) or _check_producer_ids(store, p.records)
             if problem is None:
                 try:
                     log = store.log(topic.name, p.index)
@@ -238,15 +256,19 @@ def list_offsets(broker, conn, header, req):
 
 
 def init_producer_id(broker, conn, header, req):
+    """Kafka's InitProducerId for an idempotent producer (no transactional id): a fresh
+    producer id at epoch 0, whatever id and epoch the request names (KIP-360's fields
+    are for transactional producers; TransactionCoordinator.handleInitProducerId hands an
+    idempotent one a new id). An id is never taken on a client's word: two clients naming
+    one id would share it, and a stranger naming a live producer's id would fence it."""
     if req.transactional_id is not None:
         return m.InitProducerIdResponse(error_code=NO_TRANSACTIONS[0],
                                         producer_id=-1, producer_epoch=-1)
+    if (req.producer_id == -1) != (req.producer_epoch == -1):
+        return m.InitProducerIdResponse(error_code=codes.INVALID_REQUEST, producer_id=-1,
+                                        producer_epoch=-1)
     try:
-        if req.producer_id >= 0 and 0 <= req.producer_epoch < 32766:
-            # KIP-360: an idempotent producer bumps its own epoch after a fatal error.
-            pid, epoch = req.producer_id, req.producer_epoch + 1
-        else:
-            pid, epoch = broker.store.init_producer_id()
+        pid, epoch = broker.store.init_producer_id()
     except KafkaError as exc:
         return m.InitProducerIdResponse(error_code=error_code(exc)[0], producer_id=-1,
                                         producer_epoch=-1)

@@ -24,6 +24,7 @@ class codes:  # noqa: N801 - Kafka's Errors the broker sets itself (the group on
     INVALID_TOPIC_EXCEPTION = 17
     INVALID_REQUIRED_ACKS = 21
     INVALID_REQUEST = 42
+    INVALID_PRODUCER_ID_MAPPING = 49
     INVALID_CONFIG = 40
     INVALID_PARTITIONS = 37
     TOPIC_ALREADY_EXISTS = 36

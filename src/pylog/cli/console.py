@@ -324,6 +324,10 @@ def _tail(where, name, topic, from_beginning, partition, offset, max_messages, t
                     if max_messages is not None and printed >= max_messages:
                         commit()
                         return 0
+            # Everything below `end` was read: control batches (transaction markers)
+            # hold no record to print, and the position moves past them too, or a
+            # partition that ends in one would be read again forever.
+            position[q] = end
             progressed = True
         if progressed:
             commit()

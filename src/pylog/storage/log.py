@@ -18,6 +18,13 @@ directory (``.lock``, see :class:`~pylog.storage.log_dir.PartitionDirLock`):
 one writer per partition. A LogManager passes the state in instead, keeps
 Kafka's checkpoint files, and its dir lock covers its Logs.
 
+A Log is a writer: opening one locks the dir, may recover (truncate) segments,
+and writes its state and producer snapshots (a snapshot Kafka wrote is written
+back with the same bytes). It is refused a partition of a running Kafka broker.
+To read a dir without changing a byte, one another process owns or Kafka's
+(a partition ending in transaction markers included), use
+:class:`~pylog.storage.reader.LogDirsReader` / ``PartitionReader``.
+
 I/O errors: the core raises OSError; the Log turns it into KafkaStorageError
 and reports it to ``on_io_error`` (the LogManager takes the dir offline).
 """

@@ -499,6 +499,11 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs):
         self._check_open()
         return self._producer_ids.allocate([d.path for d in self._online_dirs()]), 0
 
+    def producer_id_handed_out(self, producer_id: int) -> bool:
+        """Whether :meth:`init_producer_id` ever returned `producer_id` (in this process
+        or before it: every id below the recorded next block counts)."""
+        return self._producer_ids.handed_out(producer_id)
+
     def add_periodic_task(self, name: str, interval_ms: int, task: Callable[[int], None]) -> None:
         """Runs ``task(now_ms)`` every `interval_ms` on the store's background thread
         (or from :meth:`run_background_tasks`). The task must not raise."""
