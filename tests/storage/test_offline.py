@@ -189,8 +189,8 @@ def test_a_partition_that_cannot_be_opened_stays_offline_and_the_store_opens(tmp
     damage(os.path.join(path, "t-0"))
     with pylog.open(path) as store:
         assert {} == store.offline_log_dirs
-        with pytest.raises(KafkaStorageError, match=f"partition t-0 is offline: it cannot be "
-                           f"opened: .*{why}") as err:
+        with pytest.raises(KafkaStorageError, match=f"partition t-0 is offline: it could not be "
+                           f"loaded: .*{why}") as err:
             store.log("t", 0)
         assert 56 == err.value.code
         store.log("t", 1).append(batch())

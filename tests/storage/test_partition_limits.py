@@ -19,6 +19,7 @@ import pytest
 
 from pylog import records
 from pylog.errors import PolicyViolationError
+from pylog.storage import LogManager
 
 
 def test_partitions_per_request_are_bounded(dirs, open_manager):
@@ -95,7 +96,6 @@ def test_a_creation_that_fails_half_way_leaves_nothing(dirs):
     assert int(re.search(r"creating old-(\d+) failed", got["grow"]).group(1)) > 2, got["grow"]
     assert got["left"] == "['old-0', 'old-1']"
     assert got["topics"] == "['old'] 2 {}"
-    from pylog.storage import LogManager
     with LogManager(dirs[:2], background=False) as m:
         assert m.list_topics() == ["old"] and m.partition_count("old") == 2
         assert [m.log("old", p).log_end_offset for p in range(2)] == [1, 1]

@@ -269,7 +269,7 @@ class LogLoading:
                         # The disk (EIO, EROFS, ENOSPC, ...): its dir goes offline (Kafka's rule).
                         self._dir_failed_at_startup(d, exc, f"cannot load {tp[0]}-{tp[1]}")
                         continue
-                    self._keep_offline(tp, d, path, state, f"it cannot be opened: {exc}"
+                    self._keep_offline(tp, d, path, state, f"it could not be loaded: {exc}"
                                        + (f": {hint}" if hint else ""))
                     continue
                 except Exception as exc:  # noqa: BLE001 - one partition never stops the store
@@ -278,7 +278,7 @@ class LogLoading:
                     if not isinstance(exc, PylogError | ValueError):
                         log.error("loading %s-%d failed", tp[0], tp[1], exc_info=exc)
                     self._keep_offline(tp, d, path, state,
-                                       f"it cannot be loaded: {type(exc).__name__}: {exc}")
+                                       f"it could not be loaded: {type(exc).__name__}: {exc}")
                     continue
                 self._logs[tp] = lg
                 self._dir_of[tp] = d
@@ -307,7 +307,7 @@ class LogLoading:
                 self._logs[tp], self._dir_of[tp] = self._create_log(
                     tp, topic.topic_id, self._topic_configs[tp[0]])
             except KafkaStorageError as exc:
-                self._keep_offline(tp, None, None, state, f"it cannot be created: {exc}")
+                self._keep_offline(tp, None, None, state, f"it could not be created: {exc}")
         # 7. Bring every copy of the topic table and the checkpoints up to date.
         if adopt or any(copies.get(d.path) is None or copies[d.path].epoch != self._topics.epoch
                         for d in self._online_dirs()):

@@ -276,6 +276,9 @@ class TopicAdmin:
             lg = self._logs.get((name, p))
             d = self._dir_of.get((name, p))
             if lg is None or d is None or not d.online or lg.offline:
+                kept = self._unavailable.get((name, p))
+                if d is None and kept is not None:
+                    d = kept.log_dir
                 parts.append(PartitionDescription(p, d.path if d else None, False, None, None, None, None))
                 continue
             segments = lg.segments
