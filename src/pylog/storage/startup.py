@@ -10,12 +10,18 @@ The loading half of :class:`~pylog.storage.manager.LogManager` (Kafka's
 4. per dir: the clean-shutdown marker is read and then deleted (a crash while
    loading counts as unclean, KAFKA-10471), the checkpoints are read, and the
    partition dirs are scanned (``-delete`` dirs removed, strays set aside);
-5. the logs load in parallel, ``num.recovery.threads.per.data.dir`` per dir;
-6. partitions the table has but no dir holds are created empty;
+5. the logs load in parallel, ``num.recovery.threads.per.data.dir`` per dir, as
+   many as the process's open files and memory maps hold (storage/budget.py;
+   internal topics first, then whole topics from the smallest);
+6. partitions the table has but no dir holds are created empty, room permitting;
 7. every copy of the topic table and the checkpoints are brought up to date.
 
-An OSError in one dir takes that dir offline and loading goes on with the
-others; with no dir left, opening fails.
+One partition never stops the open: one beyond the budget, one whose files cannot
+be opened (EMFILE, a segment that is a directory, damage, a copy with data in a
+second dir, a bug) stays offline with the reason (:class:`Unavailable`) and the
+rest serve. An OSError of the disk (EIO, EROFS, ...) takes its dir offline and
+loading goes on with the others; a dir whose ``meta.properties`` cannot be read
+goes offline too; with no dir left, opening fails.
 """
 
 from __future__ import annotations
@@ -300,12 +306,13 @@ class LogLoading:
             (name, p) for name, topic in self._topics.topics.items() for p in range(topic.partitions)
             if (name, p) not in self._logs and (name, p) not in found
             and (name, p) not in self._unavailable]
+        load = self._dir_load()
         for tp in self._admit(self._load_order(missing), "created", lambda tp: (None, None, state)):
             log.warning("partition %s-%d is in no log dir; creating it empty", *tp)
             topic = self._topics.topics[tp[0]]
             try:
                 self._logs[tp], self._dir_of[tp] = self._create_log(
-                    tp, topic.topic_id, self._topic_configs[tp[0]])
+                    tp, topic.topic_id, self._topic_configs[tp[0]], load)
             except KafkaStorageError as exc:
                 self._keep_offline(tp, None, None, state, f"it could not be created: {exc}")
         # 7. Bring every copy of the topic table and the checkpoints up to date.

@@ -137,11 +137,12 @@ class TopicAdmin:
         both visible. All or nothing: if anything fails, every partition dir created here
         is removed, the old table stays, and the error is raised."""
         created: dict[TopicPartition, tuple[Log, LogDir]] = {}
+        load = self._dir_load()
         try:
             todo = [(topic.name, p) for p in partitions]
             while todo:
                 for tp in todo:
-                    created[tp] = self._create_log(tp, topic.topic_id, config, created)
+                    created[tp] = self._create_log(tp, topic.topic_id, config, load)
                 # A dir that failed meanwhile (it is offline now): its new partitions go
                 # elsewhere; with no online dir left, _create_log raises.
                 todo = [tp for tp, (_, d) in created.items() if not d.online]
@@ -166,12 +167,12 @@ class TopicAdmin:
         shutil.rmtree(lg.path, ignore_errors=True)
 
     def _create_log(self, tp: TopicPartition, topic_id: str, config: LogConfig,
-                    pending: Mapping[TopicPartition, tuple[Log, LogDir]] = {}) -> tuple[Log, LogDir]:
+                    load: dict[str, int]) -> tuple[Log, LogDir]:
         """Creates one partition, not yet visible, in the online dir with the fewest
-        partitions (`pending` counts too); a dir that fails goes offline and the next
-        one is tried."""
+        partitions (`load`: partitions per dir path, from :meth:`_dir_load`, counted up
+        here); a dir that fails goes offline and the next one is tried."""
         while True:
-            d = self._next_log_dir(pending)
+            d = self._next_log_dir(load)
             path = os.path.join(d.path, files.partition_dir_name(*tp))
 
             def create() -> Log:
@@ -201,19 +202,23 @@ class TopicAdmin:
                 if not d.online and self._online_dirs():
                     continue        # that dir is now offline: try the next one
                 raise
+            load[d.path] += 1
             return lg, d
 
-    def _next_log_dir(self, pending: Mapping[TopicPartition, tuple[Log, LogDir]] = {}) -> LogDir:
-        """Kafka's nextLogDirs: the online dir with the fewest partitions, `pending`
-        ones included (ties: the first in log.dirs)."""
+    def _dir_load(self) -> dict[str, int]:
+        """Partitions per log dir path (every dir, offline ones too)."""
+        load = {d.path: 0 for d in self.dirs}
+        for d in self._dir_of.values():
+            load[d.path] += 1
+        return load
+
+    def _next_log_dir(self, load: dict[str, int]) -> LogDir:
+        """Kafka's nextLogDirs: the online dir with the fewest partitions by `load`
+        (ties: the first in log.dirs)."""
         online = self._online_dirs()
         if not online:
             self._check_open()
-        counts = {d.path: 0 for d in online}
-        for d in [*self._dir_of.values(), *(d for _, d in pending.values())]:
-            if d.path in counts:
-                counts[d.path] += 1
-        return min(online, key=lambda d: counts[d.path])
+        return min(online, key=lambda d: load[d.path])
 
     def delete_topic(self, name: str) -> None:
         """Deletes a topic: it is gone from the table at once, its partition dirs are
