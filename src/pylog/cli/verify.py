@@ -107,9 +107,11 @@ def verify(log_dirs, topic, as_json) -> int:
 
 
 @click.command(help="Open the store and recover what was not shut down cleanly (--force: every "
-                    "dir, as after a crash); print what was scanned, truncated and why.")
+                    "dir, as after a crash, and every segment's indexes rebuilt from its .log); "
+                    "print what was scanned, truncated, rebuilt and why.")
 @log_dirs_option()
-@click.option("--force", is_flag=True, help="recover every dir, even one shut down cleanly")
+@click.option("--force", is_flag=True, help="recover every dir, even one shut down cleanly, and "
+                                            "rebuild every index")
 @fail_on(Exception)
 def recover(log_dirs, force) -> int:
     import pylog
@@ -125,7 +127,8 @@ def recover(log_dirs, force) -> int:
         click.echo(store.startup.summary())
         for t in sorted(store.list_topics(include_internal=True)):
             for p in range(store.partition_count(t) or 0):
-                r = store.log(t, p).recovery
+                lg = store.log(t, p)
+                r = lg.recovery
                 for seg in r.segments_recovered:
                     if seg.truncated_bytes or seg.error:
                         click.echo(f"{t}-{p} segment {seg.base_offset}: scanned {seg.scanned_bytes}"
@@ -134,4 +137,14 @@ def recover(log_dirs, force) -> int:
                 if r.segments_deleted:
                     click.echo(f"{t}-{p}: deleted {r.segments_deleted} later segments "
                                f"({r.bytes_deleted} bytes) after the truncation")
+                for first, end in r.missing_offsets:
+                    click.echo(f"{t}-{p}: offsets {first}..{end - 1} are missing (no segment "
+                               "holds them): reads of them raise MissingOffsetsError")
+                if force:
+                    for base, offsets, times in lg.rebuild_indexes():
+                        changed = [name for name, c in (("offset index", offsets),
+                                                        ("time index", times)) if c]
+                        if changed:
+                            click.echo(f"{t}-{p} segment {base}: rebuilt from its .log: "
+                                       f"{' and '.join(changed)} changed")
     return 0
