@@ -1,8 +1,7 @@
 """Index entries that lie, after a clean shutdown (issue 42, item 9).
 
-The cheap checks at open (file size, increasing entries, the first and the last
-entries naming their batches, the time index's last entry) cannot see every
-entry. An entry in the middle of an offset index that does not name the batch
+The cheap checks at open (file size, increasing entries, the last offset entry
+naming its batch, the time index's last entry) cannot see every entry. An entry in the middle of an offset index that does not name the batch
 starting at its position is found where a read or a timestamp lookup meets it:
 the Log rebuilds the segment's indexes from its .log (a WARNING naming the file
 and the entry) and answers from the rebuilt index, never CorruptRecordError on
@@ -153,3 +152,24 @@ def test_recover_force_rebuilds_a_moved_offset_entry_and_a_moved_time_entry(tmp_
         f.write(raw)
     assert main(["recover", "--log-dirs", str(tmp_path), "--force"]) == 0
     assert (read_file(index), read_file(time_index)) == before
+
+
+def test_a_lying_last_time_entry_is_rebuilt_at_open(log_dir, caplog):
+    """The segment's max timestamp comes from its time index's last entry (retention,
+    ListOffsets -3): one naming a later timestamp than its batch holds was trusted."""
+    with Log(log_dir, CONFIG) as log:
+        fill(log)
+        true_max = log.segments[0].max_timestamp
+    time_index = files_of(log_dir, ".timeindex")[0]
+    raw = bytearray(read_file(time_index))
+    ts, rel = struct.unpack_from(">qi", raw, len(raw) - 12)
+    struct.pack_into(">qi", raw, len(raw) - 12, ts + 10**9, rel)      # still increasing
+    with open(time_index, "wb") as f:
+        f.write(raw)
+    with caplog.at_level(logging.WARNING, logger="pylog.storage"):
+        with Log(log_dir, CONFIG) as log:
+            assert log.recovery.indexes_rebuilt == 1
+            assert log.segments[0].max_timestamp == true_max
+            found = log.offset_for_timestamp(-3)                # MAX_TIMESTAMP
+            assert (found.timestamp, found.offset) == (T0 + 299, 299)
+    assert "does not match the batch holding offset" in caplog.text

@@ -219,29 +219,29 @@ class LogSegment(SegmentState):
         """Restores the in-memory state from the indexes and the tail of the .log.
 
         Returns None, or why the indexes disagree with the .log: then the segment
-        must be recovered. The checks, each O(1) reads whatever the segment's size
-        (docs/FORMAT.md, section 10): Kafka's (a file size that is a multiple of
-        the entry size, entries above the base offset) plus entries strictly
-        increasing up to a zero tail (a read of the index's pages), the first and
-        the last offset entries naming the batches at their positions (a header
-        read each), the batches after the last entry ending exactly at the end of
-        the .log (a walk of at most index.interval.bytes), and the time index's
-        last entry naming a batch of the segment whose max timestamp it holds (a
-        short walk from the offset index). An entry in the middle that lies is
-        found where a read meets it (:meth:`read`).
+        must be recovered. The checks cover what the loaded state comes from, each
+        in O(1) reads whatever the segment's size (docs/FORMAT.md, section 9):
+        Kafka's (a file size that is a multiple of the entry size, entries above
+        the base offset) plus entries strictly increasing up to a zero tail; the
+        last offset entry naming the batch at its position (a header read) and the
+        batches after it ending exactly at the end of the .log (a walk of about
+        index.interval.bytes): the next offset; the time index's last entry naming
+        a batch of the segment whose max timestamp it holds (no read when that is
+        the tail's maximum, else a walk of about index.interval.bytes): the max
+        timestamp. An entry in the middle that lies is found where a read meets
+        it (:meth:`read`).
         """
         size = self.log.size
         oi, ti = self.offset_index, self.time_index
         try:
             oi.sanity_check(size)
             ti.sanity_check(size)
-            for i in sorted({0, oi.entries - 1}) if oi.entries else ():
-                offset, position = oi.entry(i)
-                batch = self.log.slice_info(position, size, -1, 1)
-                if batch is None or batch[0] != position or batch[3] != offset:
-                    return (f"index {oi.path}: entry {i} (offset {offset}) does not name the "
-                            f"batch at byte {position}")
             last_offset, position = oi.last_entry()
+            if oi.entries:
+                batch = self.log.slice_info(position, size, -1, 1)
+                if batch is None or batch[0] != position or batch[3] != last_offset:
+                    return (f"index {oi.path}: its last entry (offset {last_offset}) does not "
+                            f"name the batch at byte {position}")
             batches, end, tail_last, tail_max_ts, tail_off_max, first_max = self.log.summarize(position, size)
             first = first_max if position == 0 or not size else \
                 self.log.find_timestamp(0, size, -2**63, -1)[4]
@@ -252,8 +252,13 @@ class LogSegment(SegmentState):
             self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
             if ti.entries:
                 ts, ts_offset = ti.last_entry()
-                holding = self.log.find_timestamp(oi.lookup(ts_offset)[1], size, -2**63, ts_offset) \
-                    if ts_offset < next_offset else None
+                if (ts, ts_offset) == (tail_max_ts, tail_off_max):
+                    holding = (None, None, ts_offset, ts_offset, ts)    # the tail's maximum
+                elif ts_offset < next_offset:
+                    holding = self.log.find_timestamp(oi.lookup(ts_offset)[1], size, -2**63,
+                                                      ts_offset)
+                else:
+                    holding = None
                 if ts < 0 and ts_offset == self.base_offset:
                     pass                # (-1, base): written at the close of a segment
                                         # without timestamps by earlier pylog; harmless
