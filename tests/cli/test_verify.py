@@ -223,7 +223,8 @@ def test_a_killed_o_direct_store_passes(direct_store, capsys):
     assert "records" in out
 
 
-def test_a_compacted_store_with_cleaned_gaps_passes(tmp_path, capsys):
+@pytest.mark.parametrize("policy_after", ["compact", "delete"])
+def test_a_compacted_store_with_cleaned_gaps_passes(tmp_path, capsys, policy_after):
     with pylog.open(str(tmp_path)) as store:
         store.create_topic("c", 1, config={"cleanup.policy": "compact", "segment.bytes": 1000,
                                            "index.interval.bytes": 200})
@@ -233,6 +234,7 @@ def test_a_compacted_store_with_cleaned_gaps_passes(tmp_path, capsys):
         store.clean_once()
         segments = log.segments
         assert any(a.next_offset < b.base_offset for a, b in zip(segments, segments[1:]))
+        store.alter_topic_config("c", {"cleanup.policy": policy_after})
     status, out = verify(capsys, tmp_path)
     assert status == 0, out
 

@@ -224,9 +224,12 @@ def test_a_segment_log_lost_below_the_recovery_point_is_a_hole_reported_at_open_
         log.close()
 
 
-def test_a_compacted_logs_gaps_are_not_holes(tmp_path, caplog):
+@pytest.mark.parametrize("policy_after", ["compact", "delete"])
+def test_a_compacted_logs_gaps_are_not_holes(tmp_path, caplog, policy_after):
     """The cleaner leaves gaps between segments (Kafka's fetch reads across them): no
-    warning at open, and reads go on to the next segment."""
+    warning at open, and reads go on to the next segment; also once the topic's
+    cleanup.policy no longer includes compact (the gaps are below the cleaner's
+    checkpoint)."""
     with LogManager(str(tmp_path), background=False) as manager:
         manager.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 1000})
         log = manager.log("c", 0)
@@ -236,6 +239,8 @@ def test_a_compacted_logs_gaps_are_not_holes(tmp_path, caplog):
         offsets = [r.offset for r in all_records(log)]
         segments = log.segments
         assert any(a.next_offset < b.base_offset for a, b in zip(segments, segments[1:]))
+        manager.alter_topic_config("c", {"cleanup.policy": policy_after})
+        assert [r.offset for r in all_records(log)] == offsets
     with caplog.at_level(logging.WARNING, logger="pylog.storage"):
         with LogManager(str(tmp_path), background=False) as manager:
             log = manager.log("c", 0)

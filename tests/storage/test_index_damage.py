@@ -1,12 +1,13 @@
 """Index entries that lie, after a clean shutdown (issue 42, item 9).
 
 The cheap checks at open (file size, increasing entries, the last offset entry
-naming its batch, the time index's last entry) cannot see every entry. An entry in the middle of an offset index that does not name the batch
-starting at its position is found where a read or a timestamp lookup meets it:
-the Log rebuilds the segment's indexes from its .log (a WARNING naming the file
-and the entry) and answers from the rebuilt index, never CorruptRecordError on
-intact records, never skipping a batch. ``pylog recover --force`` rebuilds every
-index. Real files, byte edits, a real reopen.
+naming its batch, the time index's last entry) cannot see every entry. An entry
+in the middle of an offset index that does not name the batch starting at its
+position is found where a read or a timestamp lookup meets it: the Log rebuilds
+the segment's indexes from its .log (a WARNING naming the file and the entry)
+and answers from the rebuilt index, never CorruptRecordError on intact records,
+never skipping a batch. ``pylog recover --force`` rebuilds every index. Real
+files, byte edits, a real reopen.
 """
 
 import logging
@@ -34,7 +35,8 @@ ENTRY = struct.Struct(">ii")
 
 def fill(log):
     for i in range(0, 300, 5):
-        log.append(records.encode_batch(VALUES[i:i + 5], timestamps=[T0 + j for j in range(i, i + 5)]))
+        log.append(records.encode_batch(VALUES[i:i + 5],
+                                        timestamps=[T0 + j for j in range(i, i + 5)]))
 
 
 def files_of(directory, suffix):

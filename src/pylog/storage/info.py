@@ -76,5 +76,6 @@ class RecoveryReport:
         if problems:
             text += "; " + "; ".join(f"segment {r.base_offset}: {r.error or r.reason}" for r in problems)
         if self.missing_offsets:
-            text += "; missing offsets " + ", ".join(f"{a}..{b - 1}" for a, b in self.missing_offsets)
+            text += "; missing offsets " + ", ".join(f"{a}..{b - 1}"
+                                                      for a, b in self.missing_offsets)
         return text

@@ -102,9 +102,11 @@ def check_partition(directory: str, topic: str, partition: int, *,
     clean = read_clean_shutdown(log_dir)
     recovery_point = _checkpoint(log_dir, files.RECOVERY_POINT_CHECKPOINT_FILE, topic, partition)
     log_start = _checkpoint(log_dir, files.LOG_START_OFFSET_CHECKPOINT_FILE, topic, partition)
+    cleaned = _checkpoint(log_dir, files.CLEANER_OFFSET_CHECKPOINT_FILE, topic, partition)
     names = os.listdir(directory)
-    bases = sorted({b for n in names if (b := files.offset_from_filename(n)) is not None
-                    and n.endswith((files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX))})
+    segment_files = (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)
+    bases = sorted({b for n in names if n.endswith(segment_files)
+                    and (b := files.offset_from_filename(n)) is not None})
     logs = [b for b in bases if f"{b:020d}{files.LOG_SUFFIX}" in names]
     reports: list[FileReport] = []
     with tempfile.TemporaryDirectory(prefix="pylog-verify-") as scratch:
@@ -128,7 +130,7 @@ def check_partition(directory: str, topic: str, partition: int, *,
                 report.notes.append("deleted while being verified (retention or the cleaner)")
     if not compacted:
         present = {files.log_file(directory, b) for b in logs}
-        _check_continuity([r for r in reports if r.file in present], log_start)
+        _check_continuity([r for r in reports if r.file in present], log_start, cleaned)
     return reports
 
 
@@ -139,19 +141,20 @@ def _checkpoint(log_dir: str, name: str, topic: str, partition: int) -> int:
         return 0                # being rewritten by a live store: assume the least
 
 
-def _check_continuity(reports: list[FileReport], log_start: int) -> None:
+def _check_continuity(reports: list[FileReport], log_start: int, cleaned: int) -> None:
     """Each segment's offsets must end where the next segment's begin (retention and
     DeleteRecords drop segments from the front, truncation from the back: a gap in
-    between is lost data)."""
+    between is lost data), except below where the log cleaner got (`cleaned`: a
+    topic that was compacted keeps the cleaner's gaps after its policy changes)."""
     for a, b in zip(reports, reports[1:]):
         base_a = files.offset_from_filename(os.path.basename(a.file))
         base_b = files.offset_from_filename(os.path.basename(b.file))
         end = a.last_offset + 1 if a.last_offset is not None else base_a
-        if end < base_b and base_b > log_start:
+        if end < base_b and base_b > max(log_start, cleaned):
+            ends = f"it ends at offset {end - 1}" if a.batches else "it holds no batch"
             a.problems.append(f"offsets {max(end, log_start)}..{base_b - 1} are missing: no "
-                              f"segment holds them ({'it ends at offset ' + str(end - 1) if a.batches else 'it holds no batch'}"
-                              f", the next segment starts at {base_b}); reads of them raise "
-                              "MissingOffsetsError")
+                              f"segment holds them ({ends}, the next segment starts at "
+                              f"{base_b}); reads of them raise MissingOffsetsError")
         elif end > base_b:
             a.problems.append(f"its offsets run to {end - 1}, past the next segment's base "
                               f"offset {base_b}")

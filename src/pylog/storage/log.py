@@ -52,6 +52,7 @@ from .file_slice import FileSlice
 from .info import AppendInfo, RecoveryReport, TimestampOffset
 from .log_dir import PartitionDirLock, process_limit_hint
 from .log_loader import (
+    cleaned_up_to,
     delete_segment_files,
     load_segments,
     read_log_state,
@@ -180,8 +181,8 @@ class Log(LogState):
             write_log_state(self.path, recovery_point, log_start_offset, clean=False)
         now = self.clock()
         remove_temporary_files(self.path)
-        loaded = load_segments(self.path, self.config, now, recovery_point or 0, bool(clean_shutdown),
-                               log_start_offset or 0)
+        loaded = load_segments(self.path, self.config, now, recovery_point or 0,
+                               bool(clean_shutdown), log_start_offset or 0)
         segments = loaded.segments
         if not segments:
             start = max(log_start_offset or 0, 0)
@@ -622,10 +623,7 @@ class Log(LogState):
                 return                  # deleted or replaced: the retry reads the new list
             if segment.offset_index.lookup(fault.offset) != (fault.offset, fault.position):
                 return                  # already rebuilt by another reader
-            try:
-                segment.rebuild_indexes()
-            except OSError as exc:
-                raise self._storage_error(exc, "index rebuild") from exc
+            segment.rebuild_indexes()   # an OSError goes to the read's handler
         log.warning("%s: %s; rebuilt the indexes of segment %d from its .log", self.path, fault,
                     segment.base_offset)
 
@@ -635,9 +633,11 @@ class Log(LogState):
         end and the next segment's base hold `offset`, they are a hole (a .log emptied,
         removed or cut below the recovery point) and the read raises MissingOffsetsError
         rather than skip them. A compacted log's gaps are the cleaner's (Kafka's fetch
-        skips them)."""
+        skips them), as are those below where the cleaner got before the topic's
+        cleanup.policy lost ``compact``."""
         if segment.next_offset <= offset < following.base_offset and \
-                "compact" not in self.config.cleanup_policy:
+                "compact" not in self.config.cleanup_policy and \
+                following.base_offset > cleaned_up_to(self.path):
             first = max(segment.next_offset, start)
             raise MissingOffsetsError(
                 f"{self.path}: offsets {first}..{following.base_offset - 1} are missing: segment "

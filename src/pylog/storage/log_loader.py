@@ -38,14 +38,15 @@ from pylog._core.storage import LogFile
 from pylog.errors import CorruptRecordError
 
 from . import files
+from .checkpoints import read_offset_checkpoint
 from .config import LogConfig
 from .info import SegmentRecovery
 from .segment import LogSegment
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LoadedSegments", "delete_segment_files", "find_holes", "load_segments",
-           "read_log_state", "remove_temporary_files", "write_log_state"]
+__all__ = ["LoadedSegments", "cleaned_up_to", "delete_segment_files", "find_holes",
+           "load_segments", "read_log_state", "remove_temporary_files", "write_log_state"]
 
 
 @dataclass
@@ -172,9 +173,14 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
             segment.close()
         raise
     if "compact" not in config.cleanup_policy:
+        cleaned = None
         for before, after in find_holes(out.segments):
             if after.base_offset <= log_start_offset:
                 continue                # below the log start: never read again
+            if cleaned is None:
+                cleaned = cleaned_up_to(path)
+            if after.base_offset <= cleaned:
+                continue                # the cleaner's gap, from before a policy change
             out.holes.append((max(before.next_offset, log_start_offset), after.base_offset))
             log.warning("%s: offsets %d..%d are missing: %s (%d bytes) ends at offset %d and "
                         "the next segment, %s, starts at offset %d (a .log removed, emptied or "
@@ -183,6 +189,18 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
                         before.size, before.next_offset - 1, os.path.basename(after.path),
                         after.base_offset)
     return out
+
+
+def cleaned_up_to(path: str) -> int:
+    """The offset below which the log cleaner has cleaned partition dir `path` (its
+    entry in the log dir's cleaner-offset-checkpoint; 0 without one). A topic whose
+    cleanup.policy lost ``compact`` keeps the gaps cleaning left below it."""
+    tp = files.parse_partition_dir(os.path.basename(path))
+    checkpoint = os.path.join(os.path.dirname(path), files.CLEANER_OFFSET_CHECKPOINT_FILE)
+    try:
+        return read_offset_checkpoint(checkpoint).get(tp, 0) if tp else 0
+    except ValueError:
+        return 0
 
 
 def find_holes(segments: list[LogSegment]) -> list[tuple[LogSegment, LogSegment]]:

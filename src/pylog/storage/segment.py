@@ -186,7 +186,8 @@ class LogSegment(SegmentState):
         return segment
 
     @classmethod
-    def open(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> tuple[LogSegment, str | None]:
+    def open(cls, directory: str, base_offset: int, config: LogConfig,
+             now_ms: int) -> tuple[LogSegment, str | None]:
         """Opens an existing segment without validating its data.
 
         Indexes are opened writable at their current size (a missing one is
@@ -242,11 +243,13 @@ class LogSegment(SegmentState):
                 if batch is None or batch[0] != position or batch[3] != last_offset:
                     return (f"index {oi.path}: its last entry (offset {last_offset}) does not "
                             f"name the batch at byte {position}")
-            batches, end, tail_last, tail_max_ts, tail_off_max, first_max = self.log.summarize(position, size)
+            _, end, tail_last, tail_max_ts, tail_off_max, first_max = \
+                self.log.summarize(position, size)
             first = first_max if position == 0 or not size else \
                 self.log.find_timestamp(0, size, -2**63, -1)[4]
             if end != size:
-                return f"{self.log.path}: the {size - end} bytes after byte {end} are not a whole batch"
+                return (f"{self.log.path}: the {size - end} bytes after byte {end} are not a "
+                        "whole batch")
             next_offset = tail_last + 1 if tail_last >= 0 else (
                 last_offset + 1 if oi.entries else self.base_offset)
             self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
@@ -259,10 +262,11 @@ class LogSegment(SegmentState):
                                                       ts_offset)
                 else:
                     holding = None
-                if ts < 0 and ts_offset == self.base_offset:
-                    pass                # (-1, base): written at the close of a segment
-                                        # without timestamps by earlier pylog; harmless
-                elif holding is None or holding[2] > ts_offset or holding[4] != ts:
+                # (-1, base) is what earlier pylog wrote closing a segment without
+                # timestamps: harmless.
+                no_timestamps = ts < 0 and ts_offset == self.base_offset
+                if not no_timestamps and (holding is None or holding[2] > ts_offset or
+                                          holding[4] != ts):
                     return (f"time index {ti.path}: its last entry (timestamp {ts}, offset "
                             f"{ts_offset}) does not match the batch holding offset {ts_offset}"
                             f"{f' (max timestamp {holding[4]})' if holding else ''}")
@@ -557,7 +561,8 @@ class LogSegment(SegmentState):
         report. The caller holds the owning Log's lock (no append, roll, truncation
         or flush of this segment meanwhile)."""
         base = self.base_offset
-        paths = (files.index_file(self.directory, base), files.time_index_file(self.directory, base))
+        paths = (files.index_file(self.directory, base),
+                 files.time_index_file(self.directory, base))
         temps = tuple(p + ".tmp" for p in paths)        # removed at open if left by a crash
         old = (self.offset_index.to_list(), self.time_index.to_list())
         for temp in temps:
@@ -570,7 +575,8 @@ class LogSegment(SegmentState):
             result = self.log.recover(base, self.config.index_interval_bytes, oi, ti)
             if not self.active:
                 if result["max_timestamp"] >= 0:         # as recover() does
-                    ti.maybe_append(result["max_timestamp"], result["offset_of_max_timestamp"], True)
+                    ti.maybe_append(result["max_timestamp"], result["offset_of_max_timestamp"],
+                                    True)
                 oi.trim()
                 ti.trim()
             oi.flush()

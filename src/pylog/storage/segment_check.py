@@ -99,9 +99,10 @@ def check_offset_entries(log: LogFile, base: int, entries: list[tuple[int, int]]
         offset = base + rel
         problem = None
         if rel < 0 or offset <= prev_offset or position <= prev_position:
-            problem = (f"entry {i} (offset {offset}, byte {position}) does not follow "
-                       f"{'the base offset' if i == 0 else f'entry {i - 1} (offset {prev_offset}, byte {prev_position})'}"
-                       ": offsets and positions must increase")
+            after = "the base offset" if i == 0 else \
+                f"entry {i - 1} (offset {prev_offset}, byte {prev_position})"
+            problem = (f"entry {i} (offset {offset}, byte {position}) does not follow {after}: "
+                       "offsets and positions must increase")
         elif position >= valid_end:
             problem = (f"entry {i} (offset {offset}) points at byte {position}, past the last "
                        f"whole batch (byte {valid_end})")
@@ -142,9 +143,10 @@ def check_time_entries(log: LogFile, base: int, entries: list[tuple[int, int]],
         offset = base + rel
         problem = None
         if rel < 0 or (prev is not None and (ts <= prev[0] or offset < prev[1])):
-            problem = (f"entry {i} (timestamp {ts}, offset {offset}) does not follow "
-                       f"{'the base offset' if prev is None else f'entry {i - 1} (timestamp {prev[0]}, offset {prev[1]})'}"
-                       ": timestamps must increase and offsets must not decrease")
+            after = "the base offset" if prev is None else \
+                f"entry {i - 1} (timestamp {prev[0]}, offset {prev[1]})"
+            problem = (f"entry {i} (timestamp {ts}, offset {offset}) does not follow {after}: "
+                       "timestamps must increase and offsets must not decrease")
         elif offset > last_offset:
             problem = (f"entry {i} (timestamp {ts}) names offset {offset}, past the segment's "
                        f"last offset {last_offset}")
