@@ -24,6 +24,7 @@ recovery would truncate.
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 import tempfile
@@ -121,9 +122,11 @@ def check_partition(directory: str, topic: str, partition: int, *,
                                        f"{'is' if len(orphans) == 1 else 'are'} orphaned "
                                        "(pylog deletes them at open)")
                 continue
-            later = [b for b in logs if b > base]
-            expect = _Expect(trusted=clean or (bool(later) and later[0] <= recovery_point),
-                             last=not later)
+            i = bisect.bisect_right(logs, base)
+            following = logs[i] if i < len(logs) else None
+            expect = _Expect(trusted=clean or (following is not None and
+                                               following <= recovery_point),
+                             last=following is None)
             try:
                 _check_segment(report, directory, base, expect, scratch)
             except FileNotFoundError:
@@ -282,17 +285,18 @@ def _tail(report: FileReport, lf: LogFile, pos: int, size: int, expect: _Expect)
     segment may end with; anything else, and anything in another segment, is damage."""
     rest = size - pos
     if _all_zero(lf, pos, size):
-        what = ("zero padding after the last batch (an open O_DIRECT segment's last block, "
-                "or preallocation)")
+        kind, why = "zeros", ("zero padding after the last batch (an open O_DIRECT "
+                              "segment's last block, or preallocation)")
     elif _one_cut_batch(lf, pos, size):
-        what = "an incomplete batch at the end (a write in progress, or cut by a crash)"
+        kind, why = "one batch cut short", ("an incomplete batch at the end (a write in "
+                                            "progress, or cut by a crash)")
     else:
-        what = None
-    if what is not None and expect.last and not expect.trusted:
-        report.notes.append(f"{rest:,} bytes of {what}: recovery will truncate them")
+        kind, why = "garbage", None
+    if why is not None and expect.last and not expect.trusted:
+        report.notes.append(f"{rest:,} bytes of {why}: recovery will truncate them")
     else:
         report.problems.append(f"{rest:,} bytes after byte {pos} are not a whole batch "
-                               f"({what or 'garbage'}; a torn tail: {_fate(pos, expect)})")
+                               f"({kind}; a torn tail: {_fate(pos, expect)})")
 
 
 def _one_cut_batch(lf: LogFile, pos: int, size: int) -> bool:
