@@ -177,3 +177,35 @@ def test_a_lying_last_time_entry_is_rebuilt_at_open(log_dir, caplog):
             found = log.offset_for_timestamp(-3)                # MAX_TIMESTAMP
             assert (found.timestamp, found.offset) == (T0 + 299, 299)
     assert "does not match the batch holding offset" in caplog.text
+
+
+def test_readers_and_a_writer_meet_a_lying_entry_of_the_active_segment_together(log_dir, caplog):
+    """Four readers hit the lying entry while a writer appends to the same segment: every
+    read is right, appends go on, and the index is rebuilt once (the others find the new
+    index in place)."""
+    import threading
+    with Log(log_dir, {**CONFIG, "segment.bytes": 1 << 20}) as log:
+        fill(log)
+    move_entry(files_of(log_dir, ".index")[-1], "+3")
+    errors = []
+    with caplog.at_level(logging.WARNING, logger="pylog.storage"):
+        with Log(log_dir, {**CONFIG, "segment.bytes": 1 << 20}) as log:
+            def reader(seed):
+                try:
+                    for offset in [(seed * 37 + i * 11) % 300 for i in range(150)]:
+                        got = [r for r in log.read(offset, 1).records() if r.offset >= offset]
+                        assert got[0].offset == offset and got[0].value == VALUES[offset]
+                except BaseException as exc:       # noqa: BLE001 - reported below
+                    errors.append(exc)
+            threads = [threading.Thread(target=reader, args=(s,)) for s in range(4)]
+            for t in threads:
+                t.start()
+            for i in range(100):
+                log.append(records.encode_batch([b"more %d" % i] * 5))
+            for t in threads:
+                t.join(60)
+            assert not errors, errors[0]
+            assert log.log_end_offset == 800
+            assert [r.value for r in all_records(log)] == \
+                VALUES + [b"more %d" % i for i in range(100) for _ in range(5)]
+    assert caplog.text.count("rebuilt the indexes of segment") == 1
