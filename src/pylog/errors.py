@@ -22,6 +22,7 @@ __all__ = [
     "UnknownServerError",
     "OffsetOutOfRangeError",
     "CorruptRecordError",
+    "MissingOffsetsError",
     "UnknownTopicOrPartitionError",
     "KafkaTimeoutError",
     "MessageTooLargeError",
@@ -117,6 +118,24 @@ class CorruptRecordError(KafkaError, ValueError):
         self.position = position
         self.stored_crc = stored_crc
         self.computed_crc = computed_crc
+
+
+class MissingOffsetsError(CorruptRecordError):
+    """Offsets below the log end that no segment holds: a hole left by a segment
+    whose .log was removed, emptied or cut below the recovery point (never by
+    retention, which moves the log start offset, nor by compaction, whose gaps
+    reads skip as Kafka's do). ``first_missing`` .. ``next_offset - 1`` are gone;
+    reading goes on from ``next_offset``. On the wire: CORRUPT_MESSAGE, as for
+    any damaged data (a Java consumer's poll raises; seek past it to read on)."""
+
+    retriable = False
+
+    def __init__(self, message: str, *, offset: int, first_missing: int,
+                 next_offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+        self.first_missing = first_missing
+        self.next_offset = next_offset
 
 
 class UnknownTopicOrPartitionError(KafkaError, KeyError):

@@ -227,14 +227,14 @@ def test_verify_a_clean_store_and_damaged_copies(tmp_path):
         f.seek(5000)
         f.write(bytes([byte[0] ^ 0x40]))
     out = run("verify", "--log-dirs", str(flipped), check=False)
-    assert out.returncode == 1 and "checksum mismatch" in out.stdout and "would truncate" in out.stdout
+    assert out.returncode == 1 and "checksum mismatch" in out.stdout and "keeps every byte" in out.stdout
 
     garbage = shutil.copytree(tmp_path / "clean", tmp_path / "garbage")
     index = sorted((garbage / "t-0").glob("*.index"))[0]
     with open(index, "r+b") as f:
         f.write(os.urandom(64))
     out = run("verify", "--log-dirs", str(garbage), check=False)
-    assert out.returncode == 1 and "Index" in out.stdout
+    assert out.returncode == 1 and ".index: entry 0" in out.stdout
 
     recovered = run("recover", "--log-dirs", str(torn), "--force").stdout
     assert "truncated" in recovered and "torn" in recovered.lower()

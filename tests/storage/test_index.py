@@ -54,7 +54,7 @@ def test_time_lookup_matches_bisect(tmp_path_factory, steps, targets):
         ts += dts
         offset += doff
         ix.maybe_append(ts, offset)
-        if not model or ts > model[-1][0]:          # only a new maximum is indexed
+        if ts > (model[-1][0] if model else -1):    # only a new maximum (over NO_TIMESTAMP)
             model.append((ts, offset))
     assert ix.to_list() == model
     keys = [t for t, _ in model]
@@ -244,3 +244,15 @@ def test_flushes_without_the_gil_race_resizes_and_lookups_safely(tmp_path):
     assert errors == []
     assert ix.entries == 1000
     ix.close()
+
+
+def test_no_timestamp_is_never_a_time_index_entry(tmp_path):
+    """Kafka's TimeIndex.maybeAppend: an empty index's maximum is NO_TIMESTAMP (-1), so a
+    segment without timestamps, or closed without batches, gets no entry (pylog stored
+    (-1, base), which the check at open must then explain away)."""
+    tx = TimeIndex.open(str(tmp_path / f"{BASE:020d}.timeindex"), BASE, 12 * 10)
+    tx.maybe_append(-1, BASE, True)
+    assert tx.entries == 0
+    tx.maybe_append(5, BASE + 3)
+    assert tx.to_list() == [(5, BASE + 3)]
+    tx.close()
