@@ -166,7 +166,8 @@ def test_dump_log_segments_reads_idempotent_rolled_segments_and_snapshots(tmp_pa
 
 
 def test_pylog_dump_log_prints_what_kafkas_dump_log_prints(tmp_path):
-    """`pylog dump-log` beside Kafka's DumpLogSegments on the same files: the same lines."""
+    """`pylog dump-log` beside Kafka's DumpLogSegments on the same files: the same lines
+    (a null value printed no ` payload:` in Kafka's, an empty one in pylog's)."""
     import os
     import subprocess
     import sys
@@ -175,6 +176,7 @@ def test_pylog_dump_log_prints_what_kafkas_dump_log_prints(tmp_path):
         log = store.log("same", 0)
         log.append_records([b"v1", b"v2"], [b"k", None], compression="gzip",
                            headers=[[("h", b"x"), ("g", None)], []])
+        log.append_records([None, b"", None], [b"gone", b"empty", None])    # null values
         producer = pylog.Producer(store, enable_idempotence=True, compression_type="zstd")
         for i in range(50):
             producer.send("same", value=b"value %d" % i, key=b"key", partition=0)
