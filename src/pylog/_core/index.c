@@ -305,6 +305,9 @@ int pylog_time_index_append(pylog_index *ix, int64_t timestamp, int64_t offset, 
         if (offset < entry_offset(ix, ix->entries - 1)) return PYLOG_INDEX_NOT_INCREASING;
         if (timestamp <= entry_key(ix, ix->entries - 1)) return PYLOG_INDEX_OK;
     }
+    /* Kafka's TimeIndex.maybeAppend: an empty index's last timestamp is -1 (no
+     * timestamp), so a segment without one (empty, or only v0 records) gets no entry. */
+    else if (timestamp <= -1) return PYLOG_INDEX_OK;
     if (ix->entries >= ix->max_entries || (!skip_full_check && pylog_index_is_full(ix)))
         return PYLOG_INDEX_FULL;
     int rc = ensure_allocated(ix, (ix->entries + 1) * ix->entry_size);
