@@ -12,9 +12,12 @@ One cleaning of one log:
    distinct key, at most 90% of ``log.cleaner.dedupe.buffer.size``; when the next
    segment's keys do not fit, the cleaning stops there and the rest waits for the next
    pass (the first dirty segment is always taken, so every pass makes progress).
-3. **Rewrite**: every segment below the end of the mapped section, in groups of at most
-   ``segment.bytes`` (clean and dirty segments never share a group, so a group's mtime
-   stays the time its records were last cleaned), is copied into ``<base>.log.cleaned``
+3. **Rewrite**: every segment below the end of the mapped section, in groups as Kafka's
+   groupSegmentsBySize makes them (at most ``segment.bytes`` of .log and
+   ``segment.index.bytes`` of each index together; clean and dirty segments never share
+   a group, so a group's mtime stays the time its records were last cleaned; a group
+   whose cleaning leaves nothing joins the next group's file, which starts at its base
+   offset, instead of staying an empty segment), is copied into ``<base>.log.cleaned``
    keeping a record when it is the latest of its key (records without a key are
    dropped, as Kafka's cleaner drops them), and a tombstone (null value) while its
    segment was cleaned less than ``delete.retention.ms`` ago. Batches are kept whole
