@@ -164,3 +164,29 @@ def test_a_split_batch_fails_only_its_record_too_large(store, idempotent, limit)
         producer.flush()
         assert [f.result(5).offset for f in later] == [2, 3, 4]
     assert values_of(store, "t") == [b"a" * 10, b"b" * 10, b"c0", b"c1", b"c2"]
+
+
+def test_a_timestamp_no_int64_holds_is_named_and_nothing_is_written(store):
+    """timestamps=[2**63] raised a bare "OverflowError: Python int too large to convert
+    to C long", on every path that takes timestamps."""
+    from pylog.errors import InvalidTimestampError
+    from pylog.record import encode_batch
+
+    store.create_topic("t", 1)
+    log = store.log("t", 0)
+    big = 2**63
+    with pytest.raises(InvalidTimestampError, match=f"timestamps\\[0\\] = {big} is invalid"):
+        log.append_records([b"x"], timestamps=[big])
+    with pytest.raises(InvalidTimestampError, match=f"timestamps\\[1\\] = {-big - 1} is inv"):
+        encode_batch([b"x", b"y"], None, [5, -big - 1])
+    with pytest.raises(InvalidTimestampError, match=f"timestamps\\[2\\] = {big}"):
+        encode_batch([b"x"] * 3, None, (1, 2, big))                 # numpy's conversion
+    with pytest.raises(InvalidTimestampError, match=f"timestamp = {big} is invalid"):
+        encode_batch([b"x"], None, big)
+    with Producer(store, linger_ms=0) as producer:
+        with pytest.raises(InvalidTimestampError, match=f"timestamp = {big} is invalid"):
+            producer.send("t", b"x", timestamp=big)
+        with pytest.raises(InvalidTimestampError, match=f"timestamps\\[1\\] = {big} is inv"):
+            producer.send_batch("t", [b"x", b"y"], timestamps=[1, big])
+        assert producer.send("t", b"ok", timestamp=(1 << 63) - 1).result(5).offset == 0
+    assert log.log_end_offset == 1

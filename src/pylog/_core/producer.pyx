@@ -270,6 +270,17 @@ cdef inline int64_t _wall_ms() noexcept nogil:
     clock_gettime(CLOCK_REALTIME, &ts)
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
+cdef int64_t _timestamp_arg(object timestamp) except? -2:
+    """send()'s timestamp as int64 ms; one that no int64 holds is named (Python's
+    OverflowError says only "int too large")."""
+    try:
+        return timestamp
+    except OverflowError:
+        from pylog.errors import InvalidTimestampError
+        raise InvalidTimestampError(
+            f"timestamp = {timestamp} is invalid: timestamps are milliseconds since the "
+            f"epoch, a signed 64-bit integer (at most {(1 << 63) - 1})") from None
+
 cdef inline double _monotonic() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -698,7 +709,7 @@ cdef class Accumulator:
             p = partition
             if not 0 <= p < state.num_partitions:
                 return self.fail(state.name, partition, -1)
-        ts = _wall_ms() if timestamp is None else timestamp
+        ts = _wall_ms() if timestamp is None else _timestamp_arg(timestamp)
         cdef ProducerBatch batch
         self.lock.take()
         try:

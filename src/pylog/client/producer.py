@@ -262,7 +262,12 @@ class Producer(ProducerBase):
         if timestamps is None:
             timestamps = _now_ms()              # one int for all: the encoder takes it as is
         else:
-            timestamps = np.asarray(timestamps, dtype=np.int64)
+            try:
+                timestamps = np.asarray(timestamps, dtype=np.int64)
+            except OverflowError:
+                # The encoder's conversion names the first value no int64 holds.
+                encode_batch([None] * len(timestamps), None, list(timestamps))
+                raise
             if len(timestamps) != n:
                 raise ValueError(f"{len(timestamps)} timestamps for {n} values")
         by_key = partition is None and keys is not None and not self._ignore_keys
