@@ -86,16 +86,21 @@ class UnknownServerError(KafkaError):
 
 
 class OffsetOutOfRangeError(KafkaError, IndexError):
-    """The requested offset is outside the log's range [log_start_offset, log_end_offset]."""
+    """The requested offset is outside the log's range [log_start_offset, log_end_offset].
+
+    Messages start with the partition (``topic-partition: ...``) and give the valid
+    range; ``topic_partition`` holds the (topic, partition) pair where it is known."""
 
     code = 1
 
     def __init__(self, message: str, *, offset: int | None = None,
-                 log_start_offset: int | None = None, log_end_offset: int | None = None) -> None:
+                 log_start_offset: int | None = None, log_end_offset: int | None = None,
+                 topic_partition: tuple[str, int] | None = None) -> None:
         super().__init__(message)
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
+        self.topic_partition = topic_partition
 
 
 class CorruptRecordError(KafkaError, ValueError):

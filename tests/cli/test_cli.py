@@ -276,3 +276,30 @@ def test_bootstrap_server_forms_against_a_broker(tmp_path):
     both = run("topics", "--log-dirs", str(tmp_path), "--bootstrap-server", "x:1", "--list",
                check=False)
     assert both.returncode != 0 and "one of them" in both.stderr
+
+
+def test_serve_and_bootstrap_errors_name_the_address(tmp_path):
+    """`serve --listen 9092x` opened and recovered the store before rejecting the
+    address; "Address already in use" and "Connection refused" were printed without
+    the address."""
+    import socket
+
+    bad = run("serve", "--log-dirs", str(tmp_path / "never"), "--listen", "9092x", check=False)
+    assert bad.returncode == 2 and "listeners = '9092x': expected host:port" in bad.stderr
+    assert not (tmp_path / "never").exists(), "the store was opened before the address was checked"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = run("serve", "--log-dirs", str(tmp_path / "d"), "--listen", f"127.0.0.1:{port}",
+                   "--log-level", "warning", check=False)
+    assert busy.returncode == 2, busy.stderr
+    assert f"cannot listen on 127.0.0.1:{port} (listeners): Address already in use" in busy.stderr
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]            # closed below: nothing listens there
+    for args in (["topics", "--list"], ["get-offsets", "--topic", "t"]):
+        refused = run(*args, "--bootstrap-server", f"127.0.0.1:{port}", check=False)
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr
+        assert f"cannot connect to 127.0.0.1:{port}: Connection refused" in refused.stderr, \
+            refused.stderr

@@ -127,6 +127,20 @@ def test_time_index_keeps_last_slot_for_roll(tmp_path):
     tx.close()
 
 
+def test_time_index_takes_no_entry_without_a_timestamp(tmp_path):
+    """An empty segment's roll (or the cleaner's emptied one) wrote an entry with
+    timestamp -1, which Kafka's DumpLogSegments --verify-index-only reports as an
+    indexed offset missing from the log. Kafka's TimeIndex.maybeAppend takes an empty
+    index's last timestamp as -1 (no timestamp): such an entry is never written."""
+    tx = TimeIndex.open(str(tmp_path / "t.timeindex"), BASE, 36)
+    tx.maybe_append(-1, BASE, True)
+    tx.maybe_append(-1, BASE + 5)
+    assert tx.entries == 0 and tx.to_list() == []
+    tx.maybe_append(0, BASE + 6)                  # timestamp 0 is a timestamp
+    assert tx.to_list() == [(0, BASE + 6)]
+    tx.close()
+
+
 def test_truncate_to_removes_entries_at_and_after_offset(tmp_path):
     ix = _offset_index(tmp_path, [(BASE + i * 10, i * 100) for i in range(1, 6)])
     ix.truncate_to(BASE + 30)

@@ -44,6 +44,7 @@ from functools import partial
 from pylog._core.engine import IoEngine
 from pylog._core.storage import (LogLock, LogState, configure_fast_append, log_append,
                                  use_fast_append)  # noqa: F401 - use_fast_append: for tests
+from pylog.common.topic_partition import as_offset
 from pylog.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -583,10 +584,13 @@ class Log(LogState):
             raise self._offline_error()
         if self._closed:
             raise ValueError(f"log {self.path} is closed")
+        if type(offset) is not int:
+            offset = as_offset(offset)
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range for {self.path}: log start offset {start}, "
-                f"log end offset {end}", offset=offset, log_start_offset=start, log_end_offset=end)
+                f"{self._name()}: offset {offset} is out of range [{start}, {end}] (log start "
+                f"offset {start}, log end offset {end}; {self.path})", offset=offset,
+                log_start_offset=start, log_end_offset=end, topic_partition=self.topic_partition)
         limit = end if max_offset is None else min(max_offset, end)
         if offset < end and len(bases) == len(segments):
             i = max(bisect.bisect_right(bases, offset) - 1, 0)
@@ -683,6 +687,11 @@ class Log(LogState):
         with self._lock:
             self._listeners = tuple(e for e in self._listeners if e is not event)
 
+    def _name(self) -> str:
+        """How messages name this log: topic-partition, or its dir when it has none."""
+        tp = self.topic_partition
+        return f"{tp[0]}-{tp[1]}" if tp else self.path
+
     def read_records(self, offset: int, max_bytes: int = 1 << 20):
         """Records from `offset` (decoded; records before `offset` in the first batch are skipped)."""
         return [r for r in self.read(offset, max_bytes).records() if r.offset >= offset]
@@ -740,9 +749,10 @@ class Log(LogState):
                 return self._next_offset
             if offset < self._log_start_offset:
                 raise OffsetOutOfRangeError(
-                    f"cannot truncate {self.path} to {offset}, below its log start offset "
-                    f"{self._log_start_offset}", offset=offset,
-                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset)
+                    f"{self._name()}: cannot truncate to {offset}, below its log start offset "
+                    f"{self._log_start_offset} ({self.path})", offset=offset,
+                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset,
+                    topic_partition=self.topic_partition)
             try:
                 keep = [s for s in self._segments if s.base_offset < offset] or [self._segments[0]]
                 drop = [s for s in self._segments if s not in keep]
@@ -772,9 +782,10 @@ class Log(LogState):
             self._check_open()
             if offset > self._next_offset:
                 raise OffsetOutOfRangeError(
-                    f"cannot move the log start offset of {self.path} to {offset}, past its log "
-                    f"end offset {self._next_offset}", offset=offset,
-                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset)
+                    f"{self._name()}: cannot move the log start offset to {offset}, past its "
+                    f"log end offset {self._next_offset} ({self.path})", offset=offset,
+                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset,
+                    topic_partition=self.topic_partition)
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
             return self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset,
