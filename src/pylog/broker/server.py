@@ -4,12 +4,16 @@
 uses in-process (its own Producers, Consumers and appends see the same logs);
 ``pylog serve`` opens a store and serves it until SIGTERM/SIGINT.
 
-Threads: one event loop thread runs every connection (connection.py) and the cheap
-handlers; handlers that may block (fsync for acks=all, admin work that creates or
-deletes files, offset commits) run in a pool, and group joins and syncs, which wait for
-the other members, in a second pool sized for waiting; one timer thread drives the
-groups' session and rebalance deadlines. docs/ARCHITECTURE.md ("The broker") has the
-measurement behind this model.
+Threads: one event loop thread runs every connection (connection.py) and every handler
+that does not block, waiting ones included: a parked fetch, a JoinGroup or SyncGroup
+waiting for the other members (a future the group completes) and the rest of a sendfile
+to a slow reader (a writer callback) cost no thread. Handlers that may block on the
+disk run in pools: the I/O pool (an fsync for acks=all, admin work that creates or
+deletes files) and the group pool (appends to __consumer_offsets: offset commits,
+DeleteGroups), so a group's progress never queues behind the data plane's fsyncs. The
+group coordinator's deadlines run on its timer thread (coordinator/timer.py), idle
+connections close on a loop timer each. docs/ARCHITECTURE.md ("The broker") has the
+measurements behind this model.
 
 Graceful shutdown (:meth:`Broker.shutdown`): stop accepting, wake parked long polls
 (they answer with what they have), let in-flight requests finish (bounded), close the
@@ -28,6 +32,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pylog.coordinator.classic_group import errors as group_errors
 from pylog.protocol import API_NAMES
 
 from . import admin, data_plane, groups
@@ -51,9 +56,19 @@ HANDLERS = {
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all, Metadata only when it may create a topic (see handle).
-BLOCKING = {8, 19, 20, 21, 22, 33, 37, 42, 44}
-#: Handlers that wait for other members (a rebalance): the wait pool, sized for waiting.
-WAITING = {11, 14}
+BLOCKING = {19, 20, 21, 22, 33, 37, 44}
+#: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
+#: pool, which the data plane's fsyncs never fill.
+GROUP_IO = {8, 42}
+#: Coroutines on the loop, which may wait without a thread: Fetch (a long poll),
+#: JoinGroup and SyncGroup (a future the group completes).
+ASYNC = {1, 11, 14}
+#: Threads of the group pool: its appends serialise on the coordinator's lock anyway.
+GROUP_POOL_THREADS = 2
+
+
+class _CoordinatorStopping(Exception):
+    """A parked group request meets the broker's shutdown."""
 
 
 class Broker:
@@ -85,10 +100,12 @@ class Broker:
         self._connections: set[Connection] = set()
         self._lock = threading.Lock()
         self._parked: set[asyncio.Event] = set()
+        self._group_waits: set[asyncio.Future] = set()
         self._loop_thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._io_pool = ThreadPoolExecutor(16, thread_name_prefix="pylog-broker-io")
-        self._wait_pool = ThreadPoolExecutor(1024, thread_name_prefix="pylog-broker-wait")
+        self._group_pool = ThreadPoolExecutor(GROUP_POOL_THREADS, thread_name_prefix="pylog-broker-group")
+        self._loop_ident: int | None = None
         self.address: tuple[str, int] = parse_listener(self.server_config["listeners"])
 
     # ========================================================== lifecycle
@@ -108,6 +125,7 @@ class Broker:
 
         def run_loop() -> None:
             asyncio.set_event_loop(self.loop)
+            self._loop_ident = threading.get_ident()
             try:
                 self._server = self.loop.run_until_complete(asyncio.start_server(
                     self._on_connection, sock=sock, limit=1 << 20))
@@ -116,13 +134,11 @@ class Broker:
                 ready.set()
                 return
             ready.set()
-            self.loop.call_later(1.0, self._sweep_idle)
             self.loop.run_forever()
             self.loop.close()
 
         self._loop_thread = threading.Thread(target=run_loop, name="pylog-broker-loop", daemon=True)
         self._loop_thread.start()
-        threading.Thread(target=self._timer, name="pylog-group-timer", daemon=True).start()
         ready.wait()
         if failure:
             raise failure[0]
@@ -169,6 +185,11 @@ class Broker:
                     self._server.close()
                 for event in list(self._parked):
                     event.set()
+                # Parked JoinGroups and SyncGroups: NOT_COORDINATOR, as Kafka answers
+                # them when a coordinator unloads (the clients look for it again).
+                for future in list(self._group_waits):
+                    if not future.done():
+                        future.set_exception(_CoordinatorStopping())
             loop.call_soon_threadsafe(stop_accepting)
         # In-process members go back to sharing the group among themselves alone.
         self.store.coordinator.stop_bridges()
@@ -195,7 +216,7 @@ class Broker:
         if self._listener is not None:
             self._listener.close()
         self._io_pool.shutdown(wait=False, cancel_futures=True)
-        self._wait_pool.shutdown(wait=False, cancel_futures=True)
+        self._group_pool.shutdown(wait=False, cancel_futures=True)
         self._stopped.set()
         log.info("pylog broker stopped (%d requests served)", sum(
             v for k, v in self.stats.items() if k.startswith("requests.")))
@@ -217,18 +238,6 @@ class Broker:
         self.stats["connections.accepted"] += 1
         await conn.run()
 
-    def _sweep_idle(self) -> None:
-        """Closes connections with no request for connections.max.idle.ms (on the loop)."""
-        idle = self.server_config["connections.max.idle.ms"] / 1000
-        now = self.loop.time()
-        with self._lock:
-            stale = [c for c in self._connections if not c.busy and now - c.last_active > idle]
-        for c in stale:
-            log.info("closing idle connection %s (connections.max.idle.ms)", c.peer)
-            c.close_on_loop()
-        if not self.stopping:
-            self.loop.call_later(min(1.0, idle / 4), self._sweep_idle)
-
     def _forget(self, conn: Connection) -> None:
         with self._lock:
             self._connections.discard(conn)
@@ -237,13 +246,6 @@ class Broker:
     def connection_count(self) -> int:
         with self._lock:
             return len(self._connections)
-
-    def _timer(self) -> None:
-        while not self._stopped.wait(0.1):
-            try:
-                self.store.coordinator.tick_classic_groups()
-            except Exception:               # noqa: BLE001 - the timer must keep running
-                log.exception("group timer failed")
 
     # ============================================================ requests
 
@@ -256,6 +258,39 @@ class Broker:
     def unpark(self, event: asyncio.Event) -> None:
         self._parked.discard(event)
 
+    async def group_wait(self, start, failed):
+        """Starts a group operation that answers through a callback (``start(respond)``)
+        and awaits the answer as a future: no thread waits. The group may answer from
+        any thread (a request's, the coordinator's timer, the in-process bridge); if the
+        broker stops first, the answer is ``failed(NOT_COORDINATOR)``."""
+        loop = self.loop
+        future = loop.create_future()
+
+        def settle(result) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        def respond(result) -> None:
+            if threading.get_ident() == self._loop_ident:
+                settle(result)
+            else:
+                try:
+                    loop.call_soon_threadsafe(settle, result)
+                except RuntimeError:                 # the loop is closed: nobody is waiting
+                    pass
+        start(respond)
+        if future.done():
+            return future.result()
+        self._group_waits.add(future)
+        if self.stopping:
+            future.set_exception(_CoordinatorStopping())
+        try:
+            return await future
+        except _CoordinatorStopping:
+            return failed(group_errors.NOT_COORDINATOR)
+        finally:
+            self._group_waits.discard(future)
+
     async def handle(self, conn: Connection, header, body):
         key = header.api_key
         name = API_NAMES.get(key, str(key))
@@ -263,10 +298,10 @@ class Broker:
         started = time.perf_counter()
         try:
             handler = HANDLERS[key]
-            if key == 1:
+            if key in ASYNC:
                 return await handler(self, conn, header, body)
-            if key in WAITING:
-                pool = self._wait_pool
+            if key in GROUP_IO:
+                pool = self._group_pool
             elif key in BLOCKING or (key == 0 and body.acks == -1) or \
                     (key == 3 and self._may_create(body)):
                 pool = self._io_pool
