@@ -137,3 +137,34 @@ def test_parked_joins_hold_no_thread_and_delay_no_other_group(serve):
     finally:
         for s in crowd:
             s.close()
+
+
+def test_a_reader_that_takes_nothing_is_closed_after_connections_max_idle_ms(tmp_path):
+    """The rest of a sendfile waits for room on the loop, for connections.max.idle.ms at
+    most; then the connection closes (and the stuck response with it)."""
+    import threading
+    with pylog.open(str(tmp_path)) as store, pylog.Broker(
+            store, listen="127.0.0.1:0", connections_max_idle_ms=1000) as broker:
+        store.create_topic("big", 1)
+        for _ in range(4):
+            store.log("big", 0).append_records([bytes(range(256)) * 64] * 60)
+        before = threading.active_count()
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(broker.address)
+        s.sendall(encode_request(1, 11, 1, "stalled", m.FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=8 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=[m.FetchRequestFetchTopic(topic="big", partitions=[
+                m.FetchRequestFetchPartition(partition=0, fetch_offset=0, partition_max_bytes=8 << 20,
+                                             current_leader_epoch=-1, log_start_offset=-1)])])))
+        sent = time.monotonic()
+        wait_until(lambda: broker.stats["requests.Fetch"] == 1, "the fetch is served")
+        assert threading.active_count() == before            # waiting for room: no thread
+        wait_until(lambda: broker.connection_count == 0, "the stalled connection closes", timeout=10)
+        assert 0.9 < time.monotonic() - sent < 5
+        received = 0
+        s.settimeout(5)
+        while chunk := s.recv(1 << 16):
+            received += len(chunk)
+        assert 0 < received < 4 * 60 * 16384                  # a part, then the close
+        s.close()
