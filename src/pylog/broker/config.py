@@ -24,7 +24,7 @@ from pylog.common.config import (
 from pylog.errors import ConfigError
 from pylog.storage import BROKER_CONFIGS, TOPIC_CONFIGS
 
-__all__ = ["SERVER_CONFIGS", "ServerConfig", "parse_listener", "read_properties", "split_config"]
+__all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "ServerConfig", "parse_listener", "read_properties", "split_config"]
 
 SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
@@ -59,6 +59,10 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("request.timeout.ms", "int32", 30000,
               "The longest a request waits inside the broker (group joins).", between(1, 2**31 - 1)),
 )
+
+#: The broker keys that change at run time (KIP-226; Kafka's SocketServer reconfigurable
+#: configs that pylog has): registered with the store, which persists them.
+DYNAMIC_SERVER_CONFIGS = frozenset({"max.connections"})
 
 
 class ServerConfig(ConfigMapping):

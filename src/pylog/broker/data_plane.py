@@ -14,7 +14,7 @@ from pylog.errors import KafkaError, OffsetOutOfRangeError
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
-from .errors import NONE, codes, error_code
+from .errors import NO_TRANSACTIONS, NONE, codes, error_code
 
 __all__ = ["produce", "fetch", "FetchPlan", "list_offsets", "init_producer_id", "delete_records"]
 
@@ -55,8 +55,7 @@ def produce(broker, conn, header, req):
             if acks not in (-1, 0, 1):
                 problem = codes.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
             elif req.transactional_id is not None:
-                problem = (codes.TRANSACTIONAL_ID_NOT_FOUND,
-                           "pylog does not support transactions yet")
+                problem = NO_TRANSACTIONS
             elif topic.name in INTERNAL_TOPICS:
                 problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
             else:
@@ -222,7 +221,7 @@ def list_offsets(broker, conn, header, req):
 
 def init_producer_id(broker, conn, header, req):
     if req.transactional_id is not None:
-        return m.InitProducerIdResponse(error_code=codes.TRANSACTIONAL_ID_NOT_FOUND,
+        return m.InitProducerIdResponse(error_code=NO_TRANSACTIONS[0],
                                         producer_id=-1, producer_epoch=-1)
     try:
         if req.producer_id >= 0 and 0 <= req.producer_epoch < 32766:

@@ -35,8 +35,10 @@ from typing import Any
 from pylog.coordinator.classic_group import errors as group_errors
 from pylog.protocol import API_NAMES
 
-from . import admin, data_plane, groups
-from .config import ServerConfig, parse_listener
+from . import admin, configs, data_plane, groups
+from pylog.common.config import normalize_key
+
+from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig, parse_listener
 from .connection import Connection
 
 __all__ = ["Broker"]
@@ -50,8 +52,8 @@ HANDLERS = {
     13: groups.leave_group, 14: groups.sync_group, 15: groups.describe_groups,
     16: groups.list_groups, 18: admin.api_versions, 19: admin.create_topics,
     20: admin.delete_topics, 21: data_plane.delete_records, 22: data_plane.init_producer_id,
-    32: admin.describe_configs, 33: admin.alter_configs, 37: admin.create_partitions,
-    42: groups.delete_groups, 44: admin.incremental_alter_configs, 60: admin.describe_cluster,
+    32: configs.describe_configs, 33: configs.alter_configs, 37: admin.create_partitions,
+    42: groups.delete_groups, 44: configs.incremental_alter_configs, 60: admin.describe_cluster,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
@@ -89,6 +91,11 @@ class Broker:
             values["listeners"] = listen
         self.store = store
         self.server_config = ServerConfig(values)
+        #: The broker keys as given (Kafka's STATIC_BROKER_CONFIG); the dynamic ones
+        #: (``max.connections``) are the store's, applied by :meth:`_reconfigure`.
+        self.static_server_config = {normalize_key(k): v for k, v in values.items()}
+        store.add_reconfigurable({k: SERVER_CONFIGS[k] for k in DYNAMIC_SERVER_CONFIGS},
+                                 self._reconfigure)
         self.node_id = int(store.config["node.id"])
         self.cluster_id = getattr(store, "cluster_id", None) or "pylog-" + str(self.node_id)
         self.stats: Counter = Counter()
@@ -177,6 +184,7 @@ class Broker:
             self._stopped.wait(timeout)
             return
         self.stopping = True
+        self.store.remove_reconfigurable(self._reconfigure)
         deadline = time.monotonic() + timeout
         loop = self.loop
         if loop is not None and loop.is_running():
@@ -336,8 +344,6 @@ class Broker:
     def api_versions_response(self, error: int):
         return admin.api_versions_response(error)
 
-    def all_configs(self) -> dict[str, Any]:
-        """The broker's configs: the store's and the server's (DescribeConfigs BROKER)."""
-        out = dict(self.store.config)
-        out.update(self.server_config)
-        return out
+    def _reconfigure(self, dynamic: dict[str, str]) -> None:
+        """The store's dynamic values of the broker's dynamic keys changed (KIP-226)."""
+        self.server_config = ServerConfig({**self.static_server_config, **dynamic})

@@ -15,6 +15,9 @@ In between it owns:
   time-based roll and retention, delayed file deletion, checkpoints;
 - **offline dirs**: an I/O error takes its dir offline (its partitions
   raise KafkaStorageError, code 56), the other dirs keep serving;
+- **dynamic broker configs** (Kafka's KIP-226, :mod:`.dynamic_config`): ``log.``
+  defaults and cleaner sizes changed at run time, per node or cluster-wide, persisted
+  in every dir (``pylog-broker-configs.json``) and applied to live logs at once;
 - **services for the layers above**: producer ids (InitProducerId), internal
   topics, periodic tasks (the group coordinator uses them).
 
@@ -46,6 +49,7 @@ from . import checkpoints, files
 from .background import BackgroundTasks, wall_clock_ms
 from .cleaner import CleanerStats, clean_log, cleanable_range, dirty_ratio
 from .config import LONG_MAX, BrokerConfig, LogConfig
+from .dynamic_config import DynamicConfigs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
 from .producer_ids import ProducerIdAllocator
@@ -72,7 +76,7 @@ def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> l
     return [os.fspath(p) for p in log_dirs]
 
 
-class LogManager(LogLoading, TopicAdmin):
+class LogManager(LogLoading, TopicAdmin, DynamicConfigs):
     """The store: ``LogManager(log_dirs, config=None)``.
 
     ``log_dirs``: a path, a comma-separated string (Kafka's ``log.dirs``) or a
@@ -90,8 +94,10 @@ class LogManager(LogLoading, TopicAdmin):
     def __init__(self, log_dirs: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
                  config: Mapping[str, Any] | None = None, *, clock: Callable[[], int] | None = None,
                  background: bool = True, **kwargs: Any) -> None:
-        self.config = BrokerConfig({**dict(config or {}), **kwargs})
+        given = {**dict(config or {}), **kwargs}
+        self.config = BrokerConfig(given)        # static; replaced by dynamic configs (KIP-226)
         self.defaults: LogConfig = self.config.log_config
+        self._init_dynamic_configs(given)
         if log_dirs is None:
             log_dirs = self.config["log.dirs"] or (self.config["log.dir"],)
         paths = _as_dir_list(log_dirs)
@@ -233,8 +239,6 @@ class LogManager(LogLoading, TopicAdmin):
             return stats
 
     def _cleaner_loop(self) -> None:
-        backoff = self.config["log.cleaner.backoff.ms"] / 1000
-
         def stage(name: str) -> None:
             if name == "group" and self._cleaner_stop.is_set():     # between groups only
                 raise _CleanerStopped()
@@ -249,8 +253,8 @@ class LogManager(LogLoading, TopicAdmin):
             except Exception:  # noqa: BLE001 - a cleaner bug must not kill the store
                 log.exception("the log cleaner failed; it retries after log.cleaner.backoff.ms")
                 stats = None
-            if stats is None:
-                self._cleaner_stop.wait(backoff)
+            if stats is None:       # read each time: log.cleaner.backoff.ms is dynamic
+                self._cleaner_stop.wait(self.config["log.cleaner.backoff.ms"] / 1000)
 
     # ================================================================ configs
 

@@ -7,6 +7,7 @@ The loading half of :class:`~pylog.storage.manager.LogManager` (Kafka's
 2. ``meta.properties``: one cluster id across the dirs;
 3. the topic table: the newest copy wins; with none anywhere, topics are
    adopted from the partition dirs found (a new store, or dirs written by Kafka);
+   then the dynamic broker configs, the same way (dynamic_config.py);
 4. per dir: the clean-shutdown marker is read and then deleted (a crash while
    loading counts as unclean, KAFKA-10471), the checkpoints are read, and the
    partition dirs are scanned (``-delete`` dirs removed, strays set aside);
@@ -177,6 +178,8 @@ class LogLoading:
         adopt = not tables
         if tables:
             self._install_topics(max(tables, key=lambda t: t.epoch))
+        # 3b. Dynamic broker configs (KIP-226), before any topic config is built.
+        self._load_dynamic_configs()
         # 4. Per dir: marker, checkpoints, partition dirs.
         found: dict[TopicPartition, tuple[LogDir, str]] = {}
         state: dict[str, tuple[dict, dict]] = {}

@@ -77,7 +77,6 @@ class TopicAdmin:
         count = self.config["num.partitions"] if partitions is None else partitions
         self._check_partition_count(name, count)
         overrides = config_to_strings(LogConfig(config or {}).overrides)
-        topic_config = self._make_config(overrides)
         with self._lock:
             self._check_open()
             if name in self._topics.topics:
@@ -93,7 +92,8 @@ class TopicAdmin:
             table.epoch += 1
             self._write_topic_table(table)
             self._install_topics(table)
-            self._topic_configs[name] = topic_config
+            # Built under the lock: a dynamic broker config may change the defaults.
+            self._topic_configs[name] = self._make_config(overrides)
             self._create_logs([(name, p) for p in range(count)])
         return self.describe_topic(name)
 

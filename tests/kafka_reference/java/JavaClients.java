@@ -6,6 +6,8 @@
 //   member BOOTSTRAP TOPIC GROUP INSTANCE SESSION_MS -> a static member (range assignor) that
 //     polls until stdin says "close" (it closes: a static member sends no LeaveGroup), printing
 //     "ASSIGNED p,p", "REVOKED p,p", "LOST p,p", "FENCED", "CLOSED"
+//   transactional BOOTSTRAP TRANSACTIONAL_ID   -> "INITIALIZED", or "FAILED <exception> <ms>"
+//     (initTransactions() with max.block.ms 30 s: how it ends, and after how long)
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -102,6 +104,22 @@ public class JavaClients {
                 producer.flush();
             }
             System.out.println("SENT " + count);
+        } else if (args[0].equals("transactional")) {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", args[1]);
+            p.put("transactional.id", args[2]);
+            p.put("max.block.ms", "30000");
+            try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+                long started = System.nanoTime();
+                try {
+                    producer.initTransactions();
+                    System.out.println("INITIALIZED");
+                } catch (Exception e) {
+                    System.out.println("FAILED " + e.getClass().getName() + " "
+                                       + (System.nanoTime() - started) / 1_000_000);
+                }
+            }
         } else {
             Properties p = new Properties();
             p.put("bootstrap.servers", args[1]);
