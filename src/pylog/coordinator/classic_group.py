@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -142,6 +143,7 @@ class ClassicGroup:
         self.pending_sync: set[str] = set()         # members yet to SyncGroup this generation
         self.new_member_added = False               # extends the initial rebalance's delay
         self._awaiting_join = 0                     # members with a parked JoinGroup
+        self._supported: Counter = Counter()        # protocol name -> members offering it
         self._initial_delay_ms = initial_delay_ms
         self._timers: dict[object, TimerHandle] = {}
 
@@ -279,6 +281,7 @@ class ClassicGroup:
         if self.leader is None:
             self.leader = member_id
         self.members[member_id] = member
+        self._supported.update(member.names())
         self.pending.discard(member_id)
         self._park_join(member, respond)
         # A new member cannot heartbeat before its first answer: it gets Kafka's
@@ -290,7 +293,9 @@ class ClassicGroup:
 
     def _update_member(self, member: Member, protocols, session_timeout_ms, rebalance_timeout_ms,
                        respond: Respond | None) -> None:
+        self._supported.subtract(member.names())
         member.protocols = protocols
+        self._supported.update(member.names())
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
         self._park_join(member, respond)
@@ -445,19 +450,18 @@ class ClassicGroup:
                           m.member_id, list(self.members.values()) if m.member_id == self.leader else [])
 
     def _supports(self, protocol_type: str, names: set[str]) -> bool:
-        """Kafka's supportsProtocols: some offered protocol every member supports."""
+        """Kafka's supportsProtocols: some offered protocol every member supports (counted,
+        not searched: a join into a group of thousands costs no walk over them)."""
         if self.state == EMPTY:
             return bool(protocol_type) and bool(names)
         return protocol_type == self.protocol_type and any(
-            all(n in m.names() for m in self.members.values()) for n in names)
+            self._supported[n] == len(self.members) for n in names)
 
     def _choose_protocol(self) -> str:
         """Kafka's vote: each member votes for its most preferred protocol that all support."""
         members = list(self.members.values())
         first = [n for n, _ in members[0].protocols]
-        common = set(first)
-        for m in members[1:]:
-            common &= m.names()
+        common = {n for n in first if self._supported[n] == len(members)}
         votes: dict[str, int] = {}
         for m in members:
             choice = next(n for n, _ in m.protocols if n in common)
@@ -659,6 +663,7 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         self._cancel(("session", member_id))
         if member is not None:
+            self._supported.subtract(member.names())
             if member.join_waiter is not None:
                 self._awaiting_join -= 1
                 waiter, member.join_waiter = member.join_waiter, None
