@@ -34,6 +34,7 @@ or passed on, not raised: the broker puts them in responses.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import uuid
@@ -446,8 +447,11 @@ class ClassicGroup:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def _result_for(self, m: Member) -> JoinResult:
+        # The leader gets the members as they are now (copies: the answer is read on
+        # another thread, after the lock is released).
+        members = [copy.copy(x) for x in self.members.values()] if m.member_id == self.leader else []
         return JoinResult(errors.NONE, self.generation, self.protocol_type, self.protocol, self.leader or "",
-                          m.member_id, list(self.members.values()) if m.member_id == self.leader else [])
+                          m.member_id, members)
 
     def _supports(self, protocol_type: str, names: set[str]) -> bool:
         """Kafka's supportsProtocols: some offered protocol every member supports (counted,
@@ -687,13 +691,6 @@ class ClassicGroup:
                 self._cancel(key)
             self.pending.clear()
             self._transition(DEAD)
-
-    def fail_waiters(self, error: int) -> None:
-        """Answers every parked JoinGroup and SyncGroup with `error` (the broker stops)."""
-        with self.lock:
-            for m in list(self.members.values()):
-                self._answer_join(m, JoinResult(error, member_id=m.member_id))
-                self._answer_sync(m, SyncResult(error))
 
     def describe(self) -> dict:
         with self.lock:
