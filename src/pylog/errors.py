@@ -33,6 +33,7 @@ __all__ = [
     "InvalidPartitionsError",
     "InvalidReplicationFactorError",
     "InvalidConfigError",
+    "PolicyViolationError",
     "OutOfOrderSequenceError",
     "DuplicateSequenceError",
     "InvalidProducerEpochError",
@@ -187,6 +188,14 @@ class InvalidConfigError(KafkaError, ValueError):
     """A configuration key or value is invalid (Kafka INVALID_CONFIG)."""
 
     code = 40
+
+
+class PolicyViolationError(KafkaError, ValueError):
+    """A request breaks a bound the broker is configured with (Kafka POLICY_VIOLATION):
+    too many partitions in one request or in all, or more than the process's open
+    files and memory maps can hold. The message names the bound and its config."""
+
+    code = 44
 
 
 class OutOfOrderSequenceError(KafkaError):

@@ -4,7 +4,10 @@
 A single node: the broker is every partition's leader and only replica, and the
 controller. Metadata creates unknown topics when the request allows it and
 ``auto.create.topics.enable`` is true, as Kafka's AutoTopicCreationManager does (only
-Metadata creates; Produce never does).
+Metadata creates; Produce never does), at most
+``pylog.max.auto.create.topics.per.request`` per request. It answers each topic named
+once, however often the request names it (Kafka reads the names into a set): its
+answer is bounded by the request's distinct names, not their repetitions.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from pylog.errors import (
     InvalidTopicError,
+    PolicyViolationError,
     UnknownTopicOrPartitionError,
 )
 from pylog.protocol import SUPPORTED
@@ -62,8 +66,9 @@ def metadata(broker, conn, header, req):
         names = store.list_topics(include_internal=True)
         allow_create = False
     else:
-        names = [t.name for t in req.topics]
+        names = list(dict.fromkeys(t.name for t in req.topics))    # once each, in order
         allow_create = req.allow_auto_topic_creation if v >= 4 else True
+    creations = broker.server_config["pylog.max.auto.create.topics.per.request"]
     topics = []
     for name in names:
         entry = m.MetadataResponseMetadataResponseTopic(name=name, is_internal=False)
@@ -76,6 +81,11 @@ def metadata(broker, conn, header, req):
                 if not (allow_create and store.config["auto.create.topics.enable"]):
                     raise
                 validate_topic_name(name)
+                if creations <= 0:
+                    # Retriable, as while Kafka creates a topic: the client asks again.
+                    raise RequestError(codes.LEADER_NOT_AVAILABLE, "auto-creations per request "
+                                       "used up (pylog.max.auto.create.topics.per.request)")
+                creations -= 1
                 description = store.auto_create_topic(name)
             entry.topic_id = topic_id_bytes(description.topic_id)
             entry.is_internal = description.internal
@@ -102,6 +112,19 @@ def describe_cluster(broker, conn, header, req):
 
 def create_topics(broker, conn, header, req):
     store = broker.store
+    try:
+        # Kafka's controller refuses a request whose topics add up to more than 10,000
+        # partitions as a whole (validateTotalNumberOfPartitions), before any check.
+        store.check_partitions_per_request(sum(
+            len(t.assignments) if t.assignments else
+            store.config["num.partitions"] if t.num_partitions == -1 else max(t.num_partitions, 0)
+            for t in req.topics))
+    except PolicyViolationError as exc:
+        code, message = error_code(exc)
+        return m.CreateTopicsResponse(throttle_time_ms=0, topics=[
+            m.CreateTopicsResponseCreatableTopicResult(
+                name=t.name, num_partitions=-1, replication_factor=-1, error_code=code,
+                error_message=message) for t in req.topics])
     results = []
     for t in req.topics:
         res = m.CreateTopicsResponseCreatableTopicResult(name=t.name, num_partitions=-1,
@@ -163,6 +186,19 @@ def _name_for_id(store, topic_id: bytes) -> str:
 
 
 def create_partitions(broker, conn, header, req):
+    store = broker.store
+    try:
+        # Kafka's controller fails the whole request when its new partitions overflow one
+        # metadata batch (10,000 records): "Unable to perform excessively large batch
+        # operation." Topics that do not exist or do not grow add none.
+        store.check_partitions_per_request(sum(
+            max(0, t.count - (store.partition_count(t.name) or t.count)) for t in req.topics),
+            "Unable to perform excessively large batch operation")
+    except PolicyViolationError as exc:
+        code, message = error_code(exc)
+        return m.CreatePartitionsResponse(throttle_time_ms=0, results=[
+            m.CreatePartitionsResponseCreatePartitionsTopicResult(
+                name=t.name, error_code=code, error_message=message) for t in req.topics])
     results = []
     for t in req.topics:
         res = m.CreatePartitionsResponseCreatePartitionsTopicResult(name=t.name)

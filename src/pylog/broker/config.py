@@ -35,6 +35,21 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("socket.request.max.bytes", "int32", 104857600,
               "The largest request a client may send; a larger size prefix closes the "
               "connection before anything is allocated.", at_least(1024)),
+    ConfigDef("socket.listen.backlog.size", "int32", 512,
+              "Connections the kernel completes and queues for the broker to accept (the "
+              "listen(2) backlog, capped by net.core.somaxconn). Kafka's default is 50; "
+              "pylog's is 512, for bursts of clients connecting at once.", at_least(1)),
+    ConfigDef("pylog.request.max.elements", "int32", 20000,
+              "The most array elements (and tagged fields) one request may hold, counted "
+              "over all its arrays: a count past it closes the connection, with one log "
+              "line, before it is allocated. Each costs 100-500 bytes decoded and answered, "
+              "so this bounds a request's memory (Kafka refuses arrays of more than a "
+              "million elements).", at_least(16)),
+    ConfigDef("pylog.max.auto.create.topics.per.request", "int32", 100,
+              "The most topics one Metadata request may auto-create "
+              "(auto.create.topics.enable); the others it names get LEADER_NOT_AVAILABLE "
+              "(retriable: the client asks again, as while Kafka creates a topic).",
+              at_least(0)),
     ConfigDef("connections.max.idle.ms", "int", 600000,
               "A connection with no request for this many ms is closed (at that deadline), "
               "and so is one whose socket takes no bytes of a response for this long (a "
@@ -55,6 +70,11 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "A parked fetch woken by an append waits this long for more appends before it "
               "answers (never past its max_wait_ms): fewer, fuller responses for consumers at "
               "the log's tail. 0 answers at once, as Kafka does.", between(0, 1000)),
+    ConfigDef("offset.metadata.max.bytes", "int32", 4096,
+              "The longest metadata string an offset commit may carry (in characters, as "
+              "Kafka counts); a longer one gets OFFSET_METADATA_TOO_LARGE for its "
+              "partition. At most 8191: __consumer_offsets stores it with Kafka's int16 "
+              "length, and a character takes up to 4 bytes.", between(0, 8191)),
     ConfigDef("offsets.retention.minutes", "int32", 10080,
               "Committed offsets of empty groups are kept this long (not enforced yet).",
               at_least(1)),

@@ -12,7 +12,13 @@ Defences, as Kafka's SocketServer:
   connection at once, with one log line; a claimed size is never allocated up front, the
   frame grows only as its bytes arrive;
 - a header or body that does not parse closes the connection (Kafka does the same: a
-  request that cannot be parsed cannot be answered in its own format);
+  request that cannot be parsed cannot be answered in its own format), and so does one
+  whose arrays hold more than ``pylog.request.max.elements`` elements, refused when the
+  count that crosses it is read, before anything is allocated for it;
+- a request is decoded on the loop only while it stays within LOOP_ELEMENTS elements:
+  a bigger one is decoded, handled and encoded in the broker's CPU pool, so the loop
+  serves the other connections meanwhile (the pool thread gives the GIL up every
+  switch interval, 5 ms);
 - an API or version pylog does not speak gets UNSUPPORTED_VERSION where the message
   has a place for it (ApiVersions always answers with v0; a top-level error_code, as
   Fetch 7+; every partition of a Produce), else the connection closes (an API left out
@@ -36,19 +42,73 @@ time at 10 k produce requests/s).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import struct
+import threading
+import time
 
 from pylog.protocol import MalformedMessageError, decode_request, frame_response
-from pylog.protocol.api import API_VERSIONS_KEY, unsupported_version_response
+from pylog.protocol.api import API_NAMES, API_VERSIONS_KEY, unsupported_version_response
+from pylog.protocol.codec import TooManyElementsError
 
 __all__ = ["Connection"]
 
 log = logging.getLogger(__name__)
 
 _i32 = struct.Struct(">i")
+_head = struct.Struct(">hh")            # a request's api key and version
 _UNSUPPORTED_VERSION = 35
+
+#: A request within this many array elements is decoded, handled and encoded on the
+#: event loop (~5-20 us an element: a few ms at most); a bigger one in the CPU pool
+#: (a thread hop, ~0.1 ms, that requests this big can afford).
+LOOP_ELEMENTS = 256
+
+
+class _CollectorPause:
+    """CPython's cyclic garbage collector, paused while heavy requests are in flight.
+
+    A heavy request allocates tens of thousands of objects (its body, its answer) that
+    live until it is answered; a collection meanwhile (their allocation triggers one)
+    walks them all while holding the GIL, which no switch interval interrupts:
+    measured, a full collection of 205-210 ms in the CPU pool thread, the event loop
+    stalled as long. They hold no reference cycles: reference counting frees them when
+    the request is answered, and the collector resumes then. A request that waits (a
+    parked Fetch, a JoinGroup) resumes it before waiting. Process-wide (the collector
+    is), counted across connections and brokers; heavy requests back to back for more
+    than MAX_PAUSE_S let it run again until none is in flight; a collector the process
+    had disabled itself stays so."""
+
+    MAX_PAUSE_S = 10.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._paused = False        # this pause disabled it (it was enabled)
+        self._since = 0.0
+
+    def hold(self) -> None:
+        with self._lock:
+            if self._holders == 0 and gc.isenabled():
+                gc.disable()
+                self._paused = True
+                self._since = time.monotonic()
+            elif self._paused and time.monotonic() - self._since > self.MAX_PAUSE_S:
+                gc.enable()             # never idle of heavy requests: collect as usual
+                self._paused = False
+            self._holders += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0 and self._paused:
+                gc.enable()
+                self._paused = False
+
+
+collector_pause = _CollectorPause()
 
 
 class Connection:
@@ -66,6 +126,14 @@ class Connection:
         self._flush_queued = False         # a _flush callback is on the loop
         self._idle_timer: asyncio.TimerHandle | None = None
         self._writable: asyncio.Future | None = None   # a sendfile waiting for room
+        self._pausing_collector = False    # a heavy request holds collector_pause
+
+    def resume_collector(self) -> None:
+        """Before a request of this connection waits (a long poll, a rebalance): the
+        collector runs again meanwhile (see _CollectorPause). On the loop."""
+        if self._pausing_collector:
+            self._pausing_collector = False
+            collector_pause.release()
 
     def close(self) -> None:
         """Closes the connection (thread-safe: handlers call it from pool threads)."""
@@ -125,6 +193,7 @@ class Connection:
                         return
                 finally:
                     self.busy = False
+                    self.resume_collector()        # _serve's objects are gone
                 self.requests += 1
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -136,14 +205,41 @@ class Connection:
             self.close_on_loop()           # answers given before the close still leave
             broker._forget(self)
 
+    async def _decode(self, fn, frame):
+        """(fn(frame, max_elements), heavy): on the loop within LOOP_ELEMENTS, else again
+        in the CPU pool within ``pylog.request.max.elements`` (heavy). Raises
+        TooManyElementsError past that, at once where the count that crossed
+        LOOP_ELEMENTS already shows it."""
+        limit = self.broker.server_config["pylog.request.max.elements"]
+        try:
+            return fn(frame, min(LOOP_ELEMENTS, limit)), False
+        except TooManyElementsError as exc:
+            if exc.needed > limit:
+                raise
+        if not self._pausing_collector:
+            self._pausing_collector = True         # released by run() once answered
+            collector_pause.hold()
+        return await self.broker.loop.run_in_executor(self.broker.cpu_pool, fn, frame, limit), True
+
+    def _refuse(self, frame, exc: MalformedMessageError) -> bool:
+        """One log line for a request that cannot be answered; False (close)."""
+        api, version = _head.unpack_from(frame) if len(frame) >= 4 else (-1, -1)
+        what = f"{API_NAMES.get(api, 'api key %d' % api)} v{version} request"
+        if isinstance(exc, TooManyElementsError):
+            limit = self.broker.server_config["pylog.request.max.elements"]
+            log.warning("closing connection %s: %s holds more array elements than "
+                        "pylog.request.max.elements (%d): an array of %d after %d others",
+                        self.peer, what, limit, exc.count, exc.used)
+        else:
+            log.warning("closing connection %s: malformed %s: %s", self.peer, what, exc)
+        return False
+
     async def _serve(self, frame: bytes) -> bool:
         """Handles one request; False closes the connection."""
         try:
-            header, body, problem = decode_request(frame)
+            (header, body, problem), heavy = await self._decode(decode_request, frame)
         except MalformedMessageError as exc:
-            api = _i32.unpack_from(frame, 0)[0] >> 16 if len(frame) >= 4 else -1
-            log.warning("closing connection %s: malformed request (api key %d): %s", self.peer, api, exc)
-            return False
+            return self._refuse(frame, exc)
         if body is None:
             if header.api_key == API_VERSIONS_KEY:
                 # KIP-511: an ApiVersions version we do not know gets a v0 answer with the
@@ -152,7 +248,8 @@ class Connection:
                 await self._send(frame_response(header, response, version=0))
                 return True
             try:
-                answer = unsupported_version_response(header, frame)
+                answer, _ = await self._decode(
+                    lambda f, n: unsupported_version_response(header, f, n), frame)
             except MalformedMessageError:
                 answer = None
             if answer is not None:
@@ -162,10 +259,10 @@ class Connection:
                 return True
             log.warning("closing connection %s: %s (client %r)", self.peer, problem, header.client_id)
             return False
-        response = await self.broker.handle(self, header, body)
-        if response is None:
+        parts = await self.broker.handle(self, header, body, heavy)
+        if parts is None:
             return True                  # acks=0 produce: no response
-        await self._send(frame_response(header, response))
+        await self._send(parts)
         return True
 
     async def _send(self, parts: list) -> None:

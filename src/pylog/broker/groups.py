@@ -165,10 +165,13 @@ def offset_commit(broker, conn, header, req):
         topics.append(m.OffsetCommitResponseOffsetCommitResponseTopic(name=t.name, partitions=parts))
     if error == NONE and offsets:
         known = {}
+        max_metadata = broker.server_config["offset.metadata.max.bytes"]
         for tp, (resp, entry) in offsets.items():
             count = broker.store.partition_count(tp[0])
             if count is None or not 0 <= tp[1] < count:
                 resp.error_code = codes.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(entry.metadata) > max_metadata:     # Kafka counts characters too
+                resp.error_code = codes.OFFSET_METADATA_TOO_LARGE
             else:
                 known[tp] = entry
         try:

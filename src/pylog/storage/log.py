@@ -18,6 +18,13 @@ directory (``.lock``, see :class:`~pylog.storage.log_dir.PartitionDirLock`):
 one writer per partition. A LogManager passes the state in instead, keeps
 Kafka's checkpoint files, and its dir lock covers its Logs.
 
+A Log is a writer: opening one locks the dir, may recover (truncate) segments,
+and writes its state and producer snapshots (a snapshot Kafka wrote is written
+back with the same bytes). It is refused a partition of a running Kafka broker.
+To read a dir without changing a byte, one another process owns or Kafka's
+(a partition ending in transaction markers included), use
+:class:`~pylog.storage.reader.LogDirsReader` / ``PartitionReader``.
+
 I/O errors: the core raises OSError; the Log turns it into KafkaStorageError
 and reports it to ``on_io_error`` (the LogManager takes the dir offline).
 """
@@ -302,9 +309,12 @@ class Log(LogState):
         when its topic was deleted). Takes no lock: the LogManager calls it from
         any thread, possibly while another log of the same dir holds its own
         lock. Open files stay open (a FileSlice already handed out stays
-        readable); :meth:`abandon` closes them."""
+        readable); :meth:`abandon` closes them. Its listeners are set, so whoever
+        waits for an append (a parked Fetch, a Consumer) sees the error at once."""
         if self._offline is None:
             self._offline = error
+        for event in self._listeners:
+            event.set()
 
     def _storage_error(self, exc: OSError, action: str) -> KafkaStorageError:
         if self.on_io_error is not None:
