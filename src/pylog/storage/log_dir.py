@@ -136,13 +136,18 @@ class LogDir:
 class PartitionDirLock:
     """The lock a standalone :class:`~pylog.storage.log.Log` holds on its partition dir.
 
-    ``flock(LOCK_EX | LOCK_NB)`` on ``<partition dir>/.lock`` (which then holds
-    the pid), so that no two writers append to one partition, in one process
-    or in two; and, when the parent is a log dir (it has a ``.lock``),
-    ``flock(LOCK_SH | LOCK_NB)`` on the parent's lock, so that a Log is refused
-    a partition of a live LogManager and a LogManager is refused a log dir one
-    of whose partitions a standalone Log has open. The kernel drops both when
-    the process dies. Raises LogDirLockedError naming the holder's pid.
+    ``flock(LOCK_EX | LOCK_NB)`` on the partition directory's own descriptor (flock
+    works on a directory opened ``O_RDONLY``), so that no two writers append to one
+    partition, in one process or in two, and no file is created for it: a Log
+    opened only to read leaves the dir exactly as it found it (a Kafka broker's
+    partition dirs hold no lock file either). And, when the parent is a log dir
+    (it has a ``.lock``), ``flock(LOCK_SH | LOCK_NB)`` on the parent's lock, so
+    that a Log is refused a partition of a live LogManager and a LogManager is
+    refused a log dir one of whose partitions a standalone Log has open. The
+    kernel drops both when the process dies. Raises LogDirLockedError naming the
+    holder: its pid, as the kernel's lock table (``/proc/locks``) lists the
+    directory's flock holder, or "another process" where that table does not
+    name it (another pid namespace).
     """
 
     def __init__(self, path: str) -> None:
@@ -152,20 +157,17 @@ class PartitionDirLock:
             parent = os.path.dirname(os.path.abspath(path))
             parent_lock = os.path.join(parent, files.LOCK_FILE)
             if os.path.exists(parent_lock):
-                self._take(parent_lock, fcntl.LOCK_SH, lambda holder: (
+                self._fds.append(_take_lock(parent_lock, fcntl.LOCK_SH, create=False,
+                                            message=lambda holder: (
                     f"partition dir {path} is in log dir {parent}, which a LogManager holds "
-                    f"({_who(holder)}): use that LogManager's log(), or close it first"),
-                    create=False)
+                    f"({_who(holder)}): use that LogManager's log(), or close it first")))
                 _refuse_running_kafka(self._fds[-1], path, parent)
-            self._take(os.path.join(path, files.LOCK_FILE), fcntl.LOCK_EX, lambda holder: (
+            self._fds.append(_lock_directory(path, lambda holder: (
                 f"partition dir {path} is open for writing by {_who(holder)}: close that Log "
-                f"first"), create=True)
+                f"first")))
         except BaseException:
             self.release()
             raise
-
-    def _take(self, lock_path: str, mode: int, message, create: bool) -> None:
-        self._fds.append(_take_lock(lock_path, mode, create=create, message=message))
 
     def release(self) -> None:
         for fd in reversed(self._fds):
@@ -174,6 +176,50 @@ class PartitionDirLock:
             except OSError:
                 pass
         self._fds.clear()
+
+
+def _lock_directory(path: str, message) -> int:
+    """``flock(LOCK_EX | LOCK_NB)`` on directory `path` itself; returns its descriptor.
+    If another holder has it: LogDirLockedError(message(holder)), `holder` the pid
+    /proc/locks gives for it (None if unknown)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        st = os.fstat(fd)
+        os.close(fd)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        raise LogDirLockedError(message(_flock_holder(st))) from None
+    return fd
+
+
+def _flock_holder(st: os.stat_result) -> str | None:
+    """The pid holding a flock on the file `st` describes, from the kernel's lock table:
+    lines like ``1: FLOCK  ADVISORY  WRITE 2880 fe:00:10076333 0 EOF`` (pid, then
+    major:minor:inode, the device numbers in hex). None when no line names it (a
+    holder in another pid namespace shows as pid 0 or not at all)."""
+    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if "->" in fields or len(fields) < 6 or fields[1] != "FLOCK":
+            continue                    # a waiter, or not a flock
+        pid, dev_ino = fields[4], fields[5].split(":")
+        if len(dev_ino) != 3 or not pid.isdigit() or pid == "0":
+            continue
+        try:
+            same = (int(dev_ino[0], 16), int(dev_ino[1], 16), int(dev_ino[2])) == \
+                (major, minor, st.st_ino)
+        except ValueError:
+            continue
+        if same:
+            return pid
+    return None
 
 
 def _take_lock(lock_path: str, mode: int, *, create: bool, message) -> int:

@@ -15,7 +15,7 @@ carries a producer id is checked before it is written:
 The state is snapshotted to ``%020d.snapshot`` files in Kafka's format
 (ProducerSnapshot v1: version int16, CRC-32C uint32 of the rest, an int32
 count and 46-byte entries), named by the log offset they cover: at every roll
-and at close. On open the newest snapshot at or below the log end is loaded
+and at the close of a Log that wrote (a Log that only read writes none). On open the newest snapshot at or below the log end is loaded
 and the batches after it are replayed from their headers.
 """
 
@@ -246,18 +246,23 @@ class ProducerStateManager:
             entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta,
                                                last_offset, ts))
 
-    def load(self, log_end_offset: int) -> int:
+    def load(self, log_end_offset: int, before_change=None) -> int:
         """Loads the newest valid snapshot at or below the log end (deleting newer or
-        corrupt ones); returns its offset, or -1 with an empty table."""
+        corrupt ones, after ``before_change()``); returns its offset, or -1 with an
+        empty table. Reads only, when every snapshot is valid and none is newer."""
         self.producers = {}
         for offset in reversed(self.snapshot_offsets()):
             if offset > log_end_offset:
+                if before_change is not None:
+                    before_change()
                 os.remove(self.snapshot_path(offset))     # stale: the log was truncated
                 continue
             try:
                 self.read_snapshot(offset)
                 return offset
             except (CorruptRecordError, OSError):
+                if before_change is not None:
+                    before_change()
                 os.remove(self.snapshot_path(offset))
                 self.producers = {}
         return -1
