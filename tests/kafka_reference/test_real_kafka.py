@@ -1,6 +1,7 @@
 """A real Apache Kafka broker (KRaft, single node) beside pylog: segment files Kafka wrote
-open in pylog and read byte-identical to what Kafka serves; reading Kafka's dirs changes
-nothing, and reaches the end of a partition that ends in transaction markers."""
+open in pylog and read byte-identical to what Kafka serves; reading Kafka's dirs (with
+console-consumer --log-dirs or a pylog.Log) changes nothing, and reaches the end of a
+partition that ends in transaction markers."""
 
 from __future__ import annotations
 
@@ -51,31 +52,40 @@ def test_partition_dirs_written_by_kafka_open_in_pylog(kafka, tmp_path):
     consumer.close()
     assert len(served) == 300
     kafka.stop()                                  # a clean shutdown: segments complete
-    copy = tmp_path / "from-kafka-0"
-    shutil.copytree(kafka.log_dir / "from-kafka-0", copy)
-    with pylog.Log(str(copy)) as log:
+    before = _files(kafka.log_dir)
+    # Kafka's own partition dir: a Log that only reads leaves every file (and mtime) of
+    # Kafka's log dir as it was, and adds none (no .lock, no pylog-log-state).
+    with pylog.Log(str(kafka.log_dir / "from-kafka-0")) as log:
         got = [(r.offset, r.timestamp, r.key, r.value, [(k, bytes(v)) for k, v in r.headers])
                for r in log.read(0, 1 << 30).records()]
+        assert log.offset_for_timestamp(now + 150).offset == 150
+        assert _files(kafka.log_dir) == before
     assert got == served
+    assert _files(kafka.log_dir) == before
 
 
-def _files(root) -> dict[str, tuple[bytes, int]]:
-    """Every file under `root`: its bytes and modification time."""
+def _files(root) -> dict[str, tuple[bytes | None, int, int]]:
+    """Every file and directory under `root` (itself included): a file's bytes (None for
+    a directory), its inode and its modification time."""
     out = {}
     for dirpath, _dirs, names in os.walk(root):
+        st = os.stat(dirpath)
+        out[os.path.relpath(dirpath, root) + "/"] = (None, st.st_ino, st.st_mtime_ns)
         for name in names:
             path = os.path.join(dirpath, name)
             with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = (f.read(), os.stat(path).st_mtime_ns)
+                st = os.stat(path)
+                out[os.path.relpath(path, root)] = (f.read(), st.st_ino, st.st_mtime_ns)
     return out
 
 
 def test_reading_a_kafka_partition_that_ends_in_transaction_markers(kafka, tmp_path):
     """A transactional producer's partition ends in a commit marker (a control batch).
     `pylog console-consumer --log-dirs` on Kafka's own log dir prints every record and
-    exits at the end, changing no byte and adding no file; a pylog.Log (a writer: it
-    locks and keeps its state) opened on a copy and closed writes Kafka's producer
-    snapshot back unchanged (the coordinator epoch of the transaction included)."""
+    exits at the end, and a pylog.Log opened there to read and closed, changing no byte
+    and no mtime and adding no file; a pylog.Log that writes (a roll) on a copy writes
+    Kafka's producer snapshot back unchanged (the coordinator epoch of the transaction
+    included)."""
     from confluent_kafka import Producer
     from kafka.admin import KafkaAdminClient, NewTopic
     if kafka.proc is None or kafka.proc.poll() is not None:
@@ -110,11 +120,22 @@ def test_reading_a_kafka_partition_that_ends_in_transaction_markers(kafka, tmp_p
     assert run.stdout.splitlines() == values
     assert _files(kafka.log_dir) == before
 
-    copy = tmp_path / "txn-0"
-    shutil.copytree(kafka.log_dir / "txn-0", copy)
-    with pylog.Log(str(copy)) as log:
+    def read(log):
         batches = log.read(0, 1 << 20).batches()
         assert [b.control_type for b in batches if b.is_control] == ["commit", "commit"]
         assert [r.value for b in batches if not b.is_control for r in b.records()] == values
+        return batches[-1].last_offset + 1
+
+    with pylog.Log(str(kafka.log_dir / "txn-0")) as log:
+        assert read(log) == log.log_end_offset
+    assert _files(kafka.log_dir) == before
+
+    copy = tmp_path / "txn-0"
+    shutil.copytree(kafka.log_dir / "txn-0", copy)
+    with pylog.Log(str(copy)) as log:
+        read(log)
+        log.roll()                            # a write: a snapshot at the log end, as Kafka's
+    names = {os.path.basename(n) for n in snapshots}
+    assert {n for n in os.listdir(copy) if n.endswith(".snapshot")} >= names
     for name in snapshots:
         assert (copy / os.path.basename(name)).read_bytes() == before[name][0]
