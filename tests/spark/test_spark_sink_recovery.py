@@ -186,3 +186,35 @@ def test_killed_twice_with_log_append_time_keeps_the_first_staged_rows(tmp_path)
         assert_exactly_once(path, want, f"micro-batch {batch_id} killed after {first_kill}, "
                                         f"then after {second_kill} appends")
     assert_nothing_left(path, "after the last commit")
+
+
+def test_rows_another_writer_appended_between_the_kill_and_the_replay(tmp_path):
+    """Records a producer appended after the killed commit are passed over, kept, and
+    not taken for the batch's."""
+    path = str(tmp_path)
+    make_store(path)
+    ids = list(range(120))
+    commit_killed(path, stage(path, 0, ids, 3, 0), 0, 3)
+    with pylog.open(path) as store:
+        producer = pylog.Producer(store)
+        for p in range(2):
+            producer.send_batch("s", [b"other-%d-%d" % (p, i) for i in range(5)], partition=p)
+        producer.close()
+    writer_for(path).commit(stage(path, 0, ids[::-1], 2, 1), 0)
+    others = [b"other-%d-%d" % (p, i) for p in range(2) for i in range(5)]
+    assert_exactly_once(path, [value(i) for i in ids] + others, "a producer in between")
+    assert_nothing_left(path, "after the commit")
+
+
+def test_a_begun_commit_whose_staged_file_is_damaged_fails_clearly(tmp_path):
+    path = str(tmp_path)
+    make_store(path)
+    commit_killed(path, stage(path, 0, list(range(120)), 3, 0), 0, 2)
+    before = log_values(path)
+    commit_dir = os.path.join(path, "pylog-spark", "sinks", f"{QUERY}.commit")
+    victim = os.path.join(commit_dir, sorted(os.listdir(commit_dir))[-1])
+    os.truncate(victim, os.path.getsize(victim) - 10)
+    with pytest.raises(RuntimeError, match=f"micro-batch 0 of query {QUERY}: its commit began "
+                                           f"but {victim} is .* bytes, not"):
+        writer_for(path).commit(stage(path, 0, list(range(120)), 2, 1), 0)
+    assert log_values(path) == before              # nothing appended, nothing lost

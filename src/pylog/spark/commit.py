@@ -170,23 +170,27 @@ class QueryCommits:
         """Commits micro-batch `batch_id` whose tasks staged `staged` ((path, batches) per
         task, in task order); ``open_store()`` opens the log dirs, only when there is
         something to append. Returns what it did: "appended", "completed" (a begun
-        commit of this batch, from its manifest: `staged` is not used) or "skipped"."""
+        commit of this batch, from its manifest: `staged` is not used), "skipped" or
+        "empty"."""
         state = self.state()
+        pending = state if state is not None and not state["done"] else None
         if state is not None and (state["batch"] > batch_id or
                                   (state["batch"] == batch_id and state["done"])):
             outcome = "skipped"              # done, or older than the batch begun
+        elif pending is None and not any(batches for _, batches in staged):
+            outcome = "empty"                # no rows: nothing to record
         else:
             store = open_store()
             try:
-                outcome = "appended"
-                if state is not None and not state["done"]:
-                    self._complete(store, state)     # begun: its manifest is the truth
-                    if state["batch"] == batch_id:
-                        outcome = "completed"
-                if outcome == "appended":
-                    begun = self._begin(store, batch_id, staged)
-                    if begun is not None:
-                        self._complete(store, begun)
+                if pending is not None:
+                    self._complete(store, pending)   # begun: its manifest is the truth
+                if pending is not None and pending["batch"] == batch_id:
+                    outcome = "completed"
+                else:
+                    outcome = "appended"
+                    manifest = self._begin(store, batch_id, staged)
+                    if manifest is not None:
+                        self._complete(store, manifest)
             finally:
                 store.close()
         self._sweep(batch_id)
