@@ -118,6 +118,7 @@ class PylogBatchReader(DataSourceReader):
             ends = planning.ending_offsets(reader, tps, opts)
             ranges = []
             for tp in tps:
+                planning.check_order(tp, starts[tp], ends[tp])
                 start, end = self.pruning.clip(reader, tp, starts[tp], ends[tp])
                 checked = planning.check_range(reader, tp, start, end, opts.fail_on_data_loss)
                 if checked:
