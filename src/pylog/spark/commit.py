@@ -59,8 +59,8 @@ class StagedBatch:
     position: int
     length: int
     records: int
-    crc: int = 0
-    attributes: int = 0
+    crc: int | None = None
+    attributes: int | None = None
 
 
 def _plan(batches) -> dict[tuple[str, int], list[StagedBatch]]:
@@ -73,7 +73,7 @@ def _plan(batches) -> dict[tuple[str, int], list[StagedBatch]]:
 def _read_batch(fd: int, b: StagedBatch, where: str) -> bytes:
     data = os.pread(fd, b.length, b.position)
     crc = struct.unpack_from(">I", data, 17)[0] if len(data) >= 21 else None
-    if len(data) != b.length or (b.crc and crc != b.crc):
+    if len(data) != b.length or (b.crc is not None and crc != b.crc):
         raise StagedDataError(
             f"{where}: the staged batch at byte {b.position} of {b.file} is not the one "
             f"recorded ({len(data)} of {b.length} bytes, CRC {crc} vs {b.crc})")
@@ -90,6 +90,7 @@ def append_staged(store, batches: list[StagedBatch], directory: str = "",
 
     def append_partition(tp) -> None:
         log = store.log(*tp)
+        label = where or f"{tp[0]}-{tp[1]}"
         todo = plan[tp]
         if appended is not None:
             todo = todo[appended(log, tp, todo):]
@@ -102,9 +103,9 @@ def append_staged(store, batches: list[StagedBatch], directory: str = "",
                         fd = fds[b.file] = os.open(os.path.join(directory, b.file),
                                                    os.O_RDONLY | os.O_CLOEXEC)
                     except FileNotFoundError:
-                        raise StagedDataError(f"{where or tp}: staged file {b.file} is "
+                        raise StagedDataError(f"{label}: staged file {b.file} is "
                                               "missing") from None
-                log.append(_read_batch(fd, b, where or f"{tp[0]}-{tp[1]}"))
+                log.append(_read_batch(fd, b, label))
             log.flush()
         finally:
             for fd in fds.values():
