@@ -320,7 +320,12 @@ class PylogStreamWriter(_StagingWriter, DataSourceStreamArrowWriter):
             return
         present = sorted((m for m in messages if m is not None), key=lambda m: m.task)
         query_id = next((m.query_id for m in present if m.query_id), None)
-        if query_id is None:           # no task ran in a streaming context
+        if query_id is None:
+            if any(m.entries for m in present):
+                raise RuntimeError(
+                    f"micro-batch {batchId}: the tasks staged rows but carry no streaming "
+                    "query id (Spark's sql.streaming.queryId), which the sink's exactly-once "
+                    "commit needs; nothing was appended")
             _remove_staged(messages, None)
             return
         self._commits(query_id).commit(lambda: _open_store(self.opts.paths), batchId,
