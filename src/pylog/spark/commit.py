@@ -25,7 +25,8 @@ the log itself, not from rows: the batches after the recorded end offset are mat
 order to the manifest's by CRC and record count (by record count alone where the log
 rewrote the batch: LogAppendTime or a recompressing ``compression.type`` change its
 attributes), and only the rest is appended. A batch another writer appended there in
-between matches nothing and is passed over.
+between matches nothing and is passed over (where the log rewrites batches, unless it
+has exactly as many records as the batch expected next).
 """
 
 from __future__ import annotations
