@@ -42,8 +42,8 @@ from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import admin, configs, data_plane, groups, sasl
-from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig, parse_listener
+from . import admin, configs, data_plane, groups, sasl, users
+from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, Listener, ServerConfig, parse_listener
 from .connection import Connection
 
 __all__ = ["Broker"]
@@ -59,12 +59,13 @@ HANDLERS = {
     19: admin.create_topics, 20: admin.delete_topics, 21: data_plane.delete_records,
     22: data_plane.init_producer_id, 32: configs.describe_configs, 33: configs.alter_configs,
     36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
-    44: configs.incremental_alter_configs, 60: admin.describe_cluster,
+    44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
+    51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all, Metadata only when it may create a topic (see handle).
-BLOCKING = {8, 19, 20, 21, 22, 33, 37, 42, 44}
+BLOCKING = {8, 19, 20, 21, 22, 33, 37, 42, 44, 51}
 #: Handlers that wait for other members (a rebalance): the wait pool, sized for waiting.
 WAITING = {11, 14}
 #: Handlers whose answers grow with the store, not the request (OffsetFetch of a group's
@@ -124,6 +125,11 @@ class Broker:
         # runs one at a time; the loop keeps its turn every switch interval.
         self.cpu_pool = ThreadPoolExecutor(2, thread_name_prefix="pylog-broker-cpu")
         self.address: tuple[str, int] = parse_listener(self.server_config["listeners"])
+        #: The listener (name, security protocol); a SASL one's settings are checked now.
+        self.listener: Listener = self.server_config.listener
+        self._sasl_configs: dict[str, sasl.SaslConfig] = {}
+        if self.listener.sasl:
+            self.sasl_config(self.listener)
 
     # ========================================================== lifecycle
 
@@ -310,14 +316,23 @@ class Broker:
         await conn.run()
 
     def _sweep_idle(self) -> None:
-        """Closes connections with no request for connections.max.idle.ms (on the loop)."""
+        """Closes connections with no request for connections.max.idle.ms, and those of
+        a SASL listener still authenticating past their deadline (on the loop)."""
         idle = self.server_config["connections.max.idle.ms"] / 1000
         now = self.loop.time()
         with self._lock:
             stale = [c for c in self._connections if not c.busy and now - c.last_active > idle]
+            late = [c for c in self._connections if c.sasl is not None and not c.sasl.complete
+                    and now > c.sasl.deadline]
         for c in stale:
             log.info("closing idle connection %s (connections.max.idle.ms)", c.peer)
             c.close_on_loop()
+        for c in late:
+            if c not in stale:
+                log.info("closing connection %s: not authenticated within "
+                         "pylog.connections.authentication.timeout.ms", c.peer)
+                self.stats["sasl.authentication_timeouts"] += 1
+                c.close_on_loop()
         if not self.stopping:
             self.loop.call_later(min(1.0, idle / 4), self._sweep_idle)
 
@@ -401,12 +416,20 @@ class Broker:
         known = self.store.partition_count
         return any(t.name is not None and known(t.name) is None for t in req.topics)
 
+    def sasl_config(self, listener: Listener) -> sasl.SaslConfig:
+        """A SASL listener's settings (ConfigError names a key that cannot work)."""
+        found = self._sasl_configs.get(listener.name)
+        if found is None:
+            found = self._sasl_configs[listener.name] = sasl.SaslConfig.of(self.server_config, listener)
+        return found
+
     def api_versions_response(self, error: int):
         return admin.api_versions_response(error)
 
     def _reconfigure(self, dynamic: dict[str, str]) -> None:
         """The store's dynamic values of the broker's dynamic keys changed (KIP-226)."""
         self.server_config = ServerConfig({**self.static_server_config, **dynamic})
+        self._sasl_configs = {}
 
 
 def _answer(handler, broker: Broker, conn: Connection, header, body):
