@@ -41,12 +41,11 @@ import logging
 import struct
 from dataclasses import dataclass
 
-from pylog.common import scram
+from pylog.common import jaas, scram
 from pylog.errors import ConfigError, SaslAuthenticationError
 from pylog.protocol import API_NAMES, MalformedMessageError, decode_request, frame_response
 from pylog.protocol import messages as m
 
-from . import jaas
 from .config import Listener, ServerConfig
 from .sasl_mechanisms import PlainServer, ScramServer
 

@@ -1,4 +1,6 @@
-"""Kafka's JAAS configuration syntax: where a broker's SASL/PLAIN users come from.
+"""Kafka's JAAS configuration syntax: where a broker's SASL/PLAIN users come from, and a
+client's SASL login (``sasl.jaas.config = ...ScramLoginModule required username=...
+password=...;``).
 
 Two forms, as Kafka reads them (org.apache.kafka.common.security.JaasConfig, and the
 JVM's JAAS file):
@@ -22,9 +24,11 @@ from pathlib import Path
 
 from pylog.errors import ConfigError
 
-__all__ = ["PLAIN_LOGIN_MODULE", "parse_jaas_config", "parse_jaas_file", "plain_users"]
+__all__ = ["PLAIN_LOGIN_MODULE", "SCRAM_LOGIN_MODULE", "parse_jaas_config", "parse_jaas_file",
+           "plain_users"]
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 
 _TOKEN = re.compile(r"""
