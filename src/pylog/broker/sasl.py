@@ -334,8 +334,10 @@ class Authenticator:
         self.expires_at = now + lifetime / 1000 if lifetime > 0 else None
         if self._previous is None:
             log.debug("%s authenticated as %s with %s", conn.peer, conn.principal, self.mechanism)
+            conn.broker.stats["sasl.authentications"] += 1
         else:
             log.debug("%s re-authenticated as %s", conn.peer, conn.principal)
+            conn.broker.stats["sasl.reauthentications"] += 1
         self._previous = None
         self.server = None
         self.state = State.COMPLETE
