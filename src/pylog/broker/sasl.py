@@ -161,10 +161,9 @@ class _Close(Exception):
     """Ends the exchange: the connection closes (after the failure delay, with `answer`
     where Kafka sends one)."""
 
-    def __init__(self, reason: str, answer: list | None = None, delay: bool = True) -> None:
+    def __init__(self, reason: str, answer: list | None = None) -> None:
         super().__init__(reason)
         self.answer = answer
-        self.delay = delay
 
 
 class Authenticator:
@@ -349,7 +348,7 @@ class Authenticator:
                  self.config.listener.name,
                  "re-authentication" if self._previous is not None else "authentication", exc)
         self.conn.broker.stats["sasl.failed_authentications"] += 1
-        if exc.delay and self.config.failure_delay_s > 0:
+        if self.config.failure_delay_s > 0:
             await asyncio.sleep(self.config.failure_delay_s)
         if exc.answer is not None:
             await self.conn._send(exc.answer)
