@@ -392,3 +392,36 @@ def test_clients_reauthenticate_and_keep_consuming_past_the_session_lifetime(sho
     assert got == [b"%d" % n for n in range(i)]
     assert broker.stats["sasl.reauthentications"] - before.get("sasl.reauthentications", 0) >= 2
     assert broker.stats["sasl.expired_connections_killed"] == before.get("sasl.expired_connections_killed", 0)
+
+
+# ================================================================ durability
+
+def test_scram_users_survive_kill_9(tmp_path):
+    """A credential is in every log dir before AlterUserScramCredentials is answered: a
+    user added (and another deleted) over the wire logs in, and the deleted one does not,
+    after kill -9 of `pylog serve` and a restart."""
+    from pylog.protocol.client import ProtocolError
+    data = str(tmp_path)
+    overrides = ("sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+                 f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}")
+    mech = scram.MECHANISMS["SCRAM-SHA-512"]
+    with pylog.open(data) as store:
+        store.alter_user_scram_credentials(upsertions=[("gone", mech.name, scram.new_credential(mech, "g"))])
+    process = ServeProcess(data, *overrides, listen="SASL_PLAINTEXT://127.0.0.1:0")
+    try:
+        with ProtocolClient(process.bootstrap, authenticate=Served.ADMIN) as client:
+            salt = b"0123456789abcdef"
+            answer = client.request(51, m.AlterUserScramCredentialsRequest(
+                deletions=[m.AlterUserScramCredentialsRequestScramCredentialDeletion(name="gone", mechanism=2)],
+                upsertions=[m.AlterUserScramCredentialsRequestScramCredentialUpsertion(
+                    name="dora", mechanism=2, iterations=4096, salt=salt,
+                    salted_password=scram.salted_password(mech, "dora-secret", salt, 4096))]), 0)
+            assert {(r.user, r.error_code) for r in answer.results} == {("gone", 0), ("dora", 0)}
+        process.kill()
+    finally:
+        process.stop()
+    with ServeProcess(data, *overrides, listen="SASL_PLAINTEXT://127.0.0.1:0") as process:
+        with ProtocolClient(process.bootstrap, authenticate=SaslLogin("SCRAM-SHA-512", "dora", "dora-secret")) as c:
+            assert c.metadata().brokers
+        with pytest.raises(ProtocolError, match="SASL_AUTHENTICATION_FAILED"):
+            ProtocolClient(process.bootstrap, authenticate=SaslLogin("SCRAM-SHA-512", "gone", "g"))

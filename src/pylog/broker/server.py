@@ -20,6 +20,12 @@ accept, hundreds per loop pass: 1.27 M lines at 6 MB/s measured). Out of fds (or
 accept error) the broker stops accepting for ACCEPT_PAUSE_S, leaving the connections
 waiting in the kernel's backlog, and logs one line per ACCEPT_LOG_INTERVAL_S.
 
+Authentication: the listener's security protocol (``listeners`` and
+``listener.security.protocol.map``) is PLAINTEXT or SASL_PLAINTEXT; on a SASL one every
+connection authenticates before its first request (sasl.py; :meth:`Broker.sasl_config`
+checks the listener's SASL keys when the broker is made), and the idle sweeper also
+closes connections that have not authenticated in time.
+
 Graceful shutdown (:meth:`Broker.shutdown`): stop accepting, wake parked long polls
 (they answer with what they have), let in-flight requests finish (bounded), close the
 connections. The store is not closed: it belongs to whoever opened it.
@@ -83,7 +89,8 @@ ACCEPT_LOG_INTERVAL_S = 10.0
 class Broker:
     """A Kafka-protocol broker over `store` (a ``pylog.LogManager``).
 
-    ``listen`` is ``host:port`` (port 0: a free port; see :attr:`address`). ``config`` holds
+    ``listen`` is ``host:port`` or ``NAME://host:port`` (port 0: a free port; see
+    :attr:`address`; ``SASL_PLAINTEXT://...`` authenticates clients). ``config`` holds
     the broker keys of :mod:`pylog.broker.config` (``advertised.listeners``,
     ``socket.request.max.bytes``, ``connections.max.idle.ms``,
     ``group.initial.rebalance.delay.ms``, ...), with Kafka's names or underscores.
