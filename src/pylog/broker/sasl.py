@@ -14,7 +14,7 @@ Anything else before that closes the connection, as Kafka's does ("Unexpected Ka
 request of type ... during SASL handshake"). Bounds before authentication: a frame
 above ``sasl.server.max.receive.size`` (Kafka's, 512 KiB) closes the connection before
 it is read; a connection not authenticated ``pylog.connections.authentication.timeout.ms``
-after it connected is closed by the broker's idle sweeper (Kafka has no such bound).
+after it connected is closed (a loop timer; Kafka has no such bound).
 
 Failures, as Kafka answers them: an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM
 (33) with the enabled ones; bad credentials SASL_AUTHENTICATION_FAILED (58) with
@@ -174,7 +174,8 @@ class Authenticator:
         self.conn = conn
         self.config = config
         self.state = State.HANDSHAKE_OR_VERSIONS
-        self.deadline = now + config.timeout_s     # the idle sweeper closes it after
+        self._timer: asyncio.TimerHandle | None = None
+        self._arm(now)
         self.kafka_headers = False                 # SaslHandshake v1+: SaslAuthenticate frames
         self.mechanism: str | None = None
         self.server: PlainServer | ScramServer | None = None
@@ -185,6 +186,27 @@ class Authenticator:
     @property
     def complete(self) -> bool:
         return self.state is State.COMPLETE
+
+    def _arm(self, now: float) -> None:
+        """The authentication deadline: a loop timer closes the connection at it unless
+        the exchange has completed by then."""
+        self.cancel()
+        self.deadline = now + self.config.timeout_s
+        self._timer = self.conn.broker.loop.call_at(self.deadline, self._deadline_passed)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _deadline_passed(self) -> None:
+        self._timer = None
+        if self.complete or self.conn.writer.is_closing():
+            return
+        log.info("closing connection %s: not authenticated within "
+                 "pylog.connections.authentication.timeout.ms", self.conn.peer)
+        self.conn.broker.stats["sasl.authentication_timeouts"] += 1
+        self.conn.close_on_loop()
 
     # ---------------------------------------------------------- after authentication
 
@@ -199,7 +221,7 @@ class Authenticator:
             self._reauth_started = now
             self._previous = (self.mechanism, self.conn.principal)
             self.state = State.REAUTH_HANDSHAKE
-            self.deadline = now + self.config.timeout_s
+            self._arm(now)
             self.server = None
             return "reauthenticate"
         if now > self.expires_at:
@@ -340,6 +362,7 @@ class Authenticator:
         self._previous = None
         self.server = None
         self.state = State.COMPLETE
+        self.cancel()
         return lifetime
 
     async def _closed(self, exc: _Close) -> bool:
