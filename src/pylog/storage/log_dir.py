@@ -60,7 +60,10 @@ class LogDir:
                 who = f"this process (pid {holder}; another LogManager has it open)"
             return (f"log dir {self.path} is locked by {who}: {path} is held; close the other "
                     f"LogManager, Kafka broker or standalone pylog.Log using this directory first")
-        self._lock_fd = _take_lock(path, fcntl.LOCK_EX, create=True, message=message)
+        kafka = (f"log dir {self.path} is held by a running Kafka broker (a POSIX lock on "
+                 f"{path}): stop it first, or read the dir with pylog.storage.LogDirsReader")
+        self._lock_fd = _take_lock(path, fcntl.LOCK_EX, create=True, message=message,
+                                   before_write=lambda fd: _refuse_running_kafka(fd, kafka))
 
     def unlock(self) -> None:
         if self._lock_fd >= 0:
@@ -161,7 +164,9 @@ class PartitionDirLock:
                                             message=lambda holder: (
                     f"partition dir {path} is in log dir {parent}, which a LogManager holds "
                     f"({_who(holder)}): use that LogManager's log(), or close it first")))
-                _refuse_running_kafka(self._fds[-1], path, parent)
+                _refuse_running_kafka(self._fds[-1], (
+                    f"partition dir {path} is in log dir {parent}, which a running Kafka broker "
+                    f"holds: stop it first, or read the dir with pylog.storage.LogDirsReader"))
             self._fds.append(_lock_directory(path, lambda holder: (
                 f"partition dir {path} is open for writing by {_who(holder)}: close that Log "
                 f"first")))
@@ -222,37 +227,42 @@ def _flock_holder(st: os.stat_result) -> str | None:
     return None
 
 
-def _take_lock(lock_path: str, mode: int, *, create: bool, message) -> int:
+def _take_lock(lock_path: str, mode: int, *, create: bool, message, before_write=None) -> int:
     """``flock(mode | LOCK_NB)`` on `lock_path`; returns the descriptor. With `create`
-    the file is created if needed and then holds this process's pid. If another
-    holder has it: LogDirLockedError(message(holder)), `holder` the pid the holder
-    wrote there (None if unknown)."""
+    the file is created if needed and then holds this process's pid (written after
+    ``before_write(fd)``, which may refuse the lock by raising). If another holder
+    has it: LogDirLockedError(message(holder)), `holder` the pid the holder wrote
+    there (None if unknown)."""
     fd = os.open(lock_path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
     try:
         fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        if before_write is not None:
+            before_write(fd)
     except OSError as exc:
         os.close(fd)
         if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise
         raise LogDirLockedError(message(_read_holder(lock_path))) from None
+    except BaseException:
+        os.close(fd)
+        raise
     if create:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 
-def _refuse_running_kafka(fd: int, path: str, parent: str) -> None:
+def _refuse_running_kafka(fd: int, message: str) -> None:
     """A Kafka broker locks its log dir's ``.lock`` with a POSIX record lock
-    (FileChannel.tryLock), which flock(2) does not see: probe it too, so a Log is
-    refused a partition of a running Kafka broker."""
+    (FileChannel.tryLock), which flock(2) does not see: probe it too (`fd` open on
+    that ``.lock``), so a Log or a LogManager is refused a running Kafka broker's
+    dir (LogDirLockedError(message)) before it writes anything there."""
     try:
         fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as exc:
         if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise
-        raise LogDirLockedError(
-            f"partition dir {path} is in log dir {parent}, which a running Kafka broker "
-            f"holds: stop it first, or read the dir with pylog.storage.LogDirsReader") from None
+        raise LogDirLockedError(message) from None
     fcntl.lockf(fd, fcntl.LOCK_UN)
 
 
