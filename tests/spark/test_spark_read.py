@@ -11,13 +11,13 @@ import textwrap
 import time
 
 import pytest
+from dir_listing import age, changes, listing
 
 from .support import require_pyspark
 
 require_pyspark()
 
 import pylog  # noqa: E402
-from dir_listing import age, changes, listing  # noqa: E402
 from pylog.spark import PylogDataSource, register
 
 from .support import produce
