@@ -109,6 +109,20 @@ def test_a_torn_tail_is_repaired_and_marked_first(tmp_path):
         assert "clean-shutdown 1" in f.read()
 
 
+def test_a_state_file_write_cut_short_is_removed_at_open(tmp_path):
+    """A writer killed while writing its state leaves ``pylog-log-state.tmp``: removing
+    it is a change, marked first by writing the state (through that same .tmp name)."""
+    path = str(tmp_path / "events-0")
+    write_records(path, 0, 100)
+    with open(os.path.join(path, "pylog-log-state.tmp"), "w") as f:
+        f.write("recovery-po")
+    with Log(path, CONFIG) as log:
+        assert read_everything(log) == [expected_value(o) for o in range(100)]
+        assert "pylog-log-state.tmp" not in os.listdir(path)
+    with Log(path, CONFIG) as log:
+        assert log.recovery.clean_shutdown
+
+
 def test_a_dir_a_killed_writer_left_intact_is_validated_not_rewritten(tmp_path, engine_kind):
     """After a SIGKILL between appends the state says unclean and the active segment's
     indexes are still preallocated: a Log that reads validates it and changes nothing,

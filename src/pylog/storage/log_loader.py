@@ -81,12 +81,15 @@ def remove_temporary_files(path: str, before_change: Callable[[], None] = _nothi
     whose base lies in its offsets (the group it was cleaned from), and its index
     swaps replace theirs (pylog.storage.cleaner). ``before_change()`` runs before
     the first file is removed or renamed."""
-    names = os.listdir(path)
-    for name in names:
-        full = os.path.join(path, name)
-        if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX)) or name.endswith(".tmp"):
-            before_change()
-            os.remove(full)
+    leftovers = [name for name in os.listdir(path)
+                 if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX, ".tmp"))]
+    if leftovers:
+        before_change()         # may replace the state file's own .tmp (a writer killed in
+        for name in leftovers:  # its write) by writing the state: that one is gone then
+            try:
+                os.remove(os.path.join(path, name))
+            except FileNotFoundError:
+                pass
     for name in sorted(os.listdir(path)):
         if name.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
             before_change()
