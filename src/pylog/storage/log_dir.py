@@ -41,6 +41,7 @@ class LogDir:
         self.offline_reason: str | None = None
         self.had_clean_shutdown = False
         self._lock_fd = -1
+        self._recorded_pid = False          # lock() wrote this process's pid into .lock
         self._engines: dict[tuple[str, int], IoEngine] = {}
         self._engines_lock = threading.Lock()
 
@@ -50,9 +51,13 @@ class LogDir:
 
     # ------------------------------------------------------------------ lock
 
-    def lock(self) -> None:
-        """Creates the dir if needed and takes its lock; LogDirLockedError if held."""
-        files.make_dirs(self.path)
+    def lock(self, record_pid: bool = True) -> None:
+        """Creates the dir if needed and takes its lock; LogDirLockedError if held.
+        Without `record_pid` (a process that only reads the dir while holding its
+        lock: ``pylog export-to-kafka``) the ``.lock`` must exist and is neither
+        created nor written (FileNotFoundError when it is missing)."""
+        if record_pid:
+            files.make_dirs(self.path)
         path = os.path.join(self.path, files.LOCK_FILE)
         def message(holder: str | None) -> str:
             who = f"process {holder}" if holder else "another process"
@@ -62,13 +67,15 @@ class LogDir:
                     f"LogManager, Kafka broker or standalone pylog.Log using this directory first")
         kafka = (f"log dir {self.path} is held by a running Kafka broker (a POSIX lock on "
                  f"{path}): stop it first, or read the dir with pylog.storage.LogDirsReader")
-        self._lock_fd = _take_lock(path, fcntl.LOCK_EX, create=True, message=message,
+        self._lock_fd = _take_lock(path, fcntl.LOCK_EX, create=record_pid, message=message,
                                    before_write=lambda fd: _refuse_running_kafka(fd, kafka))
+        self._recorded_pid = record_pid
 
     def unlock(self) -> None:
         if self._lock_fd >= 0:
             try:
-                os.ftruncate(self._lock_fd, 0)
+                if self._recorded_pid:
+                    os.ftruncate(self._lock_fd, 0)
             except OSError:
                 pass   # a read-only or failed disk: the kernel still drops the lock
             os.close(self._lock_fd)
