@@ -5,8 +5,9 @@ uses in-process (its own Producers, Consumers and appends see the same logs);
 ``pylog serve`` opens a store and serves it until SIGTERM/SIGINT.
 
 Threads: one event loop thread runs every connection (connection.py) and the cheap
-handlers; handlers that may block (fsync for acks=all, admin work that creates or
-deletes files, offset commits) run in a pool, and group joins and syncs, which wait for
+handlers; handlers that may block (fsync for acks=all, produce requests whose
+validation decompresses or walks much, admin work that creates or deletes files,
+offset commits) run in a pool, and group joins and syncs, which wait for
 the other members, in a second pool sized for waiting; one timer thread drives the
 groups' session and rebalance deadlines. docs/ARCHITECTURE.md ("The broker") has the
 measurement behind this model.
@@ -50,7 +51,8 @@ HANDLERS = {
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
-#: Produce only with acks=all, Metadata only when it may create a topic (see handle).
+#: Produce only with acks=all or records that take long to validate
+#: (data_plane.produce_may_block), Metadata only when it may create a topic (see handle).
 BLOCKING = {8, 19, 20, 21, 22, 33, 37, 42, 44}
 #: Handlers that wait for other members (a rebalance): the wait pool, sized for waiting.
 WAITING = {11, 14}
@@ -267,7 +269,7 @@ class Broker:
                 return await handler(self, conn, header, body)
             if key in WAITING:
                 pool = self._wait_pool
-            elif key in BLOCKING or (key == 0 and body.acks == -1) or \
+            elif key in BLOCKING or (key == 0 and data_plane.produce_may_block(body)) or \
                     (key == 3 and self._may_create(body)):
                 pool = self._io_pool
             else:
