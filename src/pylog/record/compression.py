@@ -19,7 +19,8 @@ are not shared between threads.
 
 What a client sends is decompressed in bounded pieces (``decompress_pieces``),
 never whole, and never into a buffer sized by a length the data claims
-before that length is proven (docs/FORMAT.md, section 10, "Bounds"):
+before that length is proven (docs/FORMAT.md, section 10, "Bounds of a
+client batch"):
 a gzip, LZ4 or zstd piece holds at most ``PIECE_BYTES``; a snappy block is
 decoded only when the length it claims is within what its bytes can expand
 to (``SNAPPY_MAX_EXPANSION``); a zstd frame may ask for a window of at most
