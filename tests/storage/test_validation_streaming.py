@@ -119,6 +119,19 @@ def test_a_record_count_that_disagrees_is_refused_both_ways(codec, piece, declar
         assert "bytes left after its 2 records" in message
 
 
+@pytest.mark.parametrize("piece", [3, 1000, 1 << 18])
+def test_every_zstd_frame_is_walked(piece):
+    # A zstd section of two frames, each stating its size: the records span both.
+    section = plain_records([b"a" * 50, b"b" * 50, b"c" * 50])
+    frames = compression.compress(4, section[:70]) + compression.compress(4, section[70:])
+    with pieces_of(piece):
+        sent = batch("zstd", frames, 3)
+        assert convert_client_batches(sent, -1) is sent
+        kind, message = verdict(lambda: convert_client_batches(
+            batch("zstd", frames + compression.compress(4, b"\0"), 3), -1))
+        assert kind == "CorruptRecordError" and "bytes left after its 3 records" in message
+
+
 # ------------------------------------------------------ max.message.bytes bounds
 
 def one_record_of(size: int) -> bytes:

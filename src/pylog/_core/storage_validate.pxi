@@ -188,11 +188,13 @@ cdef int _walk_compressed(int codec, object stored, pylog_batch_header *h, bint 
             except CorruptRecordError as exc:
                 raise CorruptRecordError(f"record batch at byte {batch_pos}: {exc}",
                                          position=batch_pos) from None
-            view = memoryview(piece).cast("B")
-            n = len(view)
+            n = len(piece)                    # bytes (every piece is a buffer of bytes)
             offset = 0
+            view = None
             # First the record the last piece cut, completed from no more of this one than it needs.
             while len(pending) and offset < n:
+                if view is None:
+                    view = memoryview(piece)
                 size = _record_size(pending)
                 size = (size if size > 0 else len(pending) + 5) - len(pending)
                 pending += view[offset:offset + size]
@@ -204,12 +206,12 @@ cdef int _walk_compressed(int codec, object stored, pylog_batch_header *h, bint 
                     walked += used
                     pending = pending[used:]
             if offset < n:
-                rest = view[offset:]
+                rest = piece if offset == 0 else view[offset:]
                 used = _walk_piece(&w, rest, False, walked, batch_pos)
                 if used and out is not None:
-                    out.add(rest[:used])
+                    out.add(rest if used == n - offset else memoryview(rest)[:used])
                 walked += used
-                pending = bytes(rest[used:])
+                pending = bytes(memoryview(rest)[used:]) if used < n - offset else b""
     finally:
         pieces.close()                        # the decompressor's memory goes now
     _walk_piece(&w, pending, True, walked, batch_pos)     # every record, and nothing after

@@ -181,20 +181,25 @@ def _snappy_pieces(view, piece_bytes: int):
         _snappy_claim(view)
         yield cramjam.snappy.decompress_raw(view)
         return
+    blocks = [(block, _snappy_claim(block)) for block in _xerial_blocks(view)]
+    if len(blocks) == 1:
+        yield cramjam.snappy.decompress_raw(blocks[0][0])
+        return
+    left = sum(length for _, length in blocks)        # proven: at most 64/3 of the data
     out, fill = None, 0
-    for block in _xerial_blocks(view):
-        length = _snappy_claim(block)
+    for block, length in blocks:
         if out is not None and fill + length > len(out):
             yield memoryview(out)[:fill]
             out = None
         if length > piece_bytes:
             yield cramjam.snappy.decompress_raw(block)
-            continue
-        if out is None:
-            out, fill = bytearray(piece_bytes), 0
-        if cramjam.snappy.decompress_raw_into(block, memoryview(out)[fill:fill + length]) != length:
-            raise ValueError(f"xerial snappy block decompressed short of its {length} bytes")
-        fill += length
+        else:
+            if out is None:
+                out, fill = bytearray(min(piece_bytes, left)), 0
+            if cramjam.snappy.decompress_raw_into(block, memoryview(out)[fill:fill + length]) != length:
+                raise ValueError(f"xerial snappy block decompressed short of its {length} bytes")
+            fill += length
+        left -= length
     if out is not None and fill:
         yield memoryview(out)[:fill]
 
@@ -220,22 +225,47 @@ def _gzip_pieces(data, piece_bytes: int):
 
 def _lz4_pieces(data, piece_bytes: int):
     """One LZ4 frame (bytes after its end mark are ignored, as lz4.frame.decompress does)."""
-    frame = lz4.frame.LZ4FrameDecompressor()
-    piece = frame.decompress(data, max_length=piece_bytes)
+    context = lz4.frame.create_decompression_context()
+    rest = memoryview(data)
     while True:
+        piece, used, end = lz4.frame.decompress_chunk(context, rest, max_length=piece_bytes)
         if piece:
             yield piece
-        if frame.eof:
+        if end:
             return
-        if frame.needs_input:
+        if not piece and not used:
             raise ValueError("LZ4 frame incomplete")
-        piece = frame.decompress(b"", max_length=piece_bytes)
+        rest = rest[used:]
 
 
 def _zstd_pieces(data, piece_bytes: int):
-    reader = _zstd_bounded_decompressor().stream_reader(data, read_across_frames=True)
-    while piece := reader.read(piece_bytes):
+    dctx = _zstd_bounded_decompressor()
+    size = zstandard.frame_content_size(data)
+    if 0 <= size <= piece_bytes:
+        # One frame that states a size within a piece (pylog's and librdkafka's
+        # batches): decoded at once, into that size, which zstd holds it to.
+        # More frames after it: the stream reader below takes them all.
+        try:
+            whole = dctx.decompress(data, allow_extra_data=False)
+        except zstandard.ZstdError:
+            whole = None
+        if whole is not None:
+            yield whole
+            return
+    # Each read allocates the buffer it asks for whole: after a short read only
+    # one byte is asked for, to see whether data is left.
+    want = piece_bytes
+    reader = dctx.stream_reader(data, read_across_frames=True)
+    while True:
+        piece = reader.read(want)
+        if len(piece) < want:
+            if piece:
+                yield piece
+            piece = reader.read(1)
+            if not piece:
+                return
         yield piece
+        want = piece_bytes
 
 
 def decompress_pieces(codec: int, data, piece_bytes: int | None = None):
