@@ -180,14 +180,7 @@ cdef int _walk_compressed(int codec, object stored, pylog_batch_header *h, bint 
     pending = b""                             # the start of a record the last piece cut
     pieces = _compression.decompress_pieces(codec, stored)
     try:
-        while True:
-            try:
-                piece = next(pieces)
-            except StopIteration:
-                break
-            except CorruptRecordError as exc:
-                raise CorruptRecordError(f"record batch at byte {batch_pos}: {exc}",
-                                         position=batch_pos) from None
+        for piece in pieces:
             n = len(piece)                    # bytes (every piece is a buffer of bytes)
             offset = 0
             view = None
@@ -212,6 +205,11 @@ cdef int _walk_compressed(int codec, object stored, pylog_batch_header *h, bint 
                     out.add(rest if used == n - offset else memoryview(rest)[:used])
                 walked += used
                 pending = bytes(memoryview(rest)[used:]) if used < n - offset else b""
+    except CorruptRecordError as exc:
+        if exc.position is not None:
+            raise                             # the walk's, which names the batch
+        raise CorruptRecordError(f"record batch at byte {batch_pos}: {exc}",
+                                 position=batch_pos) from None
     finally:
         pieces.close()                        # the decompressor's memory goes now
     _walk_piece(&w, pending, True, walked, batch_pos)     # every record, and nothing after

@@ -208,10 +208,16 @@ def _gzip_pieces(data, piece_bytes: int):
     """One gzip member after another (zero padding between them skipped, as
     igzip.decompress does), piece_bytes at most at a time."""
     tail = data
+    # The first piece is asked for at the size the (last) member's trailer
+    # states, when smaller: the output buffer then grows no more than it must.
+    # A false size costs a smaller first piece, nothing else.
+    want = min(piece_bytes, int.from_bytes(memoryview(data)[-4:], "little") + 1) \
+        if len(data) >= 18 else piece_bytes
     while True:
         member = isal_zlib.decompressobj(wbits=31)
         while not member.eof:
-            piece = member.decompress(tail, piece_bytes)
+            piece = member.decompress(tail, want)
+            want = piece_bytes
             if piece:
                 yield piece
             elif not member.eof and len(member.unconsumed_tail) == len(tail):
