@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from bomb_support import T, batch, huge_record_head, plain_records, snappy_claims
 from pylog import records
 from pylog._core.storage import convert_client_batches
-from pylog.errors import CorruptRecordError, MessageTooLargeError
+from pylog.errors import CorruptRecordError, InvalidRecordError, MessageTooLargeError
 from pylog.record import compression
 from pylog.storage.log import Log
 
@@ -45,7 +45,7 @@ def verdict(fn):
     the word that tells a decompressed section from an uncompressed one)."""
     try:
         return "ok", fn()
-    except (CorruptRecordError, MessageTooLargeError) as exc:
+    except (CorruptRecordError, InvalidRecordError, MessageTooLargeError) as exc:
         return type(exc).__name__, str(exc).replace(" (decompressed)", "")
 
 
