@@ -38,7 +38,7 @@ MESSAGES = [
     "FindCoordinator", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups",
     "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics", "DeleteRecords",
     "InitProducerId", "DescribeConfigs", "AlterConfigs", "CreatePartitions", "DeleteGroups",
-    "IncrementalAlterConfigs", "DescribeCluster",
+    "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeCluster",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

@@ -201,9 +201,10 @@ def test_produce_errors_are_kafkas_and_leave_the_log_intact(served):
         assert client.produce(topic, 0, b"\x00" * 30).error_code == 2        # shorter than a header
         # Idempotent: a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER; a retry is a duplicate
         # (answered with success and the original offset, as Kafka does).
-        first = batch([b"s0"], producer_id=77, producer_epoch=0, base_sequence=0)
+        pid = served.store.init_producer_id()[0]
+        first = batch([b"s0"], producer_id=pid, producer_epoch=0, base_sequence=0)
         assert client.produce(topic, 0, first).base_offset == 1
-        gap = batch([b"s5"], producer_id=77, producer_epoch=0, base_sequence=5)
+        gap = batch([b"s5"], producer_id=pid, producer_epoch=0, base_sequence=5)
         assert client.produce(topic, 0, gap).error_code == 45
         again = client.produce(topic, 0, first)
         assert (again.error_code, again.base_offset) == (0, 1)

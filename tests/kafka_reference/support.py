@@ -98,6 +98,13 @@ class KafkaBroker:
             **config,
         }
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        # Kafka logs through slf4j to reload4j (log4j 1.x): its warnings and errors go to
+        # the broker's output file, where tests look for them.
+        self.log4j = workdir / "log4j.properties"
+        self.log4j.write_text("log4j.rootLogger=WARN, out\n"
+                              "log4j.appender.out=org.apache.log4j.ConsoleAppender\n"
+                              "log4j.appender.out.layout=org.apache.log4j.PatternLayout\n"
+                              "log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 120, format: bool = True) -> KafkaBroker:
@@ -105,8 +112,8 @@ class KafkaBroker:
         if format:
             run_tool("kafka-storage", "format", "-t", _random_cluster_id(), "-c",
                      str(self.properties))
-        self.stdout = open(self.properties.with_suffix(".log"), "w")
-        self.proc = subprocess.Popen(["java", "-Xmx1G", "-Xms1G", "-Dlog4j.configuration=file:/dev/null",
+        self.stdout = open(self.properties.with_suffix(".log"), "a")
+        self.proc = subprocess.Popen(["java", "-Xmx1G", "-Xms1G", f"-Dlog4j.configuration=file:{self.log4j}",
                                       "-cp", f"{kafka_libs()}/*", TOOLS["kafka-server"],
                                       str(self.properties)], stdout=self.stdout, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
@@ -137,6 +144,10 @@ class KafkaBroker:
                 self.proc.wait()
         if getattr(self, "stdout", None):
             self.stdout.close()
+
+    def output(self) -> str:
+        """What the broker logged (warnings and errors) since it was first started."""
+        return self.properties.with_suffix(".log").read_text()
 
 
 def _random_cluster_id() -> str:

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pylog.protocol import MalformedMessageError, Reader, decode_request, encode_request
+from pylog.protocol.codec import TooManyElementsError
 from pylog.protocol import messages as m
 from pylog.protocol.api import SUPPORTED
 
@@ -141,3 +142,50 @@ def test_random_bodies_raise_only_malformed(data, key, version):
         decode_request(frame)
     except MalformedMessageError:
         pass
+
+
+def _fetch_frame(partitions_per_topic: list[int], version: int = 12) -> bytes:
+    body = m.FetchRequest(topics=[m.FetchRequestFetchTopic(topic=f"t{i}", partitions=[
+        m.FetchRequestFetchPartition(partition=p) for p in range(n)])
+        for i, n in enumerate(partitions_per_topic)])
+    return encode_request(1, version, 1, "c", body)[4:]
+
+
+def test_the_element_budget_counts_every_array_of_the_request():
+    """Fetch v4 (no tagged fields) with 3 topics of 4 partitions: 3 + 12 elements."""
+    frame = _fetch_frame([4, 4, 4], 4)
+    assert len(decode_request(frame, max_elements=15)[1].topics) == 3
+    with pytest.raises(TooManyElementsError) as refused:
+        decode_request(frame, max_elements=14)
+    # The third topic's partitions cross it: refused before they are read.
+    assert (refused.value.count, refused.value.used, refused.value.needed) == (4, 11, 15)
+    assert "array of 4 elements at byte" in str(refused.value)
+
+
+def test_the_element_budget_is_checked_before_allocating():
+    """A count within the frame's bytes but past the budget fails at once, whatever it
+    claims (2 million one-byte elements fit a 4 MB frame)."""
+    r = Reader(b"\x00\x1e\x84\x80" + b"\x00" * 2_000_000, max_elements=1000)
+    with pytest.raises(TooManyElementsError, match="array of 2000000 elements at byte 4 takes"):
+        r.array(False, r.int8)
+    assert r.pos == 4                               # nothing past the count was read
+
+
+def test_tagged_fields_spend_the_same_budget():
+    """Flexible versions: each struct's tagged fields are counted, and arrays read inside
+    a tagged field spend the message's budget."""
+    frame = _fetch_frame([2], 12)                   # 1 topic, 2 partitions, tag blocks of 0
+    assert decode_request(frame, max_elements=3)[1].topics[0].partitions[1].partition == 1
+    many_tags = Reader(b"\x05" + b"\x00\x00" * 5, max_elements=4)
+    with pytest.raises(TooManyElementsError, match="tagged fields of 5 elements"):
+        many_tags.skip_tagged_fields()
+    # One tagged field holding a compact array of 3 int8s: 1 + 3 elements.
+    inner = b"\x01" + b"\x07\x04" + b"\x04\x01\x02\x03"
+    r = Reader(inner, max_elements=4)
+    for _tag, sub in r.tagged_fields():
+        assert sub.array(True, sub.int8) == [1, 2, 3]
+    assert r.left == 0
+    r = Reader(inner, max_elements=3)
+    with pytest.raises(TooManyElementsError):
+        for _tag, sub in r.tagged_fields():
+            sub.array(True, sub.int8)

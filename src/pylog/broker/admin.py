@@ -1,9 +1,13 @@
-"""ApiVersions, Metadata, DescribeCluster and the admin APIs (topics, partitions, configs).
+"""ApiVersions, Metadata, DescribeCluster and the admin APIs of topics and partitions
+(configs: configs.py).
 
 A single node: the broker is every partition's leader and only replica, and the
 controller. Metadata creates unknown topics when the request allows it and
 ``auto.create.topics.enable`` is true, as Kafka's AutoTopicCreationManager does (only
-Metadata creates; Produce never does).
+Metadata creates; Produce never does), at most
+``pylog.max.auto.create.topics.per.request`` per request. It answers each topic named
+once, however often the request names it (Kafka reads the names into a set): its
+answer is bounded by the request's distinct names, not their repetitions.
 """
 
 from __future__ import annotations
@@ -12,21 +16,19 @@ import base64
 from typing import Any
 
 from pylog.errors import (
-    ConfigError,
     InvalidTopicError,
+    PolicyViolationError,
     UnknownTopicOrPartitionError,
 )
 from pylog.protocol import SUPPORTED
 from pylog.protocol import messages as m
-from pylog.storage import TOPIC_CONFIGS, validate_topic_name
+from pylog.storage import validate_topic_name
 
+from .configs import text as _text
 from .errors import NONE, RequestError, codes, error_code
 
 __all__ = ["api_versions", "metadata", "describe_cluster", "create_topics", "delete_topics",
-           "create_partitions", "describe_configs", "alter_configs", "incremental_alter_configs",
-           "topic_id_bytes"]
-
-TOPIC, BROKER = 2, 4                   # ConfigResource.Type
+           "create_partitions", "topic_id_bytes"]
 
 
 def topic_id_bytes(topic_id: str) -> bytes:
@@ -64,8 +66,9 @@ def metadata(broker, conn, header, req):
         names = store.list_topics(include_internal=True)
         allow_create = False
     else:
-        names = [t.name for t in req.topics]
+        names = list(dict.fromkeys(t.name for t in req.topics))    # once each, in order
         allow_create = req.allow_auto_topic_creation if v >= 4 else True
+    creations = broker.server_config["pylog.max.auto.create.topics.per.request"]
     topics = []
     for name in names:
         entry = m.MetadataResponseMetadataResponseTopic(name=name, is_internal=False)
@@ -78,6 +81,11 @@ def metadata(broker, conn, header, req):
                 if not (allow_create and store.config["auto.create.topics.enable"]):
                     raise
                 validate_topic_name(name)
+                if creations <= 0:
+                    # Retriable, as while Kafka creates a topic: the client asks again.
+                    raise RequestError(codes.LEADER_NOT_AVAILABLE, "auto-creations per request "
+                                       "used up (pylog.max.auto.create.topics.per.request)")
+                creations -= 1
                 description = store.auto_create_topic(name)
             entry.topic_id = topic_id_bytes(description.topic_id)
             entry.is_internal = description.internal
@@ -104,6 +112,19 @@ def describe_cluster(broker, conn, header, req):
 
 def create_topics(broker, conn, header, req):
     store = broker.store
+    try:
+        # Kafka's controller refuses a request whose topics add up to more than 10,000
+        # partitions as a whole (validateTotalNumberOfPartitions), before any check.
+        store.check_partitions_per_request(sum(
+            len(t.assignments) if t.assignments else
+            store.config["num.partitions"] if t.num_partitions == -1 else max(t.num_partitions, 0)
+            for t in req.topics))
+    except PolicyViolationError as exc:
+        code, message = error_code(exc)
+        return m.CreateTopicsResponse(throttle_time_ms=0, topics=[
+            m.CreateTopicsResponseCreatableTopicResult(
+                name=t.name, num_partitions=-1, replication_factor=-1, error_code=code,
+                error_message=message) for t in req.topics])
     results = []
     for t in req.topics:
         res = m.CreateTopicsResponseCreatableTopicResult(name=t.name, num_partitions=-1,
@@ -161,10 +182,23 @@ def _name_for_id(store, topic_id: bytes) -> str:
     for name in store.list_topics(include_internal=True):
         if topic_id_bytes(store.describe_topic(name).topic_id) == topic_id:
             return name
-    raise UnknownTopicOrPartitionError("no topic has that topic id")    # UNKNOWN_TOPIC_ID is 100
+    raise RequestError(codes.UNKNOWN_TOPIC_ID, "no topic has that topic id")
 
 
 def create_partitions(broker, conn, header, req):
+    store = broker.store
+    try:
+        # Kafka's controller fails the whole request when its new partitions overflow one
+        # metadata batch (10,000 records): "Unable to perform excessively large batch
+        # operation." Topics that do not exist or do not grow add none.
+        store.check_partitions_per_request(sum(
+            max(0, t.count - (store.partition_count(t.name) or t.count)) for t in req.topics),
+            "Unable to perform excessively large batch operation")
+    except PolicyViolationError as exc:
+        code, message = error_code(exc)
+        return m.CreatePartitionsResponse(throttle_time_ms=0, results=[
+            m.CreatePartitionsResponseCreatePartitionsTopicResult(
+                name=t.name, error_code=code, error_message=message) for t in req.topics])
     results = []
     for t in req.topics:
         res = m.CreatePartitionsResponseCreatePartitionsTopicResult(name=t.name)
@@ -177,113 +211,8 @@ def create_partitions(broker, conn, header, req):
 
 
 # ================================================================= configs
-
-_CONFIG_TYPES = {"bool": 1, "str": 2, "int32": 3, "int": 5, "float": 6, "list": 7}
-
-
-def _text(value: Any) -> str | None:
-    """A config value as Kafka prints it."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (tuple, list)):
-        return ",".join(str(v) for v in value)
-    return str(value)
+# DescribeConfigs, AlterConfigs, IncrementalAlterConfigs: configs.py
 
 
 def _source(key: str, overrides) -> int:
     return 1 if key in overrides else 5      # DYNAMIC_TOPIC_CONFIG / DEFAULT_CONFIG
-
-
-def describe_configs(broker, conn, header, req):
-    v = header.api_version
-    results = []
-    for res in req.resources:
-        out = m.DescribeConfigsResponseDescribeConfigsResult(
-            resource_type=res.resource_type, resource_name=res.resource_name)
-        try:
-            if res.resource_type == TOPIC:
-                d = broker.store.describe_topic(res.resource_name)
-                items = [(k, val, _source(k, d.overrides), False, TOPIC_CONFIGS.get(k))
-                         for k, val in d.config.items()]
-            elif res.resource_type == BROKER:
-                if res.resource_name not in ("", str(broker.node_id)):
-                    raise RequestError(codes.INVALID_REQUEST,
-                                       f"this broker is node {broker.node_id}, not {res.resource_name}")
-                items = [(k, val, 4, True, None) for k, val in broker.all_configs().items()]
-            else:
-                raise RequestError(codes.INVALID_REQUEST,
-                                   f"config resource type {res.resource_type} is not supported")
-            keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-            out.configs = [m.DescribeConfigsResponseDescribeConfigsResourceResult(
-                name=k, value=_text(val), read_only=ro, is_default=src == 5, config_source=src,
-                is_sensitive=False, synonyms=[],
-                config_type=_CONFIG_TYPES.get(d.type, 0) if d else 0,
-                documentation=(d.doc if d and v >= 3 and req.include_documentation else None))
-                for k, val, src, ro, d in sorted(items) if keys is None or k in keys]
-        except Exception as exc:                # noqa: BLE001
-            out.error_code, out.error_message = error_code(exc)
-        results.append(out)
-    return m.DescribeConfigsResponse(throttle_time_ms=0, results=results)
-
-
-def _alter(broker, resource_type: int, name: str, compute, validate_only: bool):
-    if resource_type != TOPIC:
-        raise ConfigError("only topic configs can be altered (broker configs are static: "
-                          "restart with a new server.properties)")
-    store = broker.store
-    current = dict(store.describe_topic(name).overrides)
-    store.alter_topic_config(name, compute(current), replace=True, validate_only=validate_only)
-
-
-def alter_configs(broker, conn, header, req):
-    responses = []
-    for res in req.resources:
-        out = m.AlterConfigsResponseAlterConfigsResourceResponse(
-            resource_type=res.resource_type, resource_name=res.resource_name)
-        try:
-            configs = {c.name: c.value for c in res.configs if c.value is not None}
-            _alter(broker, res.resource_type, res.resource_name, lambda _: configs, req.validate_only)
-        except Exception as exc:                # noqa: BLE001
-            out.error_code, out.error_message = error_code(exc)
-        responses.append(out)
-    return m.AlterConfigsResponse(throttle_time_ms=0, responses=responses)
-
-
-SET, DELETE, APPEND, SUBTRACT = range(4)
-
-
-def incremental_alter_configs(broker, conn, header, req):
-    responses = []
-    for res in req.resources:
-        out = m.IncrementalAlterConfigsResponseAlterConfigsResourceResponse(
-            resource_type=res.resource_type, resource_name=res.resource_name)
-
-        def compute(current: dict, ops=res.configs) -> dict:
-            new = dict(current)
-            for op in ops:
-                if op.config_operation == SET:
-                    new[op.name] = op.value
-                elif op.config_operation == DELETE:
-                    new.pop(op.name, None)
-                elif op.config_operation in (APPEND, SUBTRACT):
-                    d = TOPIC_CONFIGS.get(op.name)
-                    if d is None or d.type != "list":
-                        raise ConfigError(f"{op.name} is not a list config: APPEND/SUBTRACT "
-                                          f"do not apply")
-                    items = [x for x in _text(new.get(op.name, d.default)).split(",") if x]
-                    change = [x for x in (op.value or "").split(",") if x]
-                    items = items + [x for x in change if x not in items] \
-                        if op.config_operation == APPEND else [x for x in items if x not in change]
-                    new[op.name] = ",".join(items)
-                else:
-                    raise ConfigError(f"unknown config operation {op.config_operation}")
-            return new
-
-        try:
-            _alter(broker, res.resource_type, res.resource_name, compute, req.validate_only)
-        except Exception as exc:                # noqa: BLE001
-            out.error_code, out.error_message = error_code(exc)
-        responses.append(out)
-    return m.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -24,7 +24,7 @@ from pylog.common.config import (
 from pylog.errors import ConfigError
 from pylog.storage import BROKER_CONFIGS, TOPIC_CONFIGS
 
-__all__ = ["SERVER_CONFIGS", "ServerConfig", "parse_listener", "read_properties", "split_config"]
+__all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "ServerConfig", "parse_listener", "read_properties", "split_config"]
 
 SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
@@ -35,8 +35,25 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("socket.request.max.bytes", "int32", 104857600,
               "The largest request a client may send; a larger size prefix closes the "
               "connection before anything is allocated.", at_least(1024)),
+    ConfigDef("socket.listen.backlog.size", "int32", 512,
+              "Connections the kernel completes and queues for the broker to accept (the "
+              "listen(2) backlog, capped by net.core.somaxconn). Kafka's default is 50; "
+              "pylog's is 512, for bursts of clients connecting at once.", at_least(1)),
+    ConfigDef("pylog.request.max.elements", "int32", 20000,
+              "The most array elements (and tagged fields) one request may hold, counted "
+              "over all its arrays: a count past it closes the connection, with one log "
+              "line, before it is allocated. Each costs 100-500 bytes decoded and answered, "
+              "so this bounds a request's memory (Kafka refuses arrays of more than a "
+              "million elements).", at_least(16)),
+    ConfigDef("pylog.max.auto.create.topics.per.request", "int32", 100,
+              "The most topics one Metadata request may auto-create "
+              "(auto.create.topics.enable); the others it names get LEADER_NOT_AVAILABLE "
+              "(retriable: the client asks again, as while Kafka creates a topic).",
+              at_least(0)),
     ConfigDef("connections.max.idle.ms", "int", 600000,
-              "Idle connections are closed after this many ms.", at_least(1)),
+              "A connection with no request for this many ms is closed (at that deadline), "
+              "and so is one whose socket takes no bytes of a response for this long (a "
+              "client that stopped reading).", at_least(1)),
     ConfigDef("max.connections", "int32", 2147483647,
               "Connections beyond this are closed on accept.", at_least(1)),
     ConfigDef("group.initial.rebalance.delay.ms", "int32", 3000,
@@ -53,12 +70,24 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "A parked fetch woken by an append waits this long for more appends before it "
               "answers (never past its max_wait_ms): fewer, fuller responses for consumers at "
               "the log's tail. 0 answers at once, as Kafka does.", between(0, 1000)),
+    ConfigDef("offset.metadata.max.bytes", "int32", 4096,
+              "The longest metadata string an offset commit may carry (in characters, as "
+              "Kafka counts); a longer one gets OFFSET_METADATA_TOO_LARGE for its "
+              "partition. At most 8191: __consumer_offsets stores it with Kafka's int16 "
+              "length, and a character takes up to 4 bytes.", between(0, 8191)),
     ConfigDef("offsets.retention.minutes", "int32", 10080,
               "Committed offsets of empty groups are kept this long (not enforced yet).",
               at_least(1)),
     ConfigDef("request.timeout.ms", "int32", 30000,
-              "The longest a request waits inside the broker (group joins).", between(1, 2**31 - 1)),
+              "Kafka's broker key (the timeout of its inter-broker clients), accepted; pylog "
+              "has no such client. A parked JoinGroup or SyncGroup waits as Kafka's do: "
+              "until its rebalance completes (at most the group's rebalance timeout).",
+              between(1, 2**31 - 1)),
 )
+
+#: The broker keys that change at run time (KIP-226; Kafka's SocketServer reconfigurable
+#: configs that pylog has): registered with the store, which persists them.
+DYNAMIC_SERVER_CONFIGS = frozenset({"max.connections"})
 
 
 class ServerConfig(ConfigMapping):

@@ -3,22 +3,32 @@
 The loop reads one size-prefixed request, answers it, and reads the next: responses
 leave in request order, a client may pipeline, and a slow reader stalls only its own
 coroutine (``drain`` waits for the socket: back-pressure, no response queue grows).
-Handlers that may block (an fsync for acks=all, a rebalance wait, file creation) run
-in a thread pool; the rest run on the loop (docs/ARCHITECTURE.md, "The broker", says
-why and what was measured).
+Handlers that may block on the disk (an fsync for acks=all, file creation, an offset
+commit) run in a thread pool; the rest run on the loop, waiting ones as coroutines
+(docs/ARCHITECTURE.md, "The broker", says why and what was measured).
 
 Defences, as Kafka's SocketServer:
 - a size prefix above ``socket.request.max.bytes`` (or below a header's size) closes the
   connection at once, with one log line; a claimed size is never allocated up front, the
   frame grows only as its bytes arrive;
 - a header or body that does not parse closes the connection (Kafka does the same: a
-  request that cannot be parsed cannot be answered in its own format);
+  request that cannot be parsed cannot be answered in its own format), and so does one
+  whose arrays hold more than ``pylog.request.max.elements`` elements, refused when the
+  count that crosses it is read, before anything is allocated for it;
+- a request is decoded on the loop only while it stays within LOOP_ELEMENTS elements:
+  a bigger one is decoded, handled and encoded in the broker's CPU pool, so the loop
+  serves the other connections meanwhile (the pool thread gives the GIL up every
+  switch interval, 5 ms);
 - an API or version pylog does not speak gets UNSUPPORTED_VERSION where the message
   has a place for it (ApiVersions always answers with v0; a top-level error_code, as
   Fetch 7+; every partition of a Produce), else the connection closes (an API left out
   of ApiVersions, which clients do not send);
-- no request for ``connections.max.idle.ms`` closes the connection (the broker's idle
-  sweeper, once a second: cheaper than a timeout per read).
+- no request for ``connections.max.idle.ms`` closes the connection, at that deadline: one
+  loop timer per connection, re-armed only when it fires early (a timeout per read
+  cost a task per request);
+- a client that stops reading holds a buffer and a timer, never a thread: the rest of a
+  sendfile waits for room in the socket on the loop, and a socket that takes nothing
+  for ``connections.max.idle.ms`` closes the connection.
 
 Responses are lists of parts: bytes go to the transport; file regions go out with
 sendfile(2) straight from the page cache once the transport's buffer has drained
@@ -32,19 +42,73 @@ time at 10 k produce requests/s).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
-import select
+import os
 import struct
+import threading
+import time
 
 from pylog.protocol import MalformedMessageError, decode_request, frame_response
-from pylog.protocol.api import API_VERSIONS_KEY, unsupported_version_response
+from pylog.protocol.api import API_NAMES, API_VERSIONS_KEY, unsupported_version_response
+from pylog.protocol.codec import TooManyElementsError
 
 __all__ = ["Connection"]
 
 log = logging.getLogger(__name__)
 
 _i32 = struct.Struct(">i")
+_head = struct.Struct(">hh")            # a request's api key and version
 _UNSUPPORTED_VERSION = 35
+
+#: A request within this many array elements is decoded, handled and encoded on the
+#: event loop (~5-20 us an element: a few ms at most); a bigger one in the CPU pool
+#: (a thread hop, ~0.1 ms, that requests this big can afford).
+LOOP_ELEMENTS = 256
+
+
+class _CollectorPause:
+    """CPython's cyclic garbage collector, paused while heavy requests are in flight.
+
+    A heavy request allocates tens of thousands of objects (its body, its answer) that
+    live until it is answered; a collection meanwhile (their allocation triggers one)
+    walks them all while holding the GIL, which no switch interval interrupts:
+    measured, a full collection of 205-210 ms in the CPU pool thread, the event loop
+    stalled as long. They hold no reference cycles: reference counting frees them when
+    the request is answered, and the collector resumes then. A request that waits (a
+    parked Fetch, a JoinGroup) resumes it before waiting. Process-wide (the collector
+    is), counted across connections and brokers; heavy requests back to back for more
+    than MAX_PAUSE_S let it run again until none is in flight; a collector the process
+    had disabled itself stays so."""
+
+    MAX_PAUSE_S = 10.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._paused = False        # this pause disabled it (it was enabled)
+        self._since = 0.0
+
+    def hold(self) -> None:
+        with self._lock:
+            if self._holders == 0 and gc.isenabled():
+                gc.disable()
+                self._paused = True
+                self._since = time.monotonic()
+            elif self._paused and time.monotonic() - self._since > self.MAX_PAUSE_S:
+                gc.enable()             # never idle of heavy requests: collect as usual
+                self._paused = False
+            self._holders += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0 and self._paused:
+                gc.enable()
+                self._paused = False
+
+
+collector_pause = _CollectorPause()
 
 
 class Connection:
@@ -57,9 +121,19 @@ class Connection:
         self.host = peer[0]
         self.busy = False                  # a request is being handled (graceful shutdown waits)
         self.requests = 0
-        self.last_active = 0.0             # loop time of the last request (idle sweeper)
+        self.last_active = 0.0             # loop time of the last request (the idle deadline's)
         self._out: list = []               # response bytes not yet given to the transport
         self._flush_queued = False         # a _flush callback is on the loop
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._writable: asyncio.Future | None = None   # a sendfile waiting for room
+        self._pausing_collector = False    # a heavy request holds collector_pause
+
+    def resume_collector(self) -> None:
+        """Before a request of this connection waits (a long poll, a rebalance): the
+        collector runs again meanwhile (see _CollectorPause). On the loop."""
+        if self._pausing_collector:
+            self._pausing_collector = False
+            collector_pause.release()
 
     def close(self) -> None:
         """Closes the connection (thread-safe: handlers call it from pool threads)."""
@@ -67,17 +141,41 @@ class Connection:
 
     def close_on_loop(self) -> None:
         """Closes the connection after the response bytes it holds (on the loop)."""
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_exception(ConnectionAbortedError(f"connection {self.peer} closed"))
         self._flush()
         self.writer.close()
+
+    def _idle_deadline(self) -> None:
+        """connections.max.idle.ms after the last request (a loop timer): closes the
+        connection, or re-arms at the new deadline if a request came meanwhile."""
+        self._idle_timer = None
+        if self.writer.is_closing():
+            return
+        loop = self.broker.loop
+        idle = self.broker.server_config["connections.max.idle.ms"] / 1000
+        due = self.last_active + idle
+        if self.busy:
+            due = loop.time() + idle      # a request in progress is not idleness
+        if due > loop.time():
+            self._idle_timer = loop.call_at(due, self._idle_deadline)
+            return
+        log.info("closing idle connection %s (connections.max.idle.ms)", self.peer)
+        self.close_on_loop()
 
     # ============================================================== loop
 
     async def run(self) -> None:
         broker = self.broker
         reader = self.reader
+        self._idle_timer = broker.loop.call_later(
+            broker.server_config["connections.max.idle.ms"] / 1000, self._idle_deadline)
         try:
             while not broker.stopping:
-                self.last_active = broker.loop.time()      # the idle sweeper reads it
+                self.last_active = broker.loop.time()      # the idle deadline reads it
                 head = await reader.readexactly(4)
                 size = _i32.unpack(head)[0]
                 limit = broker.server_config["socket.request.max.bytes"]
@@ -95,6 +193,7 @@ class Connection:
                         return
                 finally:
                     self.busy = False
+                    self.resume_collector()        # _serve's objects are gone
                 self.requests += 1
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -106,14 +205,41 @@ class Connection:
             self.close_on_loop()           # answers given before the close still leave
             broker._forget(self)
 
+    async def _decode(self, fn, frame):
+        """(fn(frame, max_elements), heavy): on the loop within LOOP_ELEMENTS, else again
+        in the CPU pool within ``pylog.request.max.elements`` (heavy). Raises
+        TooManyElementsError past that, at once where the count that crossed
+        LOOP_ELEMENTS already shows it."""
+        limit = self.broker.server_config["pylog.request.max.elements"]
+        try:
+            return fn(frame, min(LOOP_ELEMENTS, limit)), False
+        except TooManyElementsError as exc:
+            if exc.needed > limit:
+                raise
+        if not self._pausing_collector:
+            self._pausing_collector = True         # released by run() once answered
+            collector_pause.hold()
+        return await self.broker.loop.run_in_executor(self.broker.cpu_pool, fn, frame, limit), True
+
+    def _refuse(self, frame, exc: MalformedMessageError) -> bool:
+        """One log line for a request that cannot be answered; False (close)."""
+        api, version = _head.unpack_from(frame) if len(frame) >= 4 else (-1, -1)
+        what = f"{API_NAMES.get(api, 'api key %d' % api)} v{version} request"
+        if isinstance(exc, TooManyElementsError):
+            limit = self.broker.server_config["pylog.request.max.elements"]
+            log.warning("closing connection %s: %s holds more array elements than "
+                        "pylog.request.max.elements (%d): an array of %d after %d others",
+                        self.peer, what, limit, exc.count, exc.used)
+        else:
+            log.warning("closing connection %s: malformed %s: %s", self.peer, what, exc)
+        return False
+
     async def _serve(self, frame: bytes) -> bool:
         """Handles one request; False closes the connection."""
         try:
-            header, body, problem = decode_request(frame)
+            (header, body, problem), heavy = await self._decode(decode_request, frame)
         except MalformedMessageError as exc:
-            api = _i32.unpack_from(frame, 0)[0] >> 16 if len(frame) >= 4 else -1
-            log.warning("closing connection %s: malformed request (api key %d): %s", self.peer, api, exc)
-            return False
+            return self._refuse(frame, exc)
         if body is None:
             if header.api_key == API_VERSIONS_KEY:
                 # KIP-511: an ApiVersions version we do not know gets a v0 answer with the
@@ -122,7 +248,8 @@ class Connection:
                 await self._send(frame_response(header, response, version=0))
                 return True
             try:
-                answer = unsupported_version_response(header, frame)
+                answer, _ = await self._decode(
+                    lambda f, n: unsupported_version_response(header, f, n), frame)
             except MalformedMessageError:
                 answer = None
             if answer is not None:
@@ -132,10 +259,10 @@ class Connection:
                 return True
             log.warning("closing connection %s: %s (client %r)", self.peer, problem, header.client_id)
             return False
-        response = await self.broker.handle(self, header, body)
-        if response is None:
+        parts = await self.broker.handle(self, header, body, heavy)
+        if parts is None:
             return True                  # acks=0 produce: no response
-        await self._send(frame_response(header, response))
+        await self._send(parts)
         return True
 
     async def _send(self, parts: list) -> None:
@@ -181,22 +308,47 @@ class Connection:
 
     async def _send_region(self, region) -> None:
         """sendfile(2) of a file region on the transport's socket, whose buffer has
-        drained. Non-blocking first, on the loop; what does not fit in the socket buffer
-        is finished in the wait pool (asyncio lets no one else watch a transport's fd)."""
+        drained; what does not fit in the socket buffer waits for room on the loop."""
         sock = self.writer.get_extra_info("socket")
-        fd = sock.fileno()
-        sent = region.send_to(fd)
+        sent = region.send_to(sock.fileno())
         if sent < region.size:
-            await self.broker.loop.run_in_executor(self.broker._wait_pool, self._send_rest,
-                                                   region, fd, sent)
+            await self._send_rest(region, sock.fileno(), sent)
         self.broker.stats["fetch_bytes_sendfile"] += region.size
 
-    def _send_rest(self, region, fd: int, sent: int) -> None:
-        """In a pool thread: wait for room in the socket buffer, send, repeat."""
-        timeout_ms = int(self.broker.server_config["connections.max.idle.ms"])
-        poller = select.poll()
-        poller.register(fd, select.POLLOUT)
-        while sent < region.size:
-            if not poller.poll(timeout_ms):
-                raise TimeoutError(f"connection {self.peer} stopped reading")
-            sent += region.send_to(fd, sent)
+    async def _send_rest(self, region, fd: int, sent: int) -> None:
+        """Waits for room in the socket (a writer callback on the loop, no thread), sends,
+        repeats; no room for connections.max.idle.ms closes the connection.
+
+        asyncio lets no one else watch a transport's descriptor, so the callback watches
+        a dup() of it: the same socket, a descriptor of our own. The transport holds no
+        bytes meanwhile (it drained before the region), so it is not watching for room
+        itself; the dup is unregistered before it is closed (epoll keys on the open
+        socket, not the number), and sends go to the dup, which stays this socket even if
+        the transport closes its own descriptor meanwhile."""
+        loop = self.broker.loop
+        timeout = self.broker.server_config["connections.max.idle.ms"] / 1000
+        dup = os.dup(fd)
+        try:
+            while sent < region.size:
+                self._writable = waiting = loop.create_future()
+                loop.add_writer(dup, _wake, waiting)
+                deadline = loop.call_later(timeout, _expire, waiting, self.peer)
+                try:
+                    await waiting
+                finally:
+                    deadline.cancel()
+                    loop.remove_writer(dup)
+                    self._writable = None
+                sent += region.send_to(dup, sent)
+        finally:
+            os.close(dup)
+
+
+def _wake(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _expire(future: asyncio.Future, peer: str) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError(f"connection {peer} took no bytes for connections.max.idle.ms"))

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 
-from pylog.errors import KafkaError, OffsetOutOfRangeError
+from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
-from .errors import NONE, codes, error_code
+from .errors import NO_TRANSACTIONS, NONE, codes, error_code
 
 __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
            "init_producer_id", "delete_records"]
@@ -70,6 +70,24 @@ def _check_records(records, version: int) -> tuple[int, str] | None:
     return None
 
 
+def _check_producer_ids(store, records) -> tuple[int, str] | None:
+    """Every v2 batch's producer id must be one InitProducerId handed out: a client that
+    names an id of its own would share it with the client the id is (or was) handed to.
+    A header walk (one batch for produce v3+); lengths are checked again by Log.append."""
+    pos, size = 0, len(records)
+    while pos + 61 <= size and records[pos + 16] == 2:      # magic 0/1 carry no producer id
+        pid = int.from_bytes(records[pos + 43:pos + 51], "big", signed=True)
+        if pid >= 0 and not store.producer_id_handed_out(pid):
+            return (codes.INVALID_PRODUCER_ID_MAPPING,
+                    f"producer id {pid} was never handed out by this broker: an idempotent "
+                    f"producer takes its id from InitProducerId")
+        length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+        if length < 49:
+            break
+        pos += 12 + length
+    return None
+
+
 def produce(broker, conn, header, req):
     v = header.api_version
     store = broker.store
@@ -85,12 +103,11 @@ def produce(broker, conn, header, req):
             if acks not in (-1, 0, 1):
                 problem = codes.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
             elif req.transactional_id is not None:
-                problem = (codes.TRANSACTIONAL_ID_NOT_FOUND,
-                           "pylog does not support transactions yet")
+                problem = NO_TRANSACTIONS
             elif topic.name in INTERNAL_TOPICS:
                 problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
             else:
-                problem = _check_records(p.records, v)
+                problem = _check_records(p.records, v) or _check_producer_ids(store, p.records)
             if problem is None:
                 try:
                     log = store.log(topic.name, p.index)
@@ -131,11 +148,19 @@ class FetchPlan:
         self.version = version
         self.logs: dict[tuple[str, int], object] = {}
         for topic in req.topics:
+            # One error for every partition of a topic that does not exist (not an
+            # exception each: a hostile fetch names thousands).
+            missing = None if broker.store.partition_count(topic.topic) is not None else \
+                UnknownTopicOrPartitionError(f"topic {topic.topic!r} does not exist")
             for p in topic.partitions:
+                if missing is not None:
+                    self.logs[(topic.topic, p.partition)] = missing
+                    continue
                 try:
                     self.logs[(topic.topic, p.partition)] = broker.store.log(topic.topic, p.partition)
                 except Exception as exc:        # noqa: BLE001 - answered per partition
-                    self.logs[(topic.topic, p.partition)] = exc
+                    # Without its traceback: frames kept per partition cost ~1 KB each.
+                    self.logs[(topic.topic, p.partition)] = exc.with_traceback(None)
 
     def build(self):
         """(response, record bytes in it, any partition error)."""
@@ -188,22 +213,32 @@ class Waker:
         self.loop.call_soon_threadsafe(self.event.set)
 
 
-async def fetch(broker, conn, header, req):
+async def fetch(broker, conn, header, req, heavy: bool = False):
     """Fetch, on the event loop: answer at once when min_bytes are there (or max_wait_ms
-    is 0), else park until an append to one of the logs, max_wait_ms, or shutdown."""
-    plan = FetchPlan(broker, req, header.api_version)
-    response, total, failed = plan.build()
+    is 0), else park until an append to one of the logs, one of them going offline (its
+    topic deleted: UNKNOWN_TOPIC_OR_PARTITION at once, or its dir failed), max_wait_ms,
+    or shutdown. A `heavy` fetch (too many partitions for the loop) resolves and reads
+    its partitions in the broker's CPU pool."""
+    loop = asyncio.get_running_loop()
+
+    async def run(fn, *args):
+        return await loop.run_in_executor(broker.cpu_pool, fn, *args) if heavy else fn(*args)
+
+    plan = await run(FetchPlan, broker, req, header.api_version)
+    response, total, failed = await run(plan.build)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or failed or broker.stopping:
         broker.stats["bytes_out"] += total
         return response
-    loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000
     coalesce = broker.server_config["pylog.fetch.coalesce.ms"] / 1000
     event = asyncio.Event()
     waker = Waker(loop, event)
     logs = [lg for lg in plan.logs.values() if not isinstance(lg, Exception)]
     for lg in logs:
-        lg.add_listener(waker)
+        lg.add_listener(waker)          # Log.mark_offline sets its listeners too
+    if any(lg.offline for lg in logs):
+        event.set()                     # went offline before its listener was there
+    conn.resume_collector()             # a heavy fetch's objects wait with the collector on
     broker.park(event)
     try:
         while not broker.stopping:
@@ -218,7 +253,7 @@ async def fetch(broker, conn, header, req):
             # append (a consumer at the log's tail otherwise costs a round trip per record).
             await asyncio.sleep(min(coalesce, max(0.0, deadline - loop.time())))
             event.clear()
-            response, total, failed = plan.build()
+            response, total, failed = await run(plan.build)
             if total >= req.min_bytes or failed:
                 break
     finally:
@@ -251,15 +286,19 @@ def list_offsets(broker, conn, header, req):
 
 
 def init_producer_id(broker, conn, header, req):
+    """Kafka's InitProducerId for an idempotent producer (no transactional id): a fresh
+    producer id at epoch 0, whatever id and epoch the request names (KIP-360's fields
+    are for transactional producers; TransactionCoordinator.handleInitProducerId hands an
+    idempotent one a new id). An id is never taken on a client's word: two clients naming
+    one id would share it, and a stranger naming a live producer's id would fence it."""
     if req.transactional_id is not None:
-        return m.InitProducerIdResponse(error_code=codes.TRANSACTIONAL_ID_NOT_FOUND,
+        return m.InitProducerIdResponse(error_code=NO_TRANSACTIONS[0],
                                         producer_id=-1, producer_epoch=-1)
+    if (req.producer_id == -1) != (req.producer_epoch == -1):
+        return m.InitProducerIdResponse(error_code=codes.INVALID_REQUEST, producer_id=-1,
+                                        producer_epoch=-1)
     try:
-        if req.producer_id >= 0 and 0 <= req.producer_epoch < 32766:
-            # KIP-360: an idempotent producer bumps its own epoch after a fatal error.
-            pid, epoch = req.producer_id, req.producer_epoch + 1
-        else:
-            pid, epoch = broker.store.init_producer_id()
+        pid, epoch = broker.store.init_producer_id()
     except KafkaError as exc:
         return m.InitProducerIdResponse(error_code=error_code(exc)[0], producer_id=-1,
                                         producer_epoch=-1)
@@ -277,7 +316,11 @@ def delete_records(broker, conn, header, req):
                 log = broker.store.log(topic.name, p.partition_index)
                 offset = log.high_watermark if p.offset == -1 else p.offset
                 if offset < 0:
-                    raise OffsetOutOfRangeError(f"cannot delete records before offset {offset}")
+                    raise OffsetOutOfRangeError(
+                        f"{topic.name}-{p.partition_index}: cannot delete records before offset "
+                        f"{offset}: the offset must be in [{log.log_start_offset}, "
+                        f"{log.high_watermark}] (or -1 for the high watermark)", offset=offset,
+                        topic_partition=(topic.name, p.partition_index))
                 log.advance_log_start_offset(offset)
                 resp.low_watermark = log.log_start_offset
             except Exception as exc:            # noqa: BLE001

@@ -6,7 +6,7 @@ import logging
 
 from pylog.errors import KafkaError
 
-__all__ = ["NONE", "RequestError", "error_code", "codes"]
+__all__ = ["NONE", "NO_TRANSACTIONS", "RequestError", "error_code", "codes"]
 
 log = logging.getLogger(__name__)
 
@@ -20,19 +20,31 @@ class codes:  # noqa: N801 - Kafka's Errors the broker sets itself (the group on
     UNKNOWN_TOPIC_OR_PARTITION = 3
     LEADER_NOT_AVAILABLE = 5
     MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
     INVALID_TOPIC_EXCEPTION = 17
     INVALID_REQUIRED_ACKS = 21
     INVALID_REQUEST = 42
+    INVALID_PRODUCER_ID_MAPPING = 49
     INVALID_CONFIG = 40
     INVALID_PARTITIONS = 37
     TOPIC_ALREADY_EXISTS = 36
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     INVALID_REPLICATION_FACTOR = 38
     INVALID_REPLICA_ASSIGNMENT = 39
     UNSUPPORTED_VERSION = 35
     KAFKA_STORAGE_ERROR = 56
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
-    TRANSACTIONAL_ID_NOT_FOUND = 105
+    UNKNOWN_TOPIC_ID = 100
+
+
+#: What every request with a transactional id gets until pylog has transactions: the
+#: error librdkafka and Kafka's Java client treat as fatal at once (a Kafka broker whose
+#: authorizer refuses the id answers it too). COORDINATOR_NOT_AVAILABLE, the retriable
+#: alternative, made transactional clients retry until their own timeout.
+NO_TRANSACTIONS = (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                   "pylog does not support transactions: transactional ids are refused "
+                   "(idempotent producers work; docs/COMPATIBILITY.md)")
 
 
 class RequestError(Exception):

@@ -4,13 +4,26 @@
 uses in-process (its own Producers, Consumers and appends see the same logs);
 ``pylog serve`` opens a store and serves it until SIGTERM/SIGINT.
 
-Threads: one event loop thread runs every connection (connection.py) and the cheap
-handlers; handlers that may block (fsync for acks=all, produce requests whose
-validation decompresses or walks much, admin work that creates or deletes files,
-offset commits) run in a pool, and group joins and syncs, which wait for
-the other members, in a second pool sized for waiting; one timer thread drives the
-groups' session and rebalance deadlines. docs/ARCHITECTURE.md ("The broker") has the
-measurement behind this model.
+Threads: one event loop thread accepts and runs every connection (connection.py) and
+every handler that does not block, waiting ones included: a parked fetch, a JoinGroup
+or SyncGroup waiting for the other members (a future the group completes) and the rest
+of a sendfile to a slow reader (a writer callback) cost no thread. Handlers that may
+block on the disk or the CPU run in pools: the I/O pool (an fsync for acks=all, a
+produce request whose validation decompresses or walks much, admin work that creates
+or deletes files) and the group pool (appends to __consumer_offsets: offset
+commits, DeleteGroups), so a group's progress never queues behind the data plane's
+fsyncs. Requests too big to decode or answer on the loop (more than
+connection.LOOP_ELEMENTS array elements), and answers sized by the store rather than
+the request (Metadata for every topic, OffsetFetch, DescribeGroups, ListGroups,
+DescribeConfigs), run in a small CPU pool. The group coordinator's deadlines run on
+its timer thread (coordinator/timer.py); idle connections close on a loop timer each.
+docs/ARCHITECTURE.md ("The broker") has the measurements behind this model.
+
+Accepting: the listener is the loop's own reader (not asyncio's server, which listens
+again with a backlog of 100 and, out of file descriptors, logs a traceback per failed
+accept, hundreds per loop pass: 1.27 M lines at 6 MB/s measured). Out of fds (or any
+accept error) the broker stops accepting for ACCEPT_PAUSE_S, leaving the connections
+waiting in the kernel's backlog, and logs one line per ACCEPT_LOG_INTERVAL_S.
 
 Graceful shutdown (:meth:`Broker.shutdown`): stop accepting, wake parked long polls
 (they answer with what they have), let in-flight requests finish (bounded), close the
@@ -20,6 +33,7 @@ connections. The store is not closed: it belongs to whoever opened it.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import threading
@@ -29,10 +43,13 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pylog.protocol import API_NAMES
+from pylog.coordinator.classic_group import errors as group_errors
+from pylog.protocol import API_NAMES, frame_response
 
-from . import admin, data_plane, groups
-from .config import ServerConfig, parse_listener
+from pylog.common.config import normalize_key
+
+from . import admin, configs, data_plane, groups, sasl
+from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig, parse_listener
 from .connection import Connection
 
 __all__ = ["Broker"]
@@ -44,18 +61,43 @@ HANDLERS = {
     3: admin.metadata, 8: groups.offset_commit, 9: groups.offset_fetch,
     10: groups.find_coordinator, 11: groups.join_group, 12: groups.heartbeat,
     13: groups.leave_group, 14: groups.sync_group, 15: groups.describe_groups,
-    16: groups.list_groups, 18: admin.api_versions, 19: admin.create_topics,
-    20: admin.delete_topics, 21: data_plane.delete_records, 22: data_plane.init_producer_id,
-    32: admin.describe_configs, 33: admin.alter_configs, 37: admin.create_partitions,
-    42: groups.delete_groups, 44: admin.incremental_alter_configs, 60: admin.describe_cluster,
+    16: groups.list_groups, 17: sasl.sasl_handshake, 18: admin.api_versions,
+    19: admin.create_topics, 20: admin.delete_topics, 21: data_plane.delete_records,
+    22: data_plane.init_producer_id, 32: configs.describe_configs, 33: configs.alter_configs,
+    36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
+    44: configs.incremental_alter_configs, 60: admin.describe_cluster,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all or records that take long to validate
 #: (data_plane.produce_may_block), Metadata only when it may create a topic (see handle).
-BLOCKING = {8, 19, 20, 21, 22, 33, 37, 42, 44}
-#: Handlers that wait for other members (a rebalance): the wait pool, sized for waiting.
+BLOCKING = {19, 20, 21, 22, 33, 37, 44}
+#: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
+#: pool, which the data plane's fsyncs never fill.
+GROUP_IO = {8, 42}
+#: Handlers that wait for the other members (JoinGroup, SyncGroup): coroutines on the
+#: loop, awaiting a future the group completes (no thread waits).
 WAITING = {11, 14}
+#: Threads of the group pool: its appends serialise on the coordinator's lock anyway.
+GROUP_POOL_THREADS = 2
+#: Handlers whose answers grow with the store, not the request (OffsetFetch of a group's
+#: every offset, DescribeGroups, ListGroups, DescribeConfigs): the CPU pool, as
+#: Metadata for every topic. Each distinct key they name is answered once (see
+#: _distinct_keys), so repeating a key cannot multiply a store-sized answer.
+STORE_SIZED = {9, 15, 16, 32}
+
+#: New connections taken per loop pass (Kafka's Processor configures at most 20 per
+#: poll, its ConnectionQueueSize): 1,030 connections opened at once, each with a Fetch,
+#: answered 512 per pass stalled the other clients 0.6-1.5 s.
+NEW_CONNECTIONS_PER_PASS = 20
+#: After a failed accept (out of fds: EMFILE), accepting pauses this long.
+ACCEPT_PAUSE_S = 0.1
+#: Failed accepts are logged once per this many seconds (with how many failed).
+ACCEPT_LOG_INTERVAL_S = 10.0
+
+
+class _CoordinatorStopping(Exception):
+    """A parked group request meets the broker's shutdown."""
 
 
 class Broker:
@@ -76,6 +118,11 @@ class Broker:
             values["listeners"] = listen
         self.store = store
         self.server_config = ServerConfig(values)
+        #: The broker keys as given (Kafka's STATIC_BROKER_CONFIG); the dynamic ones
+        #: (``max.connections``) are the store's, applied by :meth:`_reconfigure`.
+        self.static_server_config = {normalize_key(k): v for k, v in values.items()}
+        store.add_reconfigurable({k: SERVER_CONFIGS[k] for k in DYNAMIC_SERVER_CONFIGS},
+                                 self._reconfigure)
         self.node_id = int(store.config["node.id"])
         self.cluster_id = getattr(store, "cluster_id", None) or "pylog-" + str(self.node_id)
         self.stats: Counter = Counter()
@@ -83,14 +130,22 @@ class Broker:
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self._listener: socket.socket | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._accepting = False            # the listener is the loop's reader
+        self._accept_failures = 0          # since the last log line about them
+        self._accept_logged = -ACCEPT_LOG_INTERVAL_S
+        self._handshakes: set[asyncio.Task] = set()   # accepted sockets being wrapped
         self._connections: set[Connection] = set()
         self._lock = threading.Lock()
         self._parked: set[asyncio.Event] = set()
+        self._group_waits: set[asyncio.Future] = set()
         self._loop_thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._io_pool = ThreadPoolExecutor(16, thread_name_prefix="pylog-broker-io")
-        self._wait_pool = ThreadPoolExecutor(1024, thread_name_prefix="pylog-broker-wait")
+        self._group_pool = ThreadPoolExecutor(GROUP_POOL_THREADS, thread_name_prefix="pylog-broker-group")
+        self._loop_ident: int | None = None
+        # Pure-Python work too big for the loop (see handle): two threads, since the GIL
+        # runs one at a time; the loop keeps its turn every switch interval.
+        self.cpu_pool = ThreadPoolExecutor(2, thread_name_prefix="pylog-broker-cpu")
         self.address: tuple[str, int] = parse_listener(self.server_config["listeners"])
 
     # ========================================================== lifecycle
@@ -101,7 +156,8 @@ class Broker:
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.listen(512)
+        sock.listen(self.server_config["socket.listen.backlog.size"])
+        sock.setblocking(False)
         self._listener = sock
         self.address = sock.getsockname()[:2]
         self.loop = asyncio.new_event_loop()
@@ -110,21 +166,19 @@ class Broker:
 
         def run_loop() -> None:
             asyncio.set_event_loop(self.loop)
+            self._loop_ident = threading.get_ident()
             try:
-                self._server = self.loop.run_until_complete(asyncio.start_server(
-                    self._on_connection, sock=sock, limit=1 << 20))
+                self._start_accepting()
             except BaseException as exc:          # noqa: BLE001 - reported by start()
                 failure.append(exc)
                 ready.set()
                 return
             ready.set()
-            self.loop.call_later(1.0, self._sweep_idle)
             self.loop.run_forever()
             self.loop.close()
 
         self._loop_thread = threading.Thread(target=run_loop, name="pylog-broker-loop", daemon=True)
         self._loop_thread.start()
-        threading.Thread(target=self._timer, name="pylog-group-timer", daemon=True).start()
         ready.wait()
         if failure:
             raise failure[0]
@@ -163,14 +217,19 @@ class Broker:
             self._stopped.wait(timeout)
             return
         self.stopping = True
+        self.store.remove_reconfigurable(self._reconfigure)
         deadline = time.monotonic() + timeout
         loop = self.loop
         if loop is not None and loop.is_running():
             def stop_accepting() -> None:
-                if self._server is not None:
-                    self._server.close()
+                self._stop_accepting()
                 for event in list(self._parked):
                     event.set()
+                # Parked JoinGroups and SyncGroups: NOT_COORDINATOR, as Kafka answers
+                # them when a coordinator unloads (the clients look for it again).
+                for future in list(self._group_waits):
+                    if not future.done():
+                        future.set_exception(_CoordinatorStopping())
             loop.call_soon_threadsafe(stop_accepting)
         # In-process members go back to sharing the group among themselves alone.
         self.store.coordinator.stop_bridges()
@@ -197,12 +256,71 @@ class Broker:
         if self._listener is not None:
             self._listener.close()
         self._io_pool.shutdown(wait=False, cancel_futures=True)
-        self._wait_pool.shutdown(wait=False, cancel_futures=True)
+        self._group_pool.shutdown(wait=False, cancel_futures=True)
+        self.cpu_pool.shutdown(wait=False, cancel_futures=True)
         self._stopped.set()
         log.info("pylog broker stopped (%d requests served)", sum(
             v for k, v in self.stats.items() if k.startswith("requests.")))
 
     # ========================================================= connections
+
+    def _start_accepting(self) -> None:
+        """Makes the listener the loop's reader (on the loop)."""
+        if not self.stopping and not self._accepting:
+            self.loop.add_reader(self._listener.fileno(), self._accept)
+            self._accepting = True
+
+    def _stop_accepting(self) -> None:
+        if self._accepting:
+            self.loop.remove_reader(self._listener.fileno())
+            self._accepting = False
+
+    def _accept(self) -> None:
+        """The listener is readable: accepts the waiting connections, at most
+        NEW_CONNECTIONS_PER_PASS per loop pass (the rest on the next), so a burst of new
+        connections and their first requests cannot starve the open ones."""
+        for _ in range(min(NEW_CONNECTIONS_PER_PASS, self.server_config["socket.listen.backlog.size"])):
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:
+                self._accept_failed(exc)
+                return
+            sock.setblocking(False)
+            task = self.loop.create_task(self._wrap(sock))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    def _accept_failed(self, exc: OSError) -> None:
+        """Pauses accepting for ACCEPT_PAUSE_S (the kernel keeps the connections waiting
+        in the backlog) and logs once per ACCEPT_LOG_INTERVAL_S."""
+        self._stop_accepting()
+        self.loop.call_later(ACCEPT_PAUSE_S, self._start_accepting)
+        self._accept_failures += 1
+        now = self.loop.time()
+        if now - self._accept_logged >= ACCEPT_LOG_INTERVAL_S:
+            hint = " (out of file descriptors: raise ulimit -n, or lower max.connections)" \
+                if exc.errno in (errno.EMFILE, errno.ENFILE) else ""
+            log.error("accepting connections failed %d time(s) in the last %.0f s: %s%s; %d "
+                      "connections open; accepting again every %.0f ms meanwhile",
+                      self._accept_failures, min(now - self._accept_logged, ACCEPT_LOG_INTERVAL_S),
+                      exc, hint, self.connection_count, ACCEPT_PAUSE_S * 1000)
+            self._accept_logged = now
+            self._accept_failures = 0
+
+    async def _wrap(self, sock: socket.socket) -> None:
+        """An accepted socket as asyncio streams, served by _on_connection."""
+        loop = self.loop
+        reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, self._on_connection, loop=loop)
+        try:
+            await loop.connect_accepted_socket(lambda: protocol, sock)
+        except OSError as exc:
+            log.debug("dropping an accepted connection: %s", exc)
+            sock.close()
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with self._lock:
@@ -219,18 +337,6 @@ class Broker:
         self.stats["connections.accepted"] += 1
         await conn.run()
 
-    def _sweep_idle(self) -> None:
-        """Closes connections with no request for connections.max.idle.ms (on the loop)."""
-        idle = self.server_config["connections.max.idle.ms"] / 1000
-        now = self.loop.time()
-        with self._lock:
-            stale = [c for c in self._connections if not c.busy and now - c.last_active > idle]
-        for c in stale:
-            log.info("closing idle connection %s (connections.max.idle.ms)", c.peer)
-            c.close_on_loop()
-        if not self.stopping:
-            self.loop.call_later(min(1.0, idle / 4), self._sweep_idle)
-
     def _forget(self, conn: Connection) -> None:
         with self._lock:
             self._connections.discard(conn)
@@ -239,13 +345,6 @@ class Broker:
     def connection_count(self) -> int:
         with self._lock:
             return len(self._connections)
-
-    def _timer(self) -> None:
-        while not self._stopped.wait(0.1):
-            try:
-                self.store.coordinator.tick_classic_groups()
-            except Exception:               # noqa: BLE001 - the timer must keep running
-                log.exception("group timer failed")
 
     # ============================================================ requests
 
@@ -258,7 +357,43 @@ class Broker:
     def unpark(self, event: asyncio.Event) -> None:
         self._parked.discard(event)
 
-    async def handle(self, conn: Connection, header, body):
+    async def group_wait(self, start, failed):
+        """Starts a group operation that answers through a callback (``start(respond)``)
+        and awaits the answer as a future: no thread waits. The group may answer from
+        any thread (a request's, the coordinator's timer, the in-process bridge); if the
+        broker stops first, the answer is ``failed(NOT_COORDINATOR)``."""
+        loop = self.loop
+        future = loop.create_future()
+
+        def settle(result) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        def respond(result) -> None:
+            if threading.get_ident() == self._loop_ident:
+                settle(result)
+            else:
+                try:
+                    loop.call_soon_threadsafe(settle, result)
+                except RuntimeError:                 # the loop is closed: nobody is waiting
+                    pass
+        start(respond)
+        if future.done():
+            return future.result()
+        self._group_waits.add(future)
+        if self.stopping:
+            future.set_exception(_CoordinatorStopping())
+        try:
+            return await future
+        except _CoordinatorStopping:
+            return failed(group_errors.NOT_COORDINATOR)
+        finally:
+            self._group_waits.discard(future)
+
+    async def handle(self, conn: Connection, header, body, heavy: bool = False):
+        """The response to one request, framed (a list of parts), or None (acks=0).
+        ``heavy``: the request has more than connection.LOOP_ELEMENTS elements, so its
+        handler and encoding run off the loop (the CPU pool, unless another pool)."""
         key = header.api_key
         name = API_NAMES.get(key, str(key))
         self.stats["requests." + name] += 1
@@ -266,15 +401,29 @@ class Broker:
         try:
             handler = HANDLERS[key]
             if key == 1:
-                return await handler(self, conn, header, body)
+                response = await handler(self, conn, header, body, heavy)
+                if heavy:
+                    return await self.loop.run_in_executor(self.cpu_pool, frame_response,
+                                                           header, response)
+                return frame_response(header, response)
             if key in WAITING:
-                pool = self._wait_pool
-            elif key in BLOCKING or (key == 0 and data_plane.produce_may_block(body)) or \
-                    (key == 3 and self._may_create(body)):
+                conn.resume_collector()          # it may wait for minutes
+                response = await handler(self, conn, header, body)
+                if heavy:
+                    return await self.loop.run_in_executor(self.cpu_pool, frame_response,
+                                                           header, response)
+                return frame_response(header, response)
+            if key in GROUP_IO:
+                pool = self._group_pool
+            elif key in BLOCKING or (key == 0 and data_plane.produce_may_block(body)):
+                pool = self._io_pool
+            elif heavy or key in STORE_SIZED or (key == 3 and _all_topics(header, body)):
+                pool = self.cpu_pool             # (a heavy Metadata creates its topics there)
+            elif key == 3 and self._may_create(body):
                 pool = self._io_pool
             else:
-                return handler(self, conn, header, body)
-            return await self.loop.run_in_executor(pool, handler, self, conn, header, body)
+                return _answer(handler, self, conn, header, body)
+            return await self.loop.run_in_executor(pool, _answer, handler, self, conn, header, body)
         finally:
             # Kafka's TotalTimeMs: from the request to its response (a long poll's wait too).
             self.request_ms[name] += (time.perf_counter() - started) * 1000
@@ -303,8 +452,47 @@ class Broker:
     def api_versions_response(self, error: int):
         return admin.api_versions_response(error)
 
-    def all_configs(self) -> dict[str, Any]:
-        """The broker's configs: the store's and the server's (DescribeConfigs BROKER)."""
-        out = dict(self.store.config)
-        out.update(self.server_config)
-        return out
+    def _reconfigure(self, dynamic: dict[str, str]) -> None:
+        """The store's dynamic values of the broker's dynamic keys changed (KIP-226)."""
+        self.server_config = ServerConfig({**self.static_server_config, **dynamic})
+
+
+def _answer(handler, broker: Broker, conn: Connection, header, body):
+    """A handler's response, framed; None when there is none (acks=0 produce)."""
+    if header.api_key in STORE_SIZED:
+        _distinct_keys(header, body)
+    response = handler(broker, conn, header, body)
+    return None if response is None else frame_response(header, response)
+
+
+def _all_topics(header, req) -> bool:
+    """A Metadata request for every topic: null topics, or none at v0."""
+    return req.topics is None or (header.api_version == 0 and not req.topics)
+
+
+def _distinct_keys(header, req) -> None:
+    """Drops the repetitions of a key from an OffsetFetch (v8+ groups), DescribeGroups or
+    DescribeConfigs request, keeping the first: a store-sized answer per distinct key.
+    Measured before: OffsetFetch v8 naming a group of 100 offsets 19,000 times (80 KB)
+    took 35 s and +234 MiB for a 38 MB answer; DescribeConfigs naming the broker 19,000
+    times, 22 s and +173 MiB for 24.5 MB. Kafka answers each repetition (its Metadata
+    reads topics into a set, as pylog's does); its clients never repeat one (Java's
+    admin client keys them by name, librdkafka refuses duplicates), so the shorter
+    answer costs them nothing."""
+    key = header.api_key
+    if key == 9 and header.api_version >= 8:
+        req.groups = _first_of_each(req.groups, lambda g: (g.group_id, None if g.topics is None else
+                                    tuple((t.name, tuple(t.partition_indexes)) for t in g.topics)))
+    elif key == 15:
+        req.groups = list(dict.fromkeys(req.groups))
+    elif key == 32:
+        req.resources = _first_of_each(req.resources, lambda r: (
+            r.resource_type, r.resource_name,
+            None if r.configuration_keys is None else tuple(r.configuration_keys)))
+
+
+def _first_of_each(items: list, key) -> list:
+    seen: dict = {}
+    for item in items:
+        seen.setdefault(key(item), item)
+    return list(seen.values())

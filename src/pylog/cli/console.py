@@ -20,6 +20,8 @@ from .remote import bootstrap_option
 __all__ = ["console_producer", "console_consumer"]
 
 _UNESCAPE = {"\\t": "\t", "\\n": "\n"}
+_METADATA_ATTEMPTS = 25          # 5 s for a broker to create a topic (0.2 s apart)
+_UNKNOWN_TOPIC_OR_PARTITION, _LEADER_NOT_AVAILABLE = 3, 5
 
 
 def _properties(items: tuple[str, ...], known: set[str]) -> dict[str, str]:
@@ -68,10 +70,14 @@ def console_producer(log_dirs, bootstrap_server, topic, props, compression_codec
         click.echo(f"{sent} records produced to {topic} at {bootstrap_server}", err=True)
         return 0
     import pylog
+    from pylog.errors import UnknownTopicOrPartitionError
     sent = 0
     with pylog.open(log_dirs) as store:
-        if topic not in store.list_topics():
-            raise click.ClickException(f"topic {topic!r} does not exist (pylog topics --create)")
+        # As a broker would for a producer: create it where auto.create.topics.enable is on.
+        try:
+            store.auto_create_topic(topic)
+        except UnknownTopicOrPartitionError as exc:
+            raise click.ClickException(f"{exc} (pylog topics --create)") from None
         producer = pylog.Producer(store, compression_type=compression_codec)
         try:
             for values, keys, headers in chunks:
@@ -131,6 +137,7 @@ def _produce_remote(bootstrap, topic, chunks, compression, partition, acks) -> i
     from pylog._core.producer import partition_keys
     from pylog.record import encode_batch
     from pylog.remote import RemoteProducer, leaders
+    _ensure_topic(bootstrap, topic)
     counts, where = leaders(bootstrap, [topic], "pylog-console-producer")
     count = counts.get(topic)
     if count is None:
@@ -159,6 +166,25 @@ def _produce_remote(bootstrap, topic, chunks, compression, partition, acks) -> i
                 producer.send(topic, q, data, len(rows))
             sent += len(values)
     return sent
+
+
+def _ensure_topic(bootstrap: str, topic: str) -> None:
+    """A producer's Metadata request for `topic`, which lets the broker create it where
+    its auto.create.topics.enable is on. Kafka answers LEADER_NOT_AVAILABLE until a new
+    topic has its leaders: asked again meanwhile, for up to 5 s."""
+    from pylog.protocol.client import ProtocolClient, ProtocolError
+    with ProtocolClient(bootstrap.split(",")[0].strip(), "pylog-console-producer") as client:
+        for _ in range(_METADATA_ATTEMPTS):
+            answer = client.metadata([topic], allow_auto_create=True)
+            error = next((t.error_code for t in answer.topics if t.name == topic),
+                         _UNKNOWN_TOPIC_OR_PARTITION)
+            if error != _LEADER_NOT_AVAILABLE:
+                break
+            time.sleep(0.2)
+    if error:
+        raise click.ClickException(str(ProtocolError(
+            error, f"topic {topic!r} at {bootstrap} (created where the broker's "
+                   f"auto.create.topics.enable is true)")))
 
 
 def _take(stream, n: int) -> list[bytes]:
@@ -298,6 +324,10 @@ def _tail(where, name, topic, from_beginning, partition, offset, max_messages, t
                     if max_messages is not None and printed >= max_messages:
                         commit()
                         return 0
+            # Everything below `end` was read: control batches (transaction markers)
+            # hold no record to print, and the position moves past them too, or a
+            # partition that ends in one would be read again forever.
+            position[q] = end
             progressed = True
         if progressed:
             commit()

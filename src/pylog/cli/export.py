@@ -15,7 +15,9 @@ __all__ = ["export_to_kafka"]
 @click.command("export-to-kafka",
                help="Hand a topic to a stopped Apache Kafka broker, unconverted: copies its "
                     "segment files into the broker's log dir (the topic created there first with "
-                    "the same partitions). The pylog store must be closed cleanly. Committed "
+                    "the same partitions, Kafka then stopped cleanly), holding the store's lock "
+                    "and Kafka's for the whole copy; producer state stays behind. The pylog "
+                    "store must be closed cleanly. Committed "
                     "offsets of the topic's groups go to <group>.csv files for "
                     "kafka-consumer-groups.sh --reset-offsets --from-file.")
 @click.option("--log-dirs", required=True, metavar="DIR[,DIR...]", help="pylog's log dirs")
@@ -49,7 +51,8 @@ def export_to_kafka(log_dirs, topic, kafka_log_dir, offsets_dir) -> int:
         return 2
     print(f"copied {report.segments} segments ({report.bytes:,} bytes) of {report.partitions} "
           f"partitions of {topic!r} into {kafka_log_dir}; end offsets {report.end_offsets}. "
-          "Start Kafka: it validates and indexes them on start-up.")
+          "Start Kafka: it serves them at their offsets, with no producer state (new "
+          "producers append as to a new topic).")
     for group, path in written:
         print(f"group {group}: kafka-consumer-groups.sh --bootstrap-server HOST:9092 --group "
               f"{group} --reset-offsets --from-file {path} --execute")

@@ -32,7 +32,9 @@ API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
 #: Fetch stops at 12 (13+ addresses topics by id). Produce starts at 0: librdkafka 2.0
 #: (Debian's kcat) compresses with gzip, snappy or lz4 only if the broker lists Produce v0
 #: (measured: with a minimum of 1 it sends those uncompressed); v0-2 carry magic 0/1
-#: message sets, which Log.append up-converts, as Kafka does.
+#: message sets, which Log.append up-converts, as Kafka does. SaslHandshake and
+#: SaslAuthenticate are listed because Kafka lists them on a PLAINTEXT listener too
+#: (measured: Kafka 4.1 lists 17: 0-1 and 36: 0-2 and answers both ILLEGAL_SASL_STATE).
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (0, 9),      # Produce (10+: KIP-951 leader discovery tags only)
     1: (4, 12),     # Fetch
@@ -47,6 +49,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     14: (0, 5),     # SyncGroup
     15: (0, 5),     # DescribeGroups
     16: (0, 4),     # ListGroups
+    17: (0, 1),     # SaslHandshake: ILLEGAL_SASL_STATE, as Kafka on a PLAINTEXT listener
     18: (0, 3),     # ApiVersions
     19: (0, 7),     # CreateTopics
     20: (0, 6),     # DeleteTopics
@@ -54,6 +57,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     22: (0, 4),     # InitProducerId
     32: (0, 4),     # DescribeConfigs
     33: (0, 2),     # AlterConfigs
+    36: (0, 2),     # SaslAuthenticate: ILLEGAL_SASL_STATE, as Kafka on a PLAINTEXT listener
     37: (0, 3),     # CreatePartitions
     42: (0, 2),     # DeleteGroups
     44: (0, 1),     # IncrementalAlterConfigs
@@ -76,14 +80,15 @@ class RequestHeader:
     client_id: str | None
 
 
-def decode_request(frame) -> tuple[RequestHeader, object | None, str | None]:
+def decode_request(frame, max_elements: int | None = None) -> tuple[RequestHeader, object | None, str | None]:
     """Parses one request frame (without its size prefix).
 
     Returns (header, body, problem): body is None and problem names why when the API or
     version is not supported (the caller answers with UNSUPPORTED_VERSION where Kafka
-    does). Raises MalformedMessageError for a header or body that does not parse.
+    does). Raises MalformedMessageError for a header or body that does not parse, and
+    TooManyElementsError (one) when its arrays hold more than `max_elements` elements.
     """
-    r = Reader(frame)
+    r = Reader(frame, max_elements=max_elements)
     api_key, api_version, correlation_id = r.int16(), r.int16(), r.int32()
     client_id = r.string(False, True)
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
@@ -105,11 +110,12 @@ def decode_request(frame) -> tuple[RequestHeader, object | None, str | None]:
 UNSUPPORTED_VERSION = 35
 
 
-def unsupported_version_response(header: RequestHeader, frame):
+def unsupported_version_response(header: RequestHeader, frame, max_elements: int | None = None):
     """The answer to a request of an API pylog speaks at a version it does not, where
     Kafka's messages have a place for the error: a top-level ``error_code`` (e.g. Fetch
     7+), or each partition of a Produce. None where there is none (the caller closes the
-    connection, as Kafka's broker does for a request it cannot answer)."""
+    connection, as Kafka's broker does for a request it cannot answer). A Produce is
+    decoded to answer it: within `max_elements`, as decode_request."""
     req_cls, resp_cls = m.REQUESTS.get(header.api_key), m.RESPONSES.get(header.api_key)
     if req_cls is None or resp_cls is None or \
             not resp_cls.VERSIONS[0] <= header.api_version <= resp_cls.VERSIONS[1]:
@@ -119,7 +125,7 @@ def unsupported_version_response(header: RequestHeader, frame):
     if "error_code" in fields and fields["error_code"][0] <= version <= fields["error_code"][1]:
         return resp_cls(error_code=UNSUPPORTED_VERSION)
     if header.api_key == 0:               # Produce: the error goes in every partition
-        r = Reader(frame)
+        r = Reader(frame, max_elements=max_elements)
         r.int16(), r.int16(), r.int32(), r.string(False, True)
         if is_flexible(0, version):
             r.skip_tagged_fields()

@@ -7,7 +7,14 @@ meaning null, and every struct ends with a block of tagged fields.
 :class:`Reader` works over one request's buffer. It never allocates what a length
 claims before checking that many bytes remain, so a hostile length costs nothing; a
 short or inconsistent body raises :class:`MalformedMessageError` naming the byte.
-``records`` and ``bytes`` are zero-copy memoryviews of the request.
+``records`` are zero-copy memoryviews of the request.
+
+A length check alone does not bound what a request costs: a 4 MB frame holds 2 million
+one-byte array elements, each a Python object of ~100-300 bytes once decoded and
+answered. So a Reader has an element budget (``max_elements``): every array element and
+tagged field of the message is charged against it when its count is read, *before*
+anything is allocated for them, and a count past the budget raises
+:class:`TooManyElementsError` (the broker's ``pylog.request.max.elements``).
 
 :class:`Writer` builds a response as a list of parts: bytes, and file regions
 (objects with ``size`` and ``send_to``, e.g. pylog's FileSlice) that the connection
@@ -18,7 +25,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["MalformedMessageError", "Reader", "Struct", "Writer", "ZERO_UUID"]
+__all__ = ["MalformedMessageError", "Reader", "Struct", "TooManyElementsError", "Writer", "ZERO_UUID"]
 
 ZERO_UUID = b"\x00" * 16
 
@@ -34,6 +41,23 @@ _f64 = struct.Struct(">d")
 
 class MalformedMessageError(ValueError):
     """A request body that does not parse as the version its header names."""
+
+
+class TooManyElementsError(MalformedMessageError):
+    """A message whose arrays (and tagged fields) hold more elements than the reader's
+    budget: refused when the count that crosses it is read, before it is allocated."""
+
+    def __init__(self, what: str, count: int, pos: int, used: int, budget: int) -> None:
+        super().__init__(f"{what} of {count} elements at byte {pos} takes the message past "
+                         f"{budget} elements ({used} before it)")
+        self.count = count
+        self.used = used              # elements decoded before this array
+        self.budget = budget
+
+    @property
+    def needed(self) -> int:
+        """At least this many elements: the request's size on the budget's scale."""
+        return self.used + self.count
 
 
 class Struct:
@@ -74,14 +98,18 @@ class Struct:
 
 
 class Reader:
-    """Reads Kafka primitives from a buffer, from ``pos`` (checked against ``end``)."""
+    """Reads Kafka primitives from a buffer, from ``pos`` (checked against ``end``),
+    decoding at most ``max_elements`` array elements and tagged fields in all."""
 
-    __slots__ = ("buf", "pos", "end")
+    __slots__ = ("buf", "pos", "end", "left", "max_elements")
 
-    def __init__(self, data, pos: int = 0, end: int | None = None) -> None:
+    def __init__(self, data, pos: int = 0, end: int | None = None,
+                 max_elements: int | None = None) -> None:
         self.buf = memoryview(data).cast("B") if not isinstance(data, memoryview) else data
         self.pos = pos
         self.end = len(self.buf) if end is None else end
+        self.max_elements = (1 << 62) if max_elements is None else max_elements
+        self.left = self.max_elements          # elements this message may still decode
 
     def remaining(self) -> int:
         return self.end - self.pos
@@ -185,7 +213,15 @@ class Reader:
         if n > self.end - self.pos:      # every element takes at least one byte
             raise MalformedMessageError(f"array of {n} elements at byte {self.pos} cannot fit in "
                                         f"the {self.end - self.pos} bytes left")
+        self._charge(n, "array")
         return n
+
+    def _charge(self, n: int, what: str) -> None:
+        """Takes `n` elements from the budget (before they are decoded)."""
+        if n > self.left:
+            raise TooManyElementsError(what, n, self.pos, self.max_elements - self.left,
+                                       self.max_elements)
+        self.left -= n
 
     def array(self, flex: bool, read_one, nullable: bool = False) -> list | None:
         n = self._count(flex, nullable)
@@ -196,13 +232,18 @@ class Reader:
         return None if n < 0 else [cls.read(self, version) for _ in range(n)]
 
     def tagged_fields(self):
-        """Yields (tag, Reader over the field) for each tagged field."""
+        """Yields (tag, Reader over the field) for each tagged field. The field's
+        reader spends this reader's element budget."""
         count = self.uvarint()
+        self._charge(count, "tagged fields")
         for _ in range(count):
             tag = self.uvarint()
             size = self.uvarint()
             p = self._need(size, "tagged field")
-            yield tag, Reader(self.buf, p, p + size)
+            sub = Reader(self.buf, p, p + size)
+            sub.max_elements, sub.left = self.max_elements, self.left
+            yield tag, sub
+            self.left = sub.left
 
     def skip_tagged_fields(self) -> None:
         for _ in self.tagged_fields():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .codec import ZERO_UUID, Struct
 
-__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
+__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
 
 
 class ProduceRequestPartitionProduceData(Struct):
@@ -3849,6 +3849,67 @@ class IncrementalAlterConfigsResponse(Struct):
             w.empty_tagged_fields()
 
 
+class SaslAuthenticateRequest(Struct):
+    """SaslAuthenticateRequest (api key 36, versions 0-2, flexible 2+): Apache Kafka 3.9 (shared/reference), sha256 2ee45009f7f8340c."""
+
+    API_KEY = 36
+    VERSIONS = (0, 2)
+    FLEXIBLE = 2
+    __slots__ = ('auth_bytes',)
+    _FIELDS = (('auth_bytes', b''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('auth_bytes', 'bytes', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.auth_bytes = r.bytes(flex)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.bytes(self.auth_bytes, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class SaslAuthenticateResponse(Struct):
+    """SaslAuthenticateResponse (api key 36, versions 0-2, flexible 2+): Apache Kafka 3.9 (shared/reference), sha256 136e0a0f5fe90106."""
+
+    API_KEY = 36
+    VERSIONS = (0, 2)
+    FLEXIBLE = 2
+    __slots__ = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms')
+    _FIELDS = (('error_code', 0), ('error_message', ''), ('auth_bytes', b''), ('session_lifetime_ms', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('auth_bytes', 'bytes', None, (0, 32768), None, None), ('session_lifetime_ms', 'int64', None, (1, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.auth_bytes = r.bytes(flex)
+        self.session_lifetime_ms = r.int64() if v >= 1 else 0
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.bytes(self.auth_bytes, flex)
+        if v >= 1:
+            w.int64(self.session_lifetime_ms)
+        if flex:
+            w.empty_tagged_fields()
+
+
 class DescribeClusterRequest(Struct):
     """DescribeClusterRequest (api key 60, versions 0-2, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 821b86c736d98bdd."""
 
@@ -4057,5 +4118,5 @@ class ConsumerProtocolAssignment(Struct):
 
 
 # api key -> request class, response class
-REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 60: DescribeClusterRequest}
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 60: DescribeClusterResponse}
+REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 60: DescribeClusterRequest}
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 60: DescribeClusterResponse}

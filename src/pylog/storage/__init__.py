@@ -6,6 +6,13 @@ layers above use these names only.
 """
 
 from .config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, LogConfig
+from .dynamic_config import (
+    CLUSTER_DEFAULT,
+    DYNAMIC_BROKER_CONFIGS,
+    PER_BROKER,
+    broker_config_def,
+    broker_config_synonyms,
+)
 from .file_slice import FileSlice
 from .files import SPARK_DIR, make_dirs, write_file_atomically
 from .info import AppendInfo, RecoveryReport, SegmentRecovery, TimestampOffset
@@ -31,6 +38,8 @@ __all__ = [
     "AppendInfo",
     "BROKER_CONFIGS",
     "BrokerConfig",
+    "CLUSTER_DEFAULT",
+    "DYNAMIC_BROKER_CONFIGS",
     "EARLIEST_TIMESTAMP",
     "FileSlice",
     "INTERNAL_TOPICS",
@@ -42,6 +51,7 @@ __all__ = [
     "MAX_TIMESTAMP",
     "NotALogDirError",
     "OFFSETS_TOPIC",
+    "PER_BROKER",
     "PartitionReader",
     "PartitionDescription",
     "RecoveryReport",
@@ -51,6 +61,8 @@ __all__ = [
     "TOPIC_CONFIGS",
     "TimestampOffset",
     "TopicDescription",
+    "broker_config_def",
+    "broker_config_synonyms",
     "default_engine",
     "make_dirs",
     "validate_topic_name",

@@ -17,7 +17,7 @@ __all__ = [
     "fsync_dir", "make_dirs", "LOCK_FILE", "META_PROPERTIES_FILE", "CLEAN_SHUTDOWN_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE",
     "CLEANER_OFFSET_CHECKPOINT_FILE", "PARTITION_METADATA_FILE",
-    "TOPICS_FILE", "SPARK_DIR", "STRAY_DIR_SUFFIX", "renamed_dir_name", "write_file_atomically",
+    "TOPICS_FILE", "BROKER_CONFIGS_FILE", "SPARK_DIR", "STRAY_DIR_SUFFIX", "renamed_dir_name", "write_file_atomically",
 ]
 
 LOG_SUFFIX = ".log"
@@ -40,6 +40,7 @@ RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"   # first dirty offset per partition
 TOPICS_FILE = "pylog-topics.json"                          # pylog's topic metadata (copy per dir)
+BROKER_CONFIGS_FILE = "pylog-broker-configs.json"          # dynamic broker configs (copy per dir)
 SPARK_DIR = "pylog-spark"           # the Spark sink's staged batches and streaming sink state
 # --- partition dir ---
 PARTITION_METADATA_FILE = "partition.metadata"             # Kafka's "version: 0 / topic_id: ..."

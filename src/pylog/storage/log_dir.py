@@ -156,6 +156,7 @@ class PartitionDirLock:
                     f"partition dir {path} is in log dir {parent}, which a LogManager holds "
                     f"({_who(holder)}): use that LogManager's log(), or close it first"),
                     create=False)
+                _refuse_running_kafka(self._fds[-1], path, parent)
             self._take(os.path.join(path, files.LOCK_FILE), fcntl.LOCK_EX, lambda holder: (
                 f"partition dir {path} is open for writing by {_who(holder)}: close that Log "
                 f"first"), create=True)
@@ -192,6 +193,21 @@ def _take_lock(lock_path: str, mode: int, *, create: bool, message) -> int:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def _refuse_running_kafka(fd: int, path: str, parent: str) -> None:
+    """A Kafka broker locks its log dir's ``.lock`` with a POSIX record lock
+    (FileChannel.tryLock), which flock(2) does not see: probe it too, so a Log is
+    refused a partition of a running Kafka broker."""
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        raise LogDirLockedError(
+            f"partition dir {path} is in log dir {parent}, which a running Kafka broker "
+            f"holds: stop it first, or read the dir with pylog.storage.LogDirsReader") from None
+    fcntl.lockf(fd, fcntl.LOCK_UN)
 
 
 def lock_holder(directory: str) -> str | None:

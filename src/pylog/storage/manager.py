@@ -15,6 +15,9 @@ In between it owns:
   time-based roll and retention, delayed file deletion, checkpoints;
 - **offline dirs**: an I/O error takes its dir offline (its partitions
   raise KafkaStorageError, code 56), the other dirs keep serving;
+- **dynamic broker configs** (Kafka's KIP-226, :mod:`.dynamic_config`): ``log.``
+  defaults and cleaner sizes changed at run time, per node or cluster-wide, persisted
+  in every dir (``pylog-broker-configs.json``) and applied to live logs at once;
 - **services for the layers above**: producer ids (InitProducerId), internal
   topics, periodic tasks (the group coordinator uses them).
 
@@ -42,14 +45,15 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from . import checkpoints, files
+from . import budget, checkpoints, files
 from .background import BackgroundTasks, wall_clock_ms
 from .cleaner import CleanerStats, clean_log, cleanable_range, dirty_ratio
 from .config import LONG_MAX, BrokerConfig, LogConfig
+from .dynamic_config import DynamicConfigs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
 from .producer_ids import ProducerIdAllocator
-from .startup import LogLoading, StartupReport
+from .startup import LogLoading, StartupReport, Unavailable
 from .topic_admin import TopicAdmin
 from .topics import (
     TopicTable,
@@ -72,7 +76,7 @@ def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> l
     return [os.fspath(p) for p in log_dirs]
 
 
-class LogManager(LogLoading, TopicAdmin):
+class LogManager(LogLoading, TopicAdmin, DynamicConfigs):
     """The store: ``LogManager(log_dirs, config=None)``.
 
     ``log_dirs``: a path, a comma-separated string (Kafka's ``log.dirs``) or a
@@ -90,8 +94,10 @@ class LogManager(LogLoading, TopicAdmin):
     def __init__(self, log_dirs: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
                  config: Mapping[str, Any] | None = None, *, clock: Callable[[], int] | None = None,
                  background: bool = True, **kwargs: Any) -> None:
-        self.config = BrokerConfig({**dict(config or {}), **kwargs})
+        given = {**dict(config or {}), **kwargs}
+        self.config = BrokerConfig(given)        # static; replaced by dynamic configs (KIP-226)
         self.defaults: LogConfig = self.config.log_config
+        self._init_dynamic_configs(given)
         if log_dirs is None:
             log_dirs = self.config["log.dirs"] or (self.config["log.dir"],)
         paths = _as_dir_list(log_dirs)
@@ -108,8 +114,8 @@ class LogManager(LogLoading, TopicAdmin):
         self._lock = threading.RLock()             # topic table and the partition maps
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
-        # Partitions whose files could not be loaded: (dir, why, recovery point, log start).
-        self._unloadable: dict[TopicPartition, tuple[LogDir, str, int, int]] = {}
+        # Partitions of the topic table that are not open, and why (startup.py).
+        self._unavailable: dict[TopicPartition, Unavailable] = {}
         self._install_topics(TopicTable())
         self._topic_configs: dict[str, LogConfig] = {}
         self._failure_threads: list[threading.Thread] = []
@@ -117,6 +123,8 @@ class LogManager(LogLoading, TopicAdmin):
         self._closing = False
         self._tasks = BackgroundTasks(self.clock, name="pylog-log-manager",
                                       poll_s=self.config["pylog.background.poll.ms"] / 1000)
+        if self.config["pylog.raise.open.files.limit"]:
+            budget.raise_open_files_limit()
         try:
             self.startup = self._open()
         except BaseException:
@@ -233,8 +241,6 @@ class LogManager(LogLoading, TopicAdmin):
             return stats
 
     def _cleaner_loop(self) -> None:
-        backoff = self.config["log.cleaner.backoff.ms"] / 1000
-
         def stage(name: str) -> None:
             if name == "group" and self._cleaner_stop.is_set():     # between groups only
                 raise _CleanerStopped()
@@ -249,8 +255,8 @@ class LogManager(LogLoading, TopicAdmin):
             except Exception:  # noqa: BLE001 - a cleaner bug must not kill the store
                 log.exception("the log cleaner failed; it retries after log.cleaner.backoff.ms")
                 stats = None
-            if stats is None:
-                self._cleaner_stop.wait(backoff)
+            if stats is None:       # read each time: log.cleaner.backoff.ms is dynamic
+                self._cleaner_stop.wait(self.config["log.cleaner.backoff.ms"] / 1000)
 
     # ================================================================ configs
 
@@ -371,10 +377,11 @@ class LogManager(LogLoading, TopicAdmin):
         t = self._topics.topics.get(topic)
         if t is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        failed = self._unloadable.get(tp)
+        failed = self._unavailable.get(tp)
         if failed is not None:
-            raise KafkaStorageError(errno_mod.EIO, f"partition {topic}-{partition} in {failed[0].path} "
-                                    f"could not be loaded: {failed[1]}", failed[0].path)
+            where = failed.log_dir.path if failed.log_dir else None
+            raise KafkaStorageError(errno_mod.EIO, f"partition {topic}-{partition} is offline: "
+                                    f"{failed.reason}", where)
         if not 0 <= partition < t.partitions:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} has partitions 0..{t.partitions - 1}, "
                                                f"not {partition}")
@@ -426,14 +433,14 @@ class LogManager(LogLoading, TopicAdmin):
     def _write_checkpoints(self, d: LogDir, which: str | None = None) -> bool:
         logs = [(tp, lg) for tp, lg in list(self._logs.items())
                 if self._dir_of.get(tp) is d and not lg.offline]
-        unloadable = {tp: v for tp, v in list(self._unloadable.items()) if v[0] is d}
+        unavailable = {tp: v for tp, v in list(self._unavailable.items()) if v.log_dir is d}
         try:
             if which in (None, files.RECOVERY_POINT_CHECKPOINT_FILE):
-                entries = {tp: v[2] for tp, v in unloadable.items()}
+                entries = {tp: v.recovery_point for tp, v in unavailable.items()}
                 entries.update((tp, lg.recovery_point) for tp, lg in logs)
                 d.write_checkpoint(files.RECOVERY_POINT_CHECKPOINT_FILE, entries)
             if which in (None, files.LOG_START_OFFSET_CHECKPOINT_FILE):
-                entries = {tp: v[3] for tp, v in unloadable.items()}
+                entries = {tp: v.log_start_offset for tp, v in unavailable.items()}
                 entries.update((tp, lg.log_start_offset) for tp, lg in logs)
                 d.write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT_FILE, entries)
         except OSError as exc:
@@ -494,6 +501,11 @@ class LogManager(LogLoading, TopicAdmin):
         an id no producer of this store had before, epoch 0."""
         self._check_open()
         return self._producer_ids.allocate([d.path for d in self._online_dirs()]), 0
+
+    def producer_id_handed_out(self, producer_id: int) -> bool:
+        """Whether :meth:`init_producer_id` ever returned `producer_id` (in this process
+        or before it: every id below the recorded next block counts)."""
+        return self._producer_ids.handed_out(producer_id)
 
     def add_periodic_task(self, name: str, interval_ms: int, task: Callable[[int], None]) -> None:
         """Runs ``task(now_ms)`` every `interval_ms` on the store's background thread

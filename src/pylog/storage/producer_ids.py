@@ -4,7 +4,9 @@ Ids are handed out from blocks of ``BLOCK`` ids; the start of the next free
 block is persisted (``pylog-producer-ids`` in every online log dir, tmp ->
 fsync -> rename) *before* any id of the current block is used, so an id is
 never given out twice, even across crashes. On start the largest value found
-in any dir wins.
+in any dir wins. :meth:`ProducerIdAllocator.handed_out` says whether an id may
+have been given out: the broker refuses batches carrying any other (a client
+cannot squat an id before it is allocated).
 """
 
 from __future__ import annotations
@@ -82,3 +84,9 @@ class ProducerIdAllocator:
             pid = self._next
             self._next += 1
             return pid
+
+    def handed_out(self, producer_id: int) -> bool:
+        """Whether `producer_id` may have been returned by :meth:`allocate`: below the
+        next id of this process (after a restart, below the recorded block end, which
+        covers every id of earlier processes)."""
+        return 0 <= producer_id < self._next

@@ -67,6 +67,10 @@ class ProducerEntry:
     producer_id: int
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=_KEEP_BATCHES))
+    # A transactional producer's fields, as a snapshot Kafka wrote holds them: pylog
+    # writes no transaction markers, so it keeps them as read (-1 when none).
+    coordinator_epoch: int = -1
+    txn_first_offset: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -140,7 +144,8 @@ class ProducerStateManager:
                 if pid not in saved:
                     entry = self.producers.get(pid)
                     saved[pid] = None if entry is None else ProducerEntry(
-                        entry.producer_id, entry.epoch, deque(entry.batches, maxlen=_KEEP_BATCHES))
+                        entry.producer_id, entry.epoch, deque(entry.batches, maxlen=_KEEP_BATCHES),
+                        entry.coordinator_epoch, entry.txn_first_offset)
                 self.update(pid, epoch, seq, records, -1, -1, -1)
             if not duplicates:
                 return None
@@ -162,8 +167,12 @@ class ProducerStateManager:
     def update(self, producer_id: int, epoch: int, first_seq: int, records: int,
                first_offset: int, last_offset: int, timestamp: int) -> None:
         entry = self.producers.get(producer_id)
-        if entry is None or epoch != entry.epoch:
+        if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch)
+        elif epoch != entry.epoch:       # a new epoch: its batches start over
+            entry = self.producers[producer_id] = ProducerEntry(
+                producer_id, epoch, coordinator_epoch=entry.coordinator_epoch,
+                txn_first_offset=entry.txn_first_offset)
         entry.batches.append(BatchMetadata(first_seq, _last_seq(first_seq, records), first_offset,
                                            last_offset, timestamp))
 
@@ -190,7 +199,9 @@ class ProducerStateManager:
 
     def write_snapshot(self, offset: int, *, sync: bool = True) -> None:
         """Writes the table as of `offset` (tmp, fsync unless not `sync`, rename).
-        Kafka's byte layout: the last batch of each producer is what a snapshot keeps."""
+        Kafka's byte layout: the last batch of each producer is what a snapshot keeps,
+        with a transactional producer's coordinator epoch and transaction start as read
+        (a snapshot Kafka wrote and pylog rewrites unchanged keeps its bytes)."""
         body = bytearray(_HEADER.size)
         count = 0
         for entry in self.producers.values():
@@ -198,7 +209,8 @@ class ProducerStateManager:
                 continue
             b = entry.batches[-1]
             body += _ENTRY.pack(entry.producer_id, entry.epoch, b.last_seq, b.last_offset,
-                                b.last_offset - b.first_offset, b.timestamp, -1, -1)
+                                b.last_offset - b.first_offset, b.timestamp,
+                                entry.coordinator_epoch, entry.txn_first_offset)
             count += 1
         struct.pack_into(">i", body, _ENTRIES_OFFSET, count)
         crc = crc32c(bytes(body[_ENTRIES_OFFSET:]))
@@ -226,10 +238,11 @@ class ProducerStateManager:
             raise CorruptRecordError(f"{path}: {count} entries do not fit its {len(data)} bytes")
         self.producers = {}
         for i in range(count):
-            pid, epoch, last_seq, last_offset, delta, ts, _, _ = _ENTRY.unpack_from(
-                data, _HEADER.size + i * _ENTRY.size)
+            pid, epoch, last_seq, last_offset, delta, ts, coordinator_epoch, txn_first = \
+                _ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size)
             first_seq = (last_seq - delta) % (INT32_MAX + 1)
-            entry = self.producers[pid] = ProducerEntry(pid, epoch)
+            entry = self.producers[pid] = ProducerEntry(pid, epoch, coordinator_epoch=coordinator_epoch,
+                                                        txn_first_offset=txn_first)
             entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta,
                                                last_offset, ts))
 
