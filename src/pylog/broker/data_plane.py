@@ -16,9 +16,39 @@ from pylog.storage import INTERNAL_TOPICS
 
 from .errors import NO_TRANSACTIONS, NONE, codes, error_code
 
-__all__ = ["produce", "fetch", "FetchPlan", "list_offsets", "init_producer_id", "delete_records"]
+__all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
+           "init_producer_id", "delete_records"]
 
 _ZSTD = 4
+#: A Produce request whose records take more bytes than this runs in the I/O pool:
+#: its append copies and walks them all on the thread that runs it (~0.1 ms at 256 KiB).
+LOOP_PRODUCE_MAX_BYTES = 256 * 1024
+
+
+def produce_may_block(req) -> bool:
+    """Whether a Produce request must run off the event loop: acks=all (an fsync);
+    a batch compressed, or a legacy (magic 0/1) message set, whose validation
+    decompresses (a bounded but unknown amount: docs/FORMAT.md, section 10);
+    or more than LOOP_PRODUCE_MAX_BYTES of records. Reads batch headers only."""
+    if req.acks == -1:
+        return True
+    total = 0
+    for topic in req.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            if records is None:
+                continue
+            n = len(records)
+            total += n
+            pos = 0
+            while pos + 61 <= n:                # every batch's magic and codec bits
+                if records[pos + 16] != 2 or records[pos + 22] & 0x07:
+                    return True
+                length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+                if length < 49:
+                    break                       # malformed: refused at once, on the loop
+                pos += 12 + length
+    return total > LOOP_PRODUCE_MAX_BYTES
 
 
 def _check_records(records, version: int) -> tuple[int, str] | None:

@@ -339,16 +339,18 @@ class Log(LogState):
     # flush outside the lock.
     append = log_append
 
-    def _append_locked(self, batches, origin: str, validated) -> AppendInfo:
+    def _append_locked(self, batches, origin: str, validated, converted: bool = False) -> AppendInfo:
         """Log.append's steps under the lock, for what _append_fast hands back:
-        None (nothing done yet) or (PreparedAppend, now) (validated). Returns an
-        AppendInfo whose ``flushed`` asks the caller to flush; its size is 0
-        when the batches were duplicates and nothing was written."""
+        None (nothing done yet) or (PreparedAppend, now) (validated);
+        `converted`: the compressed batches were checked and converted before
+        the lock. Returns an AppendInfo whose ``flushed`` asks the caller to
+        flush; its size is 0 when the batches were duplicates and nothing was
+        written."""
         if validated is None:
             self._check_open()
             now = self.clock()
             prepared = validate_append(batches, self.config, self._next_offset,
-                                       self.leader_epoch, now, origin)
+                                       self.leader_epoch, now, origin, converted=converted)
         else:
             prepared, now = validated
         if prepared.has_producer_ids and origin != "coordinator":
