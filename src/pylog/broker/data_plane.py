@@ -19,6 +19,7 @@ from .errors import NO_TRANSACTIONS, NONE, codes, error_code
 __all__ = ["produce", "fetch", "FetchPlan", "list_offsets", "init_producer_id", "delete_records"]
 
 _ZSTD = 4
+READ_COMMITTED = 1          # Fetch and ListOffsets isolation_level (Kafka's IsolationLevel)
 
 
 def _check_records(records, version: int) -> tuple[int, str] | None:
@@ -133,9 +134,14 @@ class FetchPlan:
                     self.logs[(topic.topic, p.partition)] = exc.with_traceback(None)
 
     def build(self):
-        """(response, record bytes in it, any partition error)."""
+        """(response, record bytes in it, any partition error). A read_committed fetch
+        (v4+, isolation_level 1) reads below each log's last stable offset and answers
+        the aborted transactions overlapping what it returns (Kafka's
+        FetchIsolation.TXN_COMMITTED); read_uncommitted reads below the high watermark
+        and answers null there, as Kafka does."""
         budget = min(self.req.max_bytes if self.version >= 3 else 1 << 31,
                      self.broker.server_config["fetch.max.bytes"])
+        committed = self.version >= 4 and self.req.isolation_level == READ_COMMITTED
         total = 0
         failed = False
         topics = []
@@ -144,22 +150,31 @@ class FetchPlan:
             for p in topic.partitions:
                 resp = m.FetchResponsePartitionData(partition_index=p.partition, high_watermark=-1,
                                                     last_stable_offset=-1, log_start_offset=-1,
+                                                    aborted_transactions=[] if committed else None,
                                                     records=b"")
                 log = self.logs[(topic.topic, p.partition)]
                 try:
                     if isinstance(log, Exception):
                         raise log
                     hw = log.high_watermark
-                    resp.high_watermark = resp.last_stable_offset = hw
+                    lso = log.last_stable_offset
+                    resp.high_watermark, resp.last_stable_offset = hw, lso
                     resp.log_start_offset = log.log_start_offset
                     limit = min(p.partition_max_bytes, budget - total)
                     if limit > 0 or total == 0:
                         # Log.read returns whole batches and always at least one: the first
                         # partition with data may exceed the budget (KIP-74).
-                        part = log.read(p.fetch_offset, max(limit, 1), max_offset=hw)
+                        part = log.read(p.fetch_offset, max(limit, 1),
+                                        max_offset=lso if committed else hw)
                         if part.size and (total == 0 or part.size <= budget - total):
                             resp.records = part
                             total += part.size
+                            if committed:
+                                resp.aborted_transactions = [
+                                    m.FetchResponseAbortedTransaction(
+                                        producer_id=t.producer_id, first_offset=t.first_offset)
+                                    for t in log.aborted_transactions(p.fetch_offset,
+                                                                      part.last_offset + 1)]
                 except Exception as exc:        # noqa: BLE001
                     resp.error_code = error_code(exc)[0]
                     failed = True
@@ -245,9 +260,16 @@ def list_offsets(broker, conn, header, req):
                 leader_epoch=0 if v >= 4 else -1)
             try:
                 log = broker.store.log(topic.name, p.partition_index)
-                found = log.offset_for_timestamp(p.timestamp)
-                if found is not None:
-                    resp.timestamp, resp.offset = found.timestamp, found.offset
+                # Kafka's fetchOffsetForTimestamp: what the isolation level may read is the
+                # bound (the latest offset, and a timestamp's answer must lie below it).
+                bound = log.last_stable_offset if v >= 2 and req.isolation_level == \
+                    READ_COMMITTED else log.high_watermark
+                if p.timestamp == -1:
+                    resp.timestamp, resp.offset = -1, bound
+                else:
+                    found = log.offset_for_timestamp(p.timestamp)
+                    if found is not None and (p.timestamp in (-2, -4) or found.offset < bound):
+                        resp.timestamp, resp.offset = found.timestamp, found.offset
             except Exception as exc:            # noqa: BLE001
                 resp.error_code = error_code(exc)[0]
             parts.append(resp)
