@@ -499,7 +499,8 @@ def _check(entry: ProducerEntry | None, producer_id: int, epoch: int, first_seq:
         for b in entry.batches:
             if b.first_seq == first_seq and b.last_seq == last_seq:
                 return b
-        if entry.batches and not _in_sequence(entry.last_seq, first_seq):
+        # No batch of this epoch yet (a marker bumped it): the next sequence is 0.
+        if not _in_sequence(entry.last_seq, first_seq):
             raise OutOfOrderSequenceError(
                 f"producer {producer_id} (epoch {epoch}) sent sequence {first_seq}, expected "
                 f"{(entry.last_seq + 1) % (INT32_MAX + 1)}: a batch is missing or out of order")
