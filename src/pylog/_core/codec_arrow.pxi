@@ -120,6 +120,16 @@ cdef bint _in_aborted(_Aborted *ab, const pylog_batch_header *h, const char *bat
     return False
 
 
+cdef tuple _first_and_producer(object txn):
+    """(first_offset, producer_id) of an aborted transaction: an object with those
+    attributes (a Fetch response's AbortedTransaction, storage's AbortedTxn) or a
+    (producer_id, first_offset) pair."""
+    pid = getattr(txn, "producer_id", None)
+    if pid is None:
+        return (int(txn[1]), int(txn[0]))
+    return (int(txn.first_offset), int(pid))
+
+
 @cython.final
 cdef class _AbortedList:
     """The C arrays of decode_arrow's `aborted_transactions`, sorted by first offset."""
@@ -131,7 +141,7 @@ cdef class _AbortedList:
     @staticmethod
     cdef _AbortedList make(object aborted):
         cdef _AbortedList out = _AbortedList.__new__(_AbortedList)
-        cdef list items = sorted([(int(t[1]), int(t[0])) for t in aborted])
+        cdef list items = sorted([_first_and_producer(t) for t in aborted])
         cdef Py_ssize_t n = len(items), i
         out.ab.pids = <int64_t *>PyMem_Malloc(<size_t>(3 * n + 1) * sizeof(int64_t))
         if out.ab.pids == NULL:
@@ -302,10 +312,11 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False,
 
     ``aborted_transactions`` (read_committed, as Kafka's consumer reads a fetch
     response): the aborted transactions of the partition's range these batches
-    come from, ``(producer_id, first_offset)`` pairs (a Fetch response's
-    ``aborted_transactions``, or pylog.storage's AbortedTxn entries). From a
-    transaction's first offset on, its producer's transactional batches are
-    skipped until that producer's ABORT marker: their records are not decoded.
+    come from: objects with ``producer_id`` and ``first_offset`` (a Fetch response's
+    ``aborted_transactions``, pylog.storage's AbortedTxn) or ``(producer_id,
+    first_offset)`` pairs. From a transaction's first offset on, its producer's
+    transactional batches are skipped until that producer's ABORT marker: their
+    records are not decoded.
     The batches must be one partition's.
     """
     cdef _Buffer buf = _Buffer(buffer)

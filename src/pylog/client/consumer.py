@@ -704,7 +704,7 @@ class _AbortedBatches:
     __slots__ = ("queue", "next", "open")
 
     def __init__(self, aborted) -> None:
-        self.queue = sorted((t[1], t[0]) for t in aborted)     # (first offset, producer id)
+        self.queue = sorted((t.first_offset, t.producer_id) for t in aborted)
         self.next = 0
         self.open: set[int] = set()
 

@@ -1035,6 +1035,9 @@ class Log(LogState):
                 new, index_ok = LogSegment.open(self.path, base, self.config, self.clock())
                 if not index_ok:
                     new.recover(truncate=False)
+                if os.path.exists(files.txn_index_file(self.path, base)) and \
+                        base not in self._aborted_bases:
+                    self._aborted_bases = tuple(sorted(self._aborted_bases + (base,)))
                 new.flushed_size = new.size
                 new.release_handles()
             except OSError as exc:
