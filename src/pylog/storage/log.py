@@ -66,7 +66,7 @@ from .log_loader import (
 )
 from .log_validator import TARGET_CODECS, validate_append
 from .producer_state import (BatchMetadata, CompletedTxn, ProducerInfo, ProducerStateManager,
-                             VerificationGuard)
+                             VerificationGuard, replay_batches)
 from .scheduler import Scheduler, default_scheduler
 from .segment import LogSegment
 from .transaction_index import AbortedTxn
@@ -254,32 +254,13 @@ class Log(LogState):
                         if done.aborted:
                             self._index_aborted(segment, done, lso)
                 try:
-                    state.replay(self._replayed(segment, start), on_complete)
+                    state.replay(replay_batches(segment.log, segment.size, start), on_complete)
                 except CorruptRecordError as exc:
                     # Damage kept below the recovery point (see log_loader): the
                     # batches before it were replayed; reads report the rest.
                     log.warning("%s: producer state replay stopped in segment %d: %s",
                                 self.path, segment.base_offset, exc)
         self.producer_state = state
-
-    def _replayed(self, segment: LogSegment, start: int):
-        """The producer batches of `segment` from offset `start` on, as
-        ProducerStateManager.replay takes them: headers, and each transaction
-        marker's type and coordinator epoch from its record."""
-        from pylog.record import iter_batches
-        lf = segment.log
-        for base, last, ts, pid, epoch, seq, attributes, position, size in \
-                lf.producer_batches(0, segment.size):
-            if base < start:
-                continue
-            marker = None
-            if attributes & _ATTR_CONTROL:
-                batch = next(iter(iter_batches(lf.read(position, size))))
-                kind = batch.control_type
-                if kind not in ("commit", "abort"):
-                    continue            # another control record (KRaft's): no transaction
-                marker = (kind == "commit", batch.coordinator_epoch)
-            yield base, last, ts, pid, epoch, seq, bool(attributes & _ATTR_TRANSACTIONAL), marker
 
     def _index_aborted(self, segment: LogSegment, done: CompletedTxn, lso: int) -> None:
         """Appends an aborted transaction to the .txnindex of `segment` (its marker's)."""

@@ -63,7 +63,7 @@ from pylog.errors import (
 from . import files
 
 __all__ = ["ProducerStateManager", "ProducerEntry", "BatchMetadata", "CompletedTxn",
-           "ProducerInfo", "VerificationGuard"]
+           "ProducerInfo", "VerificationGuard", "read_snapshot_file", "replay_batches"]
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -72,6 +72,8 @@ _ENTRY = struct.Struct(">qhiqiqiq")      # Kafka's ProducerSnapshot.ProducerEntr
 _ENTRIES_OFFSET = 6                      # the CRC covers everything after version and crc
 _KEEP_BATCHES = 5                        # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = 2**31 - 1
+_ATTR_TRANSACTIONAL = 0x10               # record batch attributes bit 4
+_ATTR_CONTROL = 0x20                     # bit 5: a control batch
 
 
 class BatchMetadata(NamedTuple):
@@ -448,6 +450,26 @@ class ProducerStateManager:
         for o in offsets[:-1]:
             if o < offset:
                 os.remove(self.snapshot_path(o))
+
+
+def replay_batches(log_file, end: int, start: int):
+    """The producer batches of a segment's .log (`log_file`, a LogFile, up to byte `end`)
+    from offset `start` on, as :meth:`ProducerStateManager.replay` takes them: headers,
+    and each transaction marker's type and coordinator epoch from its one record.
+    Reads only."""
+    from pylog.record import iter_batches
+    for base, last, ts, pid, epoch, seq, attributes, position, size in \
+            log_file.producer_batches(0, end):
+        if base < start:
+            continue
+        marker = None
+        if attributes & _ATTR_CONTROL:
+            batch = next(iter(iter_batches(log_file.read(position, size))))
+            kind = batch.control_type if batch.records_count else None
+            if kind not in ("commit", "abort"):
+                continue            # emptied by the cleaner, or KRaft's: no transaction
+            marker = (kind == "commit", batch.coordinator_epoch)
+        yield base, last, ts, pid, epoch, seq, bool(attributes & _ATTR_TRANSACTIONAL), marker
 
 
 def read_snapshot_file(path: str) -> list[ProducerEntry]:
