@@ -11,8 +11,9 @@ import time
 import uuid
 
 import pytest
-from txn_support import TxnProducer
+from txn_support import TxnProducer, txn_batch
 
+from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient
 from pylog.record import decode_arrow, encode_batch
 
@@ -112,3 +113,17 @@ def test_fetch_answers_the_lso_and_the_aborted_transactions_of_the_range(served)
         assert client.list_offset(topic, 0, -1, isolation_level=1) == 8
         assert client.list_offset(topic, 0, -1, isolation_level=0) == 10
         assert client.list_offset(topic, 0, -2, isolation_level=1) == 0
+
+
+def test_a_transactional_batch_without_a_transactional_id_is_refused(served):
+    """Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; nothing opens a transaction
+    the coordinator never heard of (the LSO would stop there for ever)."""
+    topic = served.topic()
+    with ProtocolClient(served.bootstrap) as client:
+        pid = client.request(22, m.InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
+            producer_epoch=-1)).producer_id
+        answer = client.produce(topic, 0, txn_batch(pid, 0, 0, [b"x"]))
+    assert answer.error_code == 53
+    log = served.store.log(topic, 0)
+    assert log.log_end_offset == 0 and log.last_stable_offset == 0

@@ -41,6 +41,21 @@ def _check_records(records, version: int) -> tuple[int, str] | None:
     return None
 
 
+def _check_transactional(records) -> tuple[int, str] | None:
+    """Kafka's handleProduceRequest: transactional batches need the producer's
+    transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one). A header walk."""
+    pos, size = 0, len(records)
+    while pos + 61 <= size and records[pos + 16] == 2:
+        if records[pos + 22] & 0x10:
+            return (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "a transactional record batch needs the producer's transactional id")
+        length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+        if length < 49:
+            break
+        pos += 12 + length
+    return None
+
+
 def _check_producer_ids(store, records) -> tuple[int, str] | None:
     """Every v2 batch's producer id must be one InitProducerId handed out: a client that
     names an id of its own would share it with the client the id is (or was) handed to.
@@ -78,7 +93,8 @@ def produce(broker, conn, header, req):
             elif topic.name in INTERNAL_TOPICS:
                 problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
             else:
-                problem = _check_records(p.records, v) or _check_producer_ids(store, p.records)
+                problem = _check_records(p.records, v) or _check_transactional(p.records) or \
+                    _check_producer_ids(store, p.records)
             if problem is None:
                 try:
                     log = store.log(topic.name, p.index)

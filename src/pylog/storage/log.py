@@ -25,6 +25,18 @@ To read a dir without changing a byte, one another process owns or Kafka's
 (a partition ending in transaction markers included), use
 :class:`~pylog.storage.reader.LogDirsReader` / ``PartitionReader``.
 
+Transactions (the storage side; a transaction coordinator drives it, docs/FORMAT.md
+sections 5 and 8): ``append`` takes transactional batches (attribute bit 4, producer
+id, epoch, sequences); the first one of a producer here opens its transaction and
+needs the ``verification_guard`` that ``maybe_start_transaction_verification`` hands
+out; ``write_txn_marker`` writes a COMMIT or ABORT marker and closes it (the last
+stable offset moves; an aborted one is indexed in the segment's ``.txnindex``);
+``last_stable_offset``, ``ongoing_transactions``/``describe_producers``,
+``aborted_transactions`` and ``read_committed`` are the read side. Fencing: an older
+producer epoch is InvalidProducerEpochError, an older coordinator epoch
+TransactionCoordinatorFencedError, a batch that does not fit the transaction state
+InvalidTxnStateError.
+
 I/O errors: the core raises OSError; the Log turns it into KafkaStorageError
 and reports it to ``on_io_error`` (the LogManager takes the dir offline).
 """
