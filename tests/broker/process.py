@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -14,26 +15,37 @@ import time
 
 class ServeProcess:
     """``pylog serve`` on a free port; ``overrides`` are ``key=value`` broker configs,
-    ``preexec_fn`` runs in the child before it starts (e.g. resource.setrlimit)."""
+    ``nofile`` the child's open-files limit, soft and hard (``ulimit -n``), ``preexec_fn``
+    runs in the child before it starts (e.g. resource.setrlimit)."""
 
-    def __init__(self, log_dirs: str, *overrides: str, preexec_fn=None) -> None:
+    def __init__(self, log_dirs: str, *overrides: str, nofile: int | None = None,
+                 preexec_fn=None) -> None:
         cmd = [sys.executable, "-c", "import sys; from pylog.cli import main; sys.exit(main())",
                "serve", "--log-dirs", log_dirs, "--listen", "127.0.0.1:0", "--log-level", "warning"]
         for o in overrides:
             cmd += ["--override", o]
+        def prepare() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+            if preexec_fn is not None:
+                preexec_fn()
+
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     preexec_fn=preexec_fn)
+                                     preexec_fn=prepare if nofile is not None or preexec_fn else None)
+        # Drain the broker's log as it comes, from the start: a full pipe would block its
+        # logging (a start-up that logs more than 64 KiB would never print its address).
+        self._err: list[str] = []
+        self._drain = threading.Thread(target=lambda: self._err.extend(self.proc.stderr), daemon=True)
+        self._drain.start()
         line = self.proc.stdout.readline()
         found = re.search(r" on (\S+):(\d+)$", line.strip())
         if not found:
             self.proc.kill()
-            raise RuntimeError(f"pylog serve did not start: {line!r} {self.proc.stderr.read()}")
+            self.proc.wait()
+            self._drain.join(10)
+            raise RuntimeError(f"pylog serve did not start: {line!r} {''.join(self._err)}")
         self.bootstrap = f"{found.group(1)}:{found.group(2)}"
         self.pid = self.proc.pid
-        # Drain the broker's log as it comes: a full pipe would block its logging.
-        self._err: list[str] = []
-        self._drain = threading.Thread(target=lambda: self._err.extend(self.proc.stderr), daemon=True)
-        self._drain.start()
 
     def status(self, field: str) -> int:
         """A /proc/PID/status field in KiB (VmRSS, VmHWM)."""
@@ -46,6 +58,9 @@ class ServeProcess:
     def log_lines(self) -> list[str]:
         """What the broker has logged so far (stderr, drained by a thread)."""
         return "".join(self._err).splitlines()
+
+    def open_files(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def alive(self) -> bool:
         return self.proc.poll() is None

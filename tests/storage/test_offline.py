@@ -123,6 +123,85 @@ def test_unwritable_dir_at_startup_is_offline(tmp_path, open_manager):
     assert 1 == manager.startup.log_dirs - len(manager.startup.offline_dirs)
 
 
+@pytest.mark.parametrize("garbage", [
+    b"garbage here\nversion=zz\n",                  # not key=value
+    b"version=1\ncluster.id=x\nnode.id=zero\n",      # a node.id that is no number
+    b"\x00\xff\xfe\x80 binary\n",                    # not text at all
+])
+def test_a_garbage_meta_properties_takes_only_its_dir_offline(dirs, garbage, caplog):
+    """Issue "A broker that survives its clients", item 8: the open raised
+    AttributeError ('CorruptCheckpointError' object has no attribute 'errno'), or
+    ConfigError for bytes that are not UTF-8, and nothing was served."""
+    with pylog.open(dirs[:2]) as store:
+        store.create_topic("t", 2)                        # t-0 on disk0, t-1 on disk1
+        for p in range(2):
+            store.log("t", p).append(batch())
+    meta = os.path.join(dirs[0], "meta.properties")
+    with open(meta, "rb") as f:
+        good = f.read()
+    with open(meta, "wb") as f:
+        f.write(garbage)
+    with pylog.open(dirs[:2]) as store:
+        assert list(store.offline_log_dirs) == [dirs[0]]
+        reason = store.offline_log_dirs[dirs[0]]
+        assert reason.startswith(f"cannot read meta.properties: {meta}")
+        assert f"log dir {dirs[0]} is offline: {reason}" in caplog.text
+        store.log("t", 1).append(batch())                 # the other dir serves
+        assert 20 == store.log("t", 1).log_end_offset
+        with pytest.raises(KafkaStorageError, match="offline") as err:
+            store.log("t", 0)
+        assert 56 == err.value.code
+    with open(meta, "wb") as f:
+        f.write(good)                                     # repaired: back at the next open
+    with pylog.open(dirs[:2]) as store:
+        assert {} == store.offline_log_dirs
+        assert [10, 20] == [store.log("t", p).log_end_offset for p in range(2)]
+
+
+def _log_is_a_directory(path):
+    os.remove(os.path.join(path, "00000000000000000000.log"))
+    os.mkdir(os.path.join(path, "00000000000000000000.log"))
+
+
+def _log_is_a_dangling_symlink(path):
+    os.remove(os.path.join(path, "00000000000000000000.log"))
+    os.symlink("/nonexistent/pylog-segment", os.path.join(path, "00000000000000000000.log"))
+
+
+def _index_is_a_directory(path):
+    os.remove(os.path.join(path, "00000000000000000000.index"))
+    os.mkdir(os.path.join(path, "00000000000000000000.index"))
+
+
+@pytest.mark.parametrize("damage, why", [
+    (_log_is_a_directory, "Is a directory"),
+    (_log_is_a_dangling_symlink, "No such file or directory"),
+    (_index_is_a_directory, "Is a directory"),
+])
+def test_a_partition_that_cannot_be_opened_stays_offline_and_the_store_opens(tmp_path, damage, why):
+    """Damage confined to one partition's files took its whole dir offline at open, so a
+    one-dir store refused to open ("every log dir is offline")."""
+    path = str(tmp_path / "store")
+    with pylog.open(path) as store:
+        store.create_topic("t", 2)
+        for p in range(2):
+            store.log("t", p).append(batch())
+    damage(os.path.join(path, "t-0"))
+    with pylog.open(path) as store:
+        assert {} == store.offline_log_dirs
+        with pytest.raises(KafkaStorageError, match=f"partition t-0 is offline: it could not be "
+                           f"loaded: .*{why}") as err:
+            store.log("t", 0)
+        assert 56 == err.value.code
+        store.log("t", 1).append(batch())
+        assert 20 == store.log("t", 1).log_end_offset
+        store.create_topic("u", 1)
+    with pylog.open(path) as store:                       # its offsets are kept meanwhile
+        assert 20 == store.log("t", 1).log_end_offset
+        with pytest.raises(KafkaStorageError, match="partition t-0 is offline"):
+            store.log("t", 0)
+
+
 # ----------------------------------------------------------- loop-mounted filesystems
 
 class LoopFilesystems:

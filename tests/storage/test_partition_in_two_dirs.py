@@ -11,7 +11,7 @@ import os
 import pytest
 
 from pylog import records
-from pylog.errors import PylogError
+from pylog.errors import KafkaStorageError
 from pylog.storage import LogManager
 from pylog.storage.segment import LogSegment
 
@@ -55,7 +55,9 @@ def test_an_empty_copy_in_another_dir_is_set_aside(dirs, caplog):
     assert not os.path.exists(empty)
 
 
-def test_two_copies_with_data_are_an_error_naming_both(dirs):
+def test_two_copies_with_data_keep_that_partition_offline_naming_both(dirs):
+    """Kafka refuses to start ("Duplicate log directories"); pylog starts, serves every
+    other partition and keeps this one offline until an operator keeps one copy."""
     with LogManager(dirs[:2], background=False) as manager:
         manager.create_topic("t", 2)
         where = {p.partition: p.log_dir for p in manager.describe_topic("t").partitions}
@@ -65,5 +67,13 @@ def test_two_copies_with_data_are_an_error_naming_both(dirs):
     os.makedirs(copy)
     with open(os.path.join(copy, "00000000000000000000.log"), "wb") as f:
         f.write(records.encode_batch([b"other"]))
-    with pytest.raises(PylogError, match="t-0 is in two log dirs, both with data: .* bytes\\) and "):
-        LogManager(dirs[:2], background=False)
+    with LogManager(dirs[:2], background=False) as manager:
+        with pytest.raises(KafkaStorageError, match="partition t-0 is offline: it is in two log dirs, "
+                           "both with data: .* bytes\\) and .* bytes\\); keep one of them") as err:
+            manager.log("t", 0)
+        assert err.value.code == 56
+        manager.log("t", 1).append(records.encode_batch([b"served"]))
+        assert [p.online for p in manager.describe_topic("t").partitions] == [False, True]
+    os.rename(copy, copy + ".moved-away")
+    with LogManager(dirs[:2], background=False) as manager:
+        assert manager.log("t", 0).read(0).records()[0].value == b"data"

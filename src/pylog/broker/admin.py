@@ -17,6 +17,7 @@ from typing import Any
 
 from pylog.errors import (
     InvalidTopicError,
+    PolicyViolationError,
     UnknownTopicOrPartitionError,
 )
 from pylog.protocol import SUPPORTED
@@ -111,6 +112,19 @@ def describe_cluster(broker, conn, header, req):
 
 def create_topics(broker, conn, header, req):
     store = broker.store
+    try:
+        # Kafka's controller refuses a request whose topics add up to more than 10,000
+        # partitions as a whole (validateTotalNumberOfPartitions), before any check.
+        store.check_partitions_per_request(sum(
+            len(t.assignments) if t.assignments else
+            store.config["num.partitions"] if t.num_partitions == -1 else max(t.num_partitions, 0)
+            for t in req.topics))
+    except PolicyViolationError as exc:
+        code, message = error_code(exc)
+        return m.CreateTopicsResponse(throttle_time_ms=0, topics=[
+            m.CreateTopicsResponseCreatableTopicResult(
+                name=t.name, num_partitions=-1, replication_factor=-1, error_code=code,
+                error_message=message) for t in req.topics])
     results = []
     for t in req.topics:
         res = m.CreateTopicsResponseCreatableTopicResult(name=t.name, num_partitions=-1,
@@ -172,6 +186,19 @@ def _name_for_id(store, topic_id: bytes) -> str:
 
 
 def create_partitions(broker, conn, header, req):
+    store = broker.store
+    try:
+        # Kafka's controller fails the whole request when its new partitions overflow one
+        # metadata batch (10,000 records): "Unable to perform excessively large batch
+        # operation." Topics that do not exist or do not grow add none.
+        store.check_partitions_per_request(sum(
+            max(0, t.count - (store.partition_count(t.name) or t.count)) for t in req.topics),
+            "Unable to perform excessively large batch operation")
+    except PolicyViolationError as exc:
+        code, message = error_code(exc)
+        return m.CreatePartitionsResponse(throttle_time_ms=0, results=[
+            m.CreatePartitionsResponseCreatePartitionsTopicResult(
+                name=t.name, error_code=code, error_message=message) for t in req.topics])
     results = []
     for t in req.topics:
         res = m.CreatePartitionsResponseCreatePartitionsTopicResult(name=t.name)

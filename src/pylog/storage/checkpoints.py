@@ -129,15 +129,20 @@ def delete_clean_shutdown(log_dir: str) -> None:
 def read_properties(path: str) -> dict[str, str]:
     """A Java properties file of ``key=value`` lines (``#`` comments); the subset Kafka writes."""
     props: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for number, raw in enumerate(f, start=1):
-            line = raw.strip()
-            if not line or line[0] in "#!":
-                continue
-            key, sep, value = line.partition("=")
-            if not sep:
-                raise CorruptCheckpointError(f"{path}, line {number}: {line!r} is not key=value")
-            props[key.strip()] = value.strip()
+    with open(path, "rb") as f:
+        raw_lines = f.read().splitlines()
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise CorruptCheckpointError(f"{path}, line {number}: not UTF-8 text ({exc.reason} "
+                                         f"at byte {exc.start}): {raw[:40]!r}") from None
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise CorruptCheckpointError(f"{path}, line {number}: {line!r} is not key=value")
+        props[key.strip()] = value.strip()
     return props
 
 

@@ -170,6 +170,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "reads per second, at most.", at_least(1)),
     ConfigDef("log.cleaner.backoff.ms", "int", 15_000, "How long the cleaner sleeps when no "
               "log needs cleaning.", at_least(0)),
+    # Partition bounds (storage/budget.py, docs/ARCHITECTURE.md "Partition limits").
+    ConfigDef("pylog.max.partitions.per.request", "int32", 10_000, "Most partitions one "
+              "CreateTopics request (all its topics together) or CreatePartitions request may "
+              "add; more is refused with POLICY_VIOLATION. Kafka's controller has the same "
+              "bound, fixed at 10000.", at_least(1)),
+    ConfigDef("pylog.max.partitions", "int32", 100_000, "Most partitions the store may hold, "
+              "internal topics included; a creation beyond it is refused with POLICY_VIOLATION "
+              "(Kafka's KIP-578 proposed this as max.partitions; Kafka has none).", at_least(1)),
+    ConfigDef("pylog.open.files.reserve", "int32", 256, "Descriptors a creation must leave free "
+              "for client connections and other files, beyond each open partition's three and "
+              "the inactive segments' share; at start-up, partitions that would eat into it "
+              "stay offline.", at_least(0)),
+    ConfigDef("pylog.raise.open.files.limit", "bool", True, "At store open, raise the soft "
+              "open-files limit (ulimit -n) to the hard limit, as the JVM does for Kafka."),
 )
 
 _BROKER_SYNONYMS: dict[str, tuple[str, int]] = {}

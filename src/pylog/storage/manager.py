@@ -45,7 +45,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from . import checkpoints, files
+from . import budget, checkpoints, files
 from .background import BackgroundTasks, wall_clock_ms
 from .cleaner import CleanerStats, clean_log, cleanable_range, dirty_ratio
 from .config import LONG_MAX, BrokerConfig, LogConfig
@@ -53,7 +53,7 @@ from .dynamic_config import DynamicConfigs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
 from .producer_ids import ProducerIdAllocator
-from .startup import LogLoading, StartupReport
+from .startup import LogLoading, StartupReport, Unavailable
 from .topic_admin import TopicAdmin
 from .topics import (
     TopicTable,
@@ -114,8 +114,8 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs):
         self._lock = threading.RLock()             # topic table and the partition maps
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
-        # Partitions whose files could not be loaded: (dir, why, recovery point, log start).
-        self._unloadable: dict[TopicPartition, tuple[LogDir, str, int, int]] = {}
+        # Partitions of the topic table that are not open, and why (startup.py).
+        self._unavailable: dict[TopicPartition, Unavailable] = {}
         self._install_topics(TopicTable())
         self._topic_configs: dict[str, LogConfig] = {}
         self._failure_threads: list[threading.Thread] = []
@@ -123,6 +123,8 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs):
         self._closing = False
         self._tasks = BackgroundTasks(self.clock, name="pylog-log-manager",
                                       poll_s=self.config["pylog.background.poll.ms"] / 1000)
+        if self.config["pylog.raise.open.files.limit"]:
+            budget.raise_open_files_limit()
         try:
             self.startup = self._open()
         except BaseException:
@@ -376,10 +378,11 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs):
         t = self._topics.topics.get(topic)
         if t is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        failed = self._unloadable.get(tp)
+        failed = self._unavailable.get(tp)
         if failed is not None:
-            raise KafkaStorageError(errno_mod.EIO, f"partition {topic}-{partition} in {failed[0].path} "
-                                    f"could not be loaded: {failed[1]}", failed[0].path)
+            where = failed.log_dir.path if failed.log_dir else None
+            raise KafkaStorageError(errno_mod.EIO, f"partition {topic}-{partition} is offline: "
+                                    f"{failed.reason}", where)
         if not 0 <= partition < t.partitions:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} has partitions 0..{t.partitions - 1}, "
                                                f"not {partition}")
@@ -431,14 +434,14 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs):
     def _write_checkpoints(self, d: LogDir, which: str | None = None) -> bool:
         logs = [(tp, lg) for tp, lg in list(self._logs.items())
                 if self._dir_of.get(tp) is d and not lg.offline]
-        unloadable = {tp: v for tp, v in list(self._unloadable.items()) if v[0] is d}
+        unavailable = {tp: v for tp, v in list(self._unavailable.items()) if v.log_dir is d}
         try:
             if which in (None, files.RECOVERY_POINT_CHECKPOINT_FILE):
-                entries = {tp: v[2] for tp, v in unloadable.items()}
+                entries = {tp: v.recovery_point for tp, v in unavailable.items()}
                 entries.update((tp, lg.recovery_point) for tp, lg in logs)
                 d.write_checkpoint(files.RECOVERY_POINT_CHECKPOINT_FILE, entries)
             if which in (None, files.LOG_START_OFFSET_CHECKPOINT_FILE):
-                entries = {tp: v[3] for tp, v in unloadable.items()}
+                entries = {tp: v.log_start_offset for tp, v in unavailable.items()}
                 entries.update((tp, lg.log_start_offset) for tp, lg in logs)
                 d.write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT_FILE, entries)
         except OSError as exc:

@@ -11,12 +11,18 @@ The loading half of :class:`~pylog.storage.manager.LogManager` (Kafka's
 4. per dir: the clean-shutdown marker is read and then deleted (a crash while
    loading counts as unclean, KAFKA-10471), the checkpoints are read, and the
    partition dirs are scanned (``-delete`` dirs removed, strays set aside);
-5. the logs load in parallel, ``num.recovery.threads.per.data.dir`` per dir;
-6. partitions the table has but no dir holds are created empty;
+5. the logs load in parallel, ``num.recovery.threads.per.data.dir`` per dir, as
+   many as the process's open files and memory maps hold (storage/budget.py;
+   internal topics first, then whole topics from the smallest);
+6. partitions the table has but no dir holds are created empty, room permitting;
 7. every copy of the topic table and the checkpoints are brought up to date.
 
-An OSError in one dir takes that dir offline and loading goes on with the
-others; with no dir left, opening fails.
+One partition never stops the open: one beyond the budget, one whose files cannot
+be opened (EMFILE, a segment that is a directory, damage, a copy with data in a
+second dir, a bug) stays offline with the reason (:class:`Unavailable`) and the
+rest serve. An OSError of the disk (EIO, EROFS, ...) takes its dir offline and
+loading goes on with the others; a dir whose ``meta.properties`` cannot be read
+goes offline too; with no dir left, opening fails.
 """
 
 from __future__ import annotations
@@ -40,16 +46,25 @@ from pylog.errors import (
     PylogError,
 )
 
-from . import checkpoints, files
+from . import budget, checkpoints, files
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
-from .topics import Topic, TopicTable, validate_topic_name
+from .topics import INTERNAL_TOPICS, Topic, TopicTable, validate_topic_name
 
-__all__ = ["LogLoading", "StartupReport"]
+__all__ = ["LogLoading", "StartupReport", "Unavailable"]
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+#: OSErrors at load that concern one partition's own files, not the disk (a segment
+#: that is a directory, a dangling symlink, a file this process may not open): that
+#: partition stays offline and its dir serves the others. Any other errno takes the
+#: dir offline, as Kafka does for every IOException.
+PARTITION_ERRNOS = frozenset({
+    errno_mod.ENOENT, errno_mod.EISDIR, errno_mod.ENOTDIR, errno_mod.ELOOP, errno_mod.ENAMETOOLONG,
+    errno_mod.EACCES, errno_mod.EPERM, errno_mod.EINVAL, errno_mod.EEXIST, errno_mod.ENOTEMPTY,
+    errno_mod.EFBIG, errno_mod.EOVERFLOW})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,15 +83,30 @@ class StartupReport:
     segments_deleted: int = 0        # dropped after a truncation (logged at WARNING)
     bytes_deleted: int = 0
     peak_loaders: int = 0            # most logs that were loading at the same moment
+    offline_partitions: int = 0      # kept offline: not loadable, or beyond the budget
 
     def summary(self) -> str:
         offline = f"; OFFLINE: {', '.join(self.offline_dirs)}" if self.offline_dirs else ""
+        if self.offline_partitions:
+            offline += f"; {self.offline_partitions} partitions OFFLINE (logged above)"
         return (f"pylog: loaded {self.partitions} partitions ({self.segments} segments) from "
                 f"{self.log_dirs} log dirs in {self.seconds:.2f}s; clean shutdown in "
                 f"{self.clean_dirs}/{self.log_dirs} dirs; recovered {self.segments_recovered} "
                 f"segments, scanned {self.bytes_scanned} bytes, truncated {self.bytes_truncated} "
                 f"bytes, deleted {self.segments_deleted} segments ({self.bytes_deleted} bytes)"
                 f"{offline}")
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """A partition of the topic table that is not open: its requests get
+    KafkaStorageError (56) naming `reason`; its checkpointed offsets are kept."""
+
+    log_dir: LogDir | None           # None: in no log dir (it could not be created)
+    path: str | None
+    reason: str
+    recovery_point: int = 0
+    log_start_offset: int = 0
 
 
 class _Progress:
@@ -187,9 +217,18 @@ class LogLoading:
             try:
                 state[d.path] = self._prepare_dir(d)
                 for tp, path in self._scan_partition_dirs(d, adopt).items():
+                    if tp in self._unavailable:
+                        continue                 # already in two dirs with data
                     if tp in found:
                         kept = self._resolve_duplicate(tp, found[tp][1], path)
-                        if kept == path:
+                        if kept is None:
+                            first_dir, first_path = found.pop(tp)
+                            self._keep_offline(tp, first_dir, first_path, state, (
+                                f"it is in two log dirs, both with data: {first_path} "
+                                f"({_data_bytes(first_path)} bytes) and {path} "
+                                f"({_data_bytes(path)} bytes); keep one of them, move the "
+                                f"other away and restart"))
+                        elif kept == path:
                             found[tp] = (d, path)
                         continue
                     found[tp] = (d, path)
@@ -198,7 +237,7 @@ class LogLoading:
         if adopt:
             # No topic table anywhere: a new store, or log dirs written by Kafka.
             counts: dict[str, int] = {}
-            for topic, partition in found:
+            for topic, partition in [*found, *self._unavailable]:
                 counts[topic] = max(counts.get(topic, 0), partition + 1)
             for topic, count in sorted(counts.items()):
                 topic_id = None
@@ -209,37 +248,46 @@ class LogLoading:
                 log.warning("adopted topic %r (%d partitions) found in the log dirs", topic, count)
         for name, topic in self._topics.topics.items():
             self._topic_configs[name] = self._make_config(topic.config)
-        # 5. Load the logs, every dir in parallel.
-        progress = _Progress(len(found))
+        # 5. Load the logs, every dir in parallel: as many as this process's open files
+        #    and memory maps hold; the others stay offline, named.
+        order = self._admit(self._load_order(found), "opened", lambda tp: (
+            *found[tp], state))
+        progress = _Progress(len(order))
         threads = self.config["num.recovery.threads.per.data.dir"]
         by_dir: dict[str, list[TopicPartition]] = {}
-        for tp, (d, _) in found.items():
-            by_dir.setdefault(d.path, []).append(tp)
+        for tp in order:
+            by_dir.setdefault(found[tp][0].path, []).append(tp)
         pools = {d.path: concurrent.futures.ThreadPoolExecutor(threads, f"pylog-recovery-{i}")
                  for i, d in enumerate(self.dirs) if d.path in by_dir}
         futures: dict[TopicPartition, concurrent.futures.Future] = {}
         try:
-            for tp, (d, path) in sorted(found.items()):
+            for tp in sorted(order):
+                d, path = found[tp]
                 recovery_points, start_offsets = state[d.path]
                 futures[tp] = pools[d.path].submit(
                     self._load_log, d, tp, path, recovery_points.get(tp, 0),
                     start_offsets.get(tp, 0), d.had_clean_shutdown, progress)
             reports = []
             for tp, future in futures.items():
-                d = found[tp][0]
+                d, path = found[tp]
                 try:
                     lg = future.result()
                 except OSError as exc:
-                    self._dir_failed_at_startup(d, exc, f"cannot load {tp[0]}-{tp[1]}")
+                    hint = process_limit_hint(exc)
+                    if hint is None and exc.errno not in PARTITION_ERRNOS:
+                        # The disk (EIO, EROFS, ENOSPC, ...): its dir goes offline (Kafka's rule).
+                        self._dir_failed_at_startup(d, exc, f"cannot load {tp[0]}-{tp[1]}")
+                        continue
+                    self._keep_offline(tp, d, path, state, f"it could not be loaded: {exc}"
+                                       + (f": {hint}" if hint else ""))
                     continue
-                except (PylogError, ValueError) as exc:
-                    # Damage confined to one partition takes only that partition out;
-                    # its checkpointed offsets are kept for the next open.
-                    recovery_points, start_offsets = state[d.path]
-                    self._unloadable[tp] = (d, f"{type(exc).__name__}: {exc}",
-                                            recovery_points.get(tp, 0), start_offsets.get(tp, 0))
-                    log.error("partition %s-%d in %s cannot be loaded and is unavailable: %s",
-                              tp[0], tp[1], d.path, exc)
+                except Exception as exc:  # noqa: BLE001 - one partition never stops the store
+                    # Damage confined to one partition (or a bug) takes only that partition
+                    # out; its checkpointed offsets are kept for the next open.
+                    if not isinstance(exc, PylogError | ValueError):
+                        log.error("loading %s-%d failed", tp[0], tp[1], exc_info=exc)
+                    self._keep_offline(tp, d, path, state,
+                                       f"it could not be loaded: {type(exc).__name__}: {exc}")
                     continue
                 self._logs[tp] = lg
                 self._dir_of[tp] = d
@@ -255,23 +303,27 @@ class LogLoading:
         if not self._online_dirs():
             raise KafkaStorageError(errno_mod.EIO, "every log dir is offline: " + "; ".join(
                 f"{d.path}: {d.offline_reason}" for d in self.dirs))
-        # 6. Partitions the table has but no dir holds.
-        for name, topic in sorted(self._topics.topics.items()):
-            for p in range(topic.partitions):
-                tp = (name, p)
-                if tp in self._logs or tp in found:
-                    continue
-                if any(not d.online for d in self.dirs):
-                    continue       # most likely on the offline dir: reported as offline
-                log.warning("partition %s-%d is in no log dir; creating it empty", name, p)
-                self._create_log(tp)
+        # 6. Partitions the table has but no dir holds (a creation cut short by a crash
+        #    before pylog made creations all-or-nothing): created empty, room permitting.
+        missing = [] if any(not d.online for d in self.dirs) else [   # else: on the offline dir
+            (name, p) for name, topic in self._topics.topics.items() for p in range(topic.partitions)
+            if (name, p) not in self._logs and (name, p) not in found
+            and (name, p) not in self._unavailable]
+        load = self._dir_load()
+        for tp in self._admit(self._load_order(missing), "created", lambda tp: (None, None, state)):
+            log.warning("partition %s-%d is in no log dir; creating it empty", *tp)
+            topic = self._topics.topics[tp[0]]
+            try:
+                self._logs[tp], self._dir_of[tp] = self._create_log(
+                    tp, topic.topic_id, self._topic_configs[tp[0]], load)
+            except KafkaStorageError as exc:
+                self._keep_offline(tp, None, None, state, f"it could not be created: {exc}")
         # 7. Bring every copy of the topic table and the checkpoints up to date.
         if adopt or any(copies.get(d.path) is None or copies[d.path].epoch != self._topics.epoch
                         for d in self._online_dirs()):
             self._write_topic_table(self._topics)
         for d in self._online_dirs():
             self._write_checkpoints(d)
-        self._warn_about_file_limit(len(self._logs))
         return StartupReport(
             log_dirs=len(self.dirs), offline_dirs=tuple(d.path for d in self.dirs if not d.online),
             clean_dirs=sum(d.had_clean_shutdown for d in self.dirs),
@@ -281,22 +333,43 @@ class LogLoading:
             bytes_truncated=sum(r.bytes_truncated for r in reports),
             segments_deleted=sum(r.segments_deleted for r in reports),
             bytes_deleted=sum(r.bytes_deleted for r in reports), peak_loaders=progress.peak,
-            seconds=time.monotonic() - started)
+            seconds=time.monotonic() - started, offline_partitions=len(self._unavailable))
 
-    @staticmethod
-    def _warn_about_file_limit(partitions: int) -> None:
-        """Each partition's active segment holds three descriptors; inactive segments
-        hold theirs only while read (at most a quarter of the limit, see
-        storage.segment.OpenSegments), so the partitions, not the segments, must fit."""
-        try:
-            import resource
-            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        except (ImportError, OSError, ValueError):
-            return
-        if soft != resource.RLIM_INFINITY and 3 * partitions > 0.6 * soft:
-            log.warning("%d partitions hold about %d open files (three per active segment), "
-                        "close to this process's limit of %d (ulimit -n): raise it",
-                        partitions, 3 * partitions, soft)
+    def _load_order(self, tps) -> list[TopicPartition]:
+        """Which partitions open first when not all fit: internal topics, then whole
+        topics from the smallest (so one huge topic cannot take many small ones out),
+        then by name; partitions in order."""
+        def key(tp: TopicPartition):
+            topic = self._topics.topics.get(tp[0])
+            return (tp[0] not in INTERNAL_TOPICS, topic.partitions if topic else 0, tp)
+        return sorted(tps, key=key)
+
+    def _admit(self, order: list[TopicPartition], verb: str, where) -> list[TopicPartition]:
+        """The first partitions of `order` that the open-files and maps budget holds;
+        the rest are kept offline with the reason (``where(tp)``: dir, path, state)."""
+        now = budget.measure(self.config["pylog.open.files.reserve"])
+        room = now.room
+        if room is None or len(order) <= room:
+            return order
+        why = now.shortfall(len(order))
+        for tp in order[room:]:
+            self._keep_offline(tp, *where(tp), f"it was not {verb} at start-up: {why}", quiet=True)
+        names = ", ".join(f"{t}-{p}" for t, p in order[room:room + 5])
+        log.error("%d of %d partitions were not %s and stay offline (%s%s): %s", len(order) - room,
+                  len(order), verb, names, ", ..." if len(order) - room > 5 else "", why)
+        return order[:room]
+
+    def _keep_offline(self, tp: TopicPartition, d: LogDir | None, path: str | None,
+                      state: dict[str, tuple[dict, dict]], reason: str, quiet: bool = False) -> None:
+        """Records `tp` as offline (its requests get KafkaStorageError naming `reason`),
+        keeping its checkpointed offsets for the next open; logged unless `quiet` (the
+        caller logs one line for many)."""
+        recovery_points, start_offsets = state.get(d.path, ({}, {})) if d else ({}, {})
+        self._unavailable[tp] = Unavailable(d, path, reason, recovery_points.get(tp, 0),
+                                            start_offsets.get(tp, 0))
+        if not quiet:
+            where = f" in {d.path}" if d else ""
+            log.error("partition %s-%d%s is offline: %s", tp[0], tp[1], where, reason)
 
     def _prepare_dir(self, d: LogDir) -> tuple[dict, dict]:
         """Reads the marker and the checkpoints, then deletes the marker (so a crash
@@ -361,16 +434,15 @@ class LogLoading:
             found[(topic, partition)] = entry.path
         return found
 
-    def _resolve_duplicate(self, tp: TopicPartition, first: str, second: str) -> str:
+    def _resolve_duplicate(self, tp: TopicPartition, first: str, second: str) -> str | None:
         """A partition found in two log dirs. A copy that holds no record (what a
         creation that failed half-way, e.g. on a full disk, leaves) is set aside
-        and the other one kept; two copies with data are an error naming both."""
+        and the other one kept; with data in both, None (the caller keeps the
+        partition offline, naming both)."""
         sizes = {p: _data_bytes(p) for p in (first, second)}
         empty = [p for p, n in sizes.items() if n == 0]
         if not empty:
-            raise PylogError(f"partition {tp[0]}-{tp[1]} is in two log dirs, both with data: "
-                             f"{first} ({sizes[first]} bytes) and {second} ({sizes[second]} "
-                             f"bytes); keep one of them and move the other away")
+            return None
         drop = empty[-1]
         keep = first if drop == second else second
         parent = os.path.dirname(drop)
@@ -397,8 +469,9 @@ class LogLoading:
             progress.step()
         return lg
 
-    def _dir_failed_at_startup(self, d: LogDir, exc: OSError, what: str) -> None:
-        hint = process_limit_hint(exc)
+    def _dir_failed_at_startup(self, d: LogDir, exc: OSError | CorruptCheckpointError,
+                               what: str) -> None:
+        hint = process_limit_hint(exc) if isinstance(exc, OSError) else None
         if hint is not None:
             # A limit of this process, not a failed disk: no dir goes offline, the
             # open fails with what to change.

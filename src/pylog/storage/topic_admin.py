@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import errno as errno_mod
+import logging
 import os
 import shutil
 import uuid
@@ -26,11 +27,12 @@ from pylog.errors import (
     InvalidReplicationFactorError,
     InvalidTopicError,
     KafkaStorageError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 
-from . import checkpoints, files
+from . import budget, checkpoints, files
 from .config import LogConfig, normalize_key
 from .log import Log
 from .log_dir import LogDir
@@ -47,6 +49,8 @@ from .topics import (
 )
 
 __all__ = ["TopicAdmin"]
+
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
@@ -85,16 +89,16 @@ class TopicAdmin:
                 if collision_key(other) == collision_key(name):
                     raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r} "
                                             f"('.' and '_' are the same in Kafka's metric names)")
+            self._check_room(count)
             if validate_only:
                 return None
+            topic = Topic(name, checkpoints.random_uuid(), count, overrides)
             table = copy.deepcopy(self._topics)
-            table.topics[name] = Topic(name, checkpoints.random_uuid(), count, overrides)
+            table.topics[name] = topic
             table.epoch += 1
-            self._write_topic_table(table)
-            self._install_topics(table)
             # Built under the lock: a dynamic broker config may change the defaults.
-            self._topic_configs[name] = self._make_config(overrides)
-            self._create_logs([(name, p) for p in range(count)])
+            topic_config = self._make_config(overrides)
+            self._add_partitions(table, topic, topic_config, range(count))
         return self.describe_topic(name)
 
     @staticmethod
@@ -106,40 +110,91 @@ class TopicAdmin:
             raise InvalidPartitionsError(f"topic {name!r}: {count} partitions would make directory "
                                          f"names longer than 255 bytes")
 
-    def _create_logs(self, tps: list[TopicPartition]) -> None:
-        touched: set[LogDir] = set()
-        for tp in tps:
-            touched.add(self._create_log(tp))
-        for d in touched:
-            if d.online:
-                self._guard(d, "fsync of the log dir", lambda d=d: files.fsync_dir(d.path))
+    def check_partitions_per_request(self, adding: int, what: str = "Excessively large number of "
+                                     "partitions per request") -> None:
+        """PolicyViolationError when one request adds more than
+        ``pylog.max.partitions.per.request`` partitions (Kafka's controller: 10,000)."""
+        bound = self.config["pylog.max.partitions.per.request"]
+        if adding > bound:
+            raise PolicyViolationError(f"{what}: {adding} partitions; at most {bound} "
+                                       f"(pylog.max.partitions.per.request)")
 
-    def _create_log(self, tp: TopicPartition) -> LogDir:
-        """Creates one partition in the online dir with the fewest partitions; a dir
-        that fails goes offline and the next one is tried."""
-        topic = self._topics.topics[tp[0]]
-        config = self._topic_configs[tp[0]]
+    def _check_room(self, adding: int) -> None:
+        """Refuses `adding` partitions beyond the per-request bound, ``pylog.max.partitions``
+        or the open files and memory maps this process has left (storage/budget.py)."""
+        self.check_partitions_per_request(adding)
+        held = sum(t.partitions for t in self._topics.topics.values())
+        bound = self.config["pylog.max.partitions"]
+        if held + adding > bound:
+            raise PolicyViolationError(f"{adding} more partitions would make {held + adding} in "
+                                       f"this broker; at most {bound} (pylog.max.partitions)")
+        shortfall = budget.measure(self.config["pylog.open.files.reserve"]).shortfall(adding)
+        if shortfall:
+            raise PolicyViolationError(shortfall)
+
+    def _add_partitions(self, table: TopicTable, topic: Topic, config: LogConfig,
+                        partitions: range) -> None:
+        """Creates `partitions` of `topic`, then writes `table` (which holds them) and makes
+        both visible. All or nothing: if anything fails, every partition dir created here
+        is removed, the old table stays, and the error is raised."""
+        created: dict[TopicPartition, tuple[Log, LogDir]] = {}
+        load = self._dir_load()
+        try:
+            todo = [(topic.name, p) for p in partitions]
+            while todo:
+                for tp in todo:
+                    created[tp] = self._create_log(tp, topic.topic_id, config, load)
+                # A dir that failed meanwhile (it is offline now): its new partitions go
+                # elsewhere; with no online dir left, _create_log raises.
+                todo = [tp for tp, (_, d) in created.items() if not d.online]
+                for tp in todo:
+                    self._discard_new_log(created.pop(tp)[0])
+            for d in {d for _, d in created.values()}:
+                self._guard(d, "fsync of the log dir", lambda d=d: files.fsync_dir(d.path))
+            self._write_topic_table(table)
+        except BaseException:
+            for lg, _ in created.values():
+                self._discard_new_log(lg)
+            raise
+        for tp, (lg, d) in created.items():
+            self._logs[tp] = lg
+            self._dir_of[tp] = d
+        self._topic_configs[topic.name] = config
+        self._install_topics(table)
+
+    @staticmethod
+    def _discard_new_log(lg: Log) -> None:
+        lg.abandon()
+        shutil.rmtree(lg.path, ignore_errors=True)
+
+    def _create_log(self, tp: TopicPartition, topic_id: str, config: LogConfig,
+                    load: dict[str, int]) -> tuple[Log, LogDir]:
+        """Creates one partition, not yet visible, in the online dir with the fewest
+        partitions (`load`: partitions per dir path, from :meth:`_dir_load`, counted up
+        here); a dir that fails goes offline and the next one is tried."""
         while True:
-            d = self._next_log_dir()
+            d = self._next_log_dir(load)
             path = os.path.join(d.path, files.partition_dir_name(*tp))
 
             def create() -> Log:
-                existed = os.path.exists(path)
+                if os.path.lexists(path):   # no topic claims it: a new partition starts empty
+                    target = os.path.join(d.path, files.renamed_dir_name(
+                        tp[0], tp[1], uuid.uuid4().hex, files.STRAY_DIR_SUFFIX))
+                    os.rename(path, target)
+                    log.warning("set aside %s as %s: a new partition of that name is created",
+                                path, target)
                 try:
                     lg = Log(path, config, engine=self._engine(d, config), clock=self.clock,
                              scheduler=self._tasks, recovery_point=0, log_start_offset=0,
                              clean_shutdown=False, on_io_error=self._io_error_handler(d, tp),
                              topic_partition=tp)
                 except BaseException:
-                    if not existed:       # e.g. ENOSPC: leave no empty partition dir behind
-                        shutil.rmtree(path, ignore_errors=True)
+                    shutil.rmtree(path, ignore_errors=True)   # e.g. ENOSPC: leave no empty dir
                     raise
                 try:
-                    checkpoints.write_partition_metadata(path, topic.topic_id)
+                    checkpoints.write_partition_metadata(path, topic_id)
                 except BaseException:
-                    lg.abandon()
-                    if not existed:
-                        shutil.rmtree(path, ignore_errors=True)
+                    self._discard_new_log(lg)
                     raise
                 return lg
             try:
@@ -148,21 +203,23 @@ class TopicAdmin:
                 if not d.online and self._online_dirs():
                     continue        # that dir is now offline: try the next one
                 raise
-            self._logs[tp] = lg
-            self._dir_of[tp] = d
-            return d
+            load[d.path] += 1
+            return lg, d
 
-    def _next_log_dir(self) -> LogDir:
-        """Kafka's nextLogDirs: the online dir with the fewest partitions (ties: the
-        first in log.dirs)."""
+    def _dir_load(self) -> dict[str, int]:
+        """Partitions per log dir path (every dir, offline ones too)."""
+        load = {d.path: 0 for d in self.dirs}
+        for d in self._dir_of.values():
+            load[d.path] += 1
+        return load
+
+    def _next_log_dir(self, load: dict[str, int]) -> LogDir:
+        """Kafka's nextLogDirs: the online dir with the fewest partitions by `load`
+        (ties: the first in log.dirs)."""
         online = self._online_dirs()
         if not online:
             self._check_open()
-        counts = {d.path: 0 for d in online}
-        for d in self._dir_of.values():
-            if d.path in counts:
-                counts[d.path] += 1
-        return min(online, key=lambda d: counts[d.path])
+        return min(online, key=lambda d: load[d.path])
 
     def delete_topic(self, name: str) -> None:
         """Deletes a topic: it is gone from the table at once, its partition dirs are
@@ -185,20 +242,24 @@ class TopicAdmin:
             gone = UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
             for p in range(topic.partitions):
                 tp = (name, p)
-                self._unloadable.pop(tp, None)
                 lg = self._logs.pop(tp, None)
                 d = self._dir_of.pop(tp, None)
-                if lg is None or d is None:
+                offline = self._unavailable.pop(tp, None)
+                if lg is None and offline is not None:      # its dir goes too
+                    d, path = offline.log_dir, offline.path
+                elif lg is not None and d is not None:
+                    lg.mark_offline(gone)
+                    with lg._lock:          # wait for an append in flight
+                        pass
+                    path = lg.path
+                else:
                     continue
-                lg.mark_offline(gone)
-                with lg._lock:          # wait for an append in flight
-                    pass
-                if not d.online:
+                if d is None or path is None or not d.online:
                     continue
                 target = os.path.join(d.path, files.renamed_dir_name(
                     name, p, uuid.uuid4().hex, files.DELETE_DIR_SUFFIX))
                 try:
-                    os.rename(lg.path, target)
+                    os.rename(path, target)
                 except OSError as exc:
                     self._fail_dir(d, exc, f"deleting {name}-{p}")
                     continue
@@ -221,6 +282,9 @@ class TopicAdmin:
             lg = self._logs.get((name, p))
             d = self._dir_of.get((name, p))
             if lg is None or d is None or not d.online or lg.offline:
+                kept = self._unavailable.get((name, p))
+                if d is None and kept is not None:
+                    d = kept.log_dir
                 parts.append(PartitionDescription(p, d.path if d else None, False, None, None, None, None))
                 continue
             segments = lg.segments
@@ -280,14 +344,14 @@ class TopicAdmin:
                                              f"new count must be larger, not {total}")
             if name == OFFSETS_TOPIC:
                 raise InvalidPartitionsError(f"the partition count of {name} is fixed")
+            self._check_room(total - topic.partitions)
             if validate_only:
                 return None
             table = copy.deepcopy(self._topics)
             table.topics[name].partitions = total
             table.epoch += 1
-            self._write_topic_table(table)
-            self._install_topics(table)
-            self._create_logs([(name, p) for p in range(topic.partitions, total)])
+            self._add_partitions(table, table.topics[name], self._topic_configs[name],
+                                 range(topic.partitions, total))
         return self.describe_topic(name)
 
     def _write_topic_table(self, table: TopicTable) -> None:
