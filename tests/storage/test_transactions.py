@@ -299,3 +299,35 @@ def test_retention_deletes_txnindex_files_and_the_lso_follows_the_log_start(log_
         assert log.aborted_transactions(log.log_start_offset, log.log_end_offset) == []
     finally:
         log.close()
+
+
+def test_read_only_reader_sees_the_owners_lso_and_reads_committed(log_dir):
+    """PartitionReader (Spark's reader, beside a live owner): the LSO and open
+    transactions rebuilt without writing a byte, read_committed ranges skipping aborted
+    records (from the .txnindex files, in C)."""
+    from pylog.storage import PartitionReader
+    log = Log(log_dir, {"segment.bytes": 2048})
+    try:
+        a, b = TxnProducer(log, pid=1), TxnProducer(log, pid=2)
+        for i in range(15):
+            a.send([b"a%d" % i])
+            b.send([b"b%d" % i])
+            log.append(encode_batch([b"p%d" % i]))
+            a.end(i % 2 == 0)
+            if i < 14:
+                b.end(i % 3 != 0, bump=True)
+        assert len(log.segments) > 2 and log.last_stable_offset < log.log_end_offset
+        before = {n: os.stat(os.path.join(log_dir, n)).st_mtime_ns for n in os.listdir(log_dir)}
+        reader = PartitionReader("events", 0, log_dir)
+        assert reader.last_stable_offset() == log.last_stable_offset
+        assert [p.producer_id for p in reader.ongoing_transactions()] == [2]
+        got = [v for rows in reader.read_arrow(0, 10**6, max_bytes=700,
+                                               isolation_level="read_committed")
+               for v in rows.column("value").to_pylist()]
+        assert got == values_committed(log)
+        assert len([v for rows in reader.read_arrow(0, 10**6) for v in
+                    rows.column("value").to_pylist()]) == 15 * 3
+        after = {n: os.stat(os.path.join(log_dir, n)).st_mtime_ns for n in os.listdir(log_dir)}
+        assert after == before
+    finally:
+        log.close()

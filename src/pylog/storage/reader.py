@@ -40,7 +40,7 @@ from .checkpoints import read_offset_checkpoint
 from .producer_state import ProducerInfo, ProducerStateManager, replay_batches
 from .segment_check import entry_is_wrong
 from .topics import TopicTable
-from .transaction_index import AbortedTxn, parse_entries
+from .transaction_index import ENTRY_SIZE, AbortedTxn, parse_entries
 
 __all__ = ["LogDirsReader", "PartitionReader", "NotALogDirError", "index_entries"]
 
@@ -327,7 +327,7 @@ class PartitionReader:
             except FileNotFoundError:
                 continue
             # The owner may be appending an entry: a partial one at the end is not read.
-            entries = parse_entries(data[:len(data) - len(data) % 34], path, base)
+            entries = parse_entries(data[:len(data) - len(data) % ENTRY_SIZE], path, base)
             for txn in entries:
                 if txn.last_offset >= start and txn.first_offset < upper_bound:
                     out.append(txn)

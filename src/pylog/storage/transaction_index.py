@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from typing import NamedTuple
 
 from pylog.errors import CorruptIndexError
@@ -39,6 +40,7 @@ __all__ = ["AbortedTxn", "TransactionIndex", "ENTRY_SIZE"]
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size                 # 34: Kafka's AbortedTxn.TOTAL_SIZE
 VERSION = 0                              # Kafka's AbortedTxn.CURRENT_VERSION
+_loading = threading.Lock()              # first loads of any index (rare: once per segment)
 
 
 class AbortedTxn(NamedTuple):
@@ -101,13 +103,14 @@ class TransactionIndex:
                     break
                 except FileNotFoundError:
                     continue            # none yet, or renamed for deletion meanwhile
-            entries = self._entries = parse_entries(data, self.path, self.base_offset)
+            parsed = parse_entries(data, self.path, self.base_offset)
+            with _loading:
+                # A reader and the writer may load at once: the first load stands (the
+                # writer's appends replace it whole afterwards, under the Log's lock).
+                if self._entries is None:
+                    self._entries = parsed
+                entries = self._entries
         return entries
-
-    def check(self) -> None:
-        """Reads and checks the file (CorruptIndexError when it cannot be trusted)."""
-        self._entries = None
-        self.entries()
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
         """The entries overlapping [fetch_offset, upper_bound), and whether the search
