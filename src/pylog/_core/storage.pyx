@@ -43,6 +43,7 @@ cdef extern from "<sys/sendfile.h>" nogil:
 from pylog._core.includes.ccore cimport pylog_status, PYLOG_ERR_CRC as PYLOG_ERR_CRC_CODE
 from pylog._core.includes.ccore cimport (
     PYLOG_ATTR_COMPRESSION_MASK, PYLOG_ATTR_CONTROL, PYLOG_ATTR_TIMESTAMP_TYPE, PYLOG_LOG_OVERHEAD,
+    PYLOG_ATTR_TRANSACTIONAL,
     PYLOG_MAGIC_OFFSET, PYLOG_OK, PYLOG_RECORDS_OFFSET, NOGIL_MIN_BYTES, PYLOG_ERR_TOO_LARGE,
     pylog_batch_check, pylog_batch_header, pylog_batch_header_finish, pylog_records_validate,
     pylog_records_walk, pylog_records_walk_init, pylog_records_walk_piece)

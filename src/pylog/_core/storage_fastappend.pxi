@@ -206,24 +206,30 @@ cdef object _in_sequence(object producers, PreparedAppend p):
     idempotent producer's next batches, in the common case only: every batch
     carries one producer id and epoch, that producer is known at that epoch,
     the first batch's sequence follows its last and each batch follows the one
-    before, and none repeats one of the batches it remembers (a retry). Else
-    None, and the Python path (ProducerStateManager.check_append) decides:
-    a new producer or epoch, a duplicate, a gap, a mixed append. Changes
-    nothing; producer_state.py keeps the rules and the table."""
+    before, none repeats one of the batches it remembers (a retry), and every
+    batch is transactional exactly when the producer's transaction is open
+    here (its state does not change). Else None, and the Python path
+    (ProducerStateManager.check_append) decides: a new producer or epoch, a
+    duplicate, a gap, a mixed append, a transaction to open, a batch that
+    does not fit the transaction state. Changes nothing; producer_state.py
+    keeps the rules and the table."""
     cdef pylog_append_batch *b = &p.batches[0]
     cdef int64_t pid = b.producer_id, i
     cdef int epoch = b.producer_epoch
     cdef int64_t first, last
+    cdef int16_t txn_bit
     entry = producers.get(pid)
     if entry is None or entry.epoch != epoch:
         return None
     remembered = entry.batches
     if not remembered:
         return None
+    txn_bit = PYLOG_ATTR_TRANSACTIONAL if <int64_t>entry.txn_first_offset >= 0 else 0
     last = remembered[-1].last_seq
     for i in range(p.count):
         b = &p.batches[i]
-        if b.producer_id != pid or b.producer_epoch != epoch or b.base_sequence < 0:
+        if b.producer_id != pid or b.producer_epoch != epoch or b.base_sequence < 0 \
+                or (b.attributes & PYLOG_ATTR_TRANSACTIONAL) != txn_bit:
             return None
         first = b.base_sequence
         if first != (last + 1) % SEQUENCE_SPACE:
@@ -416,7 +422,7 @@ cdef inline void _fill(object t, Py_ssize_t i, object v) noexcept:
     PyTuple_SET_ITEM(t, i, v)
 
 
-def log_append(LogState log, batches, *, str origin="client"):
+def log_append(LogState log, batches, *, str origin="client", verification_guard=None):
     """Appends Kafka v2 record batches; assigns their offsets. Returns AppendInfo.
 
     Every batch is validated (length, magic, CRC-32C, ``max.message.bytes``,
@@ -425,6 +431,14 @@ def log_append(LogState log, batches, *, str origin="client"):
     ``"client"`` (control batches refused), ``"producer"`` (an in-process
     pylog Producer, whose batches pylog's own encoder just built: their
     records are not walked again, the CRC still is) or ``"coordinator"``.
+
+    A batch with a producer id is checked against the producer state
+    (pylog/storage/producer_state.py): epoch, sequence, duplicates, and for
+    a transactional batch (attribute bit 4) its transaction: the first one of
+    a producer in this partition opens its transaction only with the
+    ``verification_guard`` that ``Log.maybe_start_transaction_verification``
+    handed out (the coordinator's word that the partition is in it), else
+    InvalidTxnStateError.
     """
     # Log.append (pylog/storage/log.py binds it as the method): compressed
     # batches validated and converted before the lock (_convert_unlocked); the
@@ -441,7 +455,8 @@ def log_append(LogState log, batches, *, str origin="client"):
     try:
         info = _append_fast(log, batches, origin, converted is not None) if _fast_append else None
         if type(info) is not _AppendInfo:
-            info = log._append_locked(batches, origin, info, converted is not None)
+            info = log._append_locked(batches, origin, info, converted is not None,
+                                       verification_guard)
             if not (<tuple>info)[_INFO_SIZE]:
                 return info             # a retry of batches already in the log
     finally:
