@@ -2,14 +2,27 @@
 """Generates pylog's Kafka protocol codec from Kafka's JSON message definitions.
 
     python tools/protocol_codegen.py          # writes src/pylog/protocol/messages.py
-    python tools/protocol_codegen.py --check  # exit 1 if the committed file is stale
+    python tools/protocol_codegen.py --check  # exit 1 if the committed file is stale,
+                                              # 3 if Kafka's schemas cannot be had
 
-Sources, in order (the first file of a name wins):
-  1. ../shared/reference/kafka-protocol-data/kafka-3.9-message-json/ (Apache Kafka 3.9,
-     every version from 0; see SOURCE.txt there);
-  2. the schemas kafka-python ships (kafka/protocol/schemas/resources/, Kafka 4.x JSON)
-     for the APIs the first set lacks (DeleteGroups, CreatePartitions, AlterConfigs,
-     IncrementalAlterConfigs, DeleteRecords, ...). kafka-python is pinned in the dev extra.
+Source: every message schema of one pinned Apache Kafka release, KAFKA_VERSION, as Kafka
+ships them: the JSON files under common/message/ inside its kafka-clients jar (the files of
+clients/src/main/resources/common/message/ in apache/kafka). The jar comes from Maven
+Central (``mvn dependency:copy``) into ${PYLOG_KAFKA_CACHE:-~/.cache/pylog} and is checked
+against KAFKA_CLIENTS_SHA256 before it is read; it never goes into the repository.
+
+    python tools/protocol_codegen.py --fetch  # fetch (if needed) and print the jar's path
+
+Kafka 3.9 is the last release whose schemas define every version from 0: Kafka 4.0
+(KIP-896) removed versions pylog's broker still serves (Produce 0-2, which librdkafka 2.0
+needs to compress; CreateTopics 0-1, ...). A message newer than 3.9 needs a newer pin, and
+then the removed versions come back as a second, older source (not needed so far).
+
+Adding an API: add its name (Kafka's, without Request/Response: "EndTxn") to MESSAGES
+(or a data schema's name to DATA), run the generator, list the versions pylog serves in
+pylog/protocol/api.py SUPPORTED, and handle it in the broker. Every JSON of the release is
+in the jar, so no file needs copying; tests/protocol/test_codec.py then checks the new
+classes against kafka-python's codec for every version both know.
 
 Each message becomes a class with ``read(reader, version)`` and ``write(writer, version)``
 written out field by field, with the version conditions inline (Kafka's own generator,
@@ -22,15 +35,26 @@ fetch, as a file region the connection sends with sendfile(2).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "src" / "pylog" / "protocol" / "messages.py"
-KAFKA_39 = ROOT.parent / "shared" / "reference" / "kafka-protocol-data" / "kafka-3.9-message-json"
+
+#: The Kafka release pylog's codec is generated from, and the sha256 of its kafka-clients
+#: jar on Maven Central (org.apache.kafka:kafka-clients:3.9.0).
+KAFKA_VERSION = "3.9.0"
+KAFKA_CLIENTS_SHA256 = "15c1e137f2c2c94398e27abc4060a03b6bde10bf9fac15e8f70c02320b202f18"
+SCHEMA_DIR = "common/message/"
+SCHEMAS_UNAVAILABLE = 3     # exit status when the jar cannot be had (no Maven, offline)
 
 # The messages pylog generates: the broker's APIs, the consumer protocol's data.
 MESSAGES = [
@@ -49,23 +73,51 @@ PRIMITIVE_DEFAULT = {"int8": "0", "int16": "0", "uint16": "0", "int32": "0", "ui
                      "int64": "0", "float64": "0.0", "bool": "False", "uuid": "ZERO_UUID"}
 
 
-def kafka_python_schemas() -> Path | None:
-    try:
-        import kafka.protocol.schemas.resources as res
-    except ImportError:
-        return None
-    return Path(res.__file__).parent
+class SchemasUnavailable(Exception):
+    """Kafka's jar is neither cached nor fetchable (no Maven, no network)."""
+
+
+def clients_jar() -> Path:
+    """The pinned kafka-clients jar, fetched with Maven into the cache when absent, and
+    checked against KAFKA_CLIENTS_SHA256 (a different file is an error, never used)."""
+    cache = Path(os.environ.get("PYLOG_KAFKA_CACHE") or Path.home() / ".cache" / "pylog")
+    jar = cache / f"kafka-clients-{KAFKA_VERSION}" / f"kafka-clients-{KAFKA_VERSION}.jar"
+    if not jar.exists():
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise SchemasUnavailable(f"{jar} is absent and Maven (mvn) is not installed to fetch it")
+        artifact = f"org.apache.kafka:kafka-clients:{KAFKA_VERSION}"
+        jar.parent.mkdir(parents=True, exist_ok=True)    # also mvn's cwd: no pom.xml there
+        run = subprocess.run([mvn, "-q", "-B", "dependency:copy", f"-Dartifact={artifact}",
+                              f"-DoutputDirectory={jar.parent}"],
+                             capture_output=True, text=True, cwd=jar.parent)
+        if run.returncode != 0 or not jar.exists():
+            raise SchemasUnavailable(f"mvn could not fetch {artifact}:\n{run.stdout}{run.stderr}")
+    digest = hashlib.sha256(jar.read_bytes()).hexdigest()
+    if digest != KAFKA_CLIENTS_SHA256:
+        raise SystemExit(f"protocol_codegen: {jar} has sha256 {digest}, not the pinned "
+                         f"{KAFKA_CLIENTS_SHA256}: delete it and run again")
+    return jar
+
+
+@functools.cache
+def schema_files() -> dict[str, bytes]:
+    """Kafka's message schemas by name ("ProduceRequest"): every JSON under common/message/."""
+    with zipfile.ZipFile(clients_jar()) as z:
+        return {n[len(SCHEMA_DIR):-len(".json")]: z.read(n) for n in z.namelist()
+                if n.startswith(SCHEMA_DIR) and n.endswith(".json") and "/" not in n[len(SCHEMA_DIR):]}
 
 
 def load(name: str) -> tuple[dict, str, str]:
     """(schema, source label, sha256 of the file) of Kafka's JSON file `name`."""
-    for base, label in ((KAFKA_39, "Apache Kafka 3.9 (shared/reference)"),
-                        (kafka_python_schemas(), "Apache Kafka 4.x via kafka-python 3.0.12")):
-        if base is not None and (base / f"{name}.json").exists():
-            text = (base / f"{name}.json").read_text()
-            stripped = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.splitlines())
-            return json.loads(stripped), label, hashlib.sha256(text.encode()).hexdigest()[:16]
-    raise SystemExit(f"protocol_codegen: no schema {name}.json in {KAFKA_39} or kafka-python")
+    files = schema_files()
+    if name not in files:
+        raise SystemExit(f"protocol_codegen: Kafka {KAFKA_VERSION} has no message schema {name}.json "
+                         f"(it has {len(files)}: {', '.join(sorted(files)[:6])}, ...)")
+    text = files[name].decode()
+    stripped = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.splitlines())
+    return (json.loads(stripped), f"Apache Kafka {KAFKA_VERSION}",
+            hashlib.sha256(files[name]).hexdigest()[:16])
 
 
 def snake(name: str) -> str:
@@ -330,8 +382,16 @@ def generate() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
+    ap.add_argument("--fetch", action="store_true", help="fetch Kafka's jar; print its path")
     args = ap.parse_args()
-    text = generate()
+    try:
+        if args.fetch:
+            print(clients_jar())
+            return 0
+        text = generate()
+    except SchemasUnavailable as e:
+        print(f"protocol_codegen: Kafka {KAFKA_VERSION}'s message schemas: {e}", file=sys.stderr)
+        return SCHEMAS_UNAVAILABLE
     if args.check:
         if not OUT.exists() or OUT.read_text() != text:
             print(f"{OUT} is stale: run python tools/protocol_codegen.py", file=sys.stderr)

@@ -62,7 +62,7 @@ class ProduceRequestTopicProduceData(Struct):
 
 
 class ProduceRequest(Struct):
-    """ProduceRequest (api key 0, versions 0-11, flexible 9+): Apache Kafka 3.9 (shared/reference), sha256 debf07b9b9e187ac."""
+    """ProduceRequest (api key 0, versions 0-11, flexible 9+): Apache Kafka 3.9.0, sha256 debf07b9b9e187ac."""
 
     API_KEY = 0
     VERSIONS = (0, 11)
@@ -250,7 +250,7 @@ class ProduceResponseNodeEndpoint(Struct):
 
 
 class ProduceResponse(Struct):
-    """ProduceResponse (api key 0, versions 0-11, flexible 9+): Apache Kafka 3.9 (shared/reference), sha256 b1c01c1cba74b7cc."""
+    """ProduceResponse (api key 0, versions 0-11, flexible 9+): Apache Kafka 3.9.0, sha256 b1c01c1cba74b7cc."""
 
     API_KEY = 0
     VERSIONS = (0, 11)
@@ -414,7 +414,7 @@ class FetchRequestForgottenTopic(Struct):
 
 
 class FetchRequest(Struct):
-    """FetchRequest (api key 1, versions 0-17, flexible 12+): Apache Kafka 3.9 (shared/reference), sha256 556074dc9896bd9f."""
+    """FetchRequest (api key 1, versions 0-17, flexible 12+): Apache Kafka 3.9.0, sha256 556074dc9896bd9f."""
 
     API_KEY = 1
     VERSIONS = (0, 17)
@@ -705,7 +705,7 @@ class FetchResponseNodeEndpoint(Struct):
 
 
 class FetchResponse(Struct):
-    """FetchResponse (api key 1, versions 0-17, flexible 12+): Apache Kafka 3.9 (shared/reference), sha256 61d3e92615763f6c."""
+    """FetchResponse (api key 1, versions 0-17, flexible 12+): Apache Kafka 3.9.0, sha256 61d3e92615763f6c."""
 
     API_KEY = 1
     VERSIONS = (0, 17)
@@ -803,7 +803,7 @@ class ListOffsetsRequestListOffsetsTopic(Struct):
 
 
 class ListOffsetsRequest(Struct):
-    """ListOffsetsRequest (api key 2, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 a620b1209703bad3."""
+    """ListOffsetsRequest (api key 2, versions 0-9, flexible 6+): Apache Kafka 3.9.0, sha256 a620b1209703bad3."""
 
     API_KEY = 2
     VERSIONS = (0, 9)
@@ -895,7 +895,7 @@ class ListOffsetsResponseListOffsetsTopicResponse(Struct):
 
 
 class ListOffsetsResponse(Struct):
-    """ListOffsetsResponse (api key 2, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 a908f54a1031b636."""
+    """ListOffsetsResponse (api key 2, versions 0-9, flexible 6+): Apache Kafka 3.9.0, sha256 a908f54a1031b636."""
 
     API_KEY = 2
     VERSIONS = (0, 9)
@@ -950,7 +950,7 @@ class MetadataRequestMetadataRequestTopic(Struct):
 
 
 class MetadataRequest(Struct):
-    """MetadataRequest (api key 3, versions 0-12, flexible 9+): Apache Kafka 3.9 (shared/reference), sha256 267084e9e9062885."""
+    """MetadataRequest (api key 3, versions 0-12, flexible 9+): Apache Kafka 3.9.0, sha256 267084e9e9062885."""
 
     API_KEY = 3
     VERSIONS = (0, 12)
@@ -1086,7 +1086,7 @@ class MetadataResponseMetadataResponseTopic(Struct):
 
 
 class MetadataResponse(Struct):
-    """MetadataResponse (api key 3, versions 0-12, flexible 9+): Apache Kafka 3.9 (shared/reference), sha256 e55b72b04ac38389."""
+    """MetadataResponse (api key 3, versions 0-12, flexible 9+): Apache Kafka 3.9.0, sha256 e55b72b04ac38389."""
 
     API_KEY = 3
     VERSIONS = (0, 12)
@@ -1183,7 +1183,7 @@ class OffsetCommitRequestOffsetCommitRequestTopic(Struct):
 
 
 class OffsetCommitRequest(Struct):
-    """OffsetCommitRequest (api key 8, versions 0-9, flexible 8+): Apache Kafka 3.9 (shared/reference), sha256 1e4c542910ec4ecd."""
+    """OffsetCommitRequest (api key 8, versions 0-9, flexible 8+): Apache Kafka 3.9.0, sha256 1e4c542910ec4ecd."""
 
     API_KEY = 8
     VERSIONS = (0, 9)
@@ -1272,7 +1272,7 @@ class OffsetCommitResponseOffsetCommitResponseTopic(Struct):
 
 
 class OffsetCommitResponse(Struct):
-    """OffsetCommitResponse (api key 8, versions 0-9, flexible 8+): Apache Kafka 3.9 (shared/reference), sha256 7bf57ce10cfa0d30."""
+    """OffsetCommitResponse (api key 8, versions 0-9, flexible 8+): Apache Kafka 3.9.0, sha256 7bf57ce10cfa0d30."""
 
     API_KEY = 8
     VERSIONS = (0, 9)
@@ -1386,7 +1386,7 @@ class OffsetFetchRequestOffsetFetchRequestGroup(Struct):
 
 
 class OffsetFetchRequest(Struct):
-    """OffsetFetchRequest (api key 9, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 669787913bb8bbf9."""
+    """OffsetFetchRequest (api key 9, versions 0-9, flexible 6+): Apache Kafka 3.9.0, sha256 669787913bb8bbf9."""
 
     API_KEY = 9
     VERSIONS = (0, 9)
@@ -1574,7 +1574,7 @@ class OffsetFetchResponseOffsetFetchResponseGroup(Struct):
 
 
 class OffsetFetchResponse(Struct):
-    """OffsetFetchResponse (api key 9, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 295d695c71953a99."""
+    """OffsetFetchResponse (api key 9, versions 0-9, flexible 6+): Apache Kafka 3.9.0, sha256 295d695c71953a99."""
 
     API_KEY = 9
     VERSIONS = (0, 9)
@@ -1611,7 +1611,7 @@ class OffsetFetchResponse(Struct):
 
 
 class FindCoordinatorRequest(Struct):
-    """FindCoordinatorRequest (api key 10, versions 0-6, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 b18c0b1652e3b8b2."""
+    """FindCoordinatorRequest (api key 10, versions 0-6, flexible 3+): Apache Kafka 3.9.0, sha256 b18c0b1652e3b8b2."""
 
     API_KEY = 10
     VERSIONS = (0, 6)
@@ -1683,7 +1683,7 @@ class FindCoordinatorResponseCoordinator(Struct):
 
 
 class FindCoordinatorResponse(Struct):
-    """FindCoordinatorResponse (api key 10, versions 0-6, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 0c25a37cdbc3e570."""
+    """FindCoordinatorResponse (api key 10, versions 0-6, flexible 3+): Apache Kafka 3.9.0, sha256 0c25a37cdbc3e570."""
 
     API_KEY = 10
     VERSIONS = (0, 6)
@@ -1753,7 +1753,7 @@ class JoinGroupRequestJoinGroupRequestProtocol(Struct):
 
 
 class JoinGroupRequest(Struct):
-    """JoinGroupRequest (api key 11, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 12672598946fbc61."""
+    """JoinGroupRequest (api key 11, versions 0-9, flexible 6+): Apache Kafka 3.9.0, sha256 12672598946fbc61."""
 
     API_KEY = 11
     VERSIONS = (0, 9)
@@ -1824,7 +1824,7 @@ class JoinGroupResponseJoinGroupResponseMember(Struct):
 
 
 class JoinGroupResponse(Struct):
-    """JoinGroupResponse (api key 11, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 39ddaf75e2226361."""
+    """JoinGroupResponse (api key 11, versions 0-9, flexible 6+): Apache Kafka 3.9.0, sha256 39ddaf75e2226361."""
 
     API_KEY = 11
     VERSIONS = (0, 9)
@@ -1870,7 +1870,7 @@ class JoinGroupResponse(Struct):
 
 
 class HeartbeatRequest(Struct):
-    """HeartbeatRequest (api key 12, versions 0-4, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 48bdec68d3f1937e."""
+    """HeartbeatRequest (api key 12, versions 0-4, flexible 4+): Apache Kafka 3.9.0, sha256 48bdec68d3f1937e."""
 
     API_KEY = 12
     VERSIONS = (0, 4)
@@ -1904,7 +1904,7 @@ class HeartbeatRequest(Struct):
 
 
 class HeartbeatResponse(Struct):
-    """HeartbeatResponse (api key 12, versions 0-4, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 adf2e14be527af92."""
+    """HeartbeatResponse (api key 12, versions 0-4, flexible 4+): Apache Kafka 3.9.0, sha256 adf2e14be527af92."""
 
     API_KEY = 12
     VERSIONS = (0, 4)
@@ -1963,7 +1963,7 @@ class LeaveGroupRequestMemberIdentity(Struct):
 
 
 class LeaveGroupRequest(Struct):
-    """LeaveGroupRequest (api key 13, versions 0-5, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 b3ec4b4da21646f8."""
+    """LeaveGroupRequest (api key 13, versions 0-5, flexible 4+): Apache Kafka 3.9.0, sha256 b3ec4b4da21646f8."""
 
     API_KEY = 13
     VERSIONS = (0, 5)
@@ -2025,7 +2025,7 @@ class LeaveGroupResponseMemberResponse(Struct):
 
 
 class LeaveGroupResponse(Struct):
-    """LeaveGroupResponse (api key 13, versions 0-5, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 f996eb5731bd5a19."""
+    """LeaveGroupResponse (api key 13, versions 0-5, flexible 4+): Apache Kafka 3.9.0, sha256 f996eb5731bd5a19."""
 
     API_KEY = 13
     VERSIONS = (0, 5)
@@ -2082,7 +2082,7 @@ class SyncGroupRequestSyncGroupRequestAssignment(Struct):
 
 
 class SyncGroupRequest(Struct):
-    """SyncGroupRequest (api key 14, versions 0-5, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 5b47339a482cc7e1."""
+    """SyncGroupRequest (api key 14, versions 0-5, flexible 4+): Apache Kafka 3.9.0, sha256 5b47339a482cc7e1."""
 
     API_KEY = 14
     VERSIONS = (0, 5)
@@ -2124,7 +2124,7 @@ class SyncGroupRequest(Struct):
 
 
 class SyncGroupResponse(Struct):
-    """SyncGroupResponse (api key 14, versions 0-5, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 436e571c5ec73ea8."""
+    """SyncGroupResponse (api key 14, versions 0-5, flexible 4+): Apache Kafka 3.9.0, sha256 436e571c5ec73ea8."""
 
     API_KEY = 14
     VERSIONS = (0, 5)
@@ -2162,7 +2162,7 @@ class SyncGroupResponse(Struct):
 
 
 class DescribeGroupsRequest(Struct):
-    """DescribeGroupsRequest (api key 15, versions 0-5, flexible 5+): Apache Kafka 3.9 (shared/reference), sha256 2587e840ec295cbf."""
+    """DescribeGroupsRequest (api key 15, versions 0-5, flexible 5+): Apache Kafka 3.9.0, sha256 2587e840ec295cbf."""
 
     API_KEY = 15
     VERSIONS = (0, 5)
@@ -2260,7 +2260,7 @@ class DescribeGroupsResponseDescribedGroup(Struct):
 
 
 class DescribeGroupsResponse(Struct):
-    """DescribeGroupsResponse (api key 15, versions 0-5, flexible 5+): Apache Kafka 3.9 (shared/reference), sha256 b7aa542d4d70a64a."""
+    """DescribeGroupsResponse (api key 15, versions 0-5, flexible 5+): Apache Kafka 3.9.0, sha256 b7aa542d4d70a64a."""
 
     API_KEY = 15
     VERSIONS = (0, 5)
@@ -2290,7 +2290,7 @@ class DescribeGroupsResponse(Struct):
 
 
 class ListGroupsRequest(Struct):
-    """ListGroupsRequest (api key 16, versions 0-5, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 ba9c5fd83599271a."""
+    """ListGroupsRequest (api key 16, versions 0-5, flexible 3+): Apache Kafka 3.9.0, sha256 ba9c5fd83599271a."""
 
     API_KEY = 16
     VERSIONS = (0, 5)
@@ -2351,7 +2351,7 @@ class ListGroupsResponseListedGroup(Struct):
 
 
 class ListGroupsResponse(Struct):
-    """ListGroupsResponse (api key 16, versions 0-5, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 28a567ce13fe7728."""
+    """ListGroupsResponse (api key 16, versions 0-5, flexible 3+): Apache Kafka 3.9.0, sha256 28a567ce13fe7728."""
 
     API_KEY = 16
     VERSIONS = (0, 5)
@@ -2383,7 +2383,7 @@ class ListGroupsResponse(Struct):
 
 
 class SaslHandshakeRequest(Struct):
-    """SaslHandshakeRequest (api key 17, versions 0-1, flexible none): Apache Kafka 3.9 (shared/reference), sha256 bb40db5d6da02051."""
+    """SaslHandshakeRequest (api key 17, versions 0-1, flexible none): Apache Kafka 3.9.0, sha256 bb40db5d6da02051."""
 
     API_KEY = 17
     VERSIONS = (0, 1)
@@ -2406,7 +2406,7 @@ class SaslHandshakeRequest(Struct):
 
 
 class SaslHandshakeResponse(Struct):
-    """SaslHandshakeResponse (api key 17, versions 0-1, flexible none): Apache Kafka 3.9 (shared/reference), sha256 a7aa00f2fa01ecf3."""
+    """SaslHandshakeResponse (api key 17, versions 0-1, flexible none): Apache Kafka 3.9.0, sha256 a7aa00f2fa01ecf3."""
 
     API_KEY = 17
     VERSIONS = (0, 1)
@@ -2431,7 +2431,7 @@ class SaslHandshakeResponse(Struct):
 
 
 class ApiVersionsRequest(Struct):
-    """ApiVersionsRequest (api key 18, versions 0-4, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 f4d14637bf39f3f4."""
+    """ApiVersionsRequest (api key 18, versions 0-4, flexible 3+): Apache Kafka 3.9.0, sha256 f4d14637bf39f3f4."""
 
     API_KEY = 18
     VERSIONS = (0, 4)
@@ -2546,7 +2546,7 @@ class ApiVersionsResponseFinalizedFeatureKey(Struct):
 
 
 class ApiVersionsResponse(Struct):
-    """ApiVersionsResponse (api key 18, versions 0-4, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 24bf9b4d3b1f25e4."""
+    """ApiVersionsResponse (api key 18, versions 0-4, flexible 3+): Apache Kafka 3.9.0, sha256 24bf9b4d3b1f25e4."""
 
     API_KEY = 18
     VERSIONS = (0, 4)
@@ -2685,7 +2685,7 @@ class CreateTopicsRequestCreatableTopic(Struct):
 
 
 class CreateTopicsRequest(Struct):
-    """CreateTopicsRequest (api key 19, versions 0-7, flexible 5+): Apache Kafka 3.9 (shared/reference), sha256 b6f7a280aa406bd1."""
+    """CreateTopicsRequest (api key 19, versions 0-7, flexible 5+): Apache Kafka 3.9.0, sha256 b6f7a280aa406bd1."""
 
     API_KEY = 19
     VERSIONS = (0, 7)
@@ -2799,7 +2799,7 @@ class CreateTopicsResponseCreatableTopicResult(Struct):
 
 
 class CreateTopicsResponse(Struct):
-    """CreateTopicsResponse (api key 19, versions 0-7, flexible 5+): Apache Kafka 3.9 (shared/reference), sha256 ed03f59fb9bf4bd7."""
+    """CreateTopicsResponse (api key 19, versions 0-7, flexible 5+): Apache Kafka 3.9.0, sha256 ed03f59fb9bf4bd7."""
 
     API_KEY = 19
     VERSIONS = (0, 7)
@@ -2855,7 +2855,7 @@ class DeleteTopicsRequestDeleteTopicState(Struct):
 
 
 class DeleteTopicsRequest(Struct):
-    """DeleteTopicsRequest (api key 20, versions 0-6, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 2a45fb1f77d6aa0e."""
+    """DeleteTopicsRequest (api key 20, versions 0-6, flexible 4+): Apache Kafka 3.9.0, sha256 2a45fb1f77d6aa0e."""
 
     API_KEY = 20
     VERSIONS = (0, 6)
@@ -2918,7 +2918,7 @@ class DeleteTopicsResponseDeletableTopicResult(Struct):
 
 
 class DeleteTopicsResponse(Struct):
-    """DeleteTopicsResponse (api key 20, versions 0-6, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 c35d2b938168802f."""
+    """DeleteTopicsResponse (api key 20, versions 0-6, flexible 4+): Apache Kafka 3.9.0, sha256 c35d2b938168802f."""
 
     API_KEY = 20
     VERSIONS = (0, 6)
@@ -2996,7 +2996,7 @@ class DeleteRecordsRequestDeleteRecordsTopic(Struct):
 
 
 class DeleteRecordsRequest(Struct):
-    """DeleteRecordsRequest (api key 21, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 f674928482624112."""
+    """DeleteRecordsRequest (api key 21, versions 0-2, flexible 2+): Apache Kafka 3.9.0, sha256 6315b0010bf00c94."""
 
     API_KEY = 21
     VERSIONS = (0, 2)
@@ -3075,7 +3075,7 @@ class DeleteRecordsResponseDeleteRecordsTopicResult(Struct):
 
 
 class DeleteRecordsResponse(Struct):
-    """DeleteRecordsResponse (api key 21, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 10fef81bec382f3a."""
+    """DeleteRecordsResponse (api key 21, versions 0-2, flexible 2+): Apache Kafka 3.9.0, sha256 10fef81bec382f3a."""
 
     API_KEY = 21
     VERSIONS = (0, 2)
@@ -3104,7 +3104,7 @@ class DeleteRecordsResponse(Struct):
 
 
 class InitProducerIdRequest(Struct):
-    """InitProducerIdRequest (api key 22, versions 0-5, flexible 2+): Apache Kafka 3.9 (shared/reference), sha256 507c392fff20b363."""
+    """InitProducerIdRequest (api key 22, versions 0-5, flexible 2+): Apache Kafka 3.9.0, sha256 507c392fff20b363."""
 
     API_KEY = 22
     VERSIONS = (0, 5)
@@ -3139,7 +3139,7 @@ class InitProducerIdRequest(Struct):
 
 
 class InitProducerIdResponse(Struct):
-    """InitProducerIdResponse (api key 22, versions 0-5, flexible 2+): Apache Kafka 3.9 (shared/reference), sha256 df410a83a47741cb."""
+    """InitProducerIdResponse (api key 22, versions 0-5, flexible 2+): Apache Kafka 3.9.0, sha256 df410a83a47741cb."""
 
     API_KEY = 22
     VERSIONS = (0, 5)
@@ -3198,7 +3198,7 @@ class DescribeConfigsRequestDescribeConfigsResource(Struct):
 
 
 class DescribeConfigsRequest(Struct):
-    """DescribeConfigsRequest (api key 32, versions 0-4, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 a3bc0e60249d6f52."""
+    """DescribeConfigsRequest (api key 32, versions 0-4, flexible 4+): Apache Kafka 3.9.0, sha256 a3bc0e60249d6f52."""
 
     API_KEY = 32
     VERSIONS = (0, 4)
@@ -3333,7 +3333,7 @@ class DescribeConfigsResponseDescribeConfigsResult(Struct):
 
 
 class DescribeConfigsResponse(Struct):
-    """DescribeConfigsResponse (api key 32, versions 0-4, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 495c457b448e5ef4."""
+    """DescribeConfigsResponse (api key 32, versions 0-4, flexible 4+): Apache Kafka 3.9.0, sha256 495c457b448e5ef4."""
 
     API_KEY = 32
     VERSIONS = (0, 4)
@@ -3412,7 +3412,7 @@ class AlterConfigsRequestAlterConfigsResource(Struct):
 
 
 class AlterConfigsRequest(Struct):
-    """AlterConfigsRequest (api key 33, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 c5d0cd20bb6be791."""
+    """AlterConfigsRequest (api key 33, versions 0-2, flexible 2+): Apache Kafka 3.9.0, sha256 02d52be6cc41adfa."""
 
     API_KEY = 33
     VERSIONS = (0, 2)
@@ -3469,7 +3469,7 @@ class AlterConfigsResponseAlterConfigsResourceResponse(Struct):
 
 
 class AlterConfigsResponse(Struct):
-    """AlterConfigsResponse (api key 33, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 fee278e79937d341."""
+    """AlterConfigsResponse (api key 33, versions 0-2, flexible 2+): Apache Kafka 3.9.0, sha256 fee278e79937d341."""
 
     API_KEY = 33
     VERSIONS = (0, 2)
@@ -3546,7 +3546,7 @@ class CreatePartitionsRequestCreatePartitionsTopic(Struct):
 
 
 class CreatePartitionsRequest(Struct):
-    """CreatePartitionsRequest (api key 37, versions 0-3, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 e9b75b435d55eae3."""
+    """CreatePartitionsRequest (api key 37, versions 0-3, flexible 2+): Apache Kafka 3.9.0, sha256 06fed2371e9bb69f."""
 
     API_KEY = 37
     VERSIONS = (0, 3)
@@ -3603,7 +3603,7 @@ class CreatePartitionsResponseCreatePartitionsTopicResult(Struct):
 
 
 class CreatePartitionsResponse(Struct):
-    """CreatePartitionsResponse (api key 37, versions 0-3, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 e48d7a78708f10c8."""
+    """CreatePartitionsResponse (api key 37, versions 0-3, flexible 2+): Apache Kafka 3.9.0, sha256 e48d7a78708f10c8."""
 
     API_KEY = 37
     VERSIONS = (0, 3)
@@ -3632,7 +3632,7 @@ class CreatePartitionsResponse(Struct):
 
 
 class DeleteGroupsRequest(Struct):
-    """DeleteGroupsRequest (api key 42, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 1427de37d3b0026b."""
+    """DeleteGroupsRequest (api key 42, versions 0-2, flexible 2+): Apache Kafka 3.9.0, sha256 a5b7e770253b6144."""
 
     API_KEY = 42
     VERSIONS = (0, 2)
@@ -3683,7 +3683,7 @@ class DeleteGroupsResponseDeletableGroupResult(Struct):
 
 
 class DeleteGroupsResponse(Struct):
-    """DeleteGroupsResponse (api key 42, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 efae1a3bee93c02e."""
+    """DeleteGroupsResponse (api key 42, versions 0-2, flexible 2+): Apache Kafka 3.9.0, sha256 6ca6a39840473e9b."""
 
     API_KEY = 42
     VERSIONS = (0, 2)
@@ -3764,7 +3764,7 @@ class IncrementalAlterConfigsRequestAlterConfigsResource(Struct):
 
 
 class IncrementalAlterConfigsRequest(Struct):
-    """IncrementalAlterConfigsRequest (api key 44, versions 0-1, flexible 1+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 04647313728edab5."""
+    """IncrementalAlterConfigsRequest (api key 44, versions 0-1, flexible 1+): Apache Kafka 3.9.0, sha256 361d397c544a4f9c."""
 
     API_KEY = 44
     VERSIONS = (0, 1)
@@ -3821,7 +3821,7 @@ class IncrementalAlterConfigsResponseAlterConfigsResourceResponse(Struct):
 
 
 class IncrementalAlterConfigsResponse(Struct):
-    """IncrementalAlterConfigsResponse (api key 44, versions 0-1, flexible 1+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 0f493130b3bddfa6."""
+    """IncrementalAlterConfigsResponse (api key 44, versions 0-1, flexible 1+): Apache Kafka 3.9.0, sha256 0f493130b3bddfa6."""
 
     API_KEY = 44
     VERSIONS = (0, 1)
@@ -3850,7 +3850,7 @@ class IncrementalAlterConfigsResponse(Struct):
 
 
 class SaslAuthenticateRequest(Struct):
-    """SaslAuthenticateRequest (api key 36, versions 0-2, flexible 2+): Apache Kafka 3.9 (shared/reference), sha256 2ee45009f7f8340c."""
+    """SaslAuthenticateRequest (api key 36, versions 0-2, flexible 2+): Apache Kafka 3.9.0, sha256 2ee45009f7f8340c."""
 
     API_KEY = 36
     VERSIONS = (0, 2)
@@ -3877,7 +3877,7 @@ class SaslAuthenticateRequest(Struct):
 
 
 class SaslAuthenticateResponse(Struct):
-    """SaslAuthenticateResponse (api key 36, versions 0-2, flexible 2+): Apache Kafka 3.9 (shared/reference), sha256 136e0a0f5fe90106."""
+    """SaslAuthenticateResponse (api key 36, versions 0-2, flexible 2+): Apache Kafka 3.9.0, sha256 136e0a0f5fe90106."""
 
     API_KEY = 36
     VERSIONS = (0, 2)
@@ -3911,15 +3911,15 @@ class SaslAuthenticateResponse(Struct):
 
 
 class DescribeClusterRequest(Struct):
-    """DescribeClusterRequest (api key 60, versions 0-2, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 821b86c736d98bdd."""
+    """DescribeClusterRequest (api key 60, versions 0-1, flexible 0+): Apache Kafka 3.9.0, sha256 d36d9034e91872b7."""
 
     API_KEY = 60
-    VERSIONS = (0, 2)
+    VERSIONS = (0, 1)
     FLEXIBLE = 0
-    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers')
-    _FIELDS = (('include_cluster_authorized_operations', False), ('endpoint_type', 1), ('include_fenced_brokers', False), )
+    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type')
+    _FIELDS = (('include_cluster_authorized_operations', False), ('endpoint_type', 1), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('include_cluster_authorized_operations', 'bool', None, (0, 32768), None, None), ('endpoint_type', 'int8', None, (1, 32768), None, None), ('include_fenced_brokers', 'bool', None, (2, 32768), None, None), )
+    _SCHEMA = (('include_cluster_authorized_operations', 'bool', None, (0, 32768), None, None), ('endpoint_type', 'int8', None, (1, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3927,7 +3927,6 @@ class DescribeClusterRequest(Struct):
         flex = True
         self.include_cluster_authorized_operations = r.bool()
         self.endpoint_type = r.int8() if v >= 1 else 1
-        self.include_fenced_brokers = r.bool() if v >= 2 else False
         if flex:
             r.skip_tagged_fields()
         return self
@@ -3937,17 +3936,15 @@ class DescribeClusterRequest(Struct):
         w.bool(self.include_cluster_authorized_operations)
         if v >= 1:
             w.int8(self.endpoint_type)
-        if v >= 2:
-            w.bool(self.include_fenced_brokers)
         if flex:
             w.empty_tagged_fields()
 
 
 class DescribeClusterResponseDescribeClusterBroker(Struct):
-    __slots__ = ('broker_id', 'host', 'port', 'rack', 'is_fenced')
-    _FIELDS = (('broker_id', 0), ('host', ''), ('port', 0), ('rack', None), ('is_fenced', False), )
+    __slots__ = ('broker_id', 'host', 'port', 'rack')
+    _FIELDS = (('broker_id', 0), ('host', ''), ('port', 0), ('rack', None), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('broker_id', 'int32', None, (0, 32768), None, None), ('host', 'string', None, (0, 32768), None, None), ('port', 'int32', None, (0, 32768), None, None), ('rack', 'string', None, (0, 32768), (0, 32768), None), ('is_fenced', 'bool', None, (2, 32768), None, None), )
+    _SCHEMA = (('broker_id', 'int32', None, (0, 32768), None, None), ('host', 'string', None, (0, 32768), None, None), ('port', 'int32', None, (0, 32768), None, None), ('rack', 'string', None, (0, 32768), (0, 32768), None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3957,7 +3954,6 @@ class DescribeClusterResponseDescribeClusterBroker(Struct):
         self.host = r.string(flex)
         self.port = r.int32()
         self.rack = r.string(flex, True)
-        self.is_fenced = r.bool() if v >= 2 else False
         if flex:
             r.skip_tagged_fields()
         return self
@@ -3968,17 +3964,15 @@ class DescribeClusterResponseDescribeClusterBroker(Struct):
         w.string(self.host, flex)
         w.int32(self.port)
         w.string(self.rack, flex)
-        if v >= 2:
-            w.bool(self.is_fenced)
         if flex:
             w.empty_tagged_fields()
 
 
 class DescribeClusterResponse(Struct):
-    """DescribeClusterResponse (api key 60, versions 0-2, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 04a23344c659434c."""
+    """DescribeClusterResponse (api key 60, versions 0-1, flexible 0+): Apache Kafka 3.9.0, sha256 bad35682fe49e68c."""
 
     API_KEY = 60
-    VERSIONS = (0, 2)
+    VERSIONS = (0, 1)
     FLEXIBLE = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', None), ('endpoint_type', 1), ('cluster_id', ''), ('controller_id', -1), ('brokers', []), ('cluster_authorized_operations', -2147483648), )
@@ -4039,7 +4033,7 @@ class ConsumerProtocolSubscriptionTopicPartition(Struct):
 
 
 class ConsumerProtocolSubscription(Struct):
-    """ConsumerProtocolSubscription (api key -, versions 0-3, flexible none): Apache Kafka 3.9 (shared/reference), sha256 87a2a7af893816db."""
+    """ConsumerProtocolSubscription (api key -, versions 0-3, flexible none): Apache Kafka 3.9.0, sha256 87a2a7af893816db."""
 
     API_KEY = -1
     VERSIONS = (0, 3)
@@ -4093,7 +4087,7 @@ class ConsumerProtocolAssignmentTopicPartition(Struct):
 
 
 class ConsumerProtocolAssignment(Struct):
-    """ConsumerProtocolAssignment (api key -, versions 0-3, flexible none): Apache Kafka 3.9 (shared/reference), sha256 a886262542c654af."""
+    """ConsumerProtocolAssignment (api key -, versions 0-3, flexible none): Apache Kafka 3.9.0, sha256 a886262542c654af."""
 
     API_KEY = -1
     VERSIONS = (0, 3)
