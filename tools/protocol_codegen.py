@@ -62,7 +62,8 @@ MESSAGES = [
     "FindCoordinator", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups",
     "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics", "DeleteRecords",
     "InitProducerId", "DescribeConfigs", "AlterConfigs", "CreatePartitions", "DeleteGroups",
-    "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeCluster",
+    "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeUserScramCredentials",
+    "AlterUserScramCredentials", "DescribeCluster",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

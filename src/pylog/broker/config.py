@@ -9,6 +9,7 @@ to its owner, so one properties file configures both.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +20,62 @@ from pylog.common.config import (
     between,
     config_defs,
     normalize_key,
+    subset_of,
     unknown_key,
 )
 from pylog.errors import ConfigError
 from pylog.storage import BROKER_CONFIGS, TOPIC_CONFIGS
 
-__all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "ServerConfig", "parse_listener", "read_properties", "split_config"]
+__all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "Listener", "ServerConfig", "parse_listener",
+           "read_properties", "split_config", "SASL_MECHANISMS"]
+
+#: The SASL mechanisms pylog's broker speaks (Kafka's GSSAPI and OAUTHBEARER it does not).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: Security protocols whose listener pylog can open today (SSL and SASL_SSL need TLS).
+_OPEN_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 
 SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
-              "The address the broker listens on (one PLAINTEXT listener; port 0 picks a free "
-              "port). Kafka binds every interface by default; pylog binds loopback unless told."),
+              "The address the broker listens on: NAME://host:port, one listener, whose "
+              "security protocol listener.security.protocol.map gives (PLAINTEXT or "
+              "SASL_PLAINTEXT; port 0 picks a free port). Kafka binds every interface by "
+              "default; pylog binds loopback unless told."),
+    ConfigDef("listener.security.protocol.map", "str",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "Listener name -> security protocol, as Kafka's (NAME:PROTOCOL,...): the "
+              "listener's name is the scheme of its listeners entry."),
+    ConfigDef("sasl.enabled.mechanisms", "list", ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+              "The SASL mechanisms a SASL listener offers (listener.name.<listener>."
+              "sasl.enabled.mechanisms for one listener): PLAIN, SCRAM-SHA-256, "
+              "SCRAM-SHA-512. Kafka's default is GSSAPI, which pylog does not have; PLAIN "
+              "needs users in listener.name.<listener>.plain.sasl.jaas.config or "
+              "pylog.sasl.jaas.file.", subset_of(*SASL_MECHANISMS)),
+    ConfigDef("sasl.jaas.config", "password", None,
+              "JAAS login module config. On a broker Kafka reads it only prefixed with the "
+              "listener and the mechanism: listener.name.<listener>.plain.sasl.jaas.config = "
+              "org.apache.kafka.common.security.plain.PlainLoginModule required "
+              "user_alice=\"alice-secret\";"),
+    ConfigDef("pylog.sasl.jaas.file", "str", "",
+              "A JAAS file as Kafka's brokers read it (java.security.auth.login.config): "
+              "PLAIN users are the user_<name>=\"<password>\" options of PlainLoginModule in "
+              "its <listener>.KafkaServer or KafkaServer section, where no "
+              "listener.name.<listener>.plain.sasl.jaas.config is set."),
+    ConfigDef("connections.max.reauth.ms", "int", 0,
+              "KIP-368: the SASL session lifetime told to clients (SaslAuthenticate v1+), "
+              "after which a request other than a re-authentication closes the connection; "
+              "0 disables it. Per listener and mechanism: listener.name.<listener>."
+              "<mechanism>.connections.max.reauth.ms.", at_least(0)),
+    ConfigDef("sasl.server.max.receive.size", "int32", 524288,
+              "The largest request a connection may send before it has authenticated (the "
+              "size prefix is refused, the connection closed, before the frame is read).",
+              at_least(64)),
+    ConfigDef("connection.failed.authentication.delay.ms", "int32", 100,
+              "A failed authentication is answered, and its connection closed, after this "
+              "many ms (slows password guessing).", at_least(0)),
+    ConfigDef("pylog.connections.authentication.timeout.ms", "int", 30000,
+              "A connection to a SASL listener that has not authenticated this many ms after "
+              "it connected (or after it began re-authenticating) is closed. Kafka has no "
+              "such bound (connections.max.idle.ms only closes idle ones).", at_least(1)),
     ConfigDef("advertised.listeners", "str", "",
               "The address Metadata tells clients to connect to (default: the listener's)."),
     ConfigDef("socket.request.max.bytes", "int32", 104857600,
@@ -90,33 +136,109 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
 DYNAMIC_SERVER_CONFIGS = frozenset({"max.connections"})
 
 
+#: Keys that one listener may set for itself, as Kafka's listener.name.<listener>.<key>,
+#: and those a SASL mechanism may set for itself, listener.name.<listener>.<mechanism>.<key>.
+LISTENER_KEYS = frozenset({"sasl.enabled.mechanisms", "sasl.server.max.receive.size",
+                           "connections.max.reauth.ms"})
+MECHANISM_KEYS = frozenset({"sasl.jaas.config", "connections.max.reauth.ms"})
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """A listener's name (the scheme of its ``listeners`` entry) and security protocol."""
+
+    name: str
+    security_protocol: str
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+
 class ServerConfig(ConfigMapping):
-    """The validated broker keys (see :data:`SERVER_CONFIGS`)."""
+    """The validated broker keys (see :data:`SERVER_CONFIGS`), and the listener-prefixed
+    ones (:meth:`for_listener`)."""
 
     __slots__ = ()
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._values = {name: d.default for name, d in SERVER_CONFIGS.items()}
+        prefixed = {}
         for key, value in (values or {}).items():
             key = normalize_key(key)
+            if key.startswith("listener.name."):
+                prefixed[key] = value
+                continue
             if key not in SERVER_CONFIGS:
                 raise unknown_key(key, SERVER_CONFIGS, "broker")
             self._values[key] = SERVER_CONFIGS[key].parse(value, key)
         parse_listener(self._values["listeners"])
         if self._values["advertised.listeners"]:
             parse_listener(self._values["advertised.listeners"], "advertised.listeners")
+        listener = self.listener
+        for key, value in prefixed.items():
+            self._values[key] = _listener_key_def(key, listener).parse(value, key)
+
+    @property
+    def listener(self) -> Listener:
+        """The listener of ``listeners``, its security protocol from the map."""
+        text = self._values["listeners"].strip()
+        name = text.partition("://")[0].strip().upper() if "://" in text else "PLAINTEXT"
+        protocols = {}
+        for item in self._values["listener.security.protocol.map"].split(","):
+            listener, sep, protocol = item.strip().partition(":")
+            if not sep or not listener.strip() or not protocol.strip():
+                raise ConfigError(f"listener.security.protocol.map: {item.strip()!r} is not "
+                                  f"NAME:PROTOCOL")
+            protocols[listener.strip().upper()] = protocol.strip().upper()
+        protocol = protocols.get(name)
+        if protocol is None:
+            raise ConfigError(f"listeners = {text!r}: listener {name} has no security protocol in "
+                              f"listener.security.protocol.map ({self._values['listener.security.protocol.map']})")
+        if protocol not in _OPEN_PROTOCOLS:
+            known = protocol in ("SSL", "SASL_SSL")
+            raise ConfigError(f"listeners = {text!r}: listener {name} is {protocol}; "
+                              + ("pylog has no TLS yet: use PLAINTEXT or SASL_PLAINTEXT" if known else
+                                 "expected one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"))
+        return Listener(name, protocol)
+
+    def for_listener(self, key: str, listener: Listener, mechanism: str | None = None) -> Any:
+        """`key` for one listener (and SASL mechanism), as Kafka resolves it:
+        ``listener.name.<listener>.<mechanism>.<key>``, then
+        ``listener.name.<listener>.<key>``, then ``<key>`` (names in lower case)."""
+        prefix = f"listener.name.{listener.name.lower()}."
+        for name in ((prefix + mechanism.lower() + "." + key) if mechanism else None, prefix + key):
+            if name is not None and name in self._values:
+                return self._values[name]
+        return self._values[key]
+
+
+def _listener_key_def(key: str, listener: Listener) -> ConfigDef:
+    """The definition a ``listener.name.<listener>.[<mechanism>.]<key>`` key takes its
+    type and rule from; ConfigError for another listener or a key no listener sets."""
+    rest = key[len("listener.name."):]
+    name, _, rest = rest.partition(".")
+    if name != listener.name.lower():
+        raise ConfigError(f"{key}: no listener is named {name!r} (listeners has "
+                          f"{listener.name}; listener names are lower case in these keys)")
+    if rest in LISTENER_KEYS:
+        return SERVER_CONFIGS[rest]
+    mechanism = next((m for m in SASL_MECHANISMS if rest.startswith(m.lower() + ".")), None)
+    if mechanism is not None and rest[len(mechanism) + 1:] in MECHANISM_KEYS:
+        return SERVER_CONFIGS[rest[len(mechanism) + 1:]]
+    raise ConfigError(f"{key}: not a key a listener sets for itself (listener.name.<listener>. "
+                      f"then one of {', '.join(sorted(LISTENER_KEYS))}, or <mechanism>. then one "
+                      f"of {', '.join(sorted(MECHANISM_KEYS))}, mechanism in lower case: "
+                      f"{', '.join(m.lower() for m in SASL_MECHANISMS)})")
 
 
 def parse_listener(text: str, key: str = "listeners") -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` (or ``host:port``) -> (host, port)."""
+    """``NAME://host:port`` (or ``host:port``) -> (host, port)."""
     value = text.strip()
     if "," in value:
         raise ConfigError(f"{key} = {text!r}: pylog serves one listener")
     if "://" in value:
-        scheme, _, value = value.partition("://")
-        if scheme.upper() != "PLAINTEXT":
-            raise ConfigError(f"{key} = {text!r}: only PLAINTEXT listeners are supported "
-                              f"(no TLS or SASL yet)")
+        _, _, value = value.partition("://")
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"{key} = {text!r}: expected host:port, e.g. PLAINTEXT://127.0.0.1:9092")
@@ -131,7 +253,7 @@ def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
     server, store = {}, {}
     for key, value in values.items():
         name = normalize_key(key)
-        if name in SERVER_CONFIGS:
+        if name in SERVER_CONFIGS or name.startswith("listener.name."):
             server[key] = value
         elif name in store_keys:
             store[key] = value

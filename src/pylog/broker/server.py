@@ -24,6 +24,12 @@ accept, hundreds per loop pass: 1.27 M lines at 6 MB/s measured). Out of fds (or
 accept error) the broker stops accepting for ACCEPT_PAUSE_S, leaving the connections
 waiting in the kernel's backlog, and logs one line per ACCEPT_LOG_INTERVAL_S.
 
+Authentication: the listener's security protocol (``listeners`` and
+``listener.security.protocol.map``) is PLAINTEXT or SASL_PLAINTEXT; on a SASL one every
+connection authenticates before its first request (sasl.py; :meth:`Broker.sasl_config`
+checks the listener's SASL keys when the broker is made); a connection that has not
+authenticated in time is closed by its Authenticator's loop timer.
+
 Graceful shutdown (:meth:`Broker.shutdown`): stop accepting, wake parked long polls
 (they answer with what they have), let in-flight requests finish (bounded), close the
 connections. The store is not closed: it belongs to whoever opened it.
@@ -47,8 +53,8 @@ from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import admin, configs, data_plane, groups, sasl
-from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig, parse_listener
+from . import admin, configs, data_plane, groups, sasl, users
+from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, Listener, ServerConfig, parse_listener
 from .connection import Connection
 
 __all__ = ["Broker"]
@@ -64,12 +70,13 @@ HANDLERS = {
     19: admin.create_topics, 20: admin.delete_topics, 21: data_plane.delete_records,
     22: data_plane.init_producer_id, 32: configs.describe_configs, 33: configs.alter_configs,
     36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
-    44: configs.incremental_alter_configs, 60: admin.describe_cluster,
+    44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
+    51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all, Metadata only when it may create a topic (see handle).
-BLOCKING = {19, 20, 21, 22, 33, 37, 44}
+BLOCKING = {19, 20, 21, 22, 33, 37, 44, 51}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
 #: pool, which the data plane's fsyncs never fill.
 GROUP_IO = {8, 42}
@@ -101,7 +108,8 @@ class _CoordinatorStopping(Exception):
 class Broker:
     """A Kafka-protocol broker over `store` (a ``pylog.LogManager``).
 
-    ``listen`` is ``host:port`` (port 0: a free port; see :attr:`address`). ``config`` holds
+    ``listen`` is ``host:port`` or ``NAME://host:port`` (port 0: a free port; see
+    :attr:`address`; ``SASL_PLAINTEXT://...`` authenticates clients). ``config`` holds
     the broker keys of :mod:`pylog.broker.config` (``advertised.listeners``,
     ``socket.request.max.bytes``, ``connections.max.idle.ms``,
     ``group.initial.rebalance.delay.ms``, ...), with Kafka's names or underscores.
@@ -145,6 +153,11 @@ class Broker:
         # runs one at a time; the loop keeps its turn every switch interval.
         self.cpu_pool = ThreadPoolExecutor(2, thread_name_prefix="pylog-broker-cpu")
         self.address: tuple[str, int] = parse_listener(self.server_config["listeners"])
+        #: The listener (name, security protocol); a SASL one's settings are checked now.
+        self.listener: Listener = self.server_config.listener
+        self._sasl_configs: dict[str, sasl.SaslConfig] = {}
+        if self.listener.sasl:
+            self.sasl_config(self.listener)
 
     # ========================================================== lifecycle
 
@@ -447,12 +460,20 @@ class Broker:
         known = self.store.partition_count
         return any(t.name is not None and known(t.name) is None for t in req.topics)
 
+    def sasl_config(self, listener: Listener) -> sasl.SaslConfig:
+        """A SASL listener's settings (ConfigError names a key that cannot work)."""
+        found = self._sasl_configs.get(listener.name)
+        if found is None:
+            found = self._sasl_configs[listener.name] = sasl.SaslConfig.of(self.server_config, listener)
+        return found
+
     def api_versions_response(self, error: int):
         return admin.api_versions_response(error)
 
     def _reconfigure(self, dynamic: dict[str, str]) -> None:
         """The store's dynamic values of the broker's dynamic keys changed (KIP-226)."""
         self.server_config = ServerConfig({**self.static_server_config, **dynamic})
+        self._sasl_configs = {}
 
 
 def _answer(handler, broker: Broker, conn: Connection, header, body):
