@@ -5,24 +5,35 @@
     python tools/protocol_codegen.py --check  # exit 1 if the committed file is stale,
                                               # 3 if Kafka's schemas cannot be had
 
-Source: every message schema of one pinned Apache Kafka release, KAFKA_VERSION, as Kafka
-ships them: the JSON files under common/message/ inside its kafka-clients jar (the files of
-clients/src/main/resources/common/message/ in apache/kafka). The jar comes from Maven
-Central (``mvn dependency:copy``) into ${PYLOG_KAFKA_CACHE:-~/.cache/pylog} and is checked
-against KAFKA_CLIENTS_SHA256 before it is read; it never goes into the repository.
+Sources: the message schemas of two pinned Apache Kafka releases, as Kafka ships them: the
+JSON files under common/message/ inside each release's kafka-clients jar (the files of
+clients/src/main/resources/common/message/ in apache/kafka):
+  - KAFKA_VERSION (4.1.0, the release tools/kafka runs as the reference broker): every
+    message at every version it defines;
+  - OLD_KAFKA_VERSION (3.9.0, the last release that defines every version from 0): only
+    the versions Kafka 4.0 removed (KIP-896) that pylog's broker still serves (Produce 0-2,
+    which librdkafka 2.0 needs to compress; CreateTopics 0-1, OffsetCommit 0-1, ...).
+Where a message lost versions in 4.x, the two schemas are merged into one: every field
+present, nullable and tagged at a version below 4.x's lowest as 3.9.0 says, at the others
+as 4.x says. The merge is checked, not trusted: at every version the merged schema's fields
+(names, types, tags, defaults, nesting, in order) must equal those of the release that
+version comes from, or the generator stops. The generated classes therefore know more
+versions than pylog serves; which versions the broker advertises is pylog/protocol/api.py
+SUPPORTED alone.
 
-    python tools/protocol_codegen.py --fetch  # fetch (if needed) and print the jar's path
+The jars come from Maven Central (``mvn dependency:copy``) into
+${PYLOG_KAFKA_CACHE:-~/.cache/pylog} and are checked against their pinned sha256 before
+they are read; they never go into the repository.
 
-Kafka 3.9 is the last release whose schemas define every version from 0: Kafka 4.0
-(KIP-896) removed versions pylog's broker still serves (Produce 0-2, which librdkafka 2.0
-needs to compress; CreateTopics 0-1, ...). A message newer than 3.9 needs a newer pin, and
-then the removed versions come back as a second, older source (not needed so far).
+    python tools/protocol_codegen.py --fetch  # fetch (if needed) and print the jars' paths
 
 Adding an API: add its name (Kafka's, without Request/Response: "EndTxn") to MESSAGES
 (or a data schema's name to DATA), run the generator, list the versions pylog serves in
 pylog/protocol/api.py SUPPORTED, and handle it in the broker. Every JSON of the release is
 in the jar, so no file needs copying; tests/protocol/test_codec.py then checks the new
-classes against kafka-python's codec for every version both know.
+classes against kafka-python's codec for every version both know. Moving to a newer Kafka:
+change KAFKA_VERSION and KAFKA_CLIENTS_SHA256 (``sha256sum`` of the jar Maven fetched),
+regenerate, and read the diff of messages.py.
 
 Each message becomes a class with ``read(reader, version)`` and ``write(writer, version)``
 written out field by field, with the version conditions inline (Kafka's own generator,
@@ -49,12 +60,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "src" / "pylog" / "protocol" / "messages.py"
 
-#: The Kafka release pylog's codec is generated from, and the sha256 of its kafka-clients
-#: jar on Maven Central (org.apache.kafka:kafka-clients:3.9.0).
-KAFKA_VERSION = "3.9.0"
-KAFKA_CLIENTS_SHA256 = "15c1e137f2c2c94398e27abc4060a03b6bde10bf9fac15e8f70c02320b202f18"
+#: The Kafka releases pylog's codec is generated from, with the sha256 of their
+#: kafka-clients jars on Maven Central (org.apache.kafka:kafka-clients:VERSION).
+KAFKA_VERSION = "4.1.0"
+KAFKA_CLIENTS_SHA256 = "eb74709dc3be35e06208827860c87a94872e8a4b00f466880670785c85a20627"
+OLD_KAFKA_VERSION = "3.9.0"     # only for the versions KAFKA_VERSION no longer defines
+OLD_KAFKA_CLIENTS_SHA256 = "15c1e137f2c2c94398e27abc4060a03b6bde10bf9fac15e8f70c02320b202f18"
+PINNED = {KAFKA_VERSION: KAFKA_CLIENTS_SHA256, OLD_KAFKA_VERSION: OLD_KAFKA_CLIENTS_SHA256}
 SCHEMA_DIR = "common/message/"
-SCHEMAS_UNAVAILABLE = 3     # exit status when the jar cannot be had (no Maven, offline)
+SCHEMAS_UNAVAILABLE = 3     # exit status when a jar cannot be had (no Maven, offline)
 
 # The messages pylog generates: the broker's APIs, the consumer protocol's data.
 MESSAGES = [
@@ -75,19 +89,19 @@ PRIMITIVE_DEFAULT = {"int8": "0", "int16": "0", "uint16": "0", "int32": "0", "ui
 
 
 class SchemasUnavailable(Exception):
-    """Kafka's jar is neither cached nor fetchable (no Maven, no network)."""
+    """A pinned kafka-clients jar is neither cached nor fetchable (no Maven, no network)."""
 
 
-def clients_jar() -> Path:
-    """The pinned kafka-clients jar, fetched with Maven into the cache when absent, and
-    checked against KAFKA_CLIENTS_SHA256 (a different file is an error, never used)."""
+def clients_jar(version: str) -> Path:
+    """The pinned kafka-clients jar of `version`, fetched with Maven into the cache when
+    absent, and checked against its pinned sha256 (a different file is an error, never used)."""
     cache = Path(os.environ.get("PYLOG_KAFKA_CACHE") or Path.home() / ".cache" / "pylog")
-    jar = cache / f"kafka-clients-{KAFKA_VERSION}" / f"kafka-clients-{KAFKA_VERSION}.jar"
+    jar = cache / f"kafka-clients-{version}" / f"kafka-clients-{version}.jar"
     if not jar.exists():
         mvn = shutil.which("mvn")
         if mvn is None:
             raise SchemasUnavailable(f"{jar} is absent and Maven (mvn) is not installed to fetch it")
-        artifact = f"org.apache.kafka:kafka-clients:{KAFKA_VERSION}"
+        artifact = f"org.apache.kafka:kafka-clients:{version}"
         jar.parent.mkdir(parents=True, exist_ok=True)    # also mvn's cwd: no pom.xml there
         run = subprocess.run([mvn, "-q", "-B", "dependency:copy", f"-Dartifact={artifact}",
                               f"-DoutputDirectory={jar.parent}"],
@@ -95,30 +109,160 @@ def clients_jar() -> Path:
         if run.returncode != 0 or not jar.exists():
             raise SchemasUnavailable(f"mvn could not fetch {artifact}:\n{run.stdout}{run.stderr}")
     digest = hashlib.sha256(jar.read_bytes()).hexdigest()
-    if digest != KAFKA_CLIENTS_SHA256:
+    if digest != PINNED[version]:
         raise SystemExit(f"protocol_codegen: {jar} has sha256 {digest}, not the pinned "
-                         f"{KAFKA_CLIENTS_SHA256}: delete it and run again")
+                         f"{PINNED[version]}: delete it and run again")
     return jar
 
 
 @functools.cache
-def schema_files() -> dict[str, bytes]:
-    """Kafka's message schemas by name ("ProduceRequest"): every JSON under common/message/."""
-    with zipfile.ZipFile(clients_jar()) as z:
+def schema_files(version: str) -> dict[str, bytes]:
+    """Kafka `version`'s message schemas by name ("ProduceRequest"): every JSON under
+    common/message/ of its kafka-clients jar."""
+    with zipfile.ZipFile(clients_jar(version)) as z:
         return {n[len(SCHEMA_DIR):-len(".json")]: z.read(n) for n in z.namelist()
                 if n.startswith(SCHEMA_DIR) and n.endswith(".json") and "/" not in n[len(SCHEMA_DIR):]}
 
 
+def read_schema(version: str, name: str) -> tuple[dict, str] | None:
+    """(schema, sha256 prefix of the file) of `name` in Kafka `version`; None if absent."""
+    text = schema_files(version).get(name)
+    if text is None:
+        return None
+    stripped = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.decode().splitlines())
+    return json.loads(stripped), hashlib.sha256(text).hexdigest()[:16]
+
+
 def load(name: str) -> tuple[dict, str, str]:
-    """(schema, source label, sha256 of the file) of Kafka's JSON file `name`."""
-    files = schema_files()
-    if name not in files:
+    """(schema, source label, sha256s) of Kafka's message `name`: KAFKA_VERSION's, merged
+    with OLD_KAFKA_VERSION's where that defines versions below KAFKA_VERSION's lowest."""
+    new = read_schema(KAFKA_VERSION, name)
+    if new is None:
+        files = schema_files(KAFKA_VERSION)
         raise SystemExit(f"protocol_codegen: Kafka {KAFKA_VERSION} has no message schema {name}.json "
                          f"(it has {len(files)}: {', '.join(sorted(files)[:6])}, ...)")
-    text = files[name].decode()
-    stripped = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.splitlines())
-    return (json.loads(stripped), f"Apache Kafka {KAFKA_VERSION}",
-            hashlib.sha256(files[name]).hexdigest()[:16])
+    schema, sha = new
+    old = read_schema(OLD_KAFKA_VERSION, name)
+    if old is None:
+        return schema, f"Apache Kafka {KAFKA_VERSION}", sha
+    # A version both releases define is the same bytes in both (Kafka never changes a
+    # released version): so moving the pin changes no version pylog already speaks.
+    old_valid, valid = parse_range(old[0]["validVersions"]), parse_range(schema["validVersions"])
+    for v in range(max(old_valid[0], valid[0]), min(old_valid[1], valid[1]) + 1):
+        if project(old[0], v) != project(schema, v):
+            raise SystemExit(f"protocol_codegen: {name} v{v} differs between Kafka "
+                             f"{OLD_KAFKA_VERSION} and {KAFKA_VERSION}")
+    if old_valid[0] >= valid[0]:
+        return schema, f"Apache Kafka {KAFKA_VERSION}", sha
+    merged = merge_schemas(old[0], schema)
+    removed = f"version {old_valid[0]}" if old_valid[0] == valid[0] - 1 else \
+        f"versions {old_valid[0]}-{valid[0] - 1}"
+    return (merged, f"Apache Kafka {KAFKA_VERSION}, {removed} from {OLD_KAFKA_VERSION}",
+            f"{sha} / {old[1]}")
+
+
+# ---------------------------------------------------------------- the two releases merged
+
+def version_set(text: str | None, valid: tuple[int, int]) -> set[int]:
+    """The versions within `valid` that Kafka's range text ("3+", "0-4", "none") covers."""
+    rng = parse_range(text)
+    return set() if rng is None else set(range(max(rng[0], valid[0]), min(rng[1], valid[1]) + 1))
+
+
+def range_text(versions: set[int], top: int) -> str | None:
+    """Kafka's range text for a contiguous set of versions ("2+" when it reaches `top`)."""
+    if not versions:
+        return None
+    lo, hi = min(versions), max(versions)
+    if len(versions) != hi - lo + 1:
+        raise SystemExit(f"protocol_codegen: merged versions {sorted(versions)} are not contiguous")
+    return f"{lo}+" if hi >= top else (f"{lo}" if lo == hi else f"{lo}-{hi}")
+
+
+RANGE_KEYS = ("versions", "nullableVersions", "taggedVersions")
+
+
+def merge_fields(old: list[dict], new: list[dict], cut: int, valid: tuple[int, int],
+                 old_valid: tuple[int, int], new_valid: tuple[int, int]) -> list[dict]:
+    """`new`'s fields, with each field's ranges below `cut` taken from `old`, and the fields
+    only `old` has (those of removed versions) put back after their predecessor in `old`."""
+    old_by = {f["name"]: f for f in old}
+    new_by = {f["name"]: f for f in new}
+    order = [f["name"] for f in new]
+    for i, f in enumerate(old):
+        if f["name"] not in new_by:
+            before = [g["name"] for g in old[:i] if g["name"] in order]
+            order.insert(order.index(before[-1]) + 1 if before else 0, f["name"])
+    out = []
+    for name in order:
+        o, n = old_by.get(name), new_by.get(name)
+        f = dict(n if n is not None else o)
+        for key in RANGE_KEYS:
+            below = {v for v in version_set(o.get(key), old_valid) if v < cut} if o else set()
+            above = {v for v in version_set(n.get(key), new_valid) if v >= cut} if n else set()
+            text = range_text(below | above, valid[1])
+            if text is None:
+                f.pop(key, None)
+            else:
+                f[key] = text
+        if "versions" not in f:
+            continue
+        if o is not None and n is not None and (o.get("fields") or n.get("fields")):
+            f["fields"] = merge_fields(o.get("fields", []), n.get("fields", []), cut, valid,
+                                       old_valid, new_valid)
+        out.append(f)
+    return out
+
+
+def merge_schemas(old: dict, new: dict) -> dict:
+    """One schema that reads and writes `old`'s versions below `new`'s lowest as `old`
+    does and the rest as `new` does; checked field by field at every version."""
+    old_valid, new_valid = parse_range(old["validVersions"]), parse_range(new["validVersions"])
+    cut = new_valid[0]
+    if old_valid[1] < cut - 1:
+        raise SystemExit(f"protocol_codegen: {new['name']}: {OLD_KAFKA_VERSION} ends at v{old_valid[1]}, "
+                         f"{KAFKA_VERSION} starts at v{cut}: a gap")
+    valid = (old_valid[0], new_valid[1])
+    merged = dict(new, validVersions=f"{valid[0]}-{valid[1]}")
+    flex = ({v for v in version_set(old.get("flexibleVersions"), old_valid) if v < cut}
+            | {v for v in version_set(new.get("flexibleVersions"), new_valid) if v >= cut})
+    merged["flexibleVersions"] = range_text(flex, valid[1]) or "none"
+    merged["fields"] = merge_fields(old["fields"], new["fields"], cut, valid, old_valid, new_valid)
+    structs = {s["name"]: s for s in old.get("commonStructs", [])}
+    for s in new.get("commonStructs", []):
+        o = structs.get(s["name"])
+        structs[s["name"]] = s if o is None else dict(
+            s, fields=merge_fields(o["fields"], s["fields"], cut, valid, old_valid, new_valid))
+    if structs:
+        merged["commonStructs"] = list(structs.values())
+    for v in range(valid[0], valid[1] + 1):
+        source = old if v < cut else new
+        if project(merged, v) != project(source, v):
+            raise SystemExit(f"protocol_codegen: {new['name']} v{v}: the merged schema differs "
+                             f"from {OLD_KAFKA_VERSION if v < cut else KAFKA_VERSION}'s")
+    return merged
+
+
+def project(schema: dict, v: int):
+    """What a schema says about version `v`, as comparable data: whether it is flexible and
+    its fields present at `v` in order, each with everything that shapes its bytes."""
+    structs = {s["name"]: s for s in schema.get("commonStructs", [])}
+    everything = (0, 1 << 15)
+
+    def fields(fs: list[dict]) -> list:
+        out = []
+        for f in fs:
+            if v not in version_set(f["versions"], everything):
+                continue
+            inner = f["type"].removeprefix("[]")
+            body = f.get("fields") or (structs[inner]["fields"] if inner in structs else None)
+            tagged = v in version_set(f.get("taggedVersions"), everything)
+            out.append((f["name"], f["type"], v in version_set(f.get("nullableVersions"), everything),
+                        tagged, f.get("tag") if tagged else None, f.get("default"),
+                        fields(body) if body else None))
+        return out
+
+    return v in version_set(schema.get("flexibleVersions"), everything), fields(schema["fields"])
 
 
 def snake(name: str) -> str:
@@ -383,15 +527,16 @@ def generate() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
-    ap.add_argument("--fetch", action="store_true", help="fetch Kafka's jar; print its path")
+    ap.add_argument("--fetch", action="store_true", help="fetch Kafka's jars; print their paths")
     args = ap.parse_args()
     try:
         if args.fetch:
-            print(clients_jar())
+            for version in PINNED:
+                print(clients_jar(version))
             return 0
         text = generate()
     except SchemasUnavailable as e:
-        print(f"protocol_codegen: Kafka {KAFKA_VERSION}'s message schemas: {e}", file=sys.stderr)
+        print(f"protocol_codegen: Kafka's message schemas: {e}", file=sys.stderr)
         return SCHEMAS_UNAVAILABLE
     if args.check:
         if not OUT.exists() or OUT.read_text() != text:
