@@ -1,11 +1,17 @@
 """The installed package: the public API of pylog/__init__.py and the console script; the
-sdist (what pip builds from). The binary wheel is built and checked by tools/build-wheel."""
+sdist (what pip builds from) and the binary wheel's contents. tools/build-wheel builds the
+wheel from the sdist, repairs it with auditwheel and installs it where no compiler is."""
 
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
+import zipfile
 from pathlib import Path
+
+import pytest
 
 import pylog
 
@@ -89,3 +95,43 @@ def test_the_sdist_carries_every_source_a_build_needs(tmp_path):
     assert {"LICENSE", "README.md", "pyproject.toml", "setup.py", "MANIFEST.in"} <= set(files)
     assert "Name: pylog-kafka\n" in info and "License-Expression: Apache-2.0\n" in info
     assert "Apache License\n                           Version 2.0" in license_text
+
+
+EXTENSIONS = ("crc", "codec", "engine", "producer", "storage")
+
+
+def test_the_wheel_carries_what_runs_and_no_source(tmp_path):
+    """The wheel setuptools builds from this tree (bdist_wheel, reusing the extensions
+    compiled in place, so no compiler runs here): every module under src/, the five
+    compiled extensions, the stubs and py.typed, the LICENSE, the `pylog` command and the
+    name pylog-kafka; no C or Cython source."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    built = [ROOT / "src" / "pylog" / "_core" / f"{name}{suffix}" for name in EXTENSIONS]
+    if not all(path.exists() for path in built):
+        pytest.skip("the C core is not built in place (tools/setup.sh builds it)")
+    lib = tmp_path / "lib"
+    (lib / "pylog" / "_core").mkdir(parents=True)
+    for path in built:           # copied now, so newer than their sources: not recompiled
+        shutil.copy(path, lib / "pylog" / "_core")
+    out = subprocess.run([sys.executable, "setup.py", "-q", "build", "--build-base", str(tmp_path / "build"),
+                          "--build-lib", str(lib), "bdist_wheel", "--bdist-dir", str(tmp_path / "bdist"),
+                          "--dist-dir", str(tmp_path / "dist")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    [wheel] = (tmp_path / "dist").iterdir()
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert wheel.name.startswith(f"pylog_kafka-{pylog.__version__}-{tag}-{tag}-linux_"), wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        info = f"pylog_kafka-{pylog.__version__}.dist-info"
+        metadata = z.read(f"{info}/METADATA").decode()
+        entry_points = z.read(f"{info}/entry_points.txt").decode()
+    modules = {p.removeprefix("src/") for p in source_files() if p.endswith(".py")}
+    assert sorted(modules - names) == [], "modules missing from the wheel"
+    assert {f"pylog/_core/{name}{suffix}" for name in EXTENSIONS} <= names
+    assert {"pylog/py.typed", "pylog/_core/engine.pyi", f"{info}/licenses/LICENSE"} <= names
+    sources = sorted(n for n in names if n.endswith((".c", ".h", ".pyx", ".pxd", ".pxi")))
+    assert sources == [], "C or Cython sources in the wheel"
+    assert "Name: pylog-kafka\n" in metadata and "License-Expression: Apache-2.0\n" in metadata
+    assert "Requires-Dist: pyarrow>=14\n" in metadata
+    assert "pylog = pylog.cli:main" in entry_points
