@@ -17,7 +17,10 @@ Where a message lost versions in 4.x, the two schemas are merged into one: every
 present, nullable and tagged at a version below 4.x's lowest as 3.9.0 says, at the others
 as 4.x says. The merge is checked, not trusted: at every version the merged schema's fields
 (names, types, tags, defaults, nesting, in order) must equal those of the release that
-version comes from, or the generator stops. The generated classes therefore know more
+version comes from, or the generator stops; and at every version both releases define,
+they must agree (Kafka never changes a released version), so moving the pin changes no
+version pylog already speaks. A message only 4.x has (ConsumerGroupHeartbeat, ShareFetch,
+...) comes from 4.x alone. The generated classes therefore know more
 versions than pylog serves; which versions the broker advertises is pylog/protocol/api.py
 SUPPORTED alone.
 
