@@ -250,22 +250,25 @@ def project(schema: dict, v: int):
     """What a schema says about version `v`, as comparable data: whether it is flexible and
     its fields present at `v` in order, each with everything that shapes its bytes."""
     structs = {s["name"]: s for s in schema.get("commonStructs", [])}
-    everything = (0, 1 << 15)
+
+    def at(text: str | None) -> bool:
+        rng = parse_range(text)
+        return rng is not None and rng[0] <= v <= rng[1]
 
     def fields(fs: list[dict]) -> list:
         out = []
         for f in fs:
-            if v not in version_set(f["versions"], everything):
+            if not at(f["versions"]):
                 continue
             inner = f["type"].removeprefix("[]")
             body = f.get("fields") or (structs[inner]["fields"] if inner in structs else None)
-            tagged = v in version_set(f.get("taggedVersions"), everything)
-            out.append((f["name"], f["type"], v in version_set(f.get("nullableVersions"), everything),
-                        tagged, f.get("tag") if tagged else None, f.get("default"),
+            tagged = at(f.get("taggedVersions"))
+            out.append((f["name"], f["type"], at(f.get("nullableVersions")), tagged,
+                        f.get("tag") if tagged else None, f.get("default"),
                         fields(body) if body else None))
         return out
 
-    return v in version_set(schema.get("flexibleVersions"), everything), fields(schema["fields"])
+    return at(schema.get("flexibleVersions")), fields(schema["fields"])
 
 
 def snake(name: str) -> str:
