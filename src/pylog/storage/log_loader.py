@@ -12,9 +12,11 @@ log serves anything.
    recovery point. Such a segment is first checked without a write
    (:meth:`~pylog.storage.segment.LogSegment.check`): when every batch is
    valid to the end of the file and every index entry is right, recovery would
-   change nothing and the segment is kept as it is. Only a segment that may
-   hold unflushed data (or the last one) is truncated at its first invalid
-   batch, and only then are the segments after it deleted. An inactive segment below the recovery point
+   change nothing and the segment is kept as it is. Otherwise its ``.txnindex``
+   is rebuilt by the Log from the markers, with the producer state
+   (``LoadedSegments.txn_rebuild``). Only a segment that may hold unflushed data
+   (or the last one) is truncated at its first invalid batch, and only then are
+   the segments after it deleted. An inactive segment below the recovery point
    (or of a cleanly shut down log) whose index is damaged gets its index
    rebuilt and keeps every byte: corruption there is reported where it is
    read (docs/FORMAT.md, section 10). Every truncation and deletion is logged
@@ -69,6 +71,10 @@ class LoadedSegments:
     deleted: int = 0
     bytes_deleted: int = 0
     holes: list[tuple[int, int]] = field(default_factory=list)    # [first, end) missing
+    # Segments whose .txnindex the Log rebuilds from their markers: those that may hold
+    # unflushed data (recovered and possibly truncated) and any whose .txnindex is torn.
+    txn_rebuild: list[int] = field(default_factory=list)
+    txn_indexes: set[int] = field(default_factory=set)    # segments with a .txnindex file
 
 
 def _nothing() -> None:
@@ -102,7 +108,7 @@ def remove_temporary_files(path: str, before_change: Callable[[], None] = _nothi
     names = os.listdir(path)
     logs = {n[: -len(files.LOG_SUFFIX)] for n in names if n.endswith(files.LOG_SUFFIX)}
     for name in sorted(names):
-        if name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)):
+        if name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)):
             if name.rsplit(".", 1)[0] not in logs:
                 # Kafka's LogLoader too: its .log is gone (a crash while deleting the
                 # segment, or a removed file: then its offsets are a hole, see find_holes).
@@ -132,9 +138,9 @@ def _complete_swap(path: str, name: str) -> None:
 
 
 def delete_segment_files(path: str, base: int) -> None:
-    """Removes the ``.log``, ``.index`` and ``.timeindex`` of segment `base` now."""
+    """Removes the ``.log``, ``.index``, ``.timeindex`` and ``.txnindex`` of segment `base` now."""
     for name in (files.log_file(path, base), files.index_file(path, base),
-                 files.time_index_file(path, base)):
+                 files.time_index_file(path, base), files.txn_index_file(path, base)):
         if os.path.exists(name):
             os.remove(name)
 
@@ -147,9 +153,12 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
     write), the others with their files closed (LogSegment.log reopens); on an error
     every segment opened so far is closed. ``before_change()`` runs before the first
     file is changed (a recovery that repairs, a segment deleted, an index created)."""
-    bases = sorted(b for b in (files.offset_from_filename(n) for n in os.listdir(path)
+    names = os.listdir(path)
+    bases = sorted(b for b in (files.offset_from_filename(n) for n in names
                                if n.endswith(files.LOG_SUFFIX)) if b is not None)
     out = LoadedSegments()
+    out.txn_indexes = {b for b in (files.offset_from_filename(n) for n in names
+                                   if n.endswith(files.TXN_INDEX_SUFFIX)) if b is not None}
     truncated_at: int | None = None
     try:
         for i, base in enumerate(bases):
@@ -169,6 +178,7 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
             # flushed: it is never truncated, and later segments never dropped.
             durable = next_base is not None and (clean_shutdown or next_base <= recovery_point)
             must_recover = index_problem is not None or (not clean_shutdown and not durable)
+            unflushed = must_recover and not durable
             if must_recover and index_problem is None:
                 # Possibly unflushed: validated first without a write, and kept as
                 # it is when recovery would change nothing.
@@ -198,6 +208,9 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
                                 result.error or result.reason)
                 if result.truncated_bytes and next_base is not None:
                     truncated_at = segment.next_offset   # everything after it is dropped
+            if unflushed or (base in out.txn_indexes and not segment.txn_index_whole()):
+                # (a sound segment too: its .txnindex may lack a marker's entry)
+                out.txn_rebuild.append(base)
             if next_base is not None:
                 segment.release_handles()     # inactive: files reopen on first use
             out.segments.append(segment)
