@@ -17,6 +17,7 @@ import textwrap
 
 import pytest
 from dir_listing import age, changes, listing
+from txn_support import TxnProducer
 
 from pylog import records
 from pylog.errors import CorruptRecordError, LogDirLockedError
@@ -89,6 +90,34 @@ def test_a_dir_without_a_state_file_is_validated_and_left_as_it_is(tmp_path):
             assert log.recovery.bytes_truncated == 0
             assert read_everything(log) == [expected_value(o) for o in range(1500)]
         assert changes(before, listing(tmp_path)) == []
+
+
+def test_a_dir_with_aborted_transactions_is_checked_and_left_as_it_is(tmp_path):
+    """Without a state file every segment may hold unflushed data, so its .txnindex is
+    checked against the abort markers the replay meets: when it holds exactly their
+    entries nothing is rewritten; one missing an entry is rebuilt (a write, marked)."""
+    path = str(tmp_path / "events-0")
+    with Log(path, CONFIG) as log:
+        for t in range(12):
+            producer = TxnProducer(log, pid=40 + t % 3)
+            producer.seq = (t // 3) * 50
+            producer.send([b"txn %d record %d" % (t, i) + b"x" * 200 for i in range(50)])
+            producer.end(committed=t % 2 == 0)
+        assert len(log.segments) >= 3
+        aborted = log.aborted_transactions(0, log.log_end_offset)
+        assert len(aborted) == 6
+    os.remove(os.path.join(path, "pylog-log-state"))
+    before = age(tmp_path)
+    txnindexes = sorted(n for n in before if n.endswith(".txnindex"))
+    assert len(txnindexes) >= 2
+    with Log(path, CONFIG) as log:
+        assert not log.recovery.clean_shutdown
+        assert log.aborted_transactions(0, log.log_end_offset) == aborted
+    assert changes(before, listing(tmp_path)) == []
+    os.truncate(os.path.join(tmp_path, txnindexes[0]), 0)     # an entry lost
+    with Log(path, CONFIG) as log:
+        assert log.aborted_transactions(0, log.log_end_offset) == aborted
+    assert os.path.getsize(os.path.join(tmp_path, txnindexes[0])) > 0
 
 
 def test_a_torn_tail_is_repaired_and_marked_first(tmp_path):
