@@ -54,7 +54,7 @@ from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import admin, configs, data_plane, groups, sasl, users
+from . import admin, configs, data_plane, groups, sasl, transactions, users
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, Listener, ServerConfig, parse_listener
 from .connection import Connection
 
@@ -73,12 +73,16 @@ HANDLERS = {
     36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
     44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
     51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
+    24: transactions.add_partitions_to_txn, 25: transactions.add_offsets_to_txn,
+    26: transactions.end_txn, 27: transactions.write_txn_markers,
+    28: transactions.txn_offset_commit, 61: transactions.describe_producers,
+    65: transactions.describe_transactions, 66: transactions.list_transactions,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all or records that take long to validate
 #: (data_plane.produce_may_block), Metadata only when it may create a topic (see handle).
-BLOCKING = {19, 20, 21, 22, 33, 37, 44, 51}
+BLOCKING = {19, 20, 21, 22, 24, 25, 26, 27, 28, 33, 37, 44, 51}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
 #: pool, which the data plane's fsyncs never fill.
 GROUP_IO = {8, 42}
@@ -91,7 +95,7 @@ GROUP_POOL_THREADS = 2
 #: every offset, DescribeGroups, ListGroups, DescribeConfigs): the CPU pool, as
 #: Metadata for every topic. Each distinct key they name is answered once (see
 #: _distinct_keys), so repeating a key cannot multiply a store-sized answer.
-STORE_SIZED = {9, 15, 16, 32}
+STORE_SIZED = {9, 15, 16, 32, 61, 65, 66}
 
 #: New connections taken per loop pass (Kafka's Processor configures at most 20 per
 #: poll, its ConnectionQueueSize): 1,030 connections opened at once, each with a Fetch,
