@@ -189,7 +189,9 @@ class GroupCoordinator:
     def offsets_partition(self, group: str) -> TopicPartition:
         """The ``__consumer_offsets`` partition of `group` (created if need be): what
         AddOffsetsToTxn adds to a transaction."""
-        return TopicPartition(OFFSETS_TOPIC, self._offsets_log(group).partition)
+        self._offsets_log(group)
+        partitions = self.storage.partition_count(OFFSETS_TOPIC)
+        return TopicPartition(OFFSETS_TOPIC, partition_for_group(group, partitions))
 
     def txn_commit_offsets(self, group: str, producer_id: int, producer_epoch: int,
                            offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
