@@ -246,7 +246,7 @@ def test_kill_9_between_prepare_commit_and_markers(tmp_path):
             p.produce("crash", b"decided-%d" % i, partition=i % 3)
         p.flush(30)
         with pytest.raises(ck.KafkaException):
-            p.commit_transaction(10)
+            p.commit_transaction(3)
         assert proc.wait(30) == -9
     finally:
         if proc.poll() is None:
@@ -291,3 +291,70 @@ def admin_store_topic(bootstrap: str, name: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+
+
+# ------------------------------------------------------------------- wire level
+
+@pytest.mark.parametrize("version", [1, 3, 4])
+def test_find_coordinator_for_a_transactional_id_names_this_broker(txn_served, version):
+    from pylog.protocol import messages as m
+    from pylog.protocol.client import ProtocolClient
+    with ProtocolClient(txn_served.bootstrap) as client:
+        req = m.FindCoordinatorRequest(key="tx-raw", key_type=1, coordinator_keys=["tx-raw"])
+        resp = client.request(10, req, version)
+        if version >= 4:
+            (resp,) = resp.coordinators
+        assert resp.error_code == 0
+        assert resp.node_id == txn_served.broker.node_id
+
+
+def test_a_partition_outside_the_transaction_is_refused(txn_served):
+    """KIP-890 part 1: a transactional batch for a partition AddPartitionsToTxn never
+    added opens nothing (INVALID_TXN_STATE); the log is left as it was."""
+    from pylog.protocol import messages as m
+    from pylog.protocol.client import ProtocolClient
+    from txn_support import txn_batch
+    topic = txn_served.topic()
+    with ProtocolClient(txn_served.bootstrap) as client:
+        resp = client.request(22, m.InitProducerIdRequest(transactional_id="tx-unadded",
+                                                          transaction_timeout_ms=60000))
+        assert resp.error_code == 0
+        req = m.ProduceRequest(transactional_id="tx-unadded", acks=-1, timeout_ms=30000, topic_data=[
+            m.ProduceRequestTopicProduceData(name=topic, partition_data=[
+                m.ProduceRequestPartitionProduceData(
+                    index=0, records=txn_batch(resp.producer_id, resp.producer_epoch, 0, [b"v"]))])])
+        (part,) = client.request(0, req).responses[0].partition_responses
+        assert part.error_code == 48, part         # INVALID_TXN_STATE
+    lg = txn_served.store.log(topic, 0)
+    assert lg.log_end_offset == 0 and lg.last_stable_offset == 0
+
+
+def test_kafka_python_and_aiokafka_transactional_producers_commit(txn_served):
+    import asyncio
+
+    import aiokafka
+    import kafka
+    topic = txn_served.topic(1)
+
+    async def aio():
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=txn_served.bootstrap,
+                                             transactional_id=f"tx-aio-{topic}")
+        await asyncio.wait_for(producer.start(), 30)
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"aiokafka", partition=0)
+        finally:
+            await producer.stop()
+
+    asyncio.run(aio())
+    producer = kafka.KafkaProducer(bootstrap_servers=txn_served.bootstrap,
+                                   transactional_id=f"tx-kp-{topic}", max_block_ms=30000)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"kafka-python", partition=0)
+        producer.commit_transaction()
+    finally:
+        producer.close(5)
+    assert consume(txn_served.bootstrap, topic, 1, "read_committed", expect=2) == \
+        [b"aiokafka", b"kafka-python"]
