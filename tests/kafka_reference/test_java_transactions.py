@@ -1,0 +1,123 @@
+"""Kafka's Java transactional producer against pylog's broker (JavaClients.java "txn"),
+read by Kafka's Java consumer with read_committed and read_uncommitted ("read"): commit,
+abort, a zombie fenced by a new producer with the same transactional id, and a
+transaction past transaction.timeout.ms aborted by the coordinator. Then
+``kafka-transactions.sh`` lists, describes and aborts a hanging transaction."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+import pylog
+
+from .support import run_tool
+from .test_java_clients import java, java_command
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory):
+    store = pylog.open(str(tmp_path_factory.mktemp("pylog-txn")),
+                       transaction_abort_timed_out_transaction_cleanup_interval_ms=200,
+                       pylog_background_poll_ms=50)
+    broker = pylog.Broker(store, listen="127.0.0.1:0", group_initial_rebalance_delay_ms=0).start()
+    try:
+        yield store, broker
+    finally:
+        broker.shutdown()
+        store.close()
+
+
+def read(bootstrap: str, topic: str, isolation: str, count: int) -> list[str]:
+    lines = java("read", bootstrap, topic, isolation, str(count))
+    assert lines[-1] == f"DONE {count}", lines[-5:]
+    return sorted(lines[:-1])
+
+
+def test_java_commit_and_abort_per_isolation_level(txn_broker):
+    store, broker = txn_broker
+    store.create_topic("jtx", 3)
+    lines = java("txn", broker.bootstrap_servers, "java-tx", "jtx", "60000",
+                 "commit:30,abort:20,commit:10")
+    assert lines == ["INITIALIZED", "COMMITTED 0", "ABORTED 1", "COMMITTED 2"]
+    committed = sorted([f"0-{i}" for i in range(30)] + [f"2-{i}" for i in range(10)])
+    assert read(broker.bootstrap_servers, "jtx", "read_committed", 40) == committed
+    assert read(broker.bootstrap_servers, "jtx", "read_uncommitted", 60) == \
+        sorted(committed + [f"1-{i}" for i in range(20)])
+
+
+def test_java_zombie_is_fenced(txn_broker):
+    store, broker = txn_broker
+    store.create_topic("jzombie", 2)
+    zombie = subprocess.Popen(java_command("txn", broker.bootstrap_servers, "java-zombie",
+                                           "jzombie", "60000", "open:4"),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert zombie.stdout.readline().strip() == "INITIALIZED"
+        assert zombie.stdout.readline().strip() == "OPEN 0"
+        # The same transactional id again: the epoch is bumped, the zombie's open
+        # transaction aborted.
+        assert java("txn", broker.bootstrap_servers, "java-zombie", "jzombie", "60000",
+                    "commit:2") == ["INITIALIZED", "COMMITTED 0"]
+        zombie.stdin.write("go\n")
+        zombie.stdin.flush()
+        line = zombie.stdout.readline().strip()
+        assert line in ("FAILED org.apache.kafka.common.errors.ProducerFencedException",
+                        "FAILED org.apache.kafka.common.errors.InvalidProducerEpochException"), line
+        assert zombie.wait(60) == 0
+    finally:
+        if zombie.poll() is None:
+            zombie.kill()
+            zombie.wait()
+    assert read(broker.bootstrap_servers, "jzombie", "read_committed", 2) == ["0-0", "0-1"]
+
+
+def test_java_transaction_past_its_timeout_is_aborted(txn_broker):
+    store, broker = txn_broker
+    store.create_topic("jtimeout", 1)
+    lines = java("txn", broker.bootstrap_servers, "java-timeout", "jtimeout", "1000",
+                 "stall:3:4000")
+    assert lines[0] == "INITIALIZED" and lines[1].startswith("FAILED "), lines
+    log = store.log("jtimeout", 0)
+    assert log.last_stable_offset == log.high_watermark == 4          # 3 records, ABORT
+    assert read(broker.bootstrap_servers, "jtimeout", "read_uncommitted", 3) == \
+        ["0-0", "0-1", "0-2"]
+    assert java("read", broker.bootstrap_servers, "jtimeout", "read_committed", "1")[-1] == "DONE 0"
+
+
+def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transaction(txn_broker):
+    store, broker = txn_broker
+    b = ("--bootstrap-server", broker.bootstrap_servers)
+    store.create_topic("jhang", 1)
+    hanging = subprocess.Popen(java_command("txn", broker.bootstrap_servers, "java-hang",
+                                            "jhang", "600000", "open:3"),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert hanging.stdout.readline().strip() == "INITIALIZED"
+        assert hanging.stdout.readline().strip() == "OPEN 0"
+        listed = run_tool("kafka-transactions", *b, "list").stdout
+        assert "java-hang" in listed and "Ongoing" in listed, listed
+        described = run_tool("kafka-transactions", *b, "describe", "--transactional-id",
+                             "java-hang").stdout
+        assert "Ongoing" in described and "jhang-0" in described, described
+        producers = run_tool("kafka-transactions", *b, "describe-producers", "--topic", "jhang",
+                             "--partition", "0").stdout
+        pid = store.transactions.describe("java-hang").producer_id
+        assert str(pid) in producers, producers
+        hang = run_tool("kafka-transactions", *b, "find-hanging", "--broker-id",
+                        str(broker.node_id), "--max-transaction-timeout", "0").stdout
+        assert "jhang" in hang or "java-hang" in hang or str(pid) in hang, hang
+        log = store.log("jhang", 0)
+        assert log.last_stable_offset == 0
+        run_tool("kafka-transactions", *b, "abort", "--topic", "jhang", "--partition", "0",
+                 "--start-offset", "0")
+        deadline = time.monotonic() + 30
+        while log.last_stable_offset != log.high_watermark and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert log.last_stable_offset == log.high_watermark == 4
+    finally:
+        hanging.kill()
+        hanging.wait()
+    assert java("read", broker.bootstrap_servers, "jhang", "read_committed", "1")[-1] == "DONE 0"
