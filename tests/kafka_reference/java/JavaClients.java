@@ -8,7 +8,8 @@
 //     "ASSIGNED p,p", "REVOKED p,p", "LOST p,p", "FENCED", "CLOSED"
 //   txn BOOTSTRAP TRANSACTIONAL_ID TOPIC TIMEOUT_MS STEPS -> a transactional producer
 //     (transaction.timeout.ms TIMEOUT_MS) running STEPS, comma-separated: "commit:N" and
-//     "abort:N" (a transaction of N records "<step>-<i>", partition i % partitions) print
+//     "abort:N" (a transaction of N records "<step>-<i>", partition i % partitions; an
+//     aborted one is flushed first, so its records are in the log) print
 //     "COMMITTED <step>" / "ABORTED <step>"; "open:N" sends N, flushes, prints "OPEN <step>",
 //     waits for a line on stdin, then sends one more and commits; "stall:N:MS" sends N,
 //     flushes, sleeps MS and commits. A step that throws prints "FAILED <exception class>"
@@ -111,6 +112,7 @@ public class JavaClients {
                         producer.send(new ProducerRecord<>(topic, i % partitions, null,
                                                            utf8(step + "-" + i)));
                     if (s[0].equals("abort")) {
+                        producer.flush();          // the aborted records reach the log
                         producer.abortTransaction();
                         System.out.println("ABORTED " + step);
                         continue;
