@@ -358,3 +358,38 @@ def test_kafka_python_and_aiokafka_transactional_producers_commit(txn_served):
         producer.close(5)
     assert consume(txn_served.bootstrap, topic, 1, "read_committed", expect=2) == \
         [b"aiokafka", b"kafka-python"]
+
+
+# ------------------------------------------------------- pylog's remote producer
+
+def test_pylog_remote_transactional_producer(txn_served):
+    """pylog's RemoteProducer with a transactional_id, over the wire: a committed and an
+    aborted transaction, offsets sent with the committed one, and the zombie fenced."""
+    from pylog.protocol.client import ProtocolError
+    from pylog.record import encode_batch
+    from pylog.remote import RemoteProducer, leaders
+    topic = txn_served.topic(2)
+    group = f"g-{topic}"
+    _, where = leaders(txn_served.bootstrap, [topic])
+    with RemoteProducer(where, transactional_id=f"tx-{topic}") as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, 0, encode_batch([b"c0", b"c1"]), 2)
+        p.send(topic, 1, encode_batch([b"c2"]), 1)
+        p.send(topic, 0, encode_batch([b"c3"]), 1)
+        p.send_offsets_to_transaction({(topic, 0): 11}, group)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send(topic, 1, encode_batch([b"a0"]), 1)
+        p.abort_transaction()
+        with RemoteProducer(where, transactional_id=f"tx-{topic}") as successor:
+            successor.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(ProtocolError) as fenced:
+            p.send(topic, 0, encode_batch([b"zombie"]), 1)
+        assert fenced.value.code in (90, 47)          # PRODUCER_FENCED / INVALID_PRODUCER_EPOCH
+    assert txn_served.store.committed(group, topic, 0) == 11
+    assert consume(txn_served.bootstrap, topic, 2, "read_committed", expect=4) == \
+        [b"c0", b"c1", b"c2", b"c3"]
+    assert consume(txn_served.bootstrap, topic, 2, "read_uncommitted", expect=5) == \
+        [b"a0", b"c0", b"c1", b"c2", b"c3"]

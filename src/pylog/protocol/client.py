@@ -141,9 +141,10 @@ class ProtocolClient:
         return self.request(3, req)
 
     def produce(self, topic: str, partition: int, records: bytes, acks: int = -1,
-                version: int | None = None):
+                version: int | None = None, transactional_id: str | None = None):
         """Appends record batches; returns the partition's response (base_offset, error)."""
-        req = m.ProduceRequest(acks=acks, timeout_ms=30000, topic_data=[m.ProduceRequestTopicProduceData(
+        req = m.ProduceRequest(acks=acks, timeout_ms=30000, transactional_id=transactional_id,
+                               topic_data=[m.ProduceRequestTopicProduceData(
             name=topic, partition_data=[m.ProduceRequestPartitionProduceData(index=partition,
                                                                               records=records)])])
         if acks == 0:
