@@ -71,5 +71,5 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(spark, txn_store, mod
 
 def test_a_bad_isolation_level_is_named(spark, txn_store):
     path, _, _ = txn_store
-    with pytest.raises(Exception, match="kafka.isolation.level"):
+    with pytest.raises(Exception, match="kafka.isolation.level.* must be read_uncommitted or read_committed"):
         _read(spark, {"path": path}, "serializable")
