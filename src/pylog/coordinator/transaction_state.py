@@ -1,5 +1,5 @@
 """Transactions' metadata and its records in ``__transaction_state`` (Kafka's
-TransactionMetadata, TransactionState and TransactionLog; docs/FORMAT.md, section 12).
+TransactionMetadata, TransactionState and TransactionLog; docs/FORMAT.md, section 11).
 
 One record per change of a transactional id, in the partition Kafka's coordinator uses
 (``abs(javaHashCode(transactional_id)) % transaction.state.log.num.partitions``) of the
