@@ -2,7 +2,8 @@
 read by Kafka's Java consumer with read_committed and read_uncommitted ("read"): commit,
 abort, a zombie fenced by a new producer with the same transactional id, and a
 transaction past transaction.timeout.ms aborted by the coordinator. Then
-``kafka-transactions.sh`` lists, describes and aborts a hanging transaction."""
+``kafka-transactions.sh`` lists, describes and aborts a hanging transaction, and Kafka's
+DumpLogSegments decodes ``__transaction_state`` and the markers."""
 
 from __future__ import annotations
 
@@ -132,3 +133,34 @@ def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transactio
         hanging.wait()
         hanging.stdin.close()
         hanging.stdout.close()
+
+
+def test_kafka_dump_log_decodes_transaction_state(txn_broker):
+    """Kafka's DumpLogSegments --transaction-log-decoder reads pylog's __transaction_state
+    (Kafka's TransactionLogKey/Value) and the markers in a data partition."""
+    from pylog.coordinator.transaction_state import partition_for_transactional_id
+    store, broker = txn_broker
+    store.create_topic("jdump", 1)
+    assert java("txn", broker.bootstrap_servers, "java-dump", "jdump", "60000",
+                "commit:2,abort:1") == ["INITIALIZED", "COMMITTED 0", "ABORTED 1"]
+    part = partition_for_transactional_id("java-dump",
+                                          store.partition_count("__transaction_state"))
+    state_log = store.log("__transaction_state", part)
+    state_log.flush()
+    segment = f"{state_log.path}/{state_log.segments[0].base_offset:020d}.log"
+    out = run_tool("kafka-dump-log", "--files", segment, "--transaction-log-decoder",
+                   "--print-data-log").stdout
+    import json
+    decoded = [json.loads(line.split(" payload: ", 1)[1]) for line in out.splitlines()
+               if '"transactionalId":"java-dump"' in line and " payload: " in line]
+    # Kafka's decoder read every field: the states (TransactionState ids) in order, and
+    # the partitions of the ongoing and prepared ones.
+    assert [d["data"]["transactionStatus"] for d in decoded] == [0, 1, 2, 4, 1, 3, 5], out[-3000:]
+    assert decoded[1]["data"]["transactionPartitions"] == [{"topic": "jdump", "partitionIds": [0]}]
+    assert {d["data"]["transactionTimeoutMs"] for d in decoded} == {60000}
+    data = store.log("jdump", 0)
+    data.flush()
+    dumped = run_tool("kafka-dump-log", "--files",
+                      f"{data.path}/{data.segments[0].base_offset:020d}.log",
+                      "--print-data-log").stdout
+    assert "endTxnMarker: COMMIT" in dumped and "endTxnMarker: ABORT" in dumped, dumped[-2000:]
