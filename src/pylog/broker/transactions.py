@@ -219,8 +219,9 @@ def describe_transactions(broker, conn, header, req):
         state = m.DescribeTransactionsResponseTransactionState(
             transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
             transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[])
-        meta = broker.store.transactions.describe(tid) if _authorized(conn, tid, "DESCRIBE") else None
-        if not _authorized(conn, tid, "DESCRIBE"):
+        allowed = _authorized(conn, tid, "DESCRIBE")
+        meta = broker.store.transactions.describe(tid) if allowed else None
+        if not allowed:
             state.error_code = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif meta is None or meta.state == TxnState.DEAD:
             state.error_code = TRANSACTIONAL_ID_NOT_FOUND
@@ -248,7 +249,7 @@ def list_transactions(broker, conn, header, req):
     if header.api_version >= 2 and req.transactional_id_pattern:
         try:
             pattern = re.compile(req.transactional_id_pattern)
-        except re.error as exc:
+        except re.error:
             return m.ListTransactionsResponse(throttle_time_ms=0, error_code=codes.INVALID_REQUEST,
                                               unknown_state_filters=[], transaction_states=[])
     out = []

@@ -158,16 +158,22 @@ class TransactionCoordinator:
 
     def _complete_prepared(self) -> None:
         """Recovery: markers for every transaction whose decision was written but not
-        its completion (a crash in between). PrepareEpochFence becomes an abort."""
-        for meta in list(self._txns.values()):
-            if meta.state == TxnState.PREPARE_EPOCH_FENCE:
-                meta.state = TxnState.PREPARE_ABORT
-            if meta.state in PREPARED:
-                log.info("completing transaction %r (producer %d, epoch %d): %s after a restart",
-                         meta.transactional_id, meta.producer_id, meta.producer_epoch,
-                         meta.state.kafka_name)
-                with self._lock:
-                    self._write_markers_and_complete(meta)
+        its completion (a crash in between). PrepareEpochFence becomes an abort. One
+        that fails (a partition's dir offline) stays prepared: the timer's next run
+        (abort_timed_out) tries again, and the id answers CONCURRENT_TRANSACTIONS."""
+        with self._lock:
+            for meta in list(self._txns.values()):
+                if meta.state == TxnState.PREPARE_EPOCH_FENCE:
+                    meta.state = TxnState.PREPARE_ABORT
+                if meta.state in PREPARED:
+                    log.info("completing transaction %r (producer %d, epoch %d): %s",
+                             meta.transactional_id, meta.producer_id, meta.producer_epoch,
+                             meta.state.kafka_name)
+                    try:
+                        self._write_markers_and_complete(meta)
+                    except Exception:       # noqa: BLE001 - retried by the timer
+                        log.exception("completing transaction %r failed; retried later",
+                                      meta.transactional_id)
 
     # ================================================================= operations
 
@@ -380,6 +386,7 @@ class TransactionCoordinator:
         """Aborts every ongoing transaction older than its timeout, bumping the epoch
         so its producer is fenced (Kafka's abortTimedOutTransactions)."""
         now = self.store.clock() if now is None else now
+        self._complete_prepared()               # any a failure left prepared
         with self._lock:
             expired = [m for m in self._txns.values() if m.state == TxnState.ONGOING
                        and m.txn_start_ms + m.timeout_ms <= now]
