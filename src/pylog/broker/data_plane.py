@@ -1,4 +1,5 @@
-"""Produce, Fetch, ListOffsets, InitProducerId, DeleteRecords: the APIs that move records.
+"""Produce, Fetch, ListOffsets, InitProducerId, DeleteRecords: the APIs that move records
+(InitProducerId with a transactional id, and the other transaction APIs: transactions.py).
 
 Records are never decoded here. Produce hands each partition's bytes (a memoryview of
 the request) to ``Log.append``, which validates them in C and assigns offsets. Fetch
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 
+from pylog.coordinator.transactions import authorize_transactional_id
 from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
+from . import transactions
 from .errors import NONE, RequestError, codes, error_code
 
 __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
@@ -112,7 +115,6 @@ def _verify_transactional(broker, conn, transactional_id: str, log, topic: str, 
     producer's transaction in this partition, given once the coordinator says the
     partition is in that transaction (None: one is open here, later batches need none).
     Raises the coordinator's error (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, ...)."""
-    from pylog.coordinator.transactions import authorize_transactional_id
     if not authorize_transactional_id(getattr(conn, "principal", None), transactional_id, "WRITE"):
         raise RequestError(codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                            f"not authorized for transactional id {transactional_id!r}")
@@ -355,8 +357,7 @@ def init_producer_id(broker, conn, header, req):
     idempotent one a new id). An id is never taken on a client's word: two clients naming
     one id would share it, and a stranger naming a live producer's id would fence it."""
     if req.transactional_id is not None:
-        from .transactions import init_producer_id as transactional
-        return transactional(broker, conn, header, req)
+        return transactions.init_producer_id(broker, conn, header, req)
     if (req.producer_id == -1) != (req.producer_epoch == -1):
         return m.InitProducerIdResponse(error_code=codes.INVALID_REQUEST, producer_id=-1,
                                         producer_epoch=-1)
