@@ -19,19 +19,96 @@ from pylog.common.config import (
     between,
     config_defs,
     normalize_key,
+    one_of,
     unknown_key,
 )
 from pylog.errors import ConfigError
 from pylog.storage import BROKER_CONFIGS, TOPIC_CONFIGS
 
-__all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "ServerConfig", "parse_listener", "read_properties", "split_config"]
+from .listeners import Listener, resolve_listeners
+
+__all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "LISTENER_PREFIX", "ServerConfig",
+           "read_properties", "split_config"]
 
 SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
-              "The address the broker listens on (one PLAINTEXT listener; port 0 picks a free "
-              "port). Kafka binds every interface by default; pylog binds loopback unless told."),
+              "Comma-separated NAME://host:port listeners, e.g. PLAINTEXT://127.0.0.1:9092,"
+              "SSL://:9093; each name's security protocol comes from "
+              "listener.security.protocol.map. An empty host binds every interface; port 0 "
+              "picks a free port; a bare host:port is a PLAINTEXT listener. Kafka binds every "
+              "interface by default; pylog binds loopback unless told."),
     ConfigDef("advertised.listeners", "str", "",
-              "The address Metadata tells clients to connect to (default: the listener's)."),
+              "NAME://host:port per listener: the address Metadata and FindCoordinator give "
+              "the clients connected to that listener (default: the listener's own address; "
+              "port 0: the port it got)."),
+    ConfigDef("listener.security.protocol.map", "str",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "NAME:PROTOCOL pairs: the security protocol of each listener name (PLAINTEXT, "
+              "SSL, SASL_PLAINTEXT or SASL_SSL)."),
+    ConfigDef("inter.broker.listener.name", "str", "",
+              "The listener brokers use among themselves; must name a listener (accepted for "
+              "compatibility: a single node has no other broker)."),
+    ConfigDef("security.inter.broker.protocol", "str", "PLAINTEXT",
+              "The inter-broker listener by protocol; set this or inter.broker.listener.name, "
+              "not both (accepted for compatibility)."),
+    # ---- TLS (SSL and SASL_SSL listeners; listener.name.<name>.ssl.* overrides per
+    # listener). Kafka's keys; pylog reads PEM stores only (see broker/tls.py).
+    ConfigDef("ssl.keystore.type", "str", "JKS",
+              "The key store's format. pylog reads PEM only (ssl.keystore.type=PEM); JKS, "
+              "Kafka's default, and PKCS12 are refused with the PEM keys to use instead."),
+    ConfigDef("ssl.keystore.location", "str", "",
+              "A PEM file holding the broker's private key and its certificate chain."),
+    ConfigDef("ssl.keystore.password", "password", "",
+              "The store's password: not used by PEM stores (set ssl.key.password for an "
+              "encrypted key), refused with them as Kafka refuses it."),
+    ConfigDef("ssl.key.password", "password", "",
+              "The password of an encrypted private key (PEM)."),
+    ConfigDef("ssl.keystore.key", "password", "",
+              "The private key as PEM text (instead of ssl.keystore.location)."),
+    ConfigDef("ssl.keystore.certificate.chain", "password", "",
+              "The certificate chain as PEM text, with ssl.keystore.key."),
+    ConfigDef("ssl.truststore.type", "str", "JKS",
+              "The trust store's format: PEM (JKS and PKCS12 are refused)."),
+    ConfigDef("ssl.truststore.location", "str", "",
+              "A PEM file of the CA certificates that client certificates must chain to."),
+    ConfigDef("ssl.truststore.password", "password", "",
+              "Not used by PEM trust stores (refused with them, as Kafka refuses it)."),
+    ConfigDef("ssl.truststore.certificates", "password", "",
+              "The trusted CA certificates as PEM text (instead of ssl.truststore.location)."),
+    ConfigDef("ssl.client.auth", "str", "none",
+              "Client certificates: required (a client without a trusted one fails the "
+              "handshake), requested (checked when sent) or none.",
+              one_of("required", "requested", "none")),
+    ConfigDef("ssl.enabled.protocols", "list", ("TLSv1.2", "TLSv1.3"),
+              "The TLS versions a client may negotiate (TLSv1.2, TLSv1.3; TLSv1 and TLSv1.1 "
+              "where OpenSSL still allows them)."),
+    ConfigDef("ssl.protocol", "str", "TLSv1.3",
+              "Kafka's SSLContext protocol; the versions offered are ssl.enabled.protocols."),
+    ConfigDef("ssl.cipher.suites", "list", (),
+              "The cipher suites allowed, by IANA name (TLS_AES_256_GCM_SHA384, "
+              "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...) or OpenSSL name; empty: "
+              "OpenSSL's defaults."),
+    ConfigDef("ssl.principal.mapping.rules", "str", "DEFAULT",
+              "Rules mapping a client certificate's distinguished name (RFC 2253) to a "
+              "principal name: RULE:pattern/replacement/[LU] or DEFAULT, as Kafka's."),
+    ConfigDef("ssl.endpoint.identification.algorithm", "str", "https",
+              "Host name checking of the peer: a client setting (accepted for compatibility)."),
+    ConfigDef("ssl.keymanager.algorithm", "str", "SunX509",
+              "A JSSE setting (accepted for compatibility; OpenSSL has no key managers)."),
+    ConfigDef("ssl.trustmanager.algorithm", "str", "PKIX",
+              "A JSSE setting (accepted for compatibility; OpenSSL verifies X.509 chains)."),
+    ConfigDef("ssl.secure.random.implementation", "str", "",
+              "A JSSE setting (accepted for compatibility; OpenSSL seeds itself)."),
+    ConfigDef("pylog.ssl.ktls.enable", "bool", True,
+              "Hand the TLS record layer to the kernel (kTLS) when the kernel and the "
+              "negotiated cipher allow it, so Fetch sends records with sendfile(2) (zero "
+              "copy); false, or without kTLS, records are encrypted in user space "
+              "(pylog.tls_engine() says which and why)."),
+    ConfigDef("pylog.ssl.handshake.timeout.ms", "int32", 10000,
+              "A TLS handshake not finished in this many ms closes the connection "
+              "(connections that never finish cannot hold memory; Kafka's clients give "
+              "up on a connection after socket.connection.setup.timeout.ms, 10 s).",
+              at_least(1)),
     ConfigDef("socket.request.max.bytes", "int32", 104857600,
               "The largest request a client may send; a larger size prefix closes the "
               "connection before anything is allocated.", at_least(1024)),
@@ -86,37 +163,59 @@ DYNAMIC_SERVER_CONFIGS = frozenset({"max.connections"})
 
 
 class ServerConfig(ConfigMapping):
-    """The validated broker keys (see :data:`SERVER_CONFIGS`)."""
+    """The validated broker keys (see :data:`SERVER_CONFIGS`), the listeners they name
+    (:attr:`listeners`, :mod:`pylog.broker.listeners`) and Kafka's per-listener
+    overrides, ``listener.name.<name>.ssl.*`` (:meth:`for_listener`)."""
 
-    __slots__ = ()
+    __slots__ = ("listeners", "_overrides")
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._values = {name: d.default for name, d in SERVER_CONFIGS.items()}
+        overrides: dict[str, dict[str, Any]] = {}
+        explicit: set[str] = set()
         for key, value in (values or {}).items():
             key = normalize_key(key)
+            if key.startswith(LISTENER_PREFIX):
+                name, rest = _listener_key(key)
+                overrides.setdefault(name, {})[rest] = SERVER_CONFIGS[rest].parse(value, key)
+                continue
             if key not in SERVER_CONFIGS:
                 raise unknown_key(key, SERVER_CONFIGS, "broker")
             self._values[key] = SERVER_CONFIGS[key].parse(value, key)
-        parse_listener(self._values["listeners"])
-        if self._values["advertised.listeners"]:
-            parse_listener(self._values["advertised.listeners"], "advertised.listeners")
+            explicit.add(key)
+        self.listeners = resolve_listeners(self._values, explicit)
+        names = {listener.name for listener in self.listeners}
+        for name, keys in overrides.items():
+            if name not in names:
+                raise ConfigError(f"{LISTENER_PREFIX}{name.lower()}.{next(iter(keys))}: no "
+                                  f"listener named {name} in listeners "
+                                  f"({', '.join(sorted(names))})")
+        self._overrides = overrides
+
+    def for_listener(self, listener: Listener, key: str) -> Any:
+        """``key``'s value for one listener: ``listener.name.<name>.<key>`` if set, else
+        the broker-wide ``key`` (Kafka's per-listener configs)."""
+        return self._overrides.get(listener.name, {}).get(key, self._values[key])
+
+    def listener_keys_set(self, listener: Listener) -> set[str]:
+        """The keys given a per-listener value for ``listener``."""
+        return set(self._overrides.get(listener.name, {}))
 
 
-def parse_listener(text: str, key: str = "listeners") -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` (or ``host:port``) -> (host, port)."""
-    value = text.strip()
-    if "," in value:
-        raise ConfigError(f"{key} = {text!r}: pylog serves one listener")
-    if "://" in value:
-        scheme, _, value = value.partition("://")
-        if scheme.upper() != "PLAINTEXT":
-            raise ConfigError(f"{key} = {text!r}: only PLAINTEXT listeners are supported "
-                              f"(no TLS or SASL yet)")
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"{key} = {text!r}: expected host:port, e.g. PLAINTEXT://127.0.0.1:9092")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
+#: Kafka's per-listener config prefix: ``listener.name.<listener name>.<key>``.
+LISTENER_PREFIX = "listener.name."
+
+
+def _listener_key(key: str) -> tuple[str, str]:
+    """``listener.name.ssl_outside.ssl.keystore.location`` -> (SSL_OUTSIDE,
+    ssl.keystore.location). Only the ssl.* keys are per listener."""
+    name, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+    if not name or not rest:
+        raise ConfigError(f"{key}: expected {LISTENER_PREFIX}<listener name>.<config key>")
+    if not rest.startswith("ssl.") or rest not in SERVER_CONFIGS:
+        per_listener = sorted(k for k in SERVER_CONFIGS if k.startswith("ssl."))
+        raise unknown_key(rest, per_listener, f"per-listener ({key})")
+    return name.upper(), rest
 
 
 def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -126,7 +225,7 @@ def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
     server, store = {}, {}
     for key, value in values.items():
         name = normalize_key(key)
-        if name in SERVER_CONFIGS:
+        if name in SERVER_CONFIGS or name.startswith(LISTENER_PREFIX):
             server[key] = value
         elif name in store_keys:
             store[key] = value

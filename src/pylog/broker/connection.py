@@ -61,6 +61,8 @@ _UNSUPPORTED_VERSION = 35
 #: event loop (~5-20 us an element: a few ms at most); a bigger one in the CPU pool
 #: (a thread hop, ~0.1 ms, that requests this big can afford).
 LOOP_ELEMENTS = 256
+#: A file region that cannot be sendfile(2)'d goes through the transport in reads of this size.
+COPY_CHUNK = 1 << 20
 
 
 class _CollectorPause:
@@ -107,11 +109,31 @@ class _CollectorPause:
 collector_pause = _CollectorPause()
 
 
+#: What a SASL listener's connection may send before it authenticates (Kafka's
+#: SaslServerAuthenticator): ApiVersions, SaslHandshake, SaslAuthenticate.
+BEFORE_AUTHENTICATION = frozenset({17, 18, 36})
+
+
 class Connection:
-    def __init__(self, broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One client connection. ``listener`` is the Listener it came in on (its ``name``
+    and ``security_protocol``); ``principal`` is Kafka's ``User:<name>`` form:
+    ``User:ANONYMOUS`` until something authenticates it (an SSL listener's client
+    certificate, through ssl.principal.mapping.rules; SASL). ``authenticated`` is False
+    on a SASL listener until SASL succeeds: until then only BEFORE_AUTHENTICATION
+    requests are served and any other closes the connection, as Kafka does.
+    ``zero_copy``: file regions may be sendfile(2)'d on the socket (PLAINTEXT, or TLS
+    whose sending the kernel holds); else they are read and written through the
+    transport."""
+
+    def __init__(self, broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 listener=None, principal: str = "User:ANONYMOUS", zero_copy: bool = True) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
+        self.listener = listener if listener is not None else broker.listeners[0]
+        self.principal = principal
+        self.authenticated = not self.listener.sasl
+        self.zero_copy = zero_copy
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.peer = f"{peer[0]}:{peer[1]}"
         self.host = peer[0]
@@ -210,6 +232,11 @@ class Connection:
             (header, body, problem), heavy = await self._decode(decode_request, frame)
         except MalformedMessageError as exc:
             return self._refuse(frame, exc)
+        if not self.authenticated and header.api_key not in BEFORE_AUTHENTICATION:
+            log.warning("closing connection %s on %s: unexpected Kafka request of type %s "
+                        "during SASL handshake", self.peer, self.listener,
+                        API_NAMES.get(header.api_key, header.api_key))
+            return False
         if body is None:
             if header.api_key == API_VERSIONS_KEY:
                 # KIP-511: an ApiVersions version we do not know gets a v0 answer with the
@@ -244,7 +271,10 @@ class Connection:
             else:
                 self._flush()
                 await self._sent_out()
-                await self._send_region(part)
+                if self.zero_copy:
+                    await self._send_region(part)
+                else:
+                    await self._copy_region(part)
         if self._out and not self._flush_queued:
             self._flush_queued = True
             self.broker.loop.call_soon(self._flush)
@@ -275,6 +305,16 @@ class Connection:
         finally:
             if holding:
                 transport.set_write_buffer_limits()
+
+    async def _copy_region(self, region) -> None:
+        """A file region through the transport, COPY_CHUNK bytes at a time (TLS that
+        OpenSSL encrypts in user space: no sendfile), waiting for the transport between
+        chunks: a connection holds about one chunk of a response at a time."""
+        writer = self.writer
+        for start in range(0, region.size, COPY_CHUNK):
+            writer.write(region.read(start, min(COPY_CHUNK, region.size - start)))
+            await writer.drain()
+        self.broker.stats["fetch_bytes_copied"] += region.size
 
     async def _send_region(self, region) -> None:
         """sendfile(2) of a file region on the transport's socket, whose buffer has

@@ -30,7 +30,8 @@ class ConfigDef:
     """One config key: its type, default, validator and documentation."""
 
     name: str
-    type: str              # "int" (Kafka's LONG), "int32" (INT), "float", "bool", "str", "list"
+    type: str              # "int" (Kafka's LONG), "int32" (INT), "float", "bool", "str", "list",
+                           # "password" (a str never shown: DescribeConfigs answers null)
     default: Any
     doc: str
     validator: Callable[[Any], str | None] | None = None   # returns the rule broken, or None
@@ -110,10 +111,12 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "bool": _parse_bool,
     "str": _parse_str,
     "list": _parse_list,
+    "password": _parse_str,
 }
 _INT_RANGES = {"int": (-(1 << 63), (1 << 63) - 1), "int32": (-(1 << 31), (1 << 31) - 1)}
 _TYPE_WORDS = {"int": "an integer", "int32": "an integer", "float": "a number", "bool": "true or false",
-               "str": "a string", "list": "a comma-separated list"}
+               "str": "a string", "list": "a comma-separated list",
+               "password": "a string"}
 
 
 def at_least(minimum: int | float) -> Callable[[Any], str | None]:
