@@ -106,20 +106,22 @@ PRODUCERS = {"kcat": _kcat_produce, "confluent": _confluent_produce,
 # ================================================================== consume
 
 def consume(client: str, bootstrap: str, topic: str, count: int, partition: int = 0,
-            offset: int | str = "beginning", timeout: float = 30) -> list[Rec]:
+            offset: int | str = "beginning", timeout: float = 30, **extra) -> list[Rec]:
     """`count` records of one partition from `offset` (an int, "beginning", or
-    ("timestamp", ms)), by assignment (no group)."""
-    return CONSUMERS[client](bootstrap, topic, count, partition, offset, timeout)[:count]
+    ("timestamp", ms)), by assignment (no group). `extra`: the client's own settings
+    (as for produce)."""
+    return CONSUMERS[client](bootstrap, topic, count, partition, offset, timeout, extra)[:count]
 
 
-def _kcat_consume(bootstrap, topic, count, partition, offset, timeout):
+def _kcat_consume(bootstrap, topic, count, partition, offset, timeout, extra):
     from .conftest import need_kcat
     if isinstance(offset, tuple):
         where = f"s@{offset[1]}"
     else:
         where = str(offset)
+    settings = [arg for k, v in extra.items() for arg in ("-X", f"{k}={v}")]
     out = subprocess.run([need_kcat(), "-C", "-b", bootstrap, "-t", topic, "-p", str(partition),
-                          "-o", where, "-c", str(count), "-e", "-J", "-q"],
+                          "-o", where, "-c", str(count), "-e", "-J", "-q", *settings],
                          check=True, timeout=timeout, capture_output=True).stdout
     recs = []
     for line in out.decode().splitlines():
@@ -132,10 +134,10 @@ def _kcat_consume(bootstrap, topic, count, partition, offset, timeout):
     return recs
 
 
-def _confluent_consume(bootstrap, topic, count, partition, offset, timeout):
+def _confluent_consume(bootstrap, topic, count, partition, offset, timeout, extra):
     import confluent_kafka as ck
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                     "enable.auto.commit": False})
+                     "enable.auto.commit": False, **extra})
     try:
         if isinstance(offset, tuple):
             found = c.offsets_for_times([ck.TopicPartition(topic, partition, offset[1])], 10)
@@ -157,9 +159,9 @@ def _confluent_consume(bootstrap, topic, count, partition, offset, timeout):
         c.close()
 
 
-def _kafka_python_consume(bootstrap, topic, count, partition, offset, timeout):
+def _kafka_python_consume(bootstrap, topic, count, partition, offset, timeout, extra):
     from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **extra)
     try:
         tp = TopicPartition(topic, partition)
         c.assign([tp])
@@ -180,12 +182,12 @@ def _kafka_python_consume(bootstrap, topic, count, partition, offset, timeout):
         c.close()
 
 
-def _aiokafka_consume(bootstrap, topic, count, partition, offset, timeout):
+def _aiokafka_consume(bootstrap, topic, count, partition, offset, timeout, extra):
     import aiokafka
     from aiokafka.structs import TopicPartition
 
     async def run():
-        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **extra)
         await c.start()
         try:
             tp = TopicPartition(topic, partition)

@@ -46,7 +46,7 @@ STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = range(4)
 
-_CONFIG_TYPES = {"bool": 1, "str": 2, "int32": 3, "int": 5, "float": 6, "list": 7}
+_CONFIG_TYPES = {"bool": 1, "str": 2, "int32": 3, "int": 5, "float": 6, "list": 7, "password": 9}
 
 
 def text(value: Any) -> str | None:
@@ -93,11 +93,14 @@ class _Sources:
 def _entry(name: str, value: Any, synonyms: list, definition: ConfigDef | None, read_only: bool,
            include_synonyms: bool, documentation: bool):
     source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
+    # PASSWORD configs (ssl.key.password, PEM keys as text): never shown, as Kafka.
+    sensitive = definition is not None and definition.type == "password"
     return m.DescribeConfigsResponseDescribeConfigsResourceResult(
-        name=name, value=text(value), read_only=read_only, is_default=source == DEFAULT_CONFIG,
-        config_source=source, is_sensitive=False,
-        synonyms=[m.DescribeConfigsResponseDescribeConfigsSynonym(name=n, value=v, source=s)
-                  for n, v, s in synonyms] if include_synonyms else [],
+        name=name, value=None if sensitive else text(value), read_only=read_only,
+        is_default=source == DEFAULT_CONFIG, config_source=source, is_sensitive=sensitive,
+        synonyms=[m.DescribeConfigsResponseDescribeConfigsSynonym(
+            name=n, value=None if sensitive else v, source=s)
+            for n, v, s in synonyms] if include_synonyms else [],
         config_type=_CONFIG_TYPES.get(definition.type, 0) if definition else 0,
         documentation=definition.doc if definition and documentation else None)
 

@@ -236,12 +236,18 @@ def _load_keystore(ctx: ssl.SSLContext, keys: _Keys, listener: Listener) -> None
             with _memory_file(chain) as chain_path, _memory_file(key) as key_path:
                 ctx.load_cert_chain(chain_path, key_path, password=secret)
     except ssl.SSLError as exc:
-        reason = exc.reason or str(exc)
-        hint = ("; the key is encrypted: set ssl.key.password" if not password else
-                "; is ssl.key.password right?") if "BAD_DECRYPT" in str(reason).upper() or \
-            "bad decrypt" in str(exc) or "PASSWORD" in str(reason).upper() else ""
+        text = key or _read_text(location)
+        if "ENCRYPTED" in text and not password:
+            reason = "the key is encrypted: set ssl.key.password"
+        elif "ENCRYPTED" in text:
+            reason = "the key does not decrypt: is ssl.key.password right?"
+        elif exc.reason == "KEY_VALUES_MISMATCH":
+            reason = "the private key is not the first certificate's"
+        else:
+            reason = f"{exc.reason or exc} (a PEM private key, PKCS#8 or traditional, and its " \
+                     f"certificate chain, the broker's certificate first)"
         raise ConfigError(f"{' and '.join(names)}: no usable PEM private key and certificate "
-                          f"chain: {reason}{hint}") from None
+                          f"chain: {reason}") from None
 
 
 def _load_truststore(ctx: ssl.SSLContext, keys: _Keys) -> None:
@@ -333,6 +339,14 @@ def _set_tls13_suites(ctx: ssl.SSLContext, suites: str, key: str) -> None:
         raise ConfigError(f"{key}: cannot set TLS 1.3 cipher suites with this Python")
     if lib.SSL_CTX_set_ciphersuites(pointer, suites.encode()) != 1:
         raise ConfigError(f"{key}: OpenSSL refused the TLS 1.3 suites {suites}")
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 class _memory_file:

@@ -18,7 +18,8 @@ __all__ = ["serve"]
                     "kafka-python, aiokafka, Java. SIGTERM or SIGINT shuts down gracefully.")
 @click.option("--log-dirs", metavar="DIR[,DIR...]", help="comma-separated log dirs (Kafka's log.dirs)")
 @click.option("--listen", metavar="HOST:PORT",
-              help="where to listen (default 127.0.0.1:9092; Kafka's listeners)")
+              help="where to listen: HOST:PORT or NAME://HOST:PORT,... (Kafka's listeners; "
+                   "default 127.0.0.1:9092)")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="a server.properties file in Kafka's format")
 @click.option("--override", multiple=True, metavar="KEY=VALUE",
@@ -84,6 +85,12 @@ def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> 
         from pylog.metrics import serve_metrics
         metrics, _ = serve_metrics(store, broker, metrics_port)
     print(f"pylog serving {dirs} on {broker.bootstrap_servers}", flush=True)
+    print("listeners: " + ", ".join(
+        "%s (%s, advertised as %s:%d)" % (listener, listener.security_protocol,
+                                          *broker.advertised_address(listener))
+        for listener in broker.listeners), flush=True)
+    if broker.tls_engine is not None:
+        print(f"TLS: {broker.tls_engine}", flush=True)
     if metrics is not None:
         print(f"metrics on http://127.0.0.1:{metrics.server_port}/metrics", flush=True)
     try:
