@@ -14,14 +14,15 @@ import time
 
 
 class ServeProcess:
-    """``pylog serve`` on a free port; ``overrides`` are ``key=value`` broker configs,
+    """``pylog serve`` on a free port (``listen``: Kafka's listeners, the first one's
+    address is :attr:`bootstrap`); ``overrides`` are ``key=value`` broker configs,
     ``nofile`` the child's open-files limit, soft and hard (``ulimit -n``), ``preexec_fn``
     runs in the child before it starts (e.g. resource.setrlimit)."""
 
     def __init__(self, log_dirs: str, *overrides: str, nofile: int | None = None,
-                 preexec_fn=None) -> None:
+                 preexec_fn=None, listen: str = "127.0.0.1:0") -> None:
         cmd = [sys.executable, "-c", "import sys; from pylog.cli import main; sys.exit(main())",
-               "serve", "--log-dirs", log_dirs, "--listen", "127.0.0.1:0", "--log-level", "warning"]
+               "serve", "--log-dirs", log_dirs, "--listen", listen, "--log-level", "warning"]
         for o in overrides:
             cmd += ["--override", o]
         def prepare() -> None:
