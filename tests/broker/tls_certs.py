@@ -34,7 +34,9 @@ class Certs:
     server_encrypted: Path  # broker: key encrypted with KEY_PASSWORD + chain
     client_cert: Path      # client (CLIENT_SUBJECT), signed by the CA
     client_key: Path
-    client: Path           # client key + chain in one PEM (Java's ssl.keystore.location)
+    client: Path           # client key + chain in one PEM
+    client_encrypted: Path  # client key encrypted with KEY_PASSWORD + chain (Java's
+                           # ssl.keystore.location: Kafka wants ssl.key.password for PEM files)
     expired: Path          # broker: key + an expired certificate from the CA
     rogue_ca: Path         # a CA nobody trusts
     rogue_server: Path     # broker: key + a certificate from the rogue CA
@@ -84,8 +86,10 @@ def make_certs(directory: Path) -> Certs:
     _signed("expired", "ca", "/CN=localhost", d, days=0)      # notAfter = now: expired at once
     _signed("rogue-server", "rogue-ca", "/CN=localhost", d)
     _signed("rogue-client", "rogue-ca", "/CN=mallory", d, server=False)
-    _openssl("pkcs8", "-topk8", "-in", "server.key", "-out", "server-enc.key", "-v2", "aes-256-cbc",
-             "-passout", f"pass:{KEY_PASSWORD}", cwd=d)
+    # PBE-SHA1-3DES (PKCS#12's): the scheme Java 17 decrypts (it has no PBES2 SecretKeyFactory).
+    for name in ("server", "client"):
+        _openssl("pkcs8", "-topk8", "-in", f"{name}.key", "-out", f"{name}-enc.key", "-v1",
+                 "PBE-SHA1-3DES", "-passout", f"pass:{KEY_PASSWORD}", cwd=d)
 
     def bundle(name: str, *parts: str) -> Path:
         path = d / name
@@ -98,6 +102,7 @@ def make_certs(directory: Path) -> Certs:
         server_encrypted=bundle("server-enc-store.pem", "server-enc.key", "server.pem", "ca.pem"),
         client_cert=d / "client.pem", client_key=d / "client.key",
         client=bundle("client-store.pem", "client.key", "client.pem", "ca.pem"),
+        client_encrypted=bundle("client-enc-store.pem", "client-enc.key", "client.pem", "ca.pem"),
         expired=bundle("expired-store.pem", "expired.key", "expired.pem", "ca.pem"),
         rogue_ca=d / "rogue-ca.pem",
         rogue_server=bundle("rogue-server-store.pem", "rogue-server.key", "rogue-server.pem"),
