@@ -53,12 +53,14 @@ def read_file(path):
         return f.read()
 
 
-def all_records(log, start=None):
-    """Every record of `log` from `start` (default: the log start), read as a consumer would."""
+def all_records(log, start=None, end=None):
+    """Every record of `log` from `start` (default: the log start) below `end` (default:
+    the log end), read as a consumer would."""
     out, offset = [], log.log_start_offset if start is None else start
-    while offset < log.log_end_offset:
+    end = log.log_end_offset if end is None else end
+    while offset < end:
         got = [r for r in log.read(offset, 1 << 20).records() if r.offset >= offset]
-        out += got
+        out += [r for r in got if r.offset < end]
         offset = got[-1].offset + 1
     return out
 

@@ -22,6 +22,7 @@ __all__ = [
     "UnknownServerError",
     "OffsetOutOfRangeError",
     "CorruptRecordError",
+    "MissingOffsetsError",
     "UnknownTopicOrPartitionError",
     "KafkaTimeoutError",
     "MessageTooLargeError",
@@ -85,16 +86,21 @@ class UnknownServerError(KafkaError):
 
 
 class OffsetOutOfRangeError(KafkaError, IndexError):
-    """The requested offset is outside the log's range [log_start_offset, log_end_offset]."""
+    """The requested offset is outside the log's range [log_start_offset, log_end_offset].
+
+    Messages start with the partition (``topic-partition: ...``) and give the valid
+    range; ``topic_partition`` holds the (topic, partition) pair where it is known."""
 
     code = 1
 
     def __init__(self, message: str, *, offset: int | None = None,
-                 log_start_offset: int | None = None, log_end_offset: int | None = None) -> None:
+                 log_start_offset: int | None = None, log_end_offset: int | None = None,
+                 topic_partition: tuple[str, int] | None = None) -> None:
         super().__init__(message)
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
+        self.topic_partition = topic_partition
 
 
 class CorruptRecordError(KafkaError, ValueError):
@@ -117,6 +123,24 @@ class CorruptRecordError(KafkaError, ValueError):
         self.position = position
         self.stored_crc = stored_crc
         self.computed_crc = computed_crc
+
+
+class MissingOffsetsError(CorruptRecordError):
+    """Offsets below the log end that no segment holds: a hole left by a segment
+    whose .log was removed, emptied or cut below the recovery point (never by
+    retention, which moves the log start offset, nor by compaction, whose gaps
+    reads skip as Kafka's do). ``first_missing`` .. ``next_offset - 1`` are gone;
+    reading goes on from ``next_offset``. On the wire: CORRUPT_MESSAGE, as for
+    any damaged data (a Java consumer's poll raises; seek past it to read on)."""
+
+    retriable = False
+
+    def __init__(self, message: str, *, offset: int, first_missing: int,
+                 next_offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+        self.first_missing = first_missing
+        self.next_offset = next_offset
 
 
 class UnknownTopicOrPartitionError(KafkaError, KeyError):

@@ -227,14 +227,14 @@ def test_verify_a_clean_store_and_damaged_copies(tmp_path):
         f.seek(5000)
         f.write(bytes([byte[0] ^ 0x40]))
     out = run("verify", "--log-dirs", str(flipped), check=False)
-    assert out.returncode == 1 and "checksum mismatch" in out.stdout and "would truncate" in out.stdout
+    assert out.returncode == 1 and "checksum mismatch" in out.stdout and "keeps every byte" in out.stdout
 
     garbage = shutil.copytree(tmp_path / "clean", tmp_path / "garbage")
     index = sorted((garbage / "t-0").glob("*.index"))[0]
     with open(index, "r+b") as f:
         f.write(os.urandom(64))
     out = run("verify", "--log-dirs", str(garbage), check=False)
-    assert out.returncode == 1 and "Index" in out.stdout
+    assert out.returncode == 1 and ".index: entry 0" in out.stdout
 
     recovered = run("recover", "--log-dirs", str(torn), "--force").stdout
     assert "truncated" in recovered and "torn" in recovered.lower()
@@ -276,3 +276,30 @@ def test_bootstrap_server_forms_against_a_broker(tmp_path):
     both = run("topics", "--log-dirs", str(tmp_path), "--bootstrap-server", "x:1", "--list",
                check=False)
     assert both.returncode != 0 and "one of them" in both.stderr
+
+
+def test_serve_and_bootstrap_errors_name_the_address(tmp_path):
+    """`serve --listen 9092x` opened and recovered the store before rejecting the
+    address; "Address already in use" and "Connection refused" were printed without
+    the address."""
+    import socket
+
+    bad = run("serve", "--log-dirs", str(tmp_path / "never"), "--listen", "9092x", check=False)
+    assert bad.returncode == 2 and "listeners = '9092x': expected host:port" in bad.stderr
+    assert not (tmp_path / "never").exists(), "the store was opened before the address was checked"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = run("serve", "--log-dirs", str(tmp_path / "d"), "--listen", f"127.0.0.1:{port}",
+                   "--log-level", "warning", check=False)
+    assert busy.returncode == 2, busy.stderr
+    assert f"cannot listen on 127.0.0.1:{port} (listeners): Address already in use" in busy.stderr
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]            # closed below: nothing listens there
+    for args in (["topics", "--list"], ["get-offsets", "--topic", "t"]):
+        refused = run(*args, "--bootstrap-server", f"127.0.0.1:{port}", check=False)
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr
+        assert f"cannot connect to 127.0.0.1:{port}: Connection refused" in refused.stderr, \
+            refused.stderr

@@ -41,8 +41,10 @@ def test_seek_past_the_log_end_raises_when_reset_is_none(store):
     with Consumer(store, auto_offset_reset="none") as consumer:
         consumer.assign([tp])
         consumer.seek(tp, 100)
-        with pytest.raises(OffsetOutOfRangeError, match="position 100 of t-0 is out of range"):
+        with pytest.raises(OffsetOutOfRangeError,
+                           match=r"t-0: position 100 is out of range \[0, 11\]") as caught:
             consumer.poll(0.1)
+        assert caught.value.topic_partition == ("t", 0)
 
 
 @pytest.mark.parametrize("arrow", [False, True])
@@ -133,3 +135,32 @@ def test_a_recreated_topic_is_read_from_its_start(store):
         fill(store, "t", 8)
         got = offsets(consumer, 10)
         assert got == list(range(8))
+
+
+def test_offsets_of_another_type_and_out_of_range_are_named(store):
+    """read("0") and seek(tp, "5") raised a bare "'<' not supported between instances
+    of 'str' and 'int'" (and seek took 5.0); a Log's OffsetOutOfRangeError named only
+    its dir, not the partition and the valid range."""
+    import numpy as np
+
+    fill(store, "t", 11)
+    log = store.log("t", 0)
+    with pytest.raises(TypeError, match="offset must be an int, not str '0'"):
+        log.read("0")
+    assert log.read(np.int64(3)).batches()                  # numpy's ints are ints
+    with pytest.raises(OffsetOutOfRangeError,
+                       match=r"^t-0: offset 99 is out of range \[0, 11\]") as caught:
+        log.read(99)
+    assert caught.value.topic_partition == ("t", 0) and caught.value.log_end_offset == 11
+    with pytest.raises(OffsetOutOfRangeError, match=r"^t-0: cannot move the log start offset"):
+        log.advance_log_start_offset(12)
+    tp = TopicPartition("t", 0)
+    with Consumer(store) as consumer:
+        consumer.assign([tp])
+        for bad, name in (("5", "str '5'"), (5.0, "float 5.0"), (True, "bool True")):
+            with pytest.raises(TypeError, match=f"offset must be an int, not {name}"):
+                consumer.seek(tp, bad)
+        with pytest.raises(ValueError, match="must not be a negative number"):
+            consumer.seek(tp, -1)
+        consumer.seek(tp, np.int64(4))
+        assert consumer.position(tp) == 4

@@ -270,6 +270,67 @@ def test_send_batch_names_a_record_above_max_request_size_and_writes_nothing(sto
     assert sum(len(read_all(store, "cut", p)) for p in range(3)) == 49
 
 
+@pytest.mark.parametrize("path", ["small", "general", "arrow"])
+def test_send_batch_bigger_than_the_topic_allows_is_cut_into_batches_that_fit(store, path):
+    """A send_batch call larger than the topic's segment.bytes raised
+    RecordListTooLargeError, and one larger than its max.message.bytes failed
+    with MessageTooLargeError, though every record fits: Kafka's producer sends
+    batches that fit (and splits one refused as too large). The call's chunks
+    are cut to fit max.request.size and the topic's max.message.bytes and
+    segment.bytes, on each of send_batch's paths: the common call in one C call
+    (lists, no timestamps), the general one (timestamps), Arrow columns."""
+    store.create_topic("seg", 2, {"segment.bytes": 20_000})
+    store.create_topic("mmb", 1, {"max.message.bytes": 3000})
+    values = [b"%04d-" % i + b"v" * 995 for i in range(100)]      # ~100 KB in all
+    keys = [b"k%d" % (i % 7) for i in range(100)]
+
+    def send(topic, values, keys=None):
+        if path == "arrow":
+            return producer.send_batch(topic, pa.array(values),
+                                       None if keys is None else pa.array(keys))
+        timestamps = None if path == "small" else list(range(1000, 1000 + len(values)))
+        return producer.send_batch(topic, values, keys, timestamps)
+
+    with Producer(store, linger_ms=0) as producer:
+        result = send("seg", values, keys).result(10)
+        small = [b"y%02d" % i + b"y" * 97 for i in range(50)]
+        assert send("mmb", small).result(10).offsets.tolist() == list(range(50))
+    assert result.count == 100
+    parts = result.partitions.tolist()
+    for p in range(2):
+        log = store.log("seg", p)
+        assert [r.value for r in read_all(store, "seg", p)] == \
+            [v for v, q in zip(values, parts) if q == p]
+        assert len(log.segments) >= 2
+        assert all(b.size_in_bytes <= 20_000 for b in log.read(0, 1 << 30).batches())
+    assert [r.value for r in read_all(store, "mmb", 0)] == small
+    assert all(b.size_in_bytes <= 3000 for b in store.log("mmb", 0).read(0, 1 << 30).batches())
+
+
+def test_send_batch_names_a_record_above_the_topics_limits_and_writes_nothing(store):
+    """A record that no batch the topic accepts can hold fails the call before
+    anything is written, naming the record and the limit: max.message.bytes
+    (MessageTooLargeError, Kafka's MESSAGE_TOO_LARGE) or segment.bytes
+    (RecordListTooLargeError, Kafka's RECORD_LIST_TOO_LARGE)."""
+    from pylog.errors import RecordListTooLargeError
+
+    store.create_topic("mmb", 1, {"max.message.bytes": 3000})
+    store.create_topic("seg", 1, {"segment.bytes": 3000, "max.message.bytes": 5000})
+    values = [b"v" * 100] * 30
+    values[7] = b"x" * 4000
+    with Producer(store, linger_ms=0) as producer:
+        with pytest.raises(MessageTooLargeError,
+                           match=r"record 7 is 40\d\d bytes when serialized, larger than "
+                                 r"max.message.bytes \(3000\) of topic 'mmb'"):
+            producer.send_batch("mmb", values)
+        with pytest.raises(RecordListTooLargeError,
+                           match=r"record 7 is 40\d\d bytes when serialized, larger than "
+                                 r"segment.bytes \(3000\) of topic 'seg'"):
+            producer.send_batch("seg", values, timestamps=[5] * 30)
+        assert producer.send_batch("mmb", [b"after"]).result(5).offsets.tolist() == [0]
+    assert store.log("seg", 0).log_end_offset == 0
+
+
 def test_send_batch_big_chunks_queue_and_overlap_but_keep_every_record_in_place(store):
     """A call whose partition chunks are big queues all but its last chunk for the
     sender (encoding overlaps appending) and appends the last itself; with Kafka's

@@ -37,11 +37,14 @@ def test_a_refused_record_fails_alone_and_the_partition_goes_on(store, idempoten
 
 
 def test_a_refused_send_batch_chunk_does_not_wedge_the_partition(store):
-    store.create_topic("t", 1, {"max.message.bytes": 2000})
+    from pylog.errors import InvalidTimestampError
+
+    store.create_topic("t", 1, {"message.timestamp.before.max.ms": 3_600_000})
     with Producer(store, linger_ms=0) as producer:
         producer.send_batch("t", [b"first"], partition=0).result(5)
-        with pytest.raises(MessageTooLargeError):
-            producer.send_batch("t", [b"y" * 100] * 50, partition=0).result(5)
+        with pytest.raises(InvalidTimestampError):      # stamped 1970: refused by the log
+            producer.send_batch("t", [b"y" * 100] * 50, timestamps=[1000] * 50,
+                                partition=0).result(5)
         producer.send_batch("t", [b"z"] * 10, partition=0).result(5)
         assert producer.send("t", b"after", partition=0).result(5).offset == 11
     assert values_of(store, "t") == [b"first"] + [b"z"] * 10 + [b"after"]
@@ -129,3 +132,61 @@ def test_a_batch_larger_than_the_topic_allows_is_split(store):
         assert producer.send("t", b"after").result(5).offset == 20    # sequences intact
     batches = store.log("t", 0).read(0, 1 << 20).batches()
     assert len(batches) > 1 and all(b.size_in_bytes <= 300 for b in batches)
+
+
+@pytest.mark.parametrize("limit", ["max.message.bytes", "segment.bytes"])
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_split_batch_fails_only_its_record_too_large(store, idempotent, limit):
+    """Three records of 10 B, 2,000 B and 10 B in one linger window to a topic with
+    max.message.bytes 1000 all failed with MessageTooLargeError; Kafka's producer
+    splits the batch (RecordAccumulator.splitAndReenqueue) and fails only the large
+    record, so the other two are written, and later sends are not wedged. A batch
+    over segment.bytes (RecordListTooLargeError) is split the same way."""
+    from pylog.errors import RecordListTooLargeError
+
+    error = MessageTooLargeError if limit == "max.message.bytes" else RecordListTooLargeError
+    store.create_topic("t", 1, {limit: 1000})
+    config = {} if idempotent else {"acks": "1"}
+    seen = []
+    with Producer(store, linger_ms=200, **config) as producer:
+        futures = [producer.send("t", b"a" * 10),
+                   producer.send("t", b"x" * 2000, callback=lambda m, e: seen.append((m, e))),
+                   producer.send("t", b"b" * 10)]
+        producer.flush()
+        assert type(seen[0][1]) is error and seen[0][0] is None
+        assert futures[0].result(5).offset == 0
+        with pytest.raises(error, match=f"{limit} \\(1000\\)"):
+            futures[1].result(5)
+        assert isinstance(futures[1].exception(5), error)
+        assert futures[2].result(5).offset == 1
+        assert futures[2].result(5).serialized_value_size == 10
+        later = [producer.send("t", b"c%d" % i) for i in range(3)]
+        producer.flush()
+        assert [f.result(5).offset for f in later] == [2, 3, 4]
+    assert values_of(store, "t") == [b"a" * 10, b"b" * 10, b"c0", b"c1", b"c2"]
+
+
+def test_a_timestamp_no_int64_holds_is_named_and_nothing_is_written(store):
+    """timestamps=[2**63] raised a bare "OverflowError: Python int too large to convert
+    to C long", on every path that takes timestamps."""
+    from pylog.errors import InvalidTimestampError
+    from pylog.record import encode_batch
+
+    store.create_topic("t", 1)
+    log = store.log("t", 0)
+    big = 2**63
+    with pytest.raises(InvalidTimestampError, match=f"timestamps\\[0\\] = {big} is invalid"):
+        log.append_records([b"x"], timestamps=[big])
+    with pytest.raises(InvalidTimestampError, match=f"timestamps\\[1\\] = {-big - 1} is inv"):
+        encode_batch([b"x", b"y"], None, [5, -big - 1])
+    with pytest.raises(InvalidTimestampError, match=f"timestamps\\[2\\] = {big}"):
+        encode_batch([b"x"] * 3, None, (1, 2, big))                 # numpy's conversion
+    with pytest.raises(InvalidTimestampError, match=f"timestamp = {big} is invalid"):
+        encode_batch([b"x"], None, big)
+    with Producer(store, linger_ms=0) as producer:
+        with pytest.raises(InvalidTimestampError, match=f"timestamp = {big} is invalid"):
+            producer.send("t", b"x", timestamp=big)
+        with pytest.raises(InvalidTimestampError, match=f"timestamps\\[1\\] = {big} is inv"):
+            producer.send_batch("t", [b"x", b"y"], timestamps=[1, big])
+        assert producer.send("t", b"ok", timestamp=(1 << 63) - 1).result(5).offset == 0
+    assert log.log_end_offset == 1

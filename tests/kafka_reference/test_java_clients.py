@@ -1,12 +1,19 @@
 """Kafka's Java Producer and Consumer against pylog's broker: idempotent produce with every
-codec, the cooperative-sticky assignor, static membership (group.instance.id) and
-read_uncommitted; records byte-identical with pylog's Consumer and kafka-python. A
-transactional producer fails at once (pylog has no transactions)."""
+codec, the cooperative-sticky assignor, static membership (group.instance.id: a restart
+within the session takes its partitions back with no rebalance, a second consumer with
+the same instance id fences the first) and read_uncommitted; records byte-identical with
+pylog's Consumer and kafka-python. A transactional producer fails at once (pylog has no
+transactions)."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import shutil
 import subprocess
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,12 +25,26 @@ from .support import kafka_libs, unavailable
 SOURCE = Path(__file__).resolve().parent / "java" / "JavaClients.java"
 
 
-def java(*args: str, timeout: float = 180) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def compiled() -> str:
+    """JavaClients.java compiled once per run (the source launcher compiles at every
+    start: seconds on a loaded machine, which a restart within a session cannot spare)."""
     if shutil.which("javac") is None:
         unavailable("no JDK (javac): Kafka's Java clients run from a Java source file")
-    run = subprocess.run(["java", "-Xmx256m", "-Dlog4j.configuration=file:/dev/null", "-cp",
-                          f"{kafka_libs()}/*", str(SOURCE), *args],
-                         capture_output=True, text=True, timeout=timeout)
+    out = tempfile.mkdtemp(prefix="pylog-java-clients-")
+    atexit.register(shutil.rmtree, out, True)
+    subprocess.run(["javac", "-nowarn", "-cp", f"{kafka_libs()}/*", "-d", out, str(SOURCE)],
+                   check=True, capture_output=True, timeout=300)
+    return out
+
+
+def java_command(*args: str) -> list[str]:
+    return ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dlog4j.configuration=file:/dev/null",
+            "-cp", f"{compiled()}:{kafka_libs()}/*", "JavaClients", *args]
+
+
+def java(*args: str, timeout: float = 180) -> list[str]:
+    run = subprocess.run(java_command(*args), capture_output=True, text=True, timeout=timeout)
     assert run.returncode == 0, run.stderr[-4000:]
     return run.stdout.splitlines()
 
@@ -97,3 +118,110 @@ def test_java_transactional_producer_fails_at_once(pylog_broker):
     assert (word, exception) == ("FAILED", "org.apache.kafka.common.errors."
                                            "TransactionalIdAuthorizationException")
     assert int(ms) < 10_000, line
+
+
+class JavaMember:
+    """Kafka's Java consumer as a static member (JavaClients.java "member"), in its own JVM:
+    its rebalance callbacks come back as lines, "close" on stdin closes it (a static
+    member sends no LeaveGroup)."""
+
+    def __init__(self, broker, topic: str, group: str, instance: str, session_ms: int = 120_000) -> None:
+        self.proc = subprocess.Popen(
+            java_command("member", broker.bootstrap_servers, topic, group, instance, str(session_ms)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.lines: list[tuple[float, str]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append((time.monotonic(), line.strip()))
+
+    def owned(self) -> set[int] | None:
+        """The partitions it owns by its callbacks (None before its first assignment)."""
+        owned = None
+        for _, line in list(self.lines):
+            what, _, parts = line.partition(" ")
+            got = {int(p) for p in parts.split(",") if p}
+            if what == "ASSIGNED":
+                owned = (owned or set()) | got
+            elif what in ("REVOKED", "LOST"):
+                owned = (owned or set()) - got
+        return owned
+
+    def saw(self, word: str) -> bool:
+        return any(line.startswith(word) for _, line in list(self.lines))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("close\n")
+                self.proc.stdin.flush()
+                self.proc.wait(60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(10)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:                     # a closed pipe the JVM left
+                pass
+
+
+def until(condition, what: str, timeout: float = 100) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not in {timeout}s: {what}"
+        time.sleep(0.05)
+
+
+def test_java_static_member_restarts_within_its_session_without_a_rebalance(pylog_broker):
+    """KIP-345: a static member that restarts within session.timeout.ms gets its partition
+    back at once, with no rebalance: the other member sees no revocation (eager range
+    assignor: any rebalance would revoke everything)."""
+    store, broker = pylog_broker
+    store.create_topic("java-static", 2)
+    a = JavaMember(broker, "java-static", "java-static-group", "a")
+    b = JavaMember(broker, "java-static", "java-static-group", "b")
+    restarted = None
+    try:
+        until(lambda: a.owned() is not None and len(a.owned()) == 1 and b.owned() is not None
+              and len(b.owned()) == 1, "one partition each")
+        time.sleep(1)                                   # the generation is settled
+        group = store.coordinator.classic_group("java-static-group", create=False)
+        generation = group.generation
+        seen_by_a = len(a.lines)
+        b_had = b.owned()
+        b.close()
+        start = time.monotonic()
+        restarted = JavaMember(broker, "java-static", "java-static-group", "b")
+        until(lambda: restarted.owned() == b_had, "the restarted member has its partition back")
+        took = time.monotonic() - start
+        time.sleep(1)
+        assert a.lines[seen_by_a:] == [], f"the other member saw a rebalance: {a.lines[seen_by_a:]}"
+        assert group.generation == generation
+        # Well inside its 120 s session: it did not wait for the old id to expire.
+        assert took < 100, f"{took:.1f}s (JVM start included)"
+    finally:
+        for member in (a, b, restarted):
+            if member is not None:
+                member.close()
+
+
+def test_java_consumers_with_one_instance_id_fence_the_first(pylog_broker):
+    store, broker = pylog_broker
+    store.create_topic("java-fence", 1)
+    first = JavaMember(broker, "java-fence", "java-fence-group", "same")
+    second = None
+    try:
+        until(lambda: first.owned() == {0}, "the first member owns the partition")
+        second = JavaMember(broker, "java-fence", "java-fence-group", "same")
+        until(lambda: second.owned() == {0}, "the second takes the instance's partition")
+        until(lambda: first.saw("FENCED"), "the first is fenced (FencedInstanceIdException)")
+        group = store.coordinator.classic_group("java-fence-group", create=False)
+        assert len(group.members) == 1
+    finally:
+        first.close()
+        if second is not None:
+            second.close()

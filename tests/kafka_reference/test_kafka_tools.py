@@ -165,8 +165,47 @@ def test_dump_log_segments_reads_idempotent_rolled_segments_and_snapshots(tmp_pa
         assert f"lastSequence: {end} lastOffset: {end} " in state, state
 
 
+def test_dump_log_segments_verifies_a_cleaned_log(tmp_path):
+    """A compacted log after one cleaning and after two (a copy of the files taken
+    between them): Kafka's DumpLogSegments --verify-index-only reported "The
+    following indexed offsets are not found in the log" for every segment the cleaner
+    had emptied (a time index entry with timestamp -1); now it reports nothing, and
+    every cleaned batch reads back valid."""
+    import shutil
+
+    partition = tmp_path / "store" / "cleaned-0"
+    for round_ in range(2):
+        with pylog.open(tmp_path / "store") as store:
+            if round_ == 0:
+                store.create_topic("cleaned", 1, {"cleanup.policy": "compact",
+                                                  "segment.bytes": 2000,
+                                                  "min.cleanable.dirty.ratio": 0.01})
+            log = store.log("cleaned", 0)
+            for i in range(200):
+                log.append_records([b"value %d %d" % (round_, i)], [b"key%d" % (i % 5)])
+            log.roll()
+            assert store.clean_once() is not None
+        if round_ == 0:             # closed: every index trimmed, as Kafka's tool expects
+            shutil.copytree(partition, tmp_path / "after-one-cleaning" / "cleaned-0")
+    files = sorted(partition.iterdir()) + \
+        sorted((tmp_path / "after-one-cleaning" / "cleaned-0").iterdir())
+    indexes = [str(f) for f in files if f.suffix in (".index", ".timeindex")]
+    check = run_tool("kafka-dump-log", "--files", ",".join(indexes), "--verify-index-only")
+    assert check.stdout.count("Dumping") == len(indexes)
+    assert all(line.startswith("Dumping ") or line.endswith(" is empty.")
+               for line in check.stdout.splitlines()), check.stdout
+    # Its findings go to stderr ("The following indexed offsets are not found in the log.").
+    findings = [line for line in check.stderr.splitlines() if not line.startswith("log4j:")]
+    assert findings == [], check.stderr
+    logs = [str(f) for f in files if f.suffix == ".log"]
+    out = run_tool("kafka-dump-log", "--files", ",".join(logs), "--deep-iteration").stdout
+    assert "isvalid: false" not in out and "Exception" not in out
+    assert out.count("| offset:") == 5 + 5        # one record per key in each copy
+
+
 def test_pylog_dump_log_prints_what_kafkas_dump_log_prints(tmp_path):
-    """`pylog dump-log` beside Kafka's DumpLogSegments on the same files: the same lines."""
+    """`pylog dump-log` beside Kafka's DumpLogSegments on the same files: the same lines
+    (a null value printed no ` payload:` in Kafka's, an empty one in pylog's)."""
     import os
     import subprocess
     import sys
@@ -175,6 +214,7 @@ def test_pylog_dump_log_prints_what_kafkas_dump_log_prints(tmp_path):
         log = store.log("same", 0)
         log.append_records([b"v1", b"v2"], [b"k", None], compression="gzip",
                            headers=[[("h", b"x"), ("g", None)], []])
+        log.append_records([None, b"", None], [b"gone", b"empty", None])    # null values
         producer = pylog.Producer(store, enable_idempotence=True, compression_type="zstd")
         for i in range(50):
             producer.send("same", value=b"value %d" % i, key=b"key", partition=0)

@@ -113,6 +113,46 @@ def test_offset_ranges_json_and_ends(spark, tmp_path):
     assert got == want
 
 
+def headed_batches(path: str, topic: str, batches: int, per_batch: int = 10) -> list:
+    """One partition of `batches` batches whose first 4 records have no headers; returns
+    each offset's headers as Spark's Kafka source gives them (None for none)."""
+    with pylog.open(path) as store:
+        store.create_topic(topic, partitions=1)
+        log = store.log(topic, 0)
+        want = []
+        for b in range(batches):
+            headers = [[] if i < 4 else [("h", b"%d" % (b * per_batch + i))]
+                       for i in range(per_batch)]
+            log.append_records([b"v%d" % (b * per_batch + i) for i in range(per_batch)],
+                               headers=headers)
+            want += [[{"key": k, "value": v} for k, v in h] or None for h in headers]
+    return want
+
+
+def test_headers_of_reads_that_start_inside_a_batch(tmp_path):
+    """Every start inside a batch whose first records have no headers (the C decoder
+    hands a sliced headers column): the Kafka source's headers column, no Arrow error."""
+    from pylog.spark.schema import to_spark_batch
+    want = headed_batches(str(tmp_path), "h", 2)
+    reader = pylog.storage.LogDirsReader(str(tmp_path)).partition("h", 0)
+    for start in range(20):
+        got = []
+        for rows in reader.read_arrow(start, 20):
+            got += to_spark_batch(rows, "h", 0, True).column("headers").to_pylist()
+        assert got == want[start:], start
+
+
+def test_headers_with_a_mid_batch_start_and_split_tasks(spark, tmp_path):
+    want = headed_batches(str(tmp_path), "h", 6)
+    df = (spark.read.format("pylog").option("subscribe", "h").option("includeHeaders", "true")
+          .option("startingOffsets", json.dumps({"h": {"0": 2}}))
+          .option("minPartitions", "4").load(str(tmp_path)))
+    got = sorted((r.offset, r.headers) for r in df.select("offset", "headers").collect())
+    assert [o for o, _ in got] == list(range(2, 60))
+    assert [None if h is None else [{"key": x.key, "value": bytes(x.value)} for x in h]
+            for _, h in got] == want[2:]
+
+
 def test_assign_and_subscribe_pattern(spark, tmp_path):
     produce(str(tmp_path), "alpha", 30)
     produce(str(tmp_path), "beta", 20)
@@ -173,6 +213,9 @@ def test_fail_on_data_loss_after_retention(spark, tmp_path):
     lenient = read.option("failOnDataLoss", "false").load(str(tmp_path))
     offsets = [r.offset for r in lenient.select("offset").collect()]
     assert min(offsets) == second and len(offsets) == 30000 - second
+    # A range retention deleted whole: nothing to read, no error.
+    gone = read.option("failOnDataLoss", "false").option("endingOffsets", json.dumps({"t": {"0": 5}}))
+    assert gone.load(str(tmp_path)).count() == 0
 
 
 @pytest.mark.parametrize("options, message", [
@@ -184,6 +227,9 @@ def test_fail_on_data_loss_after_retention(spark, tmp_path):
     ({"subscribe": "t", "minPartitions": "many"}, "'minPartitions' must be an integer"),
     ({"subscribe": "t", "assign": '{"t":[0]}'}, "exactly one of"),
     ({"subscribe": "t", "includeHeaders": "yes"}, "'includeHeaders' must be true or false"),
+    ({"subscribe": "t", "startingOffsets": '{"t":{"0":50,"1":0}}'},
+     r"The resolved start offset 50 is greater than the resolved end offset \d for topic t "
+     "partition 0"),
 ])
 def test_bad_options_name_the_problem_at_planning(spark, tmp_path, options, message):
     produce(str(tmp_path), "t", 5)
@@ -194,6 +240,23 @@ def test_bad_options_name_the_problem_at_planning(spark, tmp_path, options, mess
         read.load(str(tmp_path)).count()
     assert "PYTHON_DATA_SOURCE" in str(info.value) or "AnalysisException" in type(info.value).__name__ \
         or "Analysis" in str(type(info.value))
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"startingOffsets": '{"t":{"0":3,"1":-2}}', "endingOffsets": '{"t":{"0":1,"1":-1}}'},
+     "The specified start offset 3 is greater than the end offset 1 for topic t partition 0"),
+    ({"startingOffsetsByTimestamp": '{"t":{"0":1,"1":2000}}',
+      "endingOffsetsByTimestamp": '{"t":{"0":1,"1":1000}}'},
+     "The specified start timestamp 2000 is greater than the end timestamp 1000 for topic t "
+     "partition 1"),
+])
+def test_a_specified_start_past_the_end_is_refused_before_resolving(options, message):
+    from pylog.spark.options import OptionError, SourceOptions
+    with pytest.raises(OptionError, match=message):
+        SourceOptions.parse({"path": "/nowhere", "subscribe": "t", **options}, streaming=False)
+    # -1 (latest) and -2 (earliest) are resolved later, as in Spark.
+    SourceOptions.parse({"path": "/nowhere", "subscribe": "t", "startingOffsets": '{"t":{"0":-2}}',
+                         "endingOffsets": '{"t":{"0":-1}}'}, streaming=False)
 
 
 def test_a_path_that_is_not_a_log_dir(spark, tmp_path):

@@ -14,8 +14,6 @@ require_pyspark()
 
 import pylog  # noqa: E402
 from pylog.client.partitioner import key_partition
-from pylog.spark.options import SinkOptions
-from pylog.spark.sink import PylogStreamWriter, StagedBatches
 
 pytestmark = pytest.mark.spark
 
@@ -158,49 +156,6 @@ def test_streaming_sink_exactly_once_across_restarts(spark, tmp_path):
     with open(os.path.join(path, "pylog-spark", "sinks", sinks[0])) as f:
         state = json.load(f)
     assert state["done"] and state["batch"] >= 1
-
-
-def stage(tmp_path, writer, task, records, query="q1"):
-    """Stages `records` values for s-0 as the executor would, without Spark."""
-    import pyarrow as pa
-    batch = pa.RecordBatch.from_pydict({"value": [b"%d" % i for i in records]})
-    message = StagedBatches(str(tmp_path / f"task{task}-{records[0]}"), task, query_id=query)
-    with open(message.path, "wb") as out:
-        def emit(topic, partition, data, records):
-            message.entries.append((topic, partition, out.tell(), len(data), records))
-            out.write(data)
-        writer._encode("s", 0, batch.column(0), None, None, 0, emit)
-    return message
-
-
-def test_streaming_commit_replay_and_interrupted_commit(spark, tmp_path):
-    """commit(batchId) again after it finished writes nothing; after a commit died
-    between its append and its 'done' mark, the replay completes it and adds nothing
-    twice."""
-    from pyspark.sql.types import StringType, StructField, StructType
-    path = str(tmp_path / "logs")
-    with pylog.open(path) as store:
-        store.create_topic("s", partitions=1)
-    schema = StructType([StructField("value", StringType())])
-    writer = PylogStreamWriter(SinkOptions.parse({"path": path, "topic": "s"}), schema, False)
-
-    def values():
-        return [int(v) for _, _, _, v, _ in log_rows(path, "s")]
-
-    m0 = [stage(tmp_path, writer, 0, list(range(0, 100)))]
-    writer.commit(m0, 0)
-    m0 = [stage(tmp_path, writer, 0, list(range(0, 100)))]
-    writer.commit(m0, 0)                                  # a replayed batch: skipped
-    assert values() == list(range(100))
-
-    # Batch 1 died after appending task 0's batch but before task 1's and the 'done' mark.
-    m1 = [stage(tmp_path, writer, 0, list(range(100, 150))), stage(tmp_path, writer, 1, list(range(150, 200)))]
-    from pylog.spark import sink
-    state = os.path.join(path, "pylog-spark", "sinks", "q1.json")
-    sink._write_state(state, {"batch": 1, "done": False, "ends": {"s:0": 100}})
-    with pylog.open(path) as store:
-        sink._append(store, m1[:1])
-    writer.commit(m1, 1)
-    assert values() == list(range(200))
-    with open(state) as f:
-        assert json.load(f) == {"batch": 1, "done": True, "ends": {}}
+    # Each committed micro-batch's staging dir is gone (a new writer commits each one).
+    staging = os.path.join(path, "pylog-spark", "staging")
+    assert not os.path.exists(staging) or os.listdir(staging) == [], list(os.walk(staging))

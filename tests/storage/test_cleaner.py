@@ -103,6 +103,76 @@ def test_the_checkpoint_records_progress_and_a_clean_log_is_left_alone(dirs, ope
         {b"key%d" % k: b"value %d" % (195 + k) for k in range(5)}
 
 
+def test_cleaned_segments_group_and_an_empty_one_has_no_time_index_entry(dirs, open_manager,
+                                                                        clock):
+    """Five keys written over and over fill 8 segments; cleaning keeps one record per
+    key. An emptied segment kept a time index entry with timestamp -1 (Kafka's
+    TimeIndex.maybeAppend writes none: its empty index's last timestamp is already
+    -1), which Kafka's DumpLogSegments reports as an indexed offset missing from the
+    log; and every emptied segment stayed a segment of its own. A group whose
+    cleaning writes nothing now joins the next group's cleaned segment (it holds no
+    record, so no tombstone's clock changes), and later passes merge the small
+    cleaned segments, clean and dirty apart, as Kafka's groupSegmentsBySize does."""
+    store = open_manager(dirs[:1])
+    store.create_topic("e", 1, config={**COMPACT, "min.cleanable.dirty.ratio": "0.01"})
+    lg = store.log("e", 0)
+    model = {}
+
+    def write(count, tag):
+        for i in range(count):
+            key, value = b"key%d" % (i % 5), b"%s %d" % (tag, i)
+            model[key] = lg.append_records([value], [key], timestamps=[clock.now + i]).first_offset, value
+
+    def check():
+        for segment in lg.segments:
+            entries = segment.time_index.to_list()
+            assert all(ts >= 0 for ts, _ in entries), (segment, entries)
+            assert segment.active or bool(entries) == bool(segment.size), (segment, entries)
+        assert latest_values(lg) == model
+
+    write(200, b"value")
+    assert len(lg.segments) == 9
+    stats = store.clean_once()
+    assert stats.segments_before == 8
+    check()
+    # One cleaned segment holds the survivors of the 8: nothing empty is left behind.
+    assert [s.size > 0 for s in lg.segments] == [True, True] and stats.segments_after == 1
+    # More rounds: each pass leaves the cleaned section in few segments, none empty.
+    for round_ in range(6):
+        write(60, b"round %d" % round_)
+        lg.roll()
+        store.clean_once()
+        check()
+        assert len(lg.segments) <= 3 and all(s.size for s in lg.segments[:-1]), lg.segments
+
+
+def test_groups_follow_kafkas_group_segments_by_size(dirs, open_manager, clock):
+    """Consecutive segments are cleaned into one while their sizes sum to at most
+    segment.bytes and their offset and time index entries to at most
+    segment.index.bytes (Kafka's groupSegmentsBySize); an index that would overflow
+    starts a new group."""
+    from pylog.storage.cleaner import _groups
+
+    store = open_manager(dirs[:1])
+    # index.interval.bytes 1: an index entry per batch after the first of a segment;
+    # 96 B of index: 12 offset entries or 8 time entries.
+    store.create_topic("g", 1, config={**COMPACT, "segment.bytes": 100_000,
+                                       "segment.index.bytes": 96, "index.interval.bytes": 1})
+    lg = store.log("g", 0)
+    for i in range(40):
+        lg.append_records([b"v%d" % i], [b"k%d" % i], timestamps=[clock.now + i])
+        if i % 4 == 3:
+            lg.roll()
+    segments = lg.segments[:-1]
+    assert [(s.offset_index.entries, s.time_index.entries) for s in segments] == [(3, 3)] * 10
+    # Offset entries: 4 segments (12 entries, 96 B) would fit; time entries (12 B each):
+    # 2 segments (6 entries, 72 B) do, a third would take 108 B.
+    assert [len(g) for g in _groups(segments, 100_000, 96)] == [2] * 5
+    assert [len(g) for g in _groups(segments, 100_000, 1 << 20)] == [10]
+    largest = max(s.size for s in segments)
+    assert [len(g) for g in _groups(segments, largest * 3, 1 << 20)] == [3, 3, 3, 1]
+
+
 def test_min_cleanable_dirty_ratio_and_lag(dirs, open_manager, clock):
     store = open_manager(dirs[:1])
     store.create_topic("r", 1, config={**COMPACT, "min.cleanable.dirty.ratio": "0.9",

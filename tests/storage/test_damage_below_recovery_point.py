@@ -16,7 +16,7 @@ import pytest
 
 from log_support import all_records
 from pylog import records
-from pylog.errors import CorruptRecordError, KafkaStorageError
+from pylog.errors import CorruptRecordError, KafkaStorageError, MissingOffsetsError
 from pylog.storage import LogManager
 from pylog.storage import log_loader
 from pylog.storage.log import Log
@@ -62,12 +62,19 @@ def test_a_tear_in_a_middle_segment_keeps_every_segment_after_it(log_dir, caplog
         assert log.log_end_offset == 300 and len(log.segments) == count
         assert log.recovery.segments_deleted == 0 and log.recovery.bytes_truncated == 0
         assert os.path.getsize(damaged) > 0                    # every byte kept
-        base = log.segments[2].base_offset
-        lost = {r.offset for r in all_records(log)} ^ set(range(300))
-        assert lost and min(lost) > base and max(lost) < log.segments[3].base_offset
-        got = {r.offset: r.value for r in all_records(log)}
-        assert all(got[o] == VALUES[o] for o in got)
+        base, after = log.segments[2].base_offset, log.segments[3].base_offset
+        end = log.segments[2].next_offset
+        assert base < end < after
+        assert log.recovery.missing_offsets == ((end, after),)
         assert f"segment {base} (below the recovery point 300) is damaged" in caplog.text
+        assert f"offsets {end}..{after - 1} are missing" in caplog.text
+        # The lost offsets are reported where they are read, never skipped in silence.
+        for offset in range(end, after):
+            with pytest.raises(MissingOffsetsError, match=f"offsets {end}..{after - 1} are missing"):
+                log.read(offset, 1 << 20)
+        got = {r.offset: r.value for r in all_records(log, 0, end) + all_records(log, after)}
+        assert sorted(got) == [o for o in range(300) if not end <= o < after]
+        assert all(got[o] == VALUES[o] for o in got)
     finally:
         log.close()
 
@@ -179,3 +186,68 @@ def test_an_unclean_truncation_logs_and_counts_what_it_deletes(tmp_path, caplog)
         assert [r.value for r in all_records(log)] == VALUES[:log.log_end_offset]
     finally:
         manager.close()
+
+
+@pytest.mark.parametrize("damage", ["removed", "emptied"])
+def test_a_segment_log_lost_below_the_recovery_point_is_a_hole_reported_at_open_and_read(
+        log_dir, caplog, damage):
+    """Today: silent at open (the orphan indexes of a removed .log deleted without a word)
+    and readers skip from the segment before it to the one after."""
+    with Log(log_dir, SEGMENT) as log:
+        fill(log)
+    victim = segment_files(log_dir)[3]
+    name = os.path.basename(victim)
+    if damage == "removed":
+        os.remove(victim)
+    else:
+        os.truncate(victim, 0)
+    with caplog.at_level(logging.WARNING, logger="pylog.storage"):
+        log = Log(log_dir, SEGMENT)
+    try:
+        bases = [s.base_offset for s in log.segments]
+        first = int(name[:20])
+        after = min(b for b in bases if b > first)
+        assert log.recovery.missing_offsets == ((first, after),)
+        assert f"offsets {first}..{after - 1} are missing" in caplog.text
+        if damage == "removed":
+            for suffix in (".index", ".timeindex"):
+                assert f"orphaned index file {name[:20]}{suffix}" in caplog.text
+        for offset in (first, after - 1):
+            with pytest.raises(MissingOffsetsError) as info:
+                log.read(offset, 1 << 20)
+            assert (info.value.first_missing, info.value.next_offset) == (first, after)
+            assert info.value.code == 2                       # CORRUPT_MESSAGE on the wire
+        # Around the hole every record reads, and a consumer goes on from next_offset.
+        assert [r.value for r in all_records(log, 0, first)] == VALUES[:first]
+        assert [r.value for r in all_records(log, after)] == VALUES[after:]
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("policy_after", ["compact", "delete"])
+def test_a_compacted_logs_gaps_are_not_holes(tmp_path, caplog, policy_after):
+    """The cleaner leaves gaps between segments (Kafka's fetch reads across them): no
+    warning at open, and reads go on to the next segment; also once the topic's
+    cleanup.policy no longer includes compact (the gaps are below the cleaner's
+    checkpoint)."""
+    with LogManager(str(tmp_path), background=False) as manager:
+        manager.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 1000})
+        log = manager.log("c", 0)
+        # Every fifth record has a key of its own (it survives the cleaning); the rest
+        # share three keys (superseded): each cleaned segment keeps records from its
+        # middle, so it ends before the next one begins.
+        for i in range(300):
+            key = b"u%d" % i if i % 5 == 0 else b"k%d" % (i % 3)
+            log.append(records.encode_batch([b"v%d" % i], keys=[key]))
+        manager.clean_once()
+        offsets = [r.offset for r in all_records(log)]
+        segments = log.segments
+        assert any(a.next_offset < b.base_offset for a, b in zip(segments, segments[1:]))
+        manager.alter_topic_config("c", {"cleanup.policy": policy_after})
+        assert [r.offset for r in all_records(log)] == offsets
+    with caplog.at_level(logging.WARNING, logger="pylog.storage"):
+        with LogManager(str(tmp_path), background=False) as manager:
+            log = manager.log("c", 0)
+            assert log.recovery.missing_offsets == ()
+            assert [r.offset for r in all_records(log)] == offsets
+    assert "missing" not in caplog.text

@@ -54,7 +54,7 @@ def test_time_lookup_matches_bisect(tmp_path_factory, steps, targets):
         ts += dts
         offset += doff
         ix.maybe_append(ts, offset)
-        if not model or ts > model[-1][0]:          # only a new maximum is indexed
+        if ts > (model[-1][0] if model else -1):    # only a new maximum (over NO_TIMESTAMP)
             model.append((ts, offset))
     assert ix.to_list() == model
     keys = [t for t, _ in model]
@@ -124,6 +124,20 @@ def test_time_index_keeps_last_slot_for_roll(tmp_path):
         tx.maybe_append(30, BASE + 3)
     tx.maybe_append(30, BASE + 3, True)                               # the roll-time entry
     assert tx.to_list() == [(10, BASE + 1), (20, BASE + 2), (30, BASE + 3)]
+    tx.close()
+
+
+def test_time_index_takes_no_entry_without_a_timestamp(tmp_path):
+    """An empty segment's roll (or the cleaner's emptied one) wrote an entry with
+    timestamp -1, which Kafka's DumpLogSegments --verify-index-only reports as an
+    indexed offset missing from the log. Kafka's TimeIndex.maybeAppend takes an empty
+    index's last timestamp as -1 (no timestamp): such an entry is never written."""
+    tx = TimeIndex.open(str(tmp_path / "t.timeindex"), BASE, 36)
+    tx.maybe_append(-1, BASE, True)
+    tx.maybe_append(-1, BASE + 5)
+    assert tx.entries == 0 and tx.to_list() == []
+    tx.maybe_append(0, BASE + 6)                  # timestamp 0 is a timestamp
+    assert tx.to_list() == [(0, BASE + 6)]
     tx.close()
 
 
@@ -244,3 +258,15 @@ def test_flushes_without_the_gil_race_resizes_and_lookups_safely(tmp_path):
     assert errors == []
     assert ix.entries == 1000
     ix.close()
+
+
+def test_no_timestamp_is_never_a_time_index_entry(tmp_path):
+    """Kafka's TimeIndex.maybeAppend: an empty index's maximum is NO_TIMESTAMP (-1), so a
+    segment without timestamps, or closed without batches, gets no entry (pylog stored
+    (-1, base), which the check at open must then explain away)."""
+    tx = TimeIndex.open(str(tmp_path / f"{BASE:020d}.timeindex"), BASE, 12 * 10)
+    tx.maybe_append(-1, BASE, True)
+    assert tx.entries == 0
+    tx.maybe_append(5, BASE + 3)
+    assert tx.to_list() == [(5, BASE + 3)]
+    tx.close()

@@ -30,6 +30,7 @@ from libc.string cimport memcpy, memset
 
 from pylog._core.includes.ccore cimport *
 
+import operator as _operator
 import time as _time
 
 import numpy as _np

@@ -271,6 +271,8 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
             raise InvalidTimestampError(
                 f"timestamp {timestamps} is invalid: timestamps are milliseconds since the epoch, "
                 f">= 0, or -1 for none")
+        if not _INT64_MIN <= timestamps <= _INT64_MAX:
+            raise _timestamp_overflow(u"timestamp", timestamps)
         inp.timestamps = NULL
         inp.timestamp_const = timestamps
         return None
@@ -284,7 +286,10 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
         if check:
             _check_timestamps(inp.timestamps, n)
         return timestamps
-    arr = _np.ascontiguousarray(timestamps, dtype=_np.int64)
+    try:
+        arr = _np.ascontiguousarray(timestamps, dtype=_np.int64)
+    except OverflowError:
+        raise _first_overflow(timestamps) from None
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"timestamps has shape {arr.shape} but there are {n} records")
     if n == 0:
@@ -299,6 +304,27 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
 
 
 cdef object _ndarray = _np.ndarray
+cdef object _INT64_MIN = -(1 << 63), _INT64_MAX = (1 << 63) - 1
+
+
+cdef object _timestamp_overflow(str what, object value):
+    """The error for a timestamp no int64 holds (Kafka's timestamps are int64 ms)."""
+    return InvalidTimestampError(
+        f"{what} = {value} is invalid: timestamps are milliseconds since the epoch, a "
+        f"signed 64-bit integer (at most {_INT64_MAX})")
+
+
+cdef object _first_overflow(object timestamps):
+    """_timestamp_overflow for the first item of `timestamps` outside int64 (a cold
+    path: numpy's conversion only says some item was)."""
+    for i, value in enumerate(timestamps):
+        try:
+            value = _operator.index(value)
+        except TypeError:
+            continue
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            return _timestamp_overflow(f"timestamps[{i}]", value)
+    return OverflowError("timestamps: a value is outside the int64 range")
 
 
 cdef bint _native_int64(object arr, Py_ssize_t n, pylog_record_input *inp) except -1:
@@ -344,13 +370,20 @@ cdef object _list_timestamps(list timestamps, Py_ssize_t n, pylog_record_input *
     cdef int64_t[::1] view = arr
     cdef Py_ssize_t i
     cdef PyObject *item
-    for i in range(n):
-        item = PyList_GET_ITEM(timestamps, i)
-        if not PyLong_CheckExact(<object>item):
-            return _timestamps(_np.ascontiguousarray(timestamps, dtype=_np.int64), n, inp, check)
-        # long is int64 on Linux; PyLong_AsLongLong takes CPython's slow path
-        # for multi-digit ints. OverflowError past int64.
-        view[i] = PyLong_AsLong(<object>item)
+    cdef bint exact = True
+    try:                                # (entered once: not per item)
+        for i in range(n):
+            item = PyList_GET_ITEM(timestamps, i)
+            if not PyLong_CheckExact(<object>item):
+                exact = False
+                break
+            # long is int64 on Linux; PyLong_AsLongLong takes CPython's slow path
+            # for multi-digit ints. OverflowError past int64, which names nothing.
+            view[i] = PyLong_AsLong(<object>item)
+    except OverflowError:
+        raise _timestamp_overflow(f"timestamps[{i}]", timestamps[i]) from None
+    if not exact:
+        return _timestamps(tuple(timestamps), n, inp, check)
     if check:
         _check_timestamps(&view[0], n)
     inp.timestamps = &view[0]

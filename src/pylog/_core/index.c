@@ -301,10 +301,11 @@ int pylog_offset_index_append(pylog_index *ix, int64_t offset, int32_t position)
 int pylog_time_index_append(pylog_index *ix, int64_t timestamp, int64_t offset, int skip_full_check) {
     int32_t rel;
     if (relative(ix, offset, &rel) != PYLOG_INDEX_OK) return PYLOG_INDEX_OVERFLOW;
-    if (ix->entries > 0) {
-        if (offset < entry_offset(ix, ix->entries - 1)) return PYLOG_INDEX_NOT_INCREASING;
-        if (timestamp <= entry_key(ix, ix->entries - 1)) return PYLOG_INDEX_OK;
-    }
+    if (ix->entries > 0 && offset < entry_offset(ix, ix->entries - 1)) return PYLOG_INDEX_NOT_INCREASING;
+    /* Only a new maximum is stored; an empty index's maximum is NO_TIMESTAMP (-1), so
+     * a segment without timestamps (or without batches) gets no entry (Kafka's
+     * TimeIndex.maybeAppend). */
+    if (timestamp <= (ix->entries > 0 ? entry_key(ix, ix->entries - 1) : -1)) return PYLOG_INDEX_OK;
     if (ix->entries >= ix->max_entries || (!skip_full_check && pylog_index_is_full(ix)))
         return PYLOG_INDEX_FULL;
     int rc = ensure_allocated(ix, (ix->entries + 1) * ix->entry_size);

@@ -270,6 +270,17 @@ cdef inline int64_t _wall_ms() noexcept nogil:
     clock_gettime(CLOCK_REALTIME, &ts)
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
+cdef int64_t _timestamp_arg(object timestamp) except? -2:
+    """send()'s timestamp as int64 ms; one that no int64 holds is named (Python's
+    OverflowError says only "int too large")."""
+    try:
+        return timestamp
+    except OverflowError:
+        from pylog.errors import InvalidTimestampError
+        raise InvalidTimestampError(
+            f"timestamp = {timestamp} is invalid: timestamps are milliseconds since the "
+            f"epoch, a signed 64-bit integer (at most {(1 << 63) - 1})") from None
+
 cdef inline double _monotonic() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -377,7 +388,9 @@ cdef class ProducerBatch:
     conversion. A batch built by ``send_batch`` is
     pre-encoded instead (``encoded``, ``count``). After completion the batch
     holds the assigned base offset, or the exception, which its futures read
-    (pylog/futures.py).
+    (pylog/futures.py); a batch the log refused as too large and the sender
+    split (Kafka's splitAndReenqueue) holds ``pieces`` instead: each piece's
+    outcome, which the futures of its records read.
     """
 
     cdef public str topic
@@ -397,6 +410,8 @@ cdef class ProducerBatch:
     cdef public int64_t base_offset
     cdef public int64_t log_append_time
     cdef public object exception
+    cdef public tuple pieces             # None, or (start, end, base offset, log append time,
+                                         # exception) of each piece of a split batch
     cdef public list watched             # futures to notify one by one; None once complete
     cdef object __weakref__
 
@@ -694,7 +709,7 @@ cdef class Accumulator:
             p = partition
             if not 0 <= p < state.num_partitions:
                 return self.fail(state.name, partition, -1)
-        ts = _wall_ms() if timestamp is None else timestamp
+        ts = _wall_ms() if timestamp is None else _timestamp_arg(timestamp)
         cdef ProducerBatch batch
         self.lock.take()
         try:
@@ -775,7 +790,7 @@ cdef class ProducerBase:
         """send_batch's common case in one C call: lists of bytes/None, one
         timestamp, no headers, the whole call within max.request.size and under
         SMALL_CALL_BYTES (so no chunk is worth queueing: see
-        Producer.send_batch). The records go to `partition` if it is >= 0, or
+        Producer.send_batch) and the topic's batch_limit. The records go to `partition` if it is >= 0, or
         are partitioned as send_batch partitions them (murmur2 by key, else the
         sticky partition); each partition's rows become one batch, appended by
         this thread (:meth:`_direct`).
@@ -810,7 +825,9 @@ cdef class ProducerBase:
                                 n, nparts, RECORD_OVERHEAD, scratch,
                                 parts if by_key else NULL, &total) < n:
                 return None
-            if total + BATCH_OVERHEAD > acc.max_request or total >= SMALL_CALL_BYTES:
+            if total >= SMALL_CALL_BYTES or total + BATCH_OVERHEAD > batch_limit(
+                    state, acc.store, state.sticky if partition < 0 else partition,
+                    acc.max_request):
                 return None
             order = np.empty(n, dtype=np.int64)
             rows_of = order
@@ -982,6 +999,22 @@ cdef object _partition_log(TopicState state, store, int32_t p):
         log = store.log(state.name, p)
         state.logs[p] = log if isinstance(log, _LogState) else None
     return log
+
+
+def batch_limit(TopicState state, store, int32_t partition, int64_t max_request):
+    """The most bytes one of send_batch's batches to the topic may take:
+    max.request.size, and the topic's max.message.bytes and segment.bytes, past
+    which its Log refuses a batch (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE).
+    send_batch cuts its chunks to fit all three (Kafka's producer sends batches
+    that fit, and splits one refused as too large). Topic configs are the same
+    for every partition, so `partition`'s Log tells; while it cannot be had
+    (offline, gone), max.request.size: the append reports why."""
+    try:
+        config = _partition_log(state, store, partition).config
+        return min(max_request, <int64_t>config.max_message_bytes,
+                   <int64_t>config.segment_bytes)
+    except Exception:
+        return max_request
 
 
 cdef bint _is_busy(queued, TopicState state, str topic, int32_t p, round_) except -1:

@@ -128,7 +128,9 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "(retriable: the client asks again, as while Kafka creates a topic).",
               at_least(0)),
     ConfigDef("connections.max.idle.ms", "int", 600000,
-              "Idle connections are closed after this many ms.", at_least(1)),
+              "A connection with no request for this many ms is closed (at that deadline), "
+              "and so is one whose socket takes no bytes of a response for this long (a "
+              "client that stopped reading).", at_least(1)),
     ConfigDef("max.connections", "int32", 2147483647,
               "Connections beyond this are closed on accept.", at_least(1)),
     ConfigDef("group.initial.rebalance.delay.ms", "int32", 3000,
@@ -154,7 +156,10 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "Committed offsets of empty groups are kept this long (not enforced yet).",
               at_least(1)),
     ConfigDef("request.timeout.ms", "int32", 30000,
-              "The longest a request waits inside the broker (group joins).", between(1, 2**31 - 1)),
+              "Kafka's broker key (the timeout of its inter-broker clients), accepted; pylog "
+              "has no such client. A parked JoinGroup or SyncGroup waits as Kafka's do: "
+              "until its rebalance completes (at most the group's rebalance timeout).",
+              between(1, 2**31 - 1)),
 )
 
 #: The broker keys that change at run time (KIP-226; Kafka's SocketServer reconfigurable

@@ -3,9 +3,9 @@
 The loop reads one size-prefixed request, answers it, and reads the next: responses
 leave in request order, a client may pipeline, and a slow reader stalls only its own
 coroutine (``drain`` waits for the socket: back-pressure, no response queue grows).
-Handlers that may block (an fsync for acks=all, a rebalance wait, file creation) run
-in a thread pool; the rest run on the loop (docs/ARCHITECTURE.md, "The broker", says
-why and what was measured).
+Handlers that may block on the disk (an fsync for acks=all, file creation, an offset
+commit) run in a thread pool; the rest run on the loop, waiting ones as coroutines
+(docs/ARCHITECTURE.md, "The broker", says why and what was measured).
 
 Defences, as Kafka's SocketServer:
 - a size prefix above ``socket.request.max.bytes`` (or below a header's size) closes the
@@ -23,8 +23,12 @@ Defences, as Kafka's SocketServer:
   has a place for it (ApiVersions always answers with v0; a top-level error_code, as
   Fetch 7+; every partition of a Produce), else the connection closes (an API left out
   of ApiVersions, which clients do not send);
-- no request for ``connections.max.idle.ms`` closes the connection (the broker's idle
-  sweeper, once a second: cheaper than a timeout per read).
+- no request for ``connections.max.idle.ms`` closes the connection, at that deadline: one
+  loop timer per connection, re-armed only when it fires early (a timeout per read
+  cost a task per request);
+- a client that stops reading holds a buffer and a timer, never a thread: the rest of a
+  sendfile waits for room in the socket on the loop, and a socket that takes nothing
+  for ``connections.max.idle.ms`` closes the connection.
 
 Responses are lists of parts: bytes go to the transport; file regions go out with
 sendfile(2) straight from the page cache once the transport's buffer has drained
@@ -40,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import select
+import os
 import struct
 import threading
 import time
@@ -139,9 +143,11 @@ class Connection:
         self.host = peer[0]
         self.busy = False                  # a request is being handled (graceful shutdown waits)
         self.requests = 0
-        self.last_active = 0.0             # loop time of the last request (idle sweeper)
+        self.last_active = 0.0             # loop time of the last request (the idle deadline's)
         self._out: list = []               # response bytes not yet given to the transport
         self._flush_queued = False         # a _flush callback is on the loop
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._writable: asyncio.Future | None = None   # a sendfile waiting for room
         self._pausing_collector = False    # a heavy request holds collector_pause
 
     def resume_collector(self) -> None:
@@ -157,17 +163,41 @@ class Connection:
 
     def close_on_loop(self) -> None:
         """Closes the connection after the response bytes it holds (on the loop)."""
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_exception(ConnectionAbortedError(f"connection {self.peer} closed"))
         self._flush()
         self.writer.close()
+
+    def _idle_deadline(self) -> None:
+        """connections.max.idle.ms after the last request (a loop timer): closes the
+        connection, or re-arms at the new deadline if a request came meanwhile."""
+        self._idle_timer = None
+        if self.writer.is_closing():
+            return
+        loop = self.broker.loop
+        idle = self.broker.server_config["connections.max.idle.ms"] / 1000
+        due = self.last_active + idle
+        if self.busy:
+            due = loop.time() + idle      # a request in progress is not idleness
+        if due > loop.time():
+            self._idle_timer = loop.call_at(due, self._idle_deadline)
+            return
+        log.info("closing idle connection %s (connections.max.idle.ms)", self.peer)
+        self.close_on_loop()
 
     # ============================================================== loop
 
     async def run(self) -> None:
         broker = self.broker
         reader = self.reader
+        self._idle_timer = broker.loop.call_later(
+            broker.server_config["connections.max.idle.ms"] / 1000, self._idle_deadline)
         try:
             while not broker.stopping:
-                self.last_active = broker.loop.time()      # the idle sweeper reads it
+                self.last_active = broker.loop.time()      # the idle deadline reads it
                 head = await reader.readexactly(4)
                 size = _i32.unpack(head)[0]
                 limit = broker.server_config["socket.request.max.bytes"]
@@ -318,22 +348,47 @@ class Connection:
 
     async def _send_region(self, region) -> None:
         """sendfile(2) of a file region on the transport's socket, whose buffer has
-        drained. Non-blocking first, on the loop; what does not fit in the socket buffer
-        is finished in the wait pool (asyncio lets no one else watch a transport's fd)."""
+        drained; what does not fit in the socket buffer waits for room on the loop."""
         sock = self.writer.get_extra_info("socket")
-        fd = sock.fileno()
-        sent = region.send_to(fd)
+        sent = region.send_to(sock.fileno())
         if sent < region.size:
-            await self.broker.loop.run_in_executor(self.broker._wait_pool, self._send_rest,
-                                                   region, fd, sent)
+            await self._send_rest(region, sock.fileno(), sent)
         self.broker.stats["fetch_bytes_sendfile"] += region.size
 
-    def _send_rest(self, region, fd: int, sent: int) -> None:
-        """In a pool thread: wait for room in the socket buffer, send, repeat."""
-        timeout_ms = int(self.broker.server_config["connections.max.idle.ms"])
-        poller = select.poll()
-        poller.register(fd, select.POLLOUT)
-        while sent < region.size:
-            if not poller.poll(timeout_ms):
-                raise TimeoutError(f"connection {self.peer} stopped reading")
-            sent += region.send_to(fd, sent)
+    async def _send_rest(self, region, fd: int, sent: int) -> None:
+        """Waits for room in the socket (a writer callback on the loop, no thread), sends,
+        repeats; no room for connections.max.idle.ms closes the connection.
+
+        asyncio lets no one else watch a transport's descriptor, so the callback watches
+        a dup() of it: the same socket, a descriptor of our own. The transport holds no
+        bytes meanwhile (it drained before the region), so it is not watching for room
+        itself; the dup is unregistered before it is closed (epoll keys on the open
+        socket, not the number), and sends go to the dup, which stays this socket even if
+        the transport closes its own descriptor meanwhile."""
+        loop = self.broker.loop
+        timeout = self.broker.server_config["connections.max.idle.ms"] / 1000
+        dup = os.dup(fd)
+        try:
+            while sent < region.size:
+                self._writable = waiting = loop.create_future()
+                loop.add_writer(dup, _wake, waiting)
+                deadline = loop.call_later(timeout, _expire, waiting, self.peer)
+                try:
+                    await waiting
+                finally:
+                    deadline.cancel()
+                    loop.remove_writer(dup)
+                    self._writable = None
+                sent += region.send_to(dup, sent)
+        finally:
+            os.close(dup)
+
+
+def _wake(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _expire(future: asyncio.Future, peer: str) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError(f"connection {peer} took no bytes for connections.max.idle.ms"))

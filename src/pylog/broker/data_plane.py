@@ -286,7 +286,11 @@ def delete_records(broker, conn, header, req):
                 log = broker.store.log(topic.name, p.partition_index)
                 offset = log.high_watermark if p.offset == -1 else p.offset
                 if offset < 0:
-                    raise OffsetOutOfRangeError(f"cannot delete records before offset {offset}")
+                    raise OffsetOutOfRangeError(
+                        f"{topic.name}-{p.partition_index}: cannot delete records before offset "
+                        f"{offset}: the offset must be in [{log.log_start_offset}, "
+                        f"{log.high_watermark}] (or -1 for the high watermark)", offset=offset,
+                        topic_partition=(topic.name, p.partition_index))
                 log.advance_log_start_offset(offset)
                 resp.low_watermark = log.log_start_offset
             except Exception as exc:            # noqa: BLE001

@@ -10,6 +10,7 @@ a remote client and by an in-process ``pylog.Consumer`` of the same group are on
 from __future__ import annotations
 
 from pylog.coordinator import OffsetAndMetadata
+from pylog.coordinator.classic_group import JoinResult, SyncResult
 from pylog.coordinator.classic_group import errors as group_errors
 from pylog.protocol import messages as m
 
@@ -53,7 +54,9 @@ def _group(broker, group_id: str, create: bool = True):
         group_id, broker.server_config["group.initial.rebalance.delay.ms"], create=create)
 
 
-def join_group(broker, conn, header, req):
+async def join_group(broker, conn, header, req):
+    """JoinGroup, on the event loop: the group answers through a future when the
+    rebalance completes (a parked join holds no thread)."""
     v = header.api_version
     cfg = broker.server_config
     response = m.JoinGroupResponse(throttle_time_ms=0, generation_id=-1, protocol_name=None if v >= 7 else "",
@@ -65,14 +68,19 @@ def join_group(broker, conn, header, req):
         response.error_code = group_errors.INVALID_SESSION_TIMEOUT
         return response
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
-    group = _group(broker, req.group_id)
+    # Kafka creates a group for a member with no id only; a member id names a group.
+    group = _group(broker, req.group_id, create=not req.member_id)
+    if group is None:
+        response.error_code = group_errors.UNKNOWN_MEMBER_ID
+        return response
     # In-process pylog Consumers of this group join it too, as one member (bridge.py).
     broker.store.coordinator.bridge_if_shared(req.group_id)
-    result = group.join(
+    instance_id = req.group_instance_id if v >= 5 else None
+    result = await broker.group_wait(lambda respond: group.join(
         req.member_id, header.client_id or "", conn.host, req.protocol_type,
         [(p.name, p.metadata) for p in req.protocols], req.session_timeout_ms, rebalance_timeout,
-        require_known_member=v >= 4, group_instance_id=req.group_instance_id if v >= 5 else None,
-        wait_s=rebalance_timeout / 1000 + 5)
+        require_known_member=v >= 4, group_instance_id=instance_id, respond=respond),
+        lambda error: JoinResult(error, member_id=req.member_id))
     response.error_code = result.error
     response.member_id = result.member_id
     if result.error == NONE:
@@ -86,20 +94,27 @@ def join_group(broker, conn, header, req):
     return response
 
 
-def sync_group(broker, conn, header, req):
+async def sync_group(broker, conn, header, req):
+    """SyncGroup, on the event loop: a follower's waits (as a future) for the leader's."""
+    v = header.api_version
     group = _group(broker, req.group_id, create=False)
     if group is None:
         return m.SyncGroupResponse(throttle_time_ms=0, error_code=group_errors.UNKNOWN_MEMBER_ID, assignment=b"")
-    error, assignment, ptype, proto = group.sync(
-        req.member_id, req.generation_id, {a.member_id: a.assignment for a in req.assignments},
-        wait_s=broker.server_config["request.timeout.ms"] / 1000)
-    return m.SyncGroupResponse(throttle_time_ms=0, error_code=error, assignment=assignment,
-                               protocol_type=ptype, protocol_name=proto)
+    result = await broker.group_wait(lambda respond: group.sync(
+        req.member_id, req.generation_id, {a.member_id: a.assignment for a in req.assignments}, respond,
+        group_instance_id=req.group_instance_id if v >= 3 else None,
+        protocol_type=req.protocol_type if v >= 5 else None,
+        protocol=req.protocol_name if v >= 5 else None),
+        SyncResult)
+    return m.SyncGroupResponse(throttle_time_ms=0, error_code=result.error, assignment=result.assignment,
+                               protocol_type=result.protocol_type, protocol_name=result.protocol)
 
 
 def heartbeat(broker, conn, header, req):
     group = _group(broker, req.group_id, create=False)
-    error = group_errors.UNKNOWN_MEMBER_ID if group is None else group.heartbeat(req.member_id, req.generation_id)
+    instance_id = req.group_instance_id if header.api_version >= 3 else None
+    error = group_errors.UNKNOWN_MEMBER_ID if group is None else \
+        group.heartbeat(req.member_id, req.generation_id, instance_id)
     return m.HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
@@ -107,12 +122,16 @@ def leave_group(broker, conn, header, req):
     v = header.api_version
     group = _group(broker, req.group_id, create=False)
     if v >= 3:
-        members = []
-        for mem in req.members:
-            err = group_errors.UNKNOWN_MEMBER_ID if group is None else group.leave(mem.member_id)
-            members.append(m.LeaveGroupResponseMemberResponse(
-                member_id=mem.member_id, group_instance_id=mem.group_instance_id, error_code=err))
-        return m.LeaveGroupResponse(throttle_time_ms=0, error_code=NONE, members=members)
+        wanted = [(mem.member_id, mem.group_instance_id) for mem in req.members]
+        if group is None:
+            top, errors = NONE, [group_errors.UNKNOWN_MEMBER_ID] * len(wanted)
+        else:
+            top, errors = group.leave_members(wanted)
+        if top:
+            return m.LeaveGroupResponse(throttle_time_ms=0, error_code=top, members=[])
+        return m.LeaveGroupResponse(throttle_time_ms=0, error_code=NONE, members=[
+            m.LeaveGroupResponseMemberResponse(member_id=mid, group_instance_id=iid, error_code=err)
+            for (mid, iid), err in zip(wanted, errors)])
     error = group_errors.UNKNOWN_MEMBER_ID if group is None else group.leave(req.member_id)
     return m.LeaveGroupResponse(throttle_time_ms=0, error_code=error)
 
@@ -122,10 +141,16 @@ def offset_commit(broker, conn, header, req):
     coordinator = broker.store.coordinator
     group = _group(broker, req.group_id, create=False)
     generation = req.generation_id_or_member_epoch
+    instance_id = req.group_instance_id if v >= 7 else None
     if group is not None:
-        error = group.check_commit(req.member_id, generation)
-    else:
+        error = group.check_commit(req.member_id, generation, instance_id)
+    elif coordinator.committed_offsets(req.group_id):
+        # A group known by its committed offsets only: Kafka's Empty (simple) group.
         error = NONE if generation < 0 else group_errors.UNKNOWN_MEMBER_ID
+    else:
+        # No group at all: generation -1 creates a simple group; anything else is
+        # ILLEGAL_GENERATION below v9 (Kafka's OffsetMetadataManager).
+        error = NONE if generation < 0 else group_errors.ILLEGAL_GENERATION
     now = broker.store.clock()
     topics = []
     offsets = {}

@@ -5,14 +5,18 @@ uses in-process (its own Producers, Consumers and appends see the same logs);
 ``pylog serve`` opens a store and serves it until SIGTERM/SIGINT.
 
 Threads: one event loop thread accepts and runs every connection (connection.py) and
-the cheap handlers; handlers that may block (fsync for acks=all, admin work that
-creates or deletes files, offset commits) run in a pool, and group joins and syncs,
-which wait for the other members, in a second pool sized for waiting; requests too big
-to decode or answer on the loop (more than connection.LOOP_ELEMENTS array elements),
-and answers sized by the store rather than the request (Metadata for every topic,
-OffsetFetch, DescribeGroups, ListGroups, DescribeConfigs), in a small CPU pool; one
-timer thread drives the groups' session and rebalance deadlines. docs/ARCHITECTURE.md
-("The broker") has the measurement behind this model.
+every handler that does not block, waiting ones included: a parked fetch, a JoinGroup
+or SyncGroup waiting for the other members (a future the group completes) and the rest
+of a sendfile to a slow reader (a writer callback) cost no thread. Handlers that may
+block on the disk run in pools: the I/O pool (an fsync for acks=all, admin work that
+creates or deletes files) and the group pool (appends to __consumer_offsets: offset
+commits, DeleteGroups), so a group's progress never queues behind the data plane's
+fsyncs. Requests too big to decode or answer on the loop (more than
+connection.LOOP_ELEMENTS array elements), and answers sized by the store rather than
+the request (Metadata for every topic, OffsetFetch, DescribeGroups, ListGroups,
+DescribeConfigs), run in a small CPU pool. The group coordinator's deadlines run on
+its timer thread (coordinator/timer.py); idle connections close on a loop timer each.
+docs/ARCHITECTURE.md ("The broker") has the measurements behind this model.
 
 Accepting: the listener is the loop's own reader (not asyncio's server, which listens
 again with a backlog of 100 and, out of file descriptors, logs a traceback per failed
@@ -40,6 +44,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pylog.coordinator.classic_group import errors as group_errors
 from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
@@ -70,19 +75,33 @@ HANDLERS = {
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all, Metadata only when it may create a topic (see handle).
-BLOCKING = {8, 19, 20, 21, 22, 33, 37, 42, 44}
-#: Handlers that wait for other members (a rebalance): the wait pool, sized for waiting.
+BLOCKING = {19, 20, 21, 22, 33, 37, 44}
+#: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
+#: pool, which the data plane's fsyncs never fill.
+GROUP_IO = {8, 42}
+#: Handlers that wait for the other members (JoinGroup, SyncGroup): coroutines on the
+#: loop, awaiting a future the group completes (no thread waits).
 WAITING = {11, 14}
+#: Threads of the group pool: its appends serialise on the coordinator's lock anyway.
+GROUP_POOL_THREADS = 2
 #: Handlers whose answers grow with the store, not the request (OffsetFetch of a group's
 #: every offset, DescribeGroups, ListGroups, DescribeConfigs): the CPU pool, as
 #: Metadata for every topic. Each distinct key they name is answered once (see
 #: _distinct_keys), so repeating a key cannot multiply a store-sized answer.
 STORE_SIZED = {9, 15, 16, 32}
 
+#: New connections taken per loop pass (Kafka's Processor configures at most 20 per
+#: poll, its ConnectionQueueSize): 1,030 connections opened at once, each with a Fetch,
+#: answered 512 per pass stalled the other clients 0.6-1.5 s.
+NEW_CONNECTIONS_PER_PASS = 20
 #: After a failed accept (out of fds: EMFILE), accepting pauses this long.
 ACCEPT_PAUSE_S = 0.1
 #: Failed accepts are logged once per this many seconds (with how many failed).
 ACCEPT_LOG_INTERVAL_S = 10.0
+
+
+class _CoordinatorStopping(Exception):
+    """A parked group request meets the broker's shutdown."""
 
 
 class Broker:
@@ -134,10 +153,12 @@ class Broker:
         self._connections: set[Connection] = set()
         self._lock = threading.Lock()
         self._parked: set[asyncio.Event] = set()
+        self._group_waits: set[asyncio.Future] = set()
         self._loop_thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._io_pool = ThreadPoolExecutor(16, thread_name_prefix="pylog-broker-io")
-        self._wait_pool = ThreadPoolExecutor(1024, thread_name_prefix="pylog-broker-wait")
+        self._group_pool = ThreadPoolExecutor(GROUP_POOL_THREADS, thread_name_prefix="pylog-broker-group")
+        self._loop_ident: int | None = None
         # Pure-Python work too big for the loop (see handle): two threads, since the GIL
         # runs one at a time; the loop keeps its turn every switch interval.
         self.cpu_pool = ThreadPoolExecutor(2, thread_name_prefix="pylog-broker-cpu")
@@ -166,6 +187,7 @@ class Broker:
 
         def run_loop() -> None:
             asyncio.set_event_loop(self.loop)
+            self._loop_ident = threading.get_ident()
             try:
                 self._start_accepting()
             except BaseException as exc:          # noqa: BLE001 - reported by start()
@@ -173,13 +195,11 @@ class Broker:
                 ready.set()
                 return
             ready.set()
-            self.loop.call_later(1.0, self._sweep_idle)
             self.loop.run_forever()
             self.loop.close()
 
         self._loop_thread = threading.Thread(target=run_loop, name="pylog-broker-loop", daemon=True)
         self._loop_thread.start()
-        threading.Thread(target=self._timer, name="pylog-group-timer", daemon=True).start()
         ready.wait()
         if failure:
             raise failure[0]
@@ -263,6 +283,11 @@ class Broker:
                 self._stop_accepting()
                 for event in list(self._parked):
                     event.set()
+                # Parked JoinGroups and SyncGroups: NOT_COORDINATOR, as Kafka answers
+                # them when a coordinator unloads (the clients look for it again).
+                for future in list(self._group_waits):
+                    if not future.done():
+                        future.set_exception(_CoordinatorStopping())
             loop.call_soon_threadsafe(stop_accepting)
         # In-process members go back to sharing the group among themselves alone.
         self.store.coordinator.stop_bridges()
@@ -291,7 +316,7 @@ class Broker:
         for _, sock in self._sockets:
             sock.close()
         self._io_pool.shutdown(wait=False, cancel_futures=True)
-        self._wait_pool.shutdown(wait=False, cancel_futures=True)
+        self._group_pool.shutdown(wait=False, cancel_futures=True)
         self.cpu_pool.shutdown(wait=False, cancel_futures=True)
         self._stopped.set()
         log.info("pylog broker stopped (%d requests served)", sum(
@@ -313,9 +338,10 @@ class Broker:
             self._accepting = False
 
     def _accept(self, listener: Listener, listening: socket.socket) -> None:
-        """A listener is readable: accepts the waiting connections (at most a
-        backlog's worth per loop pass, so accepting cannot starve the connections)."""
-        for _ in range(self.server_config["socket.listen.backlog.size"]):
+        """A listener is readable: accepts the waiting connections, at most
+        NEW_CONNECTIONS_PER_PASS per loop pass (the rest on the next), so a burst of new
+        connections and their first requests cannot starve the open ones."""
+        for _ in range(min(NEW_CONNECTIONS_PER_PASS, self.server_config["socket.listen.backlog.size"])):
             try:
                 sock, _ = listening.accept()
             except (BlockingIOError, InterruptedError):
@@ -434,18 +460,6 @@ class Broker:
         self.stats["connections.accepted"] += 1
         await conn.run()
 
-    def _sweep_idle(self) -> None:
-        """Closes connections with no request for connections.max.idle.ms (on the loop)."""
-        idle = self.server_config["connections.max.idle.ms"] / 1000
-        now = self.loop.time()
-        with self._lock:
-            stale = [c for c in self._connections if not c.busy and now - c.last_active > idle]
-        for c in stale:
-            log.info("closing idle connection %s (connections.max.idle.ms)", c.peer)
-            c.close_on_loop()
-        if not self.stopping:
-            self.loop.call_later(min(1.0, idle / 4), self._sweep_idle)
-
     def _forget(self, conn: Connection) -> None:
         with self._lock:
             self._connections.discard(conn)
@@ -454,13 +468,6 @@ class Broker:
     def connection_count(self) -> int:
         with self._lock:
             return len(self._connections)
-
-    def _timer(self) -> None:
-        while not self._stopped.wait(0.1):
-            try:
-                self.store.coordinator.tick_classic_groups()
-            except Exception:               # noqa: BLE001 - the timer must keep running
-                log.exception("group timer failed")
 
     # ============================================================ requests
 
@@ -472,6 +479,39 @@ class Broker:
 
     def unpark(self, event: asyncio.Event) -> None:
         self._parked.discard(event)
+
+    async def group_wait(self, start, failed):
+        """Starts a group operation that answers through a callback (``start(respond)``)
+        and awaits the answer as a future: no thread waits. The group may answer from
+        any thread (a request's, the coordinator's timer, the in-process bridge); if the
+        broker stops first, the answer is ``failed(NOT_COORDINATOR)``."""
+        loop = self.loop
+        future = loop.create_future()
+
+        def settle(result) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        def respond(result) -> None:
+            if threading.get_ident() == self._loop_ident:
+                settle(result)
+            else:
+                try:
+                    loop.call_soon_threadsafe(settle, result)
+                except RuntimeError:                 # the loop is closed: nobody is waiting
+                    pass
+        start(respond)
+        if future.done():
+            return future.result()
+        self._group_waits.add(future)
+        if self.stopping:
+            future.set_exception(_CoordinatorStopping())
+        try:
+            return await future
+        except _CoordinatorStopping:
+            return failed(group_errors.NOT_COORDINATOR)
+        finally:
+            self._group_waits.discard(future)
 
     async def handle(self, conn: Connection, header, body, heavy: bool = False):
         """The response to one request, framed (a list of parts), or None (acks=0).
@@ -491,7 +531,13 @@ class Broker:
                 return frame_response(header, response)
             if key in WAITING:
                 conn.resume_collector()          # it may wait for minutes
-                pool = self._wait_pool
+                response = await handler(self, conn, header, body)
+                if heavy:
+                    return await self.loop.run_in_executor(self.cpu_pool, frame_response,
+                                                           header, response)
+                return frame_response(header, response)
+            if key in GROUP_IO:
+                pool = self._group_pool
             elif key in BLOCKING or (key == 0 and body.acks == -1):
                 pool = self._io_pool
             elif heavy or key in STORE_SIZED or (key == 3 and _all_topics(header, body)):

@@ -64,9 +64,11 @@ def _dump_log_file(path: str, deep: bool, data: bool) -> None:
                 if batch.is_control:
                     line += _control_record(r)
                 elif data:
+                    # As DumpLogSegments: a null key or value prints nothing at all.
                     if r.key is not None:
                         line += f" key: {_text(r.key)}"
-                    line += f" payload: {'' if r.value is None else _text(r.value)}"
+                    if r.value is not None:
+                        line += f" payload: {_text(r.value)}"
                 click.echo(line)
         position += batch.size_in_bytes
     if position < len(buf):

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from pylog.common.topic_partition import TopicPartition
+from pylog.common.topic_partition import TopicPartition, as_offset
 from pylog.coordinator.group import ConsumerGroup
 from pylog.errors import (
     NoOffsetForPartitionError,
@@ -253,10 +253,11 @@ class Consumer:
         raised when that is none."""
         if self._reset == "none":
             raise OffsetOutOfRangeError(
-                f"position {position} of {tp} is out of range: log start offset "
-                f"{log.log_start_offset}, log end offset {log.log_end_offset}, and "
-                f"auto.offset.reset is none", offset=position,
-                log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset)
+                f"{tp}: position {position} is out of range [{log.log_start_offset}, "
+                f"{log.log_end_offset}] (log start offset {log.log_start_offset}, log end "
+                f"offset {log.log_end_offset}), and auto.offset.reset is none", offset=position,
+                log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset,
+                topic_partition=tuple(tp))
         self._set_position(tp, self._reset_position(tp, log))
 
     def _reset_position(self, tp: TopicPartition, log) -> int:
@@ -281,8 +282,9 @@ class Consumer:
         tp = _tp(partition)
         if tp not in self.assignment():     # no initial position needed to seek
             raise ValueError(f"{tp} is not assigned to this consumer")
+        offset = as_offset(offset)
         if offset < 0:
-            raise ValueError(f"offset must be >= 0, not {offset}")
+            raise ValueError(f"seek offset must not be a negative number, not {offset}")
         self._set_position(tp, offset)
 
     def _set_position(self, tp: TopicPartition, offset: int) -> None:

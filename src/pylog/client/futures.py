@@ -49,12 +49,17 @@ class RecordMetadata(NamedTuple):
 
 
 def complete_batch(batch: ProducerBatch, base_offset: int, log_append_time: int = -1,
-                   exception: BaseException | None = None) -> None:
-    """Completes every future of a batch: successfully (base_offset) or with exception."""
+                   exception: BaseException | None = None,
+                   pieces: tuple | None = None) -> None:
+    """Completes every future of a batch: successfully (base_offset) or with exception;
+    or, for a batch split at append, each record by its piece: `pieces` are
+    (start, end, base offset, log append time, exception), covering the records in
+    order (Kafka chains a split batch's futures to the batches it was split into)."""
     with _WATCH_LOCK:
         batch.base_offset = base_offset
         batch.log_append_time = log_append_time
         batch.exception = exception
+        batch.pieces = pieces
         batch.state = FINISHED
         watched, batch.watched = batch.watched, None
     for future in watched or ():
@@ -137,23 +142,38 @@ class RecordFuture(RecordFutureBase, Future):
 
     @property
     def _exception(self) -> BaseException | None:
-        return self._batch.exception
+        batch = self._batch
+        return batch.exception if batch.pieces is None else self._piece()[4]
+
+    def _piece(self) -> tuple:
+        """The piece of a split batch holding this record: (start, end, base offset,
+        log append time, exception)."""
+        i = self._index
+        for piece in self._batch.pieces:
+            if piece[0] <= i < piece[1]:
+                return piece
+        raise AssertionError(f"record {i} is in no piece of its split batch")
 
     @property
     def _result(self) -> RecordMetadata | None:
         batch = self._batch
-        if batch.state != FINISHED or batch.exception is not None:
+        if batch.state != FINISHED or self._exception is not None:
             return None
         i = self._index
+        if batch.pieces is None:
+            offset, append_time = batch.base_offset + i, batch.log_append_time
+        else:
+            start, _, base, append_time, _ = self._piece()
+            offset = base + i - start
         if batch.encoded is not None:
-            timestamp = batch.log_append_time
+            timestamp = append_time
             key_size = value_size = -1
         else:
-            timestamp = batch.log_append_time if batch.log_append_time >= 0 else batch.timestamp_at(i)
+            timestamp = append_time if append_time >= 0 else batch.timestamp_at(i)
             key, value = batch.keys[i], batch.values[i]
             key_size = -1 if key is None else len(key)
             value_size = -1 if value is None else len(value)
-        return RecordMetadata(batch.topic, batch.partition, batch.base_offset + i, timestamp,
+        return RecordMetadata(batch.topic, batch.partition, offset, timestamp,
                               key_size, value_size)
 
     # --- Future API ------------------------------------------------------------
@@ -173,14 +193,15 @@ class RecordFuture(RecordFutureBase, Future):
     def result(self, timeout: float | None = None) -> RecordMetadata:
         if self._state != FINISHED:
             return super().result(timeout)
-        if self._batch.exception is not None:
-            raise self._batch.exception
+        exception = self._exception
+        if exception is not None:
+            raise exception
         return self._result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         if self._state != FINISHED:
             return super().exception(timeout)
-        return self._batch.exception
+        return self._exception
 
     def add_done_callback(self, fn) -> None:
         with _WATCH_LOCK:
@@ -211,8 +232,9 @@ class RecordFuture(RecordFutureBase, Future):
         if cond is not None:
             with cond:
                 self._own_state = FINISHED
+                failed = self._exception is not None
                 for waiter in self._waiter_list:
-                    if self._batch.exception is not None:
+                    if failed:
                         waiter.add_exception(self)
                     else:
                         waiter.add_result(self)
@@ -231,7 +253,8 @@ class RecordFuture(RecordFutureBase, Future):
         batch = self._batch
         if batch.state != FINISHED:
             return f"<RecordFuture at {id(self):#x} state=pending>"
-        if batch.exception is not None:
-            return f"<RecordFuture at {id(self):#x} state=finished raised {type(batch.exception).__name__}>"
-        return f"<RecordFuture at {id(self):#x} state=finished offset={batch.base_offset + self._index}>"
+        exception = self._exception
+        if exception is not None:
+            return f"<RecordFuture at {id(self):#x} state=finished raised {type(exception).__name__}>"
+        return f"<RecordFuture at {id(self):#x} state=finished offset={self._result.offset}>"
 

@@ -51,6 +51,7 @@ from pylog._core.producer import (
     ProducerBase,
     ProducerBatch,
     TopicState,
+    batch_limit,
     column_lengths,
     plan_chunks,
     plan_rows,
@@ -60,6 +61,7 @@ from pylog.errors import (
     KafkaStorageError,
     KafkaTimeoutError,
     MessageTooLargeError,
+    RecordListTooLargeError,
     UnknownTopicOrPartitionError,
 )
 from pylog.record import encode_batch, encode_groups, with_header_fields
@@ -236,7 +238,9 @@ class Producer(ProducerBase):
         of bytes or Arrow binary arrays, ``timestamps`` ints (ms) or a numpy array.
         Records are partitioned by key (Kafka's murmur2) or, without keys, go to
         one sticky partition; each partition's records are encoded in C into
-        batches of at most max.request.size. Returns a Future of a BatchResult.
+        batches that fit max.request.size and the topic's max.message.bytes and
+        segment.bytes (a record that fits none of them fails the call before
+        anything is written). Returns a Future of a BatchResult.
         A value or key that is not bytes-like or None raises TypeError; a call of
         less than 128 KiB within max.request.size has then written nothing (a
         bigger one may have queued the partitions before that record's)."""
@@ -258,7 +262,12 @@ class Producer(ProducerBase):
         if timestamps is None:
             timestamps = _now_ms()              # one int for all: the encoder takes it as is
         else:
-            timestamps = np.asarray(timestamps, dtype=np.int64)
+            try:
+                timestamps = np.asarray(timestamps, dtype=np.int64)
+            except OverflowError:
+                # The encoder's conversion names the first value no int64 holds.
+                encode_batch([None] * len(timestamps), None, list(timestamps))
+                raise
             if len(timestamps) != n:
                 raise ValueError(f"{len(timestamps)} timestamps for {n} values")
         by_key = partition is None and keys is not None and not self._ignore_keys
@@ -280,22 +289,23 @@ class Producer(ProducerBase):
                 f"not {partition}")
         # One C pass groups the rows by partition (null keys and unkeyed calls
         # go to the sticky partition) and cuts each partition's rows into chunks
-        # that fit max.request.size.
+        # that fit max.request.size and the topic's max.message.bytes and
+        # segment.bytes (batch_limit).
+        null_partition = partition if partition is not None else state.sticky
+        limit = batch_limit(state, self.store, null_partition, self._max_request)
         order, plan, too_large = plan_chunks(
-            parts if by_key else None, sizes,
-            partition if partition is not None else state.sticky, state.num_partitions,
-            max(self._max_request - _BATCH_OVERHEAD, 1))
+            parts if by_key else None, sizes, null_partition, state.num_partitions,
+            max(limit - _BATCH_OVERHEAD, 1))
         if too_large >= 0:
-            raise MessageTooLargeError(
-                f"record {too_large} is {int(sizes[too_large]) + _BATCH_OVERHEAD} bytes when "
-                f"serialized, larger than max.request.size ({self._max_request})")
+            raise self._too_large(state, null_partition, too_large,
+                                  int(sizes[too_large]) + _BATCH_OVERHEAD)
         work = [(p, order[start:end]) for p, start, end, _ in plan]
         result_future: Future = Future()
         batches: list[ProducerBatch] = []
         row_chunks: list[np.ndarray] = []
         total = 0
-        # A call that fits one request whole has one chunk per partition.
-        fits = call_bytes + _BATCH_OVERHEAD <= self._max_request
+        # A call that fits one batch whole has one chunk per partition.
+        fits = call_bytes + _BATCH_OVERHEAD <= limit
         # Whether a chunk is worth queueing (see below): only big calls have big chunks.
         big = [False] * len(work) if call_bytes < 2 * _OVERLAP_BYTES else \
             [chunk[3] >= _OVERLAP_BYTES for chunk in plan]
@@ -332,6 +342,22 @@ class Producer(ProducerBase):
         if keys is None and partition is None:
             state.produced(total)
         return result_future
+
+    def _too_large(self, state: TopicState, partition: int, row: int, size: int) -> Exception:
+        """send_batch's error for a record no batch can hold (nothing is written): the
+        first of the limits batch_limit takes that it exceeds."""
+        if size > self._max_request:
+            return MessageTooLargeError(
+                f"record {row} is {size} bytes when serialized, larger than max.request.size "
+                f"({self._max_request})")
+        config = self.store.log(state.name, partition).config
+        if size > config.max_message_bytes:
+            return MessageTooLargeError(
+                f"record {row} is {size} bytes when serialized, larger than max.message.bytes "
+                f"({config.max_message_bytes}) of topic {state.name!r}")
+        return RecordListTooLargeError(
+            f"record {row} is {size} bytes when serialized, larger than segment.bytes "
+            f"({config.segment_bytes}) of topic {state.name!r}")
 
     def _partition_lock(self, topic: str, partition: int) -> FastLock:
         return self._topic_locks(topic, partition + 1)[partition]
@@ -735,30 +761,57 @@ class Producer(ProducerBase):
                    for b in run]
         return log.append(payload[0] if len(payload) == 1 else b"".join(payload), origin="producer")
 
-    def _append_split(self, log, batch: ProducerBatch):
-        """A batch over the topic's max.message.bytes, split into batches that fit
-        (consecutive sequences) and appended together, so its records keep
-        consecutive offsets. None when it cannot be split (one record, or already
-        encoded by send_batch): then it fails as a whole."""
+    def _append_split(self, log, batch: ProducerBatch) -> _SplitAppend | None:
+        """A batch over the topic's max.message.bytes (or segment.bytes), split as
+        Kafka's producer splits one the broker refuses as too large
+        (RecordAccumulator.splitAndReenqueue): halved until each piece fits or
+        holds one record, the pieces appended in order, consecutive ones that fit
+        joined into writes within segment.bytes (their records keep consecutive
+        offsets). A record too large on its own fails alone; the others are
+        written. None when it cannot be split (one record, or already encoded by
+        send_batch, which cuts its batches to fit): then it fails as a whole."""
         if batch.encoded is not None or batch.record_count < 2:
             return None
-        limit = log.config.max_message_bytes
-        pieces: list[bytes] = []
+        config = log.config
+        limit = min(config.max_message_bytes, config.segment_bytes)
+        pieces: list[tuple[int, int, bytes]] = []
 
         def encode(start: int, end: int) -> None:
-            seq = batch.base_sequence + start if batch.base_sequence >= 0 else -1
             data = self._encode(batch.values[start:end], batch.keys[start:end],
                                 batch.timestamps[start:end],
                                 batch.headers[start:end] if batch.headers else None,
-                                seq % _SEQUENCE_SPACE if seq >= 0 else -1)
+                                self._sequence(batch, start))
             if len(data) <= limit or end - start == 1:
-                pieces.append(data)
+                pieces.append((start, end, data))
                 return
             middle = (start + end) // 2
             encode(start, middle)
             encode(middle, end)
         encode(0, batch.record_count)
-        return log.append(b"".join(pieces), origin="producer")
+        outcome = _SplitAppend()
+        skipped = 0         # records failed so far: an idempotent batch's later sequences move down
+        for run in _split_runs(pieces, limit, config.segment_bytes):
+            first, last = run[0][0], run[-1][1]
+            if skipped and batch.base_sequence >= 0:
+                run = [(a, b, with_header_fields(
+                    data, base_sequence=self._sequence(batch, a, skipped))) for a, b, data in run]
+            try:
+                info = log.append(b"".join(data for _, _, data in run), origin="producer")
+            except Exception as exc:    # noqa: BLE001 - the piece's records fail alone
+                outcome.pieces.append((first, last, -1, -1, exc))
+                skipped += last - first
+            else:
+                outcome.pieces.append((first, last, info.first_offset, info.log_append_time, None))
+                outcome.last_offset = info.last_offset
+        outcome.failed = skipped
+        return outcome
+
+    def _sequence(self, batch: ProducerBatch, index: int, skipped: int = 0) -> int:
+        """The sequence of record `index` of an idempotent batch once `skipped` of its
+        records before it failed; -1 without idempotence."""
+        if batch.base_sequence < 0:
+            return -1
+        return (batch.base_sequence + index - skipped) % _SEQUENCE_SPACE
 
     def _forget_sequences(self, topic: str, partition: int, failed: list[ProducerBatch],
                           later: list[ProducerBatch]) -> None:
@@ -768,10 +821,13 @@ class Producer(ProducerBase):
         reservation moves down by the failed records, so the partition is not
         wedged by OutOfOrderSequenceError (Kafka's producer resets the
         partition's sequence for the same reason)."""
-        if not self._acc.idempotent:
-            return
-        shift = sum(b.record_count for b in failed if b.base_sequence >= 0)
-        if not shift:
+        self._shift_sequences(topic, partition,
+                              sum(b.record_count for b in failed if b.base_sequence >= 0), later)
+
+    def _shift_sequences(self, topic: str, partition: int, shift: int,
+                         later: list[ProducerBatch]) -> None:
+        """_forget_sequences for `shift` records that failed unwritten."""
+        if not self._acc.idempotent or not shift:
             return
         with self._lock:
             state = self._topics.get(topic)
@@ -828,15 +884,19 @@ class Producer(ProducerBase):
                         continue
                     except Exception as single:  # noqa: BLE001
                         exc = single
-                if isinstance(exc, MessageTooLargeError) and len(run) == 1:
-                    # Kafka's producer splits a batch the broker finds too large.
+                if isinstance(exc, (MessageTooLargeError, RecordListTooLargeError)) and \
+                        len(run) == 1:
+                    # Kafka's producer splits a batch the broker finds too large;
+                    # only a record too large on its own fails.
                     try:
-                        info = self._append_split(log, run[0])
+                        split = self._append_split(log, run[0])
                     except Exception as split_error:  # noqa: BLE001
                         exc = split_error
                     else:
-                        if info is not None:
-                            appended.append((run, log, info))
+                        if split is not None:
+                            appended.append((run, log, split))
+                            if run[0].base_sequence >= 0:
+                                self._shift_sequences(topic, partition, split.failed, pending)
                             continue
                 for b in run:
                     complete_batch(b, -1, exception=exc)
@@ -853,6 +913,8 @@ class Producer(ProducerBase):
         # them (another thread's) may cover the first and not the last.
         ends: dict[int, tuple[Any, int]] = {}
         for _, log, info in appended:
+            if info.last_offset < 0:        # a split batch with nothing written
+                continue
             ends[id(log)] = (log, max(info.last_offset + 1, ends.get(id(log), (log, 0))[1]))
         flushed: dict[int, BaseException | None] = {}
         for key, (log, end) in ends.items():
@@ -868,10 +930,47 @@ class Producer(ProducerBase):
         errors = self._flush_logs(appended)
         for group, log, info in appended:
             error = errors.get(id(log)) if errors else None
+            if isinstance(info, _SplitAppend):
+                complete_batch(group[0], -1, pieces=tuple(
+                    (a, b, offset, append_time, exc if exc is not None else error)
+                    for a, b, offset, append_time, exc in info.pieces))
+                continue
             offset = info.first_offset
             for b in group:
                 complete_batch(b, offset, info.log_append_time, error)
                 offset += b.record_count
+
+
+class _SplitAppend:
+    """What the append of a split batch did: each piece's (start, end, first offset,
+    log append time, exception), the last offset written (-1: none) and how many
+    records failed."""
+    __slots__ = ("pieces", "last_offset", "failed")
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple] = []
+        self.last_offset = -1
+        self.failed = 0
+
+
+def _split_runs(pieces: list[tuple[int, int, bytes]], limit: int, append_limit: int):
+    """A split batch's pieces in appends: consecutive ones within `limit` joined into
+    writes of at most `append_limit` bytes (segment.bytes bounds one append), one
+    too large (a single record) alone, where it fails."""
+    run: list[tuple[int, int, bytes]] = []
+    size = 0
+    for piece in pieces:
+        too_large = len(piece[2]) > limit
+        if run and (too_large or size + len(piece[2]) > append_limit):
+            yield run
+            run, size = [], 0
+        if too_large:
+            yield [piece]
+            continue
+        run.append(piece)
+        size += len(piece[2])
+    if run:
+        yield run
 
 
 class _EncodeFailed:

@@ -4,6 +4,6 @@ Imports nothing of pylog but :mod:`pylog.errors` (Kafka's ``common`` package).
 """
 
 from .config import ConfigDef, ConfigMapping
-from .topic_partition import TopicPartition
+from .topic_partition import TopicPartition, as_offset
 
-__all__ = ["ConfigDef", "ConfigMapping", "TopicPartition"]
+__all__ = ["ConfigDef", "ConfigMapping", "TopicPartition", "as_offset"]

@@ -96,6 +96,10 @@ class GroupBridge:
 
     def stop(self) -> None:
         self._stop.set()
+        member_id = self.member_id
+        if member_id:
+            # Leaving answers a JoinGroup or SyncGroup the bridge has parked: it stops now.
+            self.classic.leave(member_id)
 
     # ================================================================ loop
 
@@ -128,9 +132,12 @@ class GroupBridge:
     def _join(self, topics: list[str]) -> int | None:
         subscription = encode_subscription(topics)
         protocols = [(name, subscription) for name in ("range", "roundrobin")]
-        result = self.classic.join(self.member_id, "pylog-in-process", "in-process", PROTOCOL_TYPE,
-                                   protocols, SESSION_MS, REBALANCE_MS, require_known_member=True,
-                                   group_instance_id=None, wait_s=REBALANCE_MS / 1000 + 5)
+        # The bridge has a thread of its own to wait in (the broker's requests do not).
+        result = self.classic.join_blocking(
+            REBALANCE_MS / 1000 + 5, member_id=self.member_id, client_id="pylog-in-process",
+            client_host="in-process", protocol_type=PROTOCOL_TYPE, protocols=protocols,
+            session_timeout_ms=SESSION_MS, rebalance_timeout_ms=REBALANCE_MS,
+            require_known_member=True, group_instance_id=None)
         if result.error == errors.MEMBER_ID_REQUIRED:
             self.member_id = result.member_id
             return None
@@ -143,8 +150,8 @@ class GroupBridge:
         assignments = {}
         if result.leader == self.member_id:
             assignments = self._assign(result.protocol, result.members)
-        error, data, _, _ = self.classic.sync(self.member_id, result.generation, assignments,
-                                              wait_s=REBALANCE_MS / 1000)
+        error, data, _, _ = self.classic.sync_blocking(self.member_id, result.generation, assignments,
+                                                       wait_s=REBALANCE_MS / 1000)
         if error:
             return None
         mine = decode_assignment(data)

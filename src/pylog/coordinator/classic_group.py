@@ -1,40 +1,65 @@
 """Kafka's classic group membership protocol (JoinGroup / SyncGroup / Heartbeat / LeaveGroup).
 
-The protocol remote Kafka clients speak (Kafka's ``ClassicGroup``): the broker keeps
-members, generations and the chosen protocol; the *leader client* computes the
-assignment and hands it back in SyncGroup; member metadata and assignments are opaque
-bytes. States, as Kafka's:
+The protocol remote Kafka clients speak (Kafka's ``ClassicGroup`` and the classic half of
+its ``GroupMetadataManager``): the broker keeps members, generations and the chosen
+protocol; the *leader client* computes the assignment and hands it back in SyncGroup;
+member metadata and assignments are opaque bytes. States, as Kafka's:
 
 - ``Empty``: no members (committed offsets may remain);
 - ``PreparingRebalance``: waiting for every known member to (re)join, until the rebalance
-  timeout; an empty group's first rebalance waits ``group.initial.rebalance.delay.ms`` for
-  more members;
+  timeout; an empty group's first rebalance waits ``group.initial.rebalance.delay.ms``
+  for more members (again while new ones keep coming, up to the rebalance timeout);
 - ``CompletingRebalance``: joined, waiting for the leader's SyncGroup;
 - ``Stable``: assignments handed out; members heartbeat;
 - ``Dead``: deleted.
 
-Threads: every call blocks its caller (one connection thread of the broker) on the
-group's condition; :meth:`ClassicGroup.tick` (the coordinator's timer) completes
-rebalances whose deadline passed and evicts members whose session expired. Errors are
-Kafka's codes, returned, not raised: the broker puts them in responses.
+Static membership (KIP-345): a member with a ``group.instance.id`` that joins with no
+member id takes over the instance's member id; the old id is fenced (FENCED_INSTANCE_ID,
+82, on its next request, and at once for a request it has parked), and in a Stable group
+whose protocol does not change the member gets its assignment back with no rebalance.
+A static member that misses a rebalance stays in the group; its session expiry or an
+explicit LeaveGroup removes it.
+
+Nothing here blocks. A JoinGroup or SyncGroup that must wait for the other members
+parks a callback (Kafka's DelayedJoin/DelayedSync futures): ``respond(result)`` is
+called exactly once, at once or when the rebalance gets there, from whichever thread
+moved the group (a request's, or the timer's). The broker's handlers turn it into an
+asyncio future: a parked request costs no thread. Deadlines (sessions, rebalance and
+sync timeouts, the initial delay, pending member ids) are callbacks on a
+:class:`~pylog.coordinator.timer.DeadlineTimer`, each at its exact time. Every method
+is thread-safe (one lock per group); callbacks run under it, so they must only hand
+the result on (``call_soon_threadsafe``, an Event). Errors are Kafka's codes, returned
+or passed on, not raised: the broker puts them in responses.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
-import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-__all__ = ["ClassicGroup", "Member", "JoinResult", "errors"]
+from .timer import DeadlineTimer, TimerHandle
+
+__all__ = ["ClassicGroup", "Member", "JoinResult", "SyncResult", "errors",
+           "NEW_MEMBER_JOIN_TIMEOUT_MS"]
 
 log = logging.getLogger(__name__)
+
+#: Kafka's bound on a new member's first JoinGroup (GroupCoordinator's
+#: NewMemberJoinTimeoutMs): a client that disconnects while parked and rejoins with a
+#: fresh id must not leave a defunct member waiting forever.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 
 class errors:  # noqa: N801 - a namespace of Kafka error codes
     NONE = 0
     COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
     ILLEGAL_GENERATION = 22
     INCONSISTENT_GROUP_PROTOCOL = 23
     INVALID_GROUP_ID = 24
@@ -45,28 +70,11 @@ class errors:  # noqa: N801 - a namespace of Kafka error codes
     NON_EMPTY_GROUP = 68
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
 
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
-
-
-@dataclass(eq=False)
-class Member:
-    member_id: str
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    group_instance_id: str | None = None
-    assignment: bytes = b""
-    last_heartbeat: float = field(default_factory=time.monotonic)
-    joined: bool = False            # has (re)joined the rebalance in progress
-
-    def metadata(self, protocol: str) -> bytes:
-        return next((m for name, m in self.protocols if name == protocol), b"")
 
 
 @dataclass
@@ -80,139 +88,386 @@ class JoinResult:
     members: list[Member] = field(default_factory=list)   # the leader's only
 
 
-class ClassicGroup:
-    """One group's membership. Every method is thread-safe."""
+class SyncResult(NamedTuple):
+    error: int
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol: str | None = None
 
-    def __init__(self, group_id: str, initial_delay_ms: int) -> None:
+
+Respond = Callable[[object], None]
+
+
+@dataclass(eq=False)
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    group_instance_id: str | None = None
+    assignment: bytes = b""
+    is_new: bool = False                    # joined, no generation yet (new-member timeout)
+    join_waiter: Respond | None = None      # a parked JoinGroup
+    sync_waiter: Respond | None = None      # a parked SyncGroup
+
+    def metadata(self, protocol: str) -> bytes:
+        return next((m for name, m in self.protocols if name == protocol), b"")
+
+    def names(self) -> set[str]:
+        return {n for n, _ in self.protocols}
+
+    def has_satisfied_heartbeat(self) -> bool:
+        """Kafka's rule at a session deadline: a member parked in a rebalance is alive;
+        a new one (its first join not answered yet) is not, nor is an idle one."""
+        return not self.is_new and (self.join_waiter is not None or self.sync_waiter is not None)
+
+
+class ClassicGroup:
+    """One group's membership. Every method is thread-safe; none blocks."""
+
+    def __init__(self, group_id: str, initial_delay_ms: int, timer: DeadlineTimer | None = None) -> None:
         self.group_id = group_id
-        self.cond = threading.Condition()
+        self.lock = threading.RLock()
+        self.timer = timer or DeadlineTimer("pylog-group-timer")
         self.state = EMPTY
+        self.previous_state = EMPTY
         self.generation = 0
         self.protocol_type: str | None = None
         self.protocol: str | None = None
         self.leader: str | None = None
         self.members: dict[str, Member] = {}
-        self.pending: dict[str, float] = {}          # member ids handed out (MEMBER_ID_REQUIRED)
+        self.static: dict[str, str] = {}            # group.instance.id -> member id
+        self.pending: set[str] = set()              # ids handed out with MEMBER_ID_REQUIRED
+        self.pending_sync: set[str] = set()         # members yet to SyncGroup this generation
+        self.new_member_added = False               # extends the initial rebalance's delay
+        self._awaiting_join = 0                     # members with a parked JoinGroup
+        self._supported: Counter = Counter()        # protocol name -> members offering it
         self._initial_delay_ms = initial_delay_ms
-        self._deadline = 0.0                           # of the rebalance in progress
-        self._initial = False                         # the rebalance started from Empty
-        self._results: dict[str, JoinResult] = {}
+        self._timers: dict[object, TimerHandle] = {}
+
+    # ============================================================== timers
+
+    def _schedule(self, key, delay_ms: float, fn: Callable[[], None]) -> None:
+        """Runs fn (under the lock) after delay_ms, replacing the deadline `key` had."""
+        self._cancel(key)
+        handle: list[TimerHandle] = []
+
+        def fire() -> None:
+            with self.lock:
+                # A deadline replaced or cancelled while it fired is not acted on.
+                if handle and self._timers.get(key) is handle[0]:
+                    del self._timers[key]
+                    fn()
+        handle.append(self.timer.call_later(delay_ms / 1000, fire))
+        self._timers[key] = handle[0]
+
+    def _cancel(self, key) -> None:
+        self.timer.cancel(self._timers.pop(key, None))
+
+    def _reschedule_heartbeat(self, member: Member, timeout_ms: int | None = None) -> None:
+        mid = member.member_id
+        self._schedule(("session", mid), member.session_timeout_ms if timeout_ms is None else timeout_ms,
+                       lambda: self._session_expired(mid))
+
+    # =========================================================== waiters
+
+    def _park_join(self, member: Member, respond: Respond | None) -> None:
+        if member.join_waiter is not None:
+            # A second JoinGroup of one member while its first is parked: the first
+            # (a connection the client gave up on) is answered, not left hanging.
+            self._answer_join(member, JoinResult(errors.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+        member.join_waiter = respond
+        if respond is not None:
+            self._awaiting_join += 1
+
+    def _answer_join(self, member: Member, result: JoinResult) -> bool:
+        waiter = member.join_waiter
+        if waiter is None:
+            return False
+        member.join_waiter = None
+        self._awaiting_join -= 1
+        waiter(result)
+        return True
+
+    def _answer_sync(self, member: Member, result: SyncResult) -> bool:
+        waiter = member.sync_waiter
+        if waiter is None:
+            return False
+        member.sync_waiter = None
+        waiter(result)
+        return True
 
     # ================================================================ join
 
     def join(self, member_id: str, client_id: str, client_host: str, protocol_type: str,
              protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
-             require_known_member: bool, group_instance_id: str | None, wait_s: float) -> JoinResult:
-        with self.cond:
+             require_known_member: bool, group_instance_id: str | None, respond: Respond) -> None:
+        """A JoinGroup; `respond(JoinResult)` is called once, now or when the rebalance
+        completes (Kafka's classicGroupJoinToClassicGroup)."""
+        protocols = [(n, bytes(md)) for n, md in protocols]
+        with self.lock:
             if self.state == DEAD:
-                return JoinResult(errors.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
-            if not protocols or (self.members and protocol_type != self.protocol_type) or \
-                    (self.members and not self._common_protocols({n for n, _ in protocols})):
-                return JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-            if not member_id:
-                member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
-                if require_known_member:
-                    # KIP-394: the client rejoins with this id; until then it is pending.
-                    self.pending[member_id] = time.monotonic() + session_timeout_ms / 1000
-                    return JoinResult(errors.MEMBER_ID_REQUIRED, member_id=member_id)
-            elif member_id not in self.members and member_id not in self.pending:
-                return JoinResult(errors.UNKNOWN_MEMBER_ID, member_id=member_id)
-            self.pending.pop(member_id, None)
-            member = self.members.get(member_id)
-            if member is not None and member.protocols == list(protocols) and (
-                    self.state == COMPLETING or (self.state == STABLE and member_id != self.leader)):
-                # Kafka: a rejoin with unchanged metadata (a retry, or a follower that
-                # rejoins) gets the current generation back; no new rebalance.
-                member.last_heartbeat = time.monotonic()
-                return self._result_for(member)
-            if member is None:
-                member = self.members[member_id] = Member(
-                    member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
-                    protocol_type, list(protocols), group_instance_id)
-                self.protocol_type = protocol_type
+                respond(JoinResult(errors.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
+            elif not self._supports(protocol_type, {n for n, _ in protocols}):
+                respond(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+            elif not member_id:
+                self._join_new(client_id, client_host, protocol_type, protocols, session_timeout_ms,
+                               rebalance_timeout_ms, require_known_member, group_instance_id, respond)
+            elif member_id in self.pending and group_instance_id is None:
+                self._add_member(member_id, client_id, client_host, protocol_type, protocols,
+                                 session_timeout_ms, rebalance_timeout_ms, group_instance_id, respond)
             else:
-                member.protocols = list(protocols)
-                member.session_timeout_ms = session_timeout_ms
-                member.rebalance_timeout_ms = rebalance_timeout_ms
-            member.last_heartbeat = time.monotonic()
-            if self.state != PREPARING:
-                self._prepare_rebalance(f"member {member_id} joined")
-            member.joined = True
-            self._results.pop(member_id, None)
-            self._maybe_complete()
-            deadline = time.monotonic() + wait_s
-            while member_id not in self._results:
-                left = deadline - time.monotonic()
-                if left <= 0 or self.state == DEAD:
-                    return JoinResult(errors.REBALANCE_IN_PROGRESS, member_id=member_id)
-                self.cond.wait(min(left, 0.1))
-                self._maybe_complete()
-            return self._results.pop(member_id)
+                self._join_existing(member_id, protocols, session_timeout_ms, rebalance_timeout_ms,
+                                    group_instance_id, respond)
 
-    def _common_protocols(self, offered: set[str]) -> list[str]:
-        common = set(offered)
-        for m in self.members.values():
-            common &= {n for n, _ in m.protocols}
-        return sorted(common)
+    def _join_new(self, client_id, client_host, protocol_type, protocols, session_timeout_ms,
+                  rebalance_timeout_ms, require_known_member, group_instance_id, respond) -> None:
+        new_id = f"{group_instance_id or client_id or 'member'}-{uuid.uuid4()}"
+        if group_instance_id is not None:
+            old_id = self.static.get(group_instance_id)
+            if old_id is not None:
+                self._rejoin_static(group_instance_id, old_id, new_id, protocols, session_timeout_ms,
+                                    rebalance_timeout_ms, respond)
+            else:
+                self._add_member(new_id, client_id, client_host, protocol_type, protocols,
+                                 session_timeout_ms, rebalance_timeout_ms, group_instance_id, respond)
+        elif require_known_member:
+            # KIP-394: the client rejoins with this id; until then it is pending, for a session.
+            self.pending.add(new_id)
+            self._schedule(("session", new_id), session_timeout_ms, lambda: self._session_expired(new_id))
+            respond(JoinResult(errors.MEMBER_ID_REQUIRED, member_id=new_id))
+        else:
+            self._add_member(new_id, client_id, client_host, protocol_type, protocols,
+                             session_timeout_ms, rebalance_timeout_ms, None, respond)
+
+    def _join_existing(self, member_id, protocols, session_timeout_ms, rebalance_timeout_ms,
+                       group_instance_id, respond) -> None:
+        error = self._validate_member(member_id, group_instance_id)
+        if error:
+            respond(JoinResult(error, member_id=member_id))
+            return
+        member = self.members[member_id]
+        unchanged = member.protocols == protocols
+        if self.state == PREPARING:
+            self._update_member(member, protocols, session_timeout_ms, rebalance_timeout_ms, respond)
+            self._rebalance_or_complete_join(f"member {member_id} joined during {self.state}")
+        elif self.state == COMPLETING and unchanged:
+            # A retry (the client lost the first answer): the current generation again.
+            respond(self._result_for(member))
+        elif self.state == STABLE and unchanged and member_id != self.leader:
+            # A follower rejoining with unchanged metadata: the current generation, so it
+            # may SyncGroup; the leader's rejoin forces a rebalance (topic changes).
+            respond(self._result_for(member))
+        elif self.state in (COMPLETING, STABLE):
+            self._update_member(member, protocols, session_timeout_ms, rebalance_timeout_ms, respond)
+            self._rebalance_or_complete_join(
+                f"{'leader' if member_id == self.leader else 'member'} {member_id} rejoined"
+                f"{'' if unchanged else ' with new metadata'}")
+        else:
+            respond(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id=member_id))
+
+    def _add_member(self, member_id, client_id, client_host, protocol_type, protocols,
+                    session_timeout_ms, rebalance_timeout_ms, group_instance_id, respond) -> None:
+        member = Member(member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+                        protocol_type, protocols, group_instance_id, is_new=True)
+        if self.state == PREPARING and self.previous_state == EMPTY:
+            self.new_member_added = True
+        if group_instance_id is not None:
+            self.static[group_instance_id] = member_id
+        if not self.members:
+            self.protocol_type = protocol_type
+        if self.leader is None:
+            self.leader = member_id
+        self.members[member_id] = member
+        self._supported.update(member.names())
+        self.pending.discard(member_id)
+        self._park_join(member, respond)
+        # A new member cannot heartbeat before its first answer: it gets Kafka's
+        # new-member join timeout instead of its session.
+        self._reschedule_heartbeat(member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._rebalance_or_complete_join(
+            f"member {member_id} joined" + (f" (group.instance.id {group_instance_id})"
+                                            if group_instance_id is not None else ""))
+
+    def _update_member(self, member: Member, protocols, session_timeout_ms, rebalance_timeout_ms,
+                       respond: Respond | None) -> None:
+        self._supported.subtract(member.names())
+        member.protocols = protocols
+        self._supported.update(member.names())
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        self._park_join(member, respond)
+
+    def _rejoin_static(self, instance_id: str, old_id: str, new_id: str, protocols, session_timeout_ms,
+                       rebalance_timeout_ms, respond) -> None:
+        """A known group.instance.id joins with no member id (a restart): it replaces its
+        old member id (Kafka's updateStaticMemberThenRebalanceOrCompleteJoin)."""
+        log.info("group %s: static member %s rejoins in state %s: member %s replaces %s",
+                 self.group_id, instance_id, self.state, new_id, old_id)
+        current_leader = self.leader
+        member = self._replace_static_member(instance_id, old_id, new_id)
+        self._reschedule_heartbeat(member)
+        self._update_member(member, protocols, session_timeout_ms, rebalance_timeout_ms, respond)
+        if self.state == STABLE:
+            if self.protocol == self._choose_protocol():
+                # Its assignment is kept: no rebalance. It is told the leader it knew, so
+                # even a replaced leader syncs as a follower and takes its assignment back.
+                self._answer_join(member, JoinResult(errors.NONE, self.generation, self.protocol_type,
+                                                     self.protocol, current_leader or "", new_id))
+            else:
+                self._rebalance_or_complete_join(
+                    f"static member {instance_id} rejoined with a protocol that changes the group's")
+        elif self.state == COMPLETING:
+            # The leader may have been sent the old id: rebalance, or the new id gets nothing.
+            self._prepare_rebalance(f"static member {instance_id} rejoined as {new_id}")
+        else:
+            self._complete_join_if_ready()
+
+    def _replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
+        old = self.members.pop(old_id)
+        self._cancel(("session", old_id))
+        # Fence the old id at once if it has a request parked.
+        self._answer_join(old, JoinResult(errors.FENCED_INSTANCE_ID, member_id=old_id))
+        self._answer_sync(old, SyncResult(errors.FENCED_INSTANCE_ID))
+        new = Member(new_id, old.client_id, old.client_host, old.session_timeout_ms,
+                     old.rebalance_timeout_ms, old.protocol_type, old.protocols, instance_id,
+                     assignment=old.assignment)
+        self.members[new_id] = new
+        if self.leader == old_id:
+            self.leader = new_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
+        self.static[instance_id] = new_id
+        return new
+
+    # ========================================================== rebalance
+
+    def _rebalance_or_complete_join(self, reason: str) -> None:
+        if self.state in (EMPTY, STABLE, COMPLETING):
+            self._prepare_rebalance(reason)
+        else:
+            self._complete_join_if_ready()
 
     def _prepare_rebalance(self, reason: str) -> None:
-        now = time.monotonic()
-        first = self.state == EMPTY
+        if self.state == COMPLETING:
+            # Parked SyncGroups learn that the generation they synced is gone.
+            self._propagate_assignment(errors.REBALANCE_IN_PROGRESS, reset=True)
+        self._remove_sync_expiration()
+        initial = self.state == EMPTY
         log.info("preparing to rebalance group %s in state %s with old generation %d (%s)",
                  self.group_id, self.state, self.generation, reason)
-        self.state = PREPARING
-        self._initial = first
-        timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0) / 1000
-        if first:
+        if initial:
             # Kafka's InitialDelayedJoin: wait a little for the rest of a starting group.
-            self._deadline = now + min(self._initial_delay_ms / 1000, timeout)
-        else:
-            self._deadline = now + timeout
-        for m in self.members.values():
-            m.joined = False
-        self._results.clear()
-        self.cond.notify_all()
+            delay = self._initial_delay_ms
+            remaining = max(self._rebalance_timeout_ms() - delay, 0)
+            self._schedule("join", delay, lambda: self._initial_delay_passed(delay, remaining))
+        self._transition(PREPARING)
+        if not initial:
+            if self._all_joined():
+                self._complete_join()
+            else:
+                self._schedule("join", self._rebalance_timeout_ms(), self._complete_join)
 
-    def _maybe_complete(self) -> None:
-        """Completes the rebalance in progress when every member has joined (and an initial
-        delay has passed) or its deadline has; the lock is held."""
+    def _initial_delay_passed(self, delay: int, remaining: int) -> None:
+        if self.new_member_added and remaining:
+            # Members are still arriving: wait again (never past the rebalance timeout).
+            self.new_member_added = False
+            next_delay = min(self._initial_delay_ms, remaining)
+            next_remaining = max(remaining - delay, 0)
+            self._schedule("join", next_delay, lambda: self._initial_delay_passed(next_delay, next_remaining))
+        else:
+            self._complete_join()
+
+    def _complete_join_if_ready(self) -> None:
+        """Completes the join phase once every member has rejoined (never an initial
+        rebalance's, which waits its delay)."""
+        if self.state == PREPARING and self.previous_state != EMPTY and self._all_joined():
+            self._complete_join()
+
+    def _all_joined(self) -> bool:
+        return len(self.members) == self._awaiting_join and not self.pending
+
+    def _complete_join(self) -> None:
+        """The join phase ends: dynamic members that did not rejoin are dropped (static
+        ones stay), the next generation starts, every parked JoinGroup is answered."""
+        self._cancel("join")
         if self.state != PREPARING:
             return
-        now = time.monotonic()
-        everyone = all(m.joined for m in self.members.values())
-        # An initial rebalance always waits its delay; later ones end when all have joined.
-        if now < self._deadline and (self._initial or not everyone):
+        laggards = [mid for mid, m in self.members.items()
+                    if m.join_waiter is None and m.group_instance_id is None]
+        for mid in laggards:
+            self._remove(mid)
+        if laggards:
+            log.info("group %s: removed members that did not rejoin in time: %s", self.group_id, laggards)
+        if not self._elect_joined_leader() and self.members:
+            log.error("group %s could not complete its rebalance: no member rejoined", self.group_id)
+            self._schedule("join", self._rebalance_timeout_ms(), self._complete_join)
             return
-        for mid in [mid for mid, m in self.members.items() if not m.joined]:
-            log.info("group %s: member %s did not rejoin in time: removed", self.group_id, mid)
-            del self.members[mid]
         self.generation += 1
+        self.pending_sync.clear()
         if not self.members:
-            self.state, self.protocol, self.leader, self.protocol_type = EMPTY, None, None, None
-            self.cond.notify_all()
+            self.protocol = None
+            self._transition(EMPTY)
+            log.info("group %s with generation %d is now empty", self.group_id, self.generation)
             return
         self.protocol = self._choose_protocol()
-        if self.leader not in self.members:
-            self.leader = next(iter(self.members))
-        self.state = COMPLETING
+        self._transition(COMPLETING)
         log.info("group %s: generation %d with %d members (protocol %s, leader %s)",
                  self.group_id, self.generation, len(self.members), self.protocol, self.leader)
-        for m in self.members.values():
-            m.assignment = b""
-            m.last_heartbeat = now
-            self._results[m.member_id] = self._result_for(m)
-        self.cond.notify_all()
+        for m in list(self.members.values()):
+            self._answer_join(m, self._result_for(m))
+            self._reschedule_heartbeat(m)
+            m.is_new = False
+            self.pending_sync.add(m.member_id)
+        generation = self.generation
+        self._schedule("sync", self._rebalance_timeout_ms(), lambda: self._sync_expired(generation))
+
+    def _elect_joined_leader(self) -> bool:
+        """Keeps the leader if it rejoined, else picks a member that did; False if none did."""
+        if self.leader is None:
+            return False
+        if self.members[self.leader].join_waiter is not None:
+            return True
+        for mid, m in self.members.items():
+            if m.join_waiter is not None:
+                log.info("group %s: leader %s did not rejoin in time; %s leads",
+                         self.group_id, self.leader, mid)
+                self.leader = mid
+                return True
+        return False
+
+    def _transition(self, state: str) -> None:
+        self.previous_state, self.state = self.state, state
+
+    def _rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def _result_for(self, m: Member) -> JoinResult:
-        return JoinResult(errors.NONE, self.generation, self.protocol_type, self.protocol, self.leader,
-                          m.member_id, list(self.members.values()) if m.member_id == self.leader else [])
+        # The leader gets the members as they are now (copies: the answer is read on
+        # another thread, after the lock is released).
+        members = [copy.copy(x) for x in self.members.values()] if m.member_id == self.leader else []
+        return JoinResult(errors.NONE, self.generation, self.protocol_type, self.protocol, self.leader or "",
+                          m.member_id, members)
+
+    def _supports(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka's supportsProtocols: some offered protocol every member supports (counted,
+        not searched: a join into a group of thousands costs no walk over them)."""
+        if self.state == EMPTY:
+            return bool(protocol_type) and bool(names)
+        return protocol_type == self.protocol_type and any(
+            self._supported[n] == len(self.members) for n in names)
 
     def _choose_protocol(self) -> str:
         """Kafka's vote: each member votes for its most preferred protocol that all support."""
-        first = [n for n, _ in next(iter(self.members.values())).protocols]
-        common = self._common_protocols(set(first))
+        members = list(self.members.values())
+        first = [n for n, _ in members[0].protocols]
+        common = {n for n in first if self._supported[n] == len(members)}
         votes: dict[str, int] = {}
-        for m in self.members.values():
+        for m in members:
             choice = next(n for n, _ in m.protocols if n in common)
             votes[choice] = votes.get(choice, 0) + 1
         # Most votes; a tie goes to the first member's preference.
@@ -220,112 +475,251 @@ class ClassicGroup:
 
     # ================================================================ sync
 
-    def sync(self, member_id: str, generation: int, assignments: dict[str, bytes],
-             wait_s: float) -> tuple[int, bytes, str | None, str | None]:
-        """(error, assignment, protocol type, protocol) for a member's SyncGroup."""
-        with self.cond:
-            error = self._check_member(member_id, generation)
+    def sync(self, member_id: str, generation: int, assignments: dict[str, bytes], respond: Respond,
+             group_instance_id: str | None = None, protocol_type: str | None = None,
+             protocol: str | None = None) -> None:
+        """A SyncGroup; `respond(SyncResult)` is called once: now, or when the leader's
+        assignment arrives (or a rebalance makes it moot)."""
+        with self.lock:
+            error = self._validate_sync(member_id, generation, group_instance_id, protocol_type, protocol)
             if error:
-                return error, b"", None, None
-            if self.state == PREPARING:
-                return errors.REBALANCE_IN_PROGRESS, b"", None, None
-            member = self.members[member_id]
-            member.last_heartbeat = time.monotonic()
-            if self.state == COMPLETING and member_id == self.leader:
-                for mid, m in self.members.items():
-                    m.assignment = bytes(assignments.get(mid, b""))
-                self.state = STABLE
-                self.cond.notify_all()
-            deadline = time.monotonic() + wait_s
-            while self.state == COMPLETING and self.generation == generation:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return errors.REBALANCE_IN_PROGRESS, b"", None, None
-                self.cond.wait(min(left, 0.1))
-            if self.generation != generation or self.state != STABLE or member_id not in self.members:
-                return errors.REBALANCE_IN_PROGRESS, b"", None, None
-            return errors.NONE, self.members[member_id].assignment, self.protocol_type, self.protocol
+                respond(SyncResult(error))
+            elif self.state == PREPARING:
+                respond(SyncResult(errors.REBALANCE_IN_PROGRESS))
+            elif self.state == COMPLETING:
+                member = self.members[member_id]
+                if member.sync_waiter is not None:
+                    self._answer_sync(member, SyncResult(errors.REBALANCE_IN_PROGRESS))
+                member.sync_waiter = respond
+                self._synced(member_id)
+                if member_id == self.leader:
+                    log.info("group %s: assignment from leader %s for generation %d", self.group_id,
+                             member_id, self.generation)
+                    for mid, m in self.members.items():
+                        m.assignment = bytes(assignments.get(mid, b""))
+                    self._propagate_assignment(errors.NONE)
+                    self._transition(STABLE)
+            else:                                          # Stable: the assignment it has
+                self._synced(member_id)
+                respond(SyncResult(errors.NONE, self.members[member_id].assignment, self.protocol_type,
+                                   self.protocol))
 
-    def _check_member(self, member_id: str, generation: int) -> int:
-        if self.state == DEAD or member_id not in self.members:
-            return errors.UNKNOWN_MEMBER_ID
+    def _validate_sync(self, member_id, generation, group_instance_id, protocol_type, protocol) -> int:
+        if self.state == DEAD:
+            return errors.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_member(member_id, group_instance_id)
+        if error:
+            return error
         if generation != self.generation:
             return errors.ILLEGAL_GENERATION
+        if (protocol_type is not None and self.protocol_type is not None and protocol_type != self.protocol_type) or \
+                (protocol is not None and self.protocol is not None and protocol != self.protocol):
+            return errors.INCONSISTENT_GROUP_PROTOCOL
         return errors.NONE
 
-    # =========================================================== heartbeat
+    def _propagate_assignment(self, error: int, reset: bool = False) -> None:
+        for m in self.members.values():
+            if reset:
+                m.assignment = b""
+            ok = error == errors.NONE
+            if self._answer_sync(m, SyncResult(error, m.assignment, self.protocol_type if ok else None,
+                                               self.protocol if ok else None)):
+                # Its session counts from the answer (it was parked: it could not heartbeat).
+                self._reschedule_heartbeat(m)
 
-    def heartbeat(self, member_id: str, generation: int) -> int:
-        with self.cond:
-            if self.state == DEAD or member_id not in self.members:
+    def _synced(self, member_id: str) -> None:
+        self.pending_sync.discard(member_id)
+        if self.state in (DEAD, EMPTY, PREPARING) or not self.pending_sync:
+            self._cancel("sync")
+
+    def _remove_sync_expiration(self) -> None:
+        self.pending_sync.clear()
+        self._cancel("sync")
+
+    def _sync_expired(self, generation: int) -> None:
+        """Members that did not SyncGroup within the rebalance timeout are removed."""
+        if generation != self.generation or self.state not in (COMPLETING, STABLE) or not self.pending_sync:
+            return
+        late = sorted(self.pending_sync)
+        for mid in late:
+            self._remove(mid)
+        log.info("group %s: removed members that did not sync in time: %s", self.group_id, late)
+        self._prepare_rebalance(f"removing {late} on pending sync request expiration")
+
+    # ============================================= heartbeat, leave, commit
+
+    def _validate_member(self, member_id: str, group_instance_id: str | None) -> int:
+        """Kafka's validateMember: a static member must be the instance's current id."""
+        if group_instance_id is not None:
+            current = self.static.get(group_instance_id)
+            if current is None:
                 return errors.UNKNOWN_MEMBER_ID
-            self.members[member_id].last_heartbeat = time.monotonic()
-            if self.state == PREPARING:
-                return errors.REBALANCE_IN_PROGRESS
-            if generation != self.generation:
-                return errors.ILLEGAL_GENERATION
-            return errors.NONE
+            if current != member_id:
+                log.info("group %s: member %s of group.instance.id %s is fenced by %s",
+                         self.group_id, member_id, group_instance_id, current)
+                return errors.FENCED_INSTANCE_ID
+        if member_id not in self.members:
+            return errors.UNKNOWN_MEMBER_ID
+        return errors.NONE
 
-    def leave(self, member_id: str) -> int:
-        with self.cond:
-            if member_id in self.pending:
-                del self.pending[member_id]
-                return errors.NONE
-            if member_id not in self.members:
-                return errors.UNKNOWN_MEMBER_ID
-            self._remove(member_id, "left the group")
-            return errors.NONE
-
-    def _remove(self, member_id: str, reason: str) -> None:
-        del self.members[member_id]
-        if self.leader == member_id:
-            self.leader = None
-        if self.state in (STABLE, COMPLETING):
-            self._prepare_rebalance(f"member {member_id} {reason}")
-        self._maybe_complete()
-        self.cond.notify_all()
-
-    def check_commit(self, member_id: str, generation: int) -> int:
-        """The error for an OffsetCommit from (member, generation); simple commits
-        (generation -1) are allowed only while the group has no members."""
-        with self.cond:
-            if generation < 0:
-                return errors.NONE if not self.members else errors.ILLEGAL_GENERATION
-            error = self._check_member(member_id, generation)
+    def heartbeat(self, member_id: str, generation: int, group_instance_id: str | None = None) -> int:
+        with self.lock:
+            if self.state == DEAD:
+                return errors.COORDINATOR_NOT_AVAILABLE
+            error = self._validate_member(member_id, group_instance_id)
             if error:
                 return error
-            if self.state == PREPARING:
+            if generation != self.generation:
+                return errors.ILLEGAL_GENERATION
+            if self.state == EMPTY:
+                return errors.UNKNOWN_MEMBER_ID
+            self._reschedule_heartbeat(self.members[member_id])
+            return errors.REBALANCE_IN_PROGRESS if self.state == PREPARING else errors.NONE
+
+    def leave(self, member_id: str, group_instance_id: str | None = None) -> int:
+        """LeaveGroup of one member (v0-2, and the in-process bridge)."""
+        top, each = self.leave_members([(member_id, group_instance_id)])
+        return top or each[0]
+
+    def leave_members(self, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """LeaveGroup v3+: (top-level error, one error per (member id, instance id)). An
+        empty member id with an instance id removes that static member (an admin's
+        removeMembersFromConsumerGroup)."""
+        with self.lock:
+            if self.state == DEAD:
+                return errors.COORDINATOR_NOT_AVAILABLE, []
+            out = []
+            for member_id, instance_id in members:
+                if not member_id:
+                    current = self.static.get(instance_id) if instance_id is not None else None
+                    if current is None:
+                        out.append(errors.UNKNOWN_MEMBER_ID)
+                        continue
+                    member_id = current
+                elif member_id in self.pending:
+                    self.pending.discard(member_id)
+                    self._cancel(("session", member_id))
+                    out.append(errors.NONE)
+                    continue
+                else:
+                    error = self._validate_member(member_id, instance_id)
+                    if error:
+                        out.append(error)
+                        continue
+                log.info("group %s: member %s left the group", self.group_id, member_id)
+                self._remove(member_id)
+                out.append(errors.NONE)
+            if errors.NONE in out:
+                if self.state in (STABLE, COMPLETING):
+                    self._rebalance_or_complete_join("members left the group")
+                elif self.state == PREPARING:
+                    self._complete_join_if_ready()
+            return errors.NONE, out
+
+    def check_commit(self, member_id: str, generation: int, group_instance_id: str | None = None) -> int:
+        """The error for an OffsetCommit from (member, generation), Kafka's
+        ClassicGroup.validateOffsetCommit: generation -1 from a non-member (an admin, a
+        consumer without group management) only while the group is empty; otherwise a
+        current member of the current generation, not while its assignment is pending."""
+        with self.lock:
+            if self.state == DEAD:
+                return errors.COORDINATOR_NOT_AVAILABLE
+            if generation < 0 and self.state == EMPTY:
+                return errors.NONE
+            if generation >= 0 or member_id or group_instance_id is not None:
+                error = self._validate_member(member_id, group_instance_id)
+                if error:
+                    return error
+                if generation != self.generation:
+                    return errors.ILLEGAL_GENERATION
+            elif self.state != EMPTY:
+                return errors.UNKNOWN_MEMBER_ID
+            if self.state == COMPLETING:
                 return errors.REBALANCE_IN_PROGRESS
-            self.members[member_id].last_heartbeat = time.monotonic()
+            if self.state in (STABLE, PREPARING):
+                self._reschedule_heartbeat(self.members[member_id])    # a commit keeps the session
             return errors.NONE
 
-    # ============================================================== timer
+    # ============================================================ sessions
 
-    def tick(self) -> None:
-        """Evicts members whose session expired; completes due rebalances."""
-        with self.cond:
-            now = time.monotonic()
-            for mid, until in list(self.pending.items()):
-                if until < now:
-                    del self.pending[mid]
-            for mid, m in list(self.members.items()):
-                # A member waiting in a rebalance is not expired while the rebalance runs.
-                if self.state == PREPARING and m.joined:
-                    continue
-                if now - m.last_heartbeat > m.session_timeout_ms / 1000:
-                    self._remove(mid, "session timed out")
-            self._maybe_complete()
+    def _session_expired(self, member_id: str) -> None:
+        if self.state == DEAD:
+            return
+        if member_id in self.pending:
+            log.info("group %s: pending member %s expired", self.group_id, member_id)
+            self.pending.discard(member_id)
+            if self.state == PREPARING and self._all_joined():
+                self._complete_join()
+            return
+        member = self.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return
+        log.info("group %s: member %s's session expired: removed", self.group_id, member_id)
+        self._remove(member_id)
+        if self.state in (STABLE, COMPLETING):
+            self._rebalance_or_complete_join(f"member {member_id}'s session expired")
+        elif self.state == PREPARING and self._all_joined():
+            self._complete_join()
+
+    def _remove(self, member_id: str) -> None:
+        """Drops a member; a request it has parked is answered UNKNOWN_MEMBER_ID (the
+        client rejoins if it is still there)."""
+        member = self.members.pop(member_id, None)
+        self._cancel(("session", member_id))
+        if member is not None:
+            self._supported.subtract(member.names())
+            if member.join_waiter is not None:
+                self._awaiting_join -= 1
+                waiter, member.join_waiter = member.join_waiter, None
+                waiter(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id=""))
+            self._answer_sync(member, SyncResult(errors.UNKNOWN_MEMBER_ID))
+            if member.group_instance_id is not None and self.static.get(member.group_instance_id) == member_id:
+                del self.static[member.group_instance_id]
+        if self.leader == member_id:
+            self.leader = next(iter(self.members), None)
+        self.pending.discard(member_id)
+        self.pending_sync.discard(member_id)
+
+    # ============================================================ the rest
 
     def mark_dead(self) -> None:
-        with self.cond:
-            self.state = DEAD
-            self.members.clear()
-            self.cond.notify_all()
+        """The group is deleted (it had no members): its deadlines are cancelled."""
+        with self.lock:
+            for mid in list(self.members):
+                self._remove(mid)
+            for key in list(self._timers):
+                self._cancel(key)
+            self.pending.clear()
+            self._transition(DEAD)
 
     def describe(self) -> dict:
-        with self.cond:
+        with self.lock:
             return {"state": self.state, "protocol_type": self.protocol_type or "",
                     "protocol": self.protocol or "", "generation": self.generation,
                     "members": [(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                  m.metadata(self.protocol or ""), m.assignment)
                                 for m in self.members.values()]}
+
+    # ================================================ blocking convenience
+
+    def join_blocking(self, wait_s: float, **request) -> JoinResult:
+        """join() for a caller that has a thread to spend (the in-process bridge): waits
+        up to `wait_s` for the answer (REBALANCE_IN_PROGRESS after that)."""
+        return _wait(lambda respond: self.join(respond=respond, **request), wait_s,
+                     JoinResult(errors.REBALANCE_IN_PROGRESS, member_id=request.get("member_id", "")))
+
+    def sync_blocking(self, member_id: str, generation: int, assignments: dict[str, bytes],
+                      wait_s: float) -> SyncResult:
+        return _wait(lambda respond: self.sync(member_id, generation, assignments, respond), wait_s,
+                     SyncResult(errors.REBALANCE_IN_PROGRESS))
+
+
+def _wait(start: Callable[[Respond], None], wait_s: float, timed_out):
+    done = threading.Event()
+    box: list = []
+
+    def respond(result) -> None:
+        box.append(result)
+        done.set()
+    start(respond)
+    return box[0] if done.wait(wait_s) else timed_out

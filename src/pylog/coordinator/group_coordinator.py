@@ -38,6 +38,7 @@ from pylog.storage import OFFSETS_TOPIC, Log, LogManager
 from .bridge import GroupBridge
 from .classic_group import ClassicGroup
 from .group import ConsumerGroup
+from .timer import DeadlineTimer
 from .offsets import (
     OffsetAndMetadata,
     OffsetStore,
@@ -66,6 +67,9 @@ class GroupCoordinator:
         self._classic: dict[str, ClassicGroup] = {}
         self._bridges: dict[str, GroupBridge] = {}
         self._groups_lock = threading.Lock()
+        # The Kafka-protocol groups' deadlines (sessions, rebalances): one thread, alive
+        # while any deadline is.
+        self.timer = DeadlineTimer("pylog-group-timer")
         self._load_committed_offsets()
 
     # ================================================================= groups
@@ -85,7 +89,7 @@ class GroupCoordinator:
         with self._groups_lock:
             group = self._classic.get(group_id)
             if group is None and create:
-                group = self._classic[group_id] = ClassicGroup(group_id, initial_delay_ms)
+                group = self._classic[group_id] = ClassicGroup(group_id, initial_delay_ms, self.timer)
             return group
 
     def bridge_if_shared(self, group_id: str, initial_delay_ms: int = 3000) -> None:
@@ -119,11 +123,6 @@ class GroupCoordinator:
     def classic_groups(self) -> list[ClassicGroup]:
         with self._groups_lock:
             return list(self._classic.values())
-
-    def tick_classic_groups(self) -> None:
-        """Session expiry and rebalance deadlines of the Kafka-protocol groups."""
-        for group in self.classic_groups():
-            group.tick()
 
     def delete_group(self, group_id: str) -> None:
         """Deletes a group with no members: its committed offsets are tombstoned."""

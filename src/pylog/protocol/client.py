@@ -58,7 +58,15 @@ class ProtocolClient:
     def __init__(self, bootstrap: str, client_id: str = "pylog", timeout: float = 30.0,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
+        if not port.isdigit():
+            raise ValueError(f"bootstrap server {bootstrap!r} is not host:port")
+        host = host.strip("[]") or "127.0.0.1"
+        try:
+            self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        except OSError as exc:
+            # "Connection refused" alone does not say where: the same error, naming it.
+            raise type(exc)(exc.errno, f"cannot connect to {host}:{port}: "
+                                       f"{exc.strerror or exc}") from exc
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if ssl_context is not None:       # an SSL listener: TLS first (checks the broker's name)
             try:

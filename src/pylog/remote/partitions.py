@@ -27,6 +27,7 @@ __all__ = ["RemoteTopics", "RemotePartition", "RemoteProducer", "leaders"]
 FETCH_BYTES = 8 << 20
 _OFFSET_OUT_OF_RANGE = 1
 _UNKNOWN_TOPIC_OR_PARTITION = 3
+_MESSAGE_TOO_LARGE = 10
 
 
 def _first(bootstrap: str) -> str:
@@ -165,7 +166,10 @@ class RemotePartition:
 
 class RemoteProducer:
     """Produces pre-encoded batches: one connection per leader, ``acks=all`` by default
-    (at least once, as Spark's Kafka sink), raises on an error code."""
+    (at least once, as Spark's Kafka sink), raises on an error code. A batch the broker
+    refuses as too large (MESSAGE_TOO_LARGE) is split and its halves sent, as Kafka's
+    producer splits one (RecordAccumulator.splitAndReenqueue): the other records are
+    written, and the error is raised for a record too large on its own."""
 
     def __init__(self, leaders: dict[tuple[str, int], str], client_id: str = "pylog",
                  acks: int = -1) -> None:
@@ -182,9 +186,32 @@ class RemoteProducer:
         if client is None:
             client = self.clients[leader] = ProtocolClient(leader, client_id=self.client_id)
         response = client.produce(topic, partition, data, acks=self.acks)
+        if response is not None and response.error_code == _MESSAGE_TOO_LARGE and records > 1:
+            self._send_split(topic, partition, data)
+            return
         if response is not None and response.error_code:
             raise ProtocolError(response.error_code,
                                 f"Produce of {records} records to {topic}-{partition} at {leader}")
+
+    def _send_split(self, topic: str, partition: int, data: bytes) -> None:
+        """Sends the records of a refused batch again in two batches (each split again
+        while refused); raises the first error of a piece once every piece was sent."""
+        from pylog.record import encode_batch, iter_batches
+        rows = [(r, batch) for batch in iter_batches(data) for r in batch.records()]
+        half = len(rows) // 2
+        failed = None
+        for piece in (rows[:half], rows[half:]):
+            batch = piece[0][1]
+            encoded = encode_batch(
+                [r.value for r, _ in piece], [r.key for r, _ in piece],
+                [r.timestamp for r, _ in piece], [list(r.headers) for r, _ in piece],
+                compression=batch.compression, timestamp_type=batch.timestamp_type)
+            try:
+                self.send(topic, partition, encoded, len(piece))
+            except ProtocolError as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def __enter__(self) -> RemoteProducer:
         return self

@@ -9,8 +9,9 @@ The format is found without a ``register`` call (Spark imports top-level
 ``pyspark_*`` modules and registers their ``DefaultSource``; pylog ships
 ``pyspark_pylog``); :func:`register` does it explicitly. Modules:
 ``options`` (the option names and their checks), ``planning`` (offsets and
-tasks on the driver), ``source`` (readers), ``sink`` (writers), ``schema``
-(the Kafka source schema and the Arrow conversion).
+tasks on the driver), ``source`` (readers), ``sink`` (writers), ``commit``
+(the driver's appends: a micro-batch exactly once), ``schema`` (the Kafka
+source schema and the Arrow conversion).
 """
 
 from __future__ import annotations

@@ -208,6 +208,10 @@ class SourceOptions:
                 raise OptionError("option 'endingOffsetsByTimestamp' is for batch queries")
             out.ending_by_timestamp = _json_partitions(
                 "endingoffsetsbytimestamp", opts["endingoffsetsbytimestamp"], "timestamps")
+        if not streaming:
+            _check_specified_order(out.starting, out.ending, "offset")
+            _check_specified_order(out.starting_by_timestamp, out.ending_by_timestamp,
+                                   "timestamp")
         if streaming and "endingtimestamp" in opts:
             raise OptionError("option 'endingTimestamp' is for batch queries")
         strategy = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
@@ -225,6 +229,19 @@ class SourceOptions:
         if "maxtriggerdelay" in opts:
             out.max_trigger_delay_ms = _duration_ms(opts["maxtriggerdelay"])
         return out
+
+
+def _check_specified_order(start, end, kind: str) -> None:
+    """Spark's Kafka source refuses, before resolving anything, a partition whose given
+    start is past its given end (-1/-2 are resolved later)."""
+    if not isinstance(start, dict) or not isinstance(end, dict):
+        return
+    for topic, parts in sorted(start.items()):
+        for p, s in sorted(parts.items()):
+            e = end.get(topic, {}).get(p)
+            if e is not None and s >= 0 and e >= 0 and s > e:
+                raise OptionError(f"The specified start {kind} {s} is greater than the end "
+                                  f"{kind} {e} for topic {topic} partition {p}.")
 
 
 def _offsets(opts: dict[str, str], key: str, default: str):

@@ -17,7 +17,7 @@ from pylog.storage import LogDirsReader
 from .options import EARLIEST, LATEST, OptionError, SourceOptions
 
 __all__ = ["OffsetRange", "resolve_partitions", "starting_offsets", "ending_offsets",
-           "latest_offsets", "split_ranges", "TopicPartitionKey"]
+           "latest_offsets", "check_range", "check_order", "split_ranges", "TopicPartitionKey"]
 
 TopicPartitionKey = tuple[str, int]
 
@@ -158,10 +158,19 @@ def check_range(reader: LogDirsReader, tp: TopicPartitionKey, start: int, end: i
                 "you want the query to go on, set the option failOnDataLoss to false.",
                 offset=start, log_start_offset=first)
         start = first
-    if start > end:
-        raise OptionError(f"{tp[0]}-{tp[1]}: the starting offset {start} is after the ending "
-                          f"offset {end}")
     return (start, end) if start < end else None
+
+
+def check_order(tp: TopicPartitionKey, start: int, end: int) -> None:
+    """Spark's Kafka source refuses a resolved start past the resolved end (checked
+    before filters prune the range, which may leave nothing to read on purpose)."""
+    if start > end:
+        raise OptionError(
+            f"The resolved start offset {start} is greater than the resolved end offset {end} "
+            f"for topic {tp[0]} partition {tp[1]}. Check whether the start is beyond the end "
+            "or the latest available offset after resolution (a start by timestamp and an end "
+            "by offset, or the reverse, or a start offset with endingOffsets latest), or "
+            "whether the topic-partition was deleted and re-created.")
 
 
 class Pruning:

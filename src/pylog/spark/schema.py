@@ -74,8 +74,10 @@ def _headers_or_null(headers: pa.ListArray) -> pa.Array:
     empty = pc.equal(pc.list_value_length(headers), 0)
     offsets = headers.offsets
     first, last = offsets[0].as_py(), offsets[-1].as_py()
-    if first:                       # a slice: offsets from 0 over the slice's children
-        offsets = pc.subtract(offsets, pa.scalar(first, pa.int32()))
+    # Always a new offsets array from 0 over the slice's children: from_arrays refuses a
+    # mask beside sliced offsets, which a read starting inside a batch hands over even
+    # when offsets[0] is 0 (the batch's earlier records had no headers).
+    offsets = pc.subtract(offsets, pa.scalar(first, pa.int32()))
     values = headers.values.slice(first, last - first).cast(_HEADER)
     return pa.ListArray.from_arrays(offsets, values, type=_HEADERS, mask=empty)
 

@@ -8,31 +8,26 @@ per task (Kafka's sticky rule, made deterministic per task).
 
 **Two phases.** A log dir has one owner (its ``.lock``), and Spark tasks run in
 separate processes, so tasks do not append: each encodes its rows into Kafka
-v2 batches with the C encoder and stages them in a file under
-``<log dir>/pylog-spark/staging/``; the driver's ``commit`` opens the store,
-appends the staged batches in task order (offsets are assigned there), fsyncs
-them and removes the staging files. A failed job appends nothing; ``abort``
-removes what its tasks staged. To write while ``pylog serve`` owns the dirs,
-produce through the broker instead.
+v2 batches with the C encoder and stages them (fsync'd) in a file under
+``<log dir>/pylog-spark/staging/`` (``<job>/`` for a batch write,
+``<queryId>/<batchId>/`` for a micro-batch); the driver's ``commit`` opens the
+store and appends the staged batches in task order (offsets are assigned there,
+commit.py). A failed job appends nothing; ``abort`` removes what its tasks
+staged. To write while ``pylog serve`` owns the dirs, produce through the broker
+instead (remote mode: at least once, as Spark's Kafka sink).
 
-**Exactly once for streaming.** ``commit(messages, batchId)`` keeps, per query,
-``pylog-spark/sinks/<queryId>.json``: before appending it records the batch id
-and every target partition's end offset (fsync'd, atomic rename), after the
-fsync of the data it marks the batch done. A replayed batch that is done is
-skipped; one that was interrupted is completed: a partition whose end moved
-past the recorded one by k records already has the batch's first k records
-(batches append whole), so only the rest is appended. No batch is written
-twice, across a crash of the query or of the commit.
+**Exactly once for streaming** (path mode): each micro-batch id of a query is
+appended once, with the rows of the first run whose commit began; a rerun of the
+batch (after a crash of the query or of the commit) never appends its own rows,
+whatever their order: commit.py's ``QueryCommits`` has the protocol.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,8 +41,9 @@ from pyspark.sql.datasource import (
 
 from pylog._core.producer import partition_keys
 from pylog.record import encode_batch
-from pylog.storage import SPARK_DIR, LogDirsReader, make_dirs, write_file_atomically
+from pylog.storage import SPARK_DIR, LogDirsReader
 
+from .commit import QueryCommits, StagedBatch, append_staged
 from .options import OptionError, SinkOptions
 
 __all__ = ["PylogBatchWriter", "PylogStreamWriter", "StagedBatches"]
@@ -159,9 +155,12 @@ class _StagingWriter:
         self.job = uuid.uuid4().hex
         self.columns = {f.name.lower(): f.name for f in schema.fields}
 
-    def _staging_dir(self, batch_id: str | None = None) -> str:
-        job = self.job if batch_id is None else f"{self.job}-{batch_id}"
-        return os.path.join(self.log_dir, SPARK_DIR, "staging", job)
+    def _staging_dir(self) -> str:
+        """The job's staging dir (a batch write)."""
+        return os.path.join(self.log_dir, SPARK_DIR, "staging", self.job)
+
+    def _task_staging_dir(self, query_id: str | None, batch_id: str | None) -> str:
+        return self._staging_dir()
 
     def write(self, batches):
         task, attempt, task_attempt, query_id, batch_id = _task_context()
@@ -172,7 +171,12 @@ class _StagingWriter:
                     if batch.num_rows:
                         self._stage(batch, task, producer.send)
             return StagedBatches("", task, query_id=query_id)
-        directory = self._staging_dir(batch_id)
+        return self.stage(batches, self._task_staging_dir(query_id, batch_id), task, attempt,
+                          task_attempt, query_id)
+
+    def stage(self, batches, directory: str, task: int, attempt: int = 0,
+              task_attempt: int = 0, query_id: str | None = None) -> StagedBatches:
+        """One task's rows, encoded and staged (fsync'd) in a file of `directory`."""
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"{task:05d}-{attempt}-{task_attempt}.batches")
         message = StagedBatches(path, task, query_id=query_id)
@@ -252,13 +256,18 @@ class _StagingWriter:
 
 def _remove_staged(messages, directory: str | None) -> None:
     for m in messages or ():
-        if m is not None:
+        if m is not None and m.path:
             try:
                 os.unlink(m.path)
             except FileNotFoundError:
                 pass
     if directory:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _staged(m: StagedBatches) -> list[StagedBatch]:
+    return [StagedBatch(t, p, m.path, position, length, records)
+            for t, p, position, length, records in m.entries]
 
 
 def _open_store(paths: str):
@@ -272,52 +281,14 @@ def _open_store(paths: str):
             "to write while a broker serves them, produce through the broker") from None
 
 
-def _append(store, messages, skip: dict | None = None) -> None:
-    """Appends every staged batch and fsyncs it: per partition in task order, the
-    partitions in parallel (the appends and fsyncs release the GIL). ``skip`` gives per
-    partition how many leading records are already in the log."""
-    work: dict[tuple[str, int], list] = {}
-    for m in sorted((m for m in messages if m is not None), key=lambda m: m.task):
-        for topic, partition, position, length, records in m.entries:
-            work.setdefault((topic, partition), []).append((m.path, position, length, records))
-
-    def append_partition(tp) -> None:
-        log = store.log(*tp)
-        already = (skip or {}).get(tp, 0)
-        handles: dict[str, int] = {}
-        try:
-            for path, position, length, records in work[tp]:
-                if already >= records:
-                    already -= records
-                    continue
-                if already:
-                    raise RuntimeError(f"{tp[0]}-{tp[1]}: the log holds part of a staged batch "
-                                       "(cannot happen: batches append whole)")
-                fd = handles.get(path)
-                if fd is None:
-                    fd = handles[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-                log.append(os.pread(fd, length, position))
-            log.flush()
-        finally:
-            for fd in handles.values():
-                os.close(fd)
-
-    if len(work) <= 1:
-        for tp in work:
-            append_partition(tp)
-        return
-    with ThreadPoolExecutor(min(len(work), os.cpu_count() or 1, 16)) as pool:
-        for done in [pool.submit(append_partition, tp) for tp in work]:
-            done.result()
-
-
 class PylogBatchWriter(_StagingWriter, DataSourceArrowWriter):
     def commit(self, messages) -> None:
         if self.leaders is not None:
             return                     # remote: the tasks produced (at least once)
         store = _open_store(self.opts.paths)
         try:
-            _append(store, messages)
+            present = sorted((m for m in messages if m is not None), key=lambda m: m.task)
+            append_staged(store, [b for m in present for b in _staged(m)])
         finally:
             store.close()
         _remove_staged(messages, self._staging_dir())
@@ -328,55 +299,42 @@ class PylogBatchWriter(_StagingWriter, DataSourceArrowWriter):
 
 
 class PylogStreamWriter(_StagingWriter, DataSourceStreamArrowWriter):
-    def _state_path(self, query_id: str) -> str:
-        return os.path.join(self.log_dir, SPARK_DIR, "sinks", f"{query_id}.json")
+    """Each micro-batch exactly once into the log dirs (commit.QueryCommits). A new
+    writer is built for every commit on the driver, so everything is found by the
+    query's id, which the tasks carry in their messages."""
+
+    def _commits(self, query_id: str) -> QueryCommits:
+        return QueryCommits(os.path.join(self.log_dir, SPARK_DIR), query_id)
+
+    def _task_staging_dir(self, query_id: str | None, batch_id: str | None) -> str:
+        if query_id is None or batch_id is None or not batch_id.isdigit():
+            return self._staging_dir()
+        return self._commits(query_id).staging_dir(int(batch_id))
 
     def commit(self, messages, batchId: int) -> None:
         if self.leaders is not None:
-            return                     # remote: the tasks produced (at least once)
-        present = [m for m in messages if m is not None]
-        directory = self._staging_dir(str(batchId))
+            # Remote mode: the tasks produced through the broker, at least once (Spark's
+            # Kafka sink's guarantee). Exactly once there needs Kafka transactions: a
+            # transactional.id per query and partition-task, the tasks' transactions
+            # prepared and this commit ending them (not done yet).
+            return
+        present = sorted((m for m in messages if m is not None), key=lambda m: m.task)
         query_id = next((m.query_id for m in present if m.query_id), None)
-        if query_id is None:           # no task wrote anything
-            _remove_staged(messages, directory)
+        if query_id is None:
+            if any(m.entries for m in present):
+                raise RuntimeError(
+                    f"micro-batch {batchId}: the tasks staged rows but carry no streaming "
+                    "query id (Spark's sql.streaming.queryId), which the sink's exactly-once "
+                    "commit needs; nothing was appended")
+            _remove_staged(messages, None)
             return
-        path = self._state_path(query_id)
-        state = _read_state(path)
-        if state and (state["batch"] > batchId or (state["batch"] == batchId and state["done"])):
-            _remove_staged(messages, directory)      # a replay of a committed batch
-            return
-        store = _open_store(self.opts.paths)
-        try:
-            targets = sorted({(e[0], e[1]) for m in present for e in m.entries})
-            ends = {tp: store.log(*tp).log_end_offset for tp in targets}
-            skip = {}
-            if state and state["batch"] == batchId:
-                # Interrupted last time: what reached the log since is this batch's.
-                for tp in targets:
-                    before = state["ends"].get(f"{tp[0]}:{tp[1]}", ends[tp])
-                    skip[tp] = ends[tp] - before
-            else:
-                _write_state(path, {"batch": batchId, "done": False,
-                                    "ends": {f"{t}:{p}": o for (t, p), o in ends.items()}})
-            _append(store, present, skip)
-            _write_state(path, {"batch": batchId, "done": True, "ends": {}})
-        finally:
-            store.close()
-        _remove_staged(messages, directory)
+        self._commits(query_id).commit(lambda: _open_store(self.opts.paths), batchId,
+                                       [(m.path, _staged(m)) for m in present])
 
     def abort(self, messages, batchId: int) -> None:
-        if self.leaders is None:
-            _remove_staged(messages, self._staging_dir(str(batchId)))
-
-
-def _read_state(path: str) -> dict | None:
-    try:
-        with open(path, "rb") as f:
-            return json.loads(f.read())
-    except FileNotFoundError:
-        return None
-
-
-def _write_state(path: str, state: dict) -> None:
-    make_dirs(os.path.dirname(path))
-    write_file_atomically(path, json.dumps(state).encode("utf-8"))
+        if self.leaders is not None:
+            return
+        query_id = next((m.query_id for m in messages if m is not None and m.query_id), None)
+        # Only this run's staged files: a begun commit's files are in the commit dir.
+        _remove_staged(messages, None if query_id is None else
+                       self._commits(query_id).staging_dir(batchId))

@@ -12,9 +12,12 @@ One cleaning of one log:
    distinct key, at most 90% of ``log.cleaner.dedupe.buffer.size``; when the next
    segment's keys do not fit, the cleaning stops there and the rest waits for the next
    pass (the first dirty segment is always taken, so every pass makes progress).
-3. **Rewrite**: every segment below the end of the mapped section, in groups of at most
-   ``segment.bytes`` (clean and dirty segments never share a group, so a group's mtime
-   stays the time its records were last cleaned), is copied into ``<base>.log.cleaned``
+3. **Rewrite**: every segment below the end of the mapped section, in groups as Kafka's
+   groupSegmentsBySize makes them (at most ``segment.bytes`` of .log and
+   ``segment.index.bytes`` of each index together; clean and dirty segments never share
+   a group, so a group's mtime stays the time its records were last cleaned; a group
+   whose cleaning leaves nothing joins the next group's file, which starts at its base
+   offset, instead of staying an empty segment), is copied into ``<base>.log.cleaned``
    keeping a record when it is the latest of its key (records without a key are
    dropped, as Kafka's cleaner drops them), and a tombstone (null value) while its
    segment was cleaned less than ``delete.retention.ms`` ago. Batches are kept whole
@@ -53,6 +56,9 @@ from pylog.record import decode_arrow, encode_batch, iter_batches, with_header_f
 
 from . import files
 from .segment import INT32_MAX
+
+OFFSET_ENTRY_BYTES = 8      # an offset index entry: relative offset, position
+TIME_ENTRY_BYTES = 12       # a time index entry: timestamp, relative offset
 
 log = logging.getLogger(__name__)
 
@@ -183,18 +189,26 @@ def dirty_ratio(clean, dirty) -> float:
     return dirty_bytes / total if total else 0.0
 
 
-def _groups(segments, max_bytes: int):
-    """Consecutive segments of at most `max_bytes` together whose offsets fit one
-    segment's int32 relative offsets (Kafka's groupSegmentsBySize)."""
+def _groups(segments, max_bytes: int, max_index_bytes: int):
+    """Consecutive segments cleaned into one (Kafka's groupSegmentsBySize): their
+    .log sizes sum to at most `max_bytes` (segment.bytes), their offset index
+    entries and their time index entries each to at most `max_index_bytes`
+    (segment.index.bytes), and their offsets fit one segment's int32 relative
+    offsets (an empty segment adds none)."""
     group: list = []
-    size = 0
+    size = offset_entries = time_entries = 0
     for segment in segments:
+        offsets, times = segment.offset_index.entries, segment.time_index.entries
         if group and (size + segment.size > max_bytes or
-                      segment.next_offset - 1 - group[0].base_offset > INT32_MAX):
+                      (offset_entries + offsets) * OFFSET_ENTRY_BYTES > max_index_bytes or
+                      (time_entries + times) * TIME_ENTRY_BYTES > max_index_bytes or
+                      segment.size and segment.next_offset - 1 - group[0].base_offset > INT32_MAX):
             yield group
-            group, size = [], 0
+            group, size, offset_entries, time_entries = [], 0, 0, 0
         group.append(segment)
         size += segment.size
+        offset_entries += offsets
+        time_entries += times
     if group:
         yield group
 
@@ -359,28 +373,40 @@ def clean_log(lg, first_dirty: int, now: int, dedupe_bytes: int, io_rate: float 
                          ratio, 0.0)
     retention = config.delete_retention_ms
     # 2. Rewrite: clean groups and dirty groups apart (a group's mtime is its clean time).
-    for section, is_clean in ((clean, True), (mapped, False)):
-        for group in list(_groups(section, config.segment_bytes)):
-            if stage is not None:
-                stage("group")
-            mtime = max(s.last_modified_ms for s in group) if is_clean else now
-            tombstones_expire = is_clean and mtime + retention < now
-            written = _rewrite_group(lg, group, offset_map, producers, is_clean,
-                                     tombstones_expire, stats, throttle)
-            if written is None:
-                continue                                # the log changed under us: skip it
-            _swap(lg, group, written, mtime, stage)
+    groups = [(group, is_clean) for section, is_clean in ((clean, True), (mapped, False))
+              for group in _groups(section, config.segment_bytes, config.segment_index_bytes)]
+    carried: list = []      # segments whose cleaning wrote nothing, for the next group's file
+    for i, (group, is_clean) in enumerate(groups):
+        if stage is not None:
+            stage("group")
+        mtime = max(s.last_modified_ms for s in group) if is_clean else now
+        tombstones_expire = is_clean and mtime + retention < now
+        base = (carried or group)[0].base_offset
+        written, size = _rewrite_group(lg, base, group, offset_map, producers, is_clean,
+                                       tombstones_expire, stats, throttle)
+        following = groups[i + 1][0] if i + 1 < len(groups) else None
+        if size == 0 and following is not None and \
+                following[-1].next_offset - 1 - base <= INT32_MAX:
+            # Nothing survived: no segment of its own (Kafka would merge it at the next
+            # pass). The next group's cleaned segment starts at its base instead; it
+            # holds no record, so no tombstone's clock moves.
+            _remove_cleaned(lg, base)
+            carried += group
+            continue
+        _swap(lg, carried + group, written, mtime, stage)
+        carried = []
     stats.segments_after = sum(1 for s in lg.segments if s.base_offset < end_offset)
     stats.seconds = time.monotonic() - started
     return stats
 
 
-def _rewrite_group(lg, group, offset_map: OffsetMap, producers: dict[int, int], clean: bool,
-                   tombstones_expire: bool, stats: CleanerStats, throttle) -> str | None:
-    """Writes the kept records of `group` to ``<first base>.log.cleaned`` with its
-    indexes (``.index.cleaned``, ``.timeindex.cleaned``), fsynced. Returns the base
-    path of the cleaned files."""
-    base = group[0].base_offset
+def _rewrite_group(lg, base: int, group, offset_map: OffsetMap, producers: dict[int, int],
+                   clean: bool, tombstones_expire: bool, stats: CleanerStats,
+                   throttle) -> tuple[str, int]:
+    """Writes the kept records of `group` to ``<base>.log.cleaned`` with its indexes
+    (``.index.cleaned``, ``.timeindex.cleaned``), fsynced (`base`: the group's first
+    base offset, or an earlier one whose segments left nothing). Returns the base
+    path of the cleaned files and the bytes written."""
     target = files.log_file(lg.path, base) + files.CLEANED_SUFFIX
     try:
         with open(target, "wb") as out:
@@ -391,7 +417,8 @@ def _rewrite_group(lg, group, offset_map: OffsetMap, producers: dict[int, int], 
                     view, out, offset_map, producers, clean, tombstones_expire, stats))
             out.flush()
             os.fsync(out.fileno())
-            stats.bytes_written += out.tell()
+            written = out.tell()
+            stats.bytes_written += written
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(target)                 # (a crash leaves it to the next open instead)
@@ -407,6 +434,7 @@ def _rewrite_group(lg, group, offset_map: OffsetMap, producers: dict[int, int], 
         result = lf.recover(base, config.index_interval_bytes, oi, ti)
         if result["error"] is not None:
             raise result["error"]
+        # Kafka's onBecomeInactiveSegment (none for an empty file: no timestamp).
         ti.maybe_append(result["max_timestamp"], result["offset_of_max_timestamp"], True)
         oi.trim()
         ti.trim()
@@ -416,7 +444,16 @@ def _rewrite_group(lg, group, offset_map: OffsetMap, producers: dict[int, int], 
         oi.close()
         ti.close()
         lf.close()
-    return target[: -len(files.CLEANED_SUFFIX)]
+    return target[: -len(files.CLEANED_SUFFIX)], written
+
+
+def _remove_cleaned(lg, base: int) -> None:
+    """Drops the ``.cleaned`` files of segment `base` (a crash leaves them to the next
+    open, which drops every ``.cleaned`` file)."""
+    for name in (files.log_file(lg.path, base), files.index_file(lg.path, base),
+                 files.time_index_file(lg.path, base)):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(name + files.CLEANED_SUFFIX)
 
 
 def _swap(lg, group, log_path: str, mtime: int, stage) -> None:

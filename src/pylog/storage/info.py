@@ -58,6 +58,9 @@ class RecoveryReport:
     bytes_truncated: int
     seconds: float
     bytes_deleted: int = 0          # bytes of the segments deleted
+    # [first, end) ranges of offsets below the log end that no segment holds
+    # (a .log removed, emptied or cut); reads of them raise MissingOffsetsError.
+    missing_offsets: tuple[tuple[int, int], ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -72,4 +75,7 @@ class RecoveryReport:
         problems = [r for r in self.segments_recovered if r.error or r.reason != "clean"]
         if problems:
             text += "; " + "; ".join(f"segment {r.base_offset}: {r.error or r.reason}" for r in problems)
+        if self.missing_offsets:
+            text += "; missing offsets " + ", ".join(f"{a}..{b - 1}"
+                                                      for a, b in self.missing_offsets)
         return text

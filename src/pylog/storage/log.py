@@ -44,9 +44,11 @@ from functools import partial
 from pylog._core.engine import IoEngine
 from pylog._core.storage import (LogLock, LogState, configure_fast_append, log_append,
                                  use_fast_append)  # noqa: F401 - use_fast_append: for tests
+from pylog.common.topic_partition import as_offset
 from pylog.errors import (
     CorruptRecordError,
     KafkaStorageError,
+    MissingOffsetsError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
@@ -58,6 +60,7 @@ from .file_slice import FileSlice
 from .info import AppendInfo, RecoveryReport, TimestampOffset
 from .log_dir import PartitionDirLock, process_limit_hint
 from .log_loader import (
+    cleaned_up_to,
     delete_segment_files,
     load_segments,
     read_log_state,
@@ -67,7 +70,7 @@ from .log_loader import (
 from .log_validator import TARGET_CODECS, validate_append
 from .producer_state import BatchMetadata, ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
-from .segment import LogSegment
+from .segment import IndexEntryError, LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +189,8 @@ class Log(LogState):
             write_log_state(self.path, recovery_point, log_start_offset, clean=False)
         now = self.clock()
         remove_temporary_files(self.path)
-        loaded = load_segments(self.path, self.config, now, recovery_point or 0, bool(clean_shutdown))
+        loaded = load_segments(self.path, self.config, now, recovery_point or 0,
+                               bool(clean_shutdown), log_start_offset or 0)
         segments = loaded.segments
         if not segments:
             start = max(log_start_offset or 0, 0)
@@ -214,7 +218,7 @@ class Log(LogState):
             clean_shutdown=bool(clean_shutdown), recovery_point=self._recovery_point,
             segments=len(segments), segments_recovered=tuple(recovered),
             segments_deleted=loaded.deleted, bytes_deleted=loaded.bytes_deleted,
-            indexes_rebuilt=loaded.indexes_rebuilt,
+            indexes_rebuilt=loaded.indexes_rebuilt, missing_offsets=tuple(loaded.holes),
             bytes_scanned=sum(r.scanned_bytes for r in recovered),
             bytes_truncated=sum(r.truncated_bytes for r in recovered),
             seconds=time.monotonic() - started)
@@ -580,16 +584,20 @@ class Log(LogState):
             raise self._offline_error()
         if self._closed:
             raise ValueError(f"log {self.path} is closed")
+        if type(offset) is not int:
+            offset = as_offset(offset)
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range for {self.path}: log start offset {start}, "
-                f"log end offset {end}", offset=offset, log_start_offset=start, log_end_offset=end)
+                f"{self._name()}: offset {offset} is out of range [{start}, {end}] (log start "
+                f"offset {start}, log end offset {end}; {self.path})", offset=offset,
+                log_start_offset=start, log_end_offset=end, topic_partition=self.topic_partition)
         limit = end if max_offset is None else min(max_offset, end)
         if offset < end and len(bases) == len(segments):
             i = max(bisect.bisect_right(bases, offset) - 1, 0)
-            for segment in segments[i:]:
+            for j in range(i, len(segments)):
+                segment = segments[j]
                 try:
-                    found = segment.read(offset, max_bytes, limit, self._storage_error)
+                    found = self._read_segment(segment, offset, max_bytes, limit)
                 except CorruptRecordError:
                     raise                   # a ValueError too: report it, never as "closed"
                 except ValueError:
@@ -606,8 +614,69 @@ class Log(LogState):
                     raise self._storage_error(exc, "read") from exc
                 if found is not None:
                     return found
+                if j + 1 < len(segments):
+                    self._check_hole(segment, segments[j + 1], offset, start)
         last = segments[-1]
         return FileSlice(last.log, last.size, 0, offset, offset - 1)
+
+    def _read_segment(self, segment: LogSegment, offset: int, max_bytes: int, limit: int):
+        """segment.read; an index entry found lying is rebuilt, then read again."""
+        try:
+            return segment.read(offset, max_bytes, limit, self._storage_error)
+        except IndexEntryError as exc:
+            self._rebuild_indexes(exc)
+            return segment.read(offset, max_bytes, limit, self._storage_error)
+
+    def _rebuild_indexes(self, fault: IndexEntryError) -> None:
+        """Rebuilds the indexes of the segment whose entry `fault` names, under the log's
+        lock (appends to that segment wait), once: a second reader that met the same
+        entry finds the new index in place."""
+        segment = fault.segment
+        with self._lock:
+            if self._closed or segment not in self._segments:
+                return                  # deleted or replaced: the retry reads the new list
+            if segment.offset_index.lookup(fault.offset) != (fault.offset, fault.position):
+                return                  # already rebuilt by another reader
+            segment.rebuild_indexes()   # an OSError goes to the read's handler
+        log.warning("%s: %s; rebuilt the indexes of segment %d from its .log", self.path, fault,
+                    segment.base_offset)
+
+    def _check_hole(self, segment: LogSegment, following: LogSegment, offset: int,
+                    start: int) -> None:
+        """After `segment` had nothing at or after `offset`: if the offsets between its
+        end and the next segment's base hold `offset`, they are a hole (a .log emptied,
+        removed or cut below the recovery point) and the read raises MissingOffsetsError
+        rather than skip them. A compacted log's gaps are the cleaner's (Kafka's fetch
+        skips them), as are those below where the cleaner got before the topic's
+        cleanup.policy lost ``compact``."""
+        if segment.next_offset <= offset < following.base_offset and \
+                "compact" not in self.config.cleanup_policy and \
+                following.base_offset > cleaned_up_to(self.path):
+            first = max(segment.next_offset, start)
+            raise MissingOffsetsError(
+                f"{self.path}: offsets {first}..{following.base_offset - 1} are missing: segment "
+                f"{segment.base_offset} ends at offset {segment.next_offset - 1} and the next "
+                f"segment starts at {following.base_offset} (its .log was removed, emptied or "
+                f"cut); fetch from offset {following.base_offset} to read on",
+                offset=offset, first_missing=first, next_offset=following.base_offset)
+
+    def rebuild_indexes(self) -> list[tuple[int, bool, bool]]:
+        """Rebuilds every segment's .index and .timeindex from its .log (``pylog recover
+        --force``: an entry in the middle of an index is not checked at open). Returns
+        (base offset, offset index changed, time index changed) for every segment."""
+        out = []
+        with self._flush_lock, self._lock:
+            self._check_open()
+            for segment in self._segments:
+                try:
+                    old_offsets, old_times = segment.rebuild_indexes()
+                except OSError as exc:
+                    raise self._storage_error(exc, "index rebuild") from exc
+                out.append((segment.base_offset, old_offsets != segment.offset_index.to_list(),
+                            old_times != segment.time_index.to_list()))
+                if not segment.active:
+                    segment.release_handles()
+        return out
 
     def add_listener(self, event: threading.Event) -> None:
         """Sets `event` after every append (consumers wait on it instead of polling)."""
@@ -617,6 +686,11 @@ class Log(LogState):
     def remove_listener(self, event: threading.Event) -> None:
         with self._lock:
             self._listeners = tuple(e for e in self._listeners if e is not event)
+
+    def _name(self) -> str:
+        """How messages name this log: topic-partition, or its dir when it has none."""
+        tp = self.topic_partition
+        return f"{tp[0]}-{tp[1]}" if tp else self.path
 
     def read_records(self, offset: int, max_bytes: int = 1 << 20):
         """Records from `offset` (decoded; records before `offset` in the first batch are skipped)."""
@@ -648,7 +722,11 @@ class Log(LogState):
 
     def _record_at_timestamp(self, segment: LogSegment, timestamp: int, start: int,
                              exact: bool = False) -> TimestampOffset | None:
-        batch = segment.find_batch_by_timestamp(timestamp, start)
+        try:
+            batch = segment.find_batch_by_timestamp(timestamp, start)
+        except IndexEntryError as exc:
+            self._rebuild_indexes(exc)
+            batch = segment.find_batch_by_timestamp(timestamp, start)
         if batch is None:
             return None
         position, size = batch[0], batch[1]
@@ -671,9 +749,10 @@ class Log(LogState):
                 return self._next_offset
             if offset < self._log_start_offset:
                 raise OffsetOutOfRangeError(
-                    f"cannot truncate {self.path} to {offset}, below its log start offset "
-                    f"{self._log_start_offset}", offset=offset,
-                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset)
+                    f"{self._name()}: cannot truncate to {offset}, below its log start offset "
+                    f"{self._log_start_offset} ({self.path})", offset=offset,
+                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset,
+                    topic_partition=self.topic_partition)
             try:
                 keep = [s for s in self._segments if s.base_offset < offset] or [self._segments[0]]
                 drop = [s for s in self._segments if s not in keep]
@@ -703,9 +782,10 @@ class Log(LogState):
             self._check_open()
             if offset > self._next_offset:
                 raise OffsetOutOfRangeError(
-                    f"cannot move the log start offset of {self.path} to {offset}, past its log "
-                    f"end offset {self._next_offset}", offset=offset,
-                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset)
+                    f"{self._name()}: cannot move the log start offset to {offset}, past its "
+                    f"log end offset {self._next_offset} ({self.path})", offset=offset,
+                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset,
+                    topic_partition=self.topic_partition)
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
             return self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset,
@@ -820,8 +900,8 @@ class Log(LogState):
                     os.replace(name + files.SWAP_SUFFIX, name)
                 files.fsync_dir(self.path)
                 os.utime(names[0], (mtime_ms / 1000, mtime_ms / 1000))
-                new, index_ok = LogSegment.open(self.path, base, self.config, self.clock())
-                if not index_ok:
+                new, index_problem = LogSegment.open(self.path, base, self.config, self.clock())
+                if index_problem is not None:
                     new.recover(truncate=False)
                 new.flushed_size = new.size
                 new.release_handles()

@@ -15,7 +15,12 @@ log serves anything.
    (or of a cleanly shut down log) whose index is damaged gets its index
    rebuilt and keeps every byte: corruption there is reported where it is
    read (docs/FORMAT.md, section 10). Every truncation and deletion is logged
-   at WARNING with its offsets and bytes.
+   at WARNING with its offsets and bytes, and so is every index rebuilt where
+   one was expected to be sound;
+3. :func:`find_holes`: offsets below the log end that no segment holds (a
+   segment's .log removed, emptied or cut below the recovery point) are
+   logged at WARNING with the files around them; reads of them raise
+   MissingOffsetsError (Log.read). A compacted log's gaps are not holes.
 
 A Log opened on its own keeps its recovery point, log start offset and
 clean-shutdown flag in ``pylog-log-state`` (:func:`read_log_state`,
@@ -33,14 +38,15 @@ from pylog._core.storage import LogFile
 from pylog.errors import CorruptRecordError
 
 from . import files
+from .checkpoints import read_offset_checkpoint
 from .config import LogConfig
 from .info import SegmentRecovery
 from .segment import LogSegment
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LoadedSegments", "delete_segment_files", "load_segments", "read_log_state",
-           "remove_temporary_files", "write_log_state"]
+__all__ = ["LoadedSegments", "cleaned_up_to", "delete_segment_files", "find_holes",
+           "load_segments", "read_log_state", "remove_temporary_files", "write_log_state"]
 
 
 @dataclass
@@ -53,6 +59,7 @@ class LoadedSegments:
     indexes_rebuilt: int = 0
     deleted: int = 0
     bytes_deleted: int = 0
+    holes: list[tuple[int, int]] = field(default_factory=list)    # [first, end) missing
 
 
 def remove_temporary_files(path: str) -> None:
@@ -74,9 +81,13 @@ def remove_temporary_files(path: str) -> None:
             os.replace(full, full[: -len(files.SWAP_SUFFIX)])
     names = os.listdir(path)
     logs = {n[: -len(files.LOG_SUFFIX)] for n in names if n.endswith(files.LOG_SUFFIX)}
-    for name in names:
+    for name in sorted(names):
         if name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)):
             if name.rsplit(".", 1)[0] not in logs:
+                # Kafka's LogLoader too: its .log is gone (a crash while deleting the
+                # segment, or a removed file: then its offsets are a hole, see find_holes).
+                log.warning("%s: found an orphaned index file %s, with no corresponding log "
+                            "file; deleting it", path, name)
                 os.remove(os.path.join(path, name))
 
 
@@ -108,7 +119,7 @@ def delete_segment_files(path: str, base: int) -> None:
 
 
 def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
-                  clean_shutdown: bool) -> LoadedSegments:
+                  clean_shutdown: bool, log_start_offset: int = 0) -> LoadedSegments:
     """Opens every segment of the partition dir `path`, recovering those that need it.
     Inactive segments come back with their files closed (LogSegment.log reopens); on an
     error every segment opened so far is closed."""
@@ -127,14 +138,19 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
                 out.deleted += 1
                 out.bytes_deleted += size
                 continue
-            segment, index_ok = LogSegment.open(path, base, config, now)
+            segment, index_problem = LogSegment.open(path, base, config, now)
             next_base = bases[i + 1] if i + 1 < len(bases) else None
             # Every byte of an inactive segment below the recovery point was
             # flushed: it is never truncated, and later segments never dropped.
             durable = next_base is not None and (clean_shutdown or next_base <= recovery_point)
-            must_recover = not index_ok or (not clean_shutdown and not durable)
+            must_recover = index_problem is not None or (not clean_shutdown and not durable)
             if must_recover:
-                out.indexes_rebuilt += not index_ok
+                out.indexes_rebuilt += index_problem is not None
+                if index_problem is not None and (clean_shutdown or durable):
+                    # Kafka warns too ("Found a corrupted index file ..."); above the
+                    # recovery point after a crash an index is rebuilt anyway.
+                    log.warning("%s: rebuilding the indexes of segment %d from its .log: %s",
+                                path, base, index_problem)
                 result = segment.recover(truncate=not durable)
                 out.recovered.append(result)
                 if durable and result.reason != "clean":
@@ -156,7 +172,43 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
         for segment in out.segments:
             segment.close()
         raise
+    if "compact" not in config.cleanup_policy:
+        cleaned = None
+        for before, after in find_holes(out.segments):
+            if after.base_offset <= log_start_offset:
+                continue                # below the log start: never read again
+            if cleaned is None:
+                cleaned = cleaned_up_to(path)
+            if after.base_offset <= cleaned:
+                continue                # the cleaner's gap, from before a policy change
+            out.holes.append((max(before.next_offset, log_start_offset), after.base_offset))
+            log.warning("%s: offsets %d..%d are missing: %s (%d bytes) ends at offset %d and "
+                        "the next segment, %s, starts at offset %d (a .log removed, emptied or "
+                        "cut); reads of these offsets raise MissingOffsetsError", path,
+                        out.holes[-1][0], after.base_offset - 1, os.path.basename(before.path),
+                        before.size, before.next_offset - 1, os.path.basename(after.path),
+                        after.base_offset)
     return out
+
+
+def cleaned_up_to(path: str) -> int:
+    """The offset below which the log cleaner has cleaned partition dir `path` (its
+    entry in the log dir's cleaner-offset-checkpoint; 0 without one). A topic whose
+    cleanup.policy lost ``compact`` keeps the gaps cleaning left below it."""
+    tp = files.parse_partition_dir(os.path.basename(path))
+    checkpoint = os.path.join(os.path.dirname(path), files.CLEANER_OFFSET_CHECKPOINT_FILE)
+    try:
+        return read_offset_checkpoint(checkpoint).get(tp, 0) if tp else 0
+    except ValueError:
+        return 0
+
+
+def find_holes(segments: list[LogSegment]) -> list[tuple[LogSegment, LogSegment]]:
+    """The consecutive segments (a, b) between which offsets are missing: a ends
+    (its next offset) below b's base. Retention and DeleteRecords only drop whole
+    segments from the front and truncation only from the back, so in a log that
+    is not compacted every such gap is damage."""
+    return [(a, b) for a, b in zip(segments, segments[1:]) if a.next_offset < b.base_offset]
 
 
 def _state_path(path: str) -> str:

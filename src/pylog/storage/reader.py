@@ -32,6 +32,7 @@ from pylog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 
 from . import files
 from .checkpoints import read_offset_checkpoint
+from .segment_check import entry_is_wrong
 from .topics import TopicTable
 
 __all__ = ["LogDirsReader", "PartitionReader", "NotALogDirError", "index_entries"]
@@ -169,8 +170,18 @@ def _index_floor(directory: str, base: int, target: int, log_size: int) -> tuple
         os.close(fd)
 
 
-def _index_floor_position(directory: str, base: int, target: int, log_size: int) -> int:
-    return _index_floor(directory, base, target, log_size)[1]
+def _checked_floor(lf: LogFile, directory: str, base: int, target: int) -> tuple[int, int]:
+    """_index_floor, with its entry checked against the .log (one header read): an
+    entry that does not name the batch at its position is skipped for a walk from
+    byte 0 (the owner rebuilds such an index when it meets it; a reader cannot)."""
+    offset, position = _index_floor(directory, base, target, lf.size)
+    if position and entry_is_wrong(lf, offset, position, lf.size):
+        return base - 1, 0
+    return offset, position
+
+
+def _index_floor_position(lf: LogFile, directory: str, base: int, target: int) -> int:
+    return _checked_floor(lf, directory, base, target)[1]
 
 
 def _time_index_last(directory: str, base: int) -> int | None:
@@ -240,10 +251,10 @@ class PartitionReader:
             try:
                 # The writer may have indexed a batch that was not complete when the
                 # file's size was read: step back an entry until a batch is whole.
-                offset, pos = _index_floor(self.directory, bases[-1], _INT64_MAX, lf.size)
+                offset, pos = _checked_floor(lf, self.directory, bases[-1], _INT64_MAX)
                 last = lf.summarize(pos, lf.size)[2]
                 while last < 0 and pos > 0:
-                    offset, pos = _index_floor(self.directory, bases[-1], offset - 1, lf.size)
+                    offset, pos = _checked_floor(lf, self.directory, bases[-1], offset - 1)
                     last = lf.summarize(pos, lf.size)[2]
             finally:
                 lf.close()
@@ -323,7 +334,7 @@ class PartitionReader:
                 bases, i = self.segment_bases(), 0
                 continue
             try:
-                pos = _index_floor_position(self.directory, base, target, lf.size)
+                pos = _index_floor_position(lf, self.directory, base, target)
                 while target < end:
                     info = lf.slice_info(pos, lf.size, target, max_bytes, end)
                     if info is None:

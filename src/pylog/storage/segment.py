@@ -34,8 +34,9 @@ from . import files
 from .config import LogConfig
 from .file_slice import FileSlice
 from .info import SegmentRecovery
+from .segment_check import entry_is_wrong
 
-__all__ = ["LogSegment"]
+__all__ = ["IndexEntryError", "LogSegment"]
 
 INT32_MAX = 2**31 - 1
 
@@ -89,6 +90,20 @@ class OpenSegments:
 
 #: The process's open inactive segments.
 open_segments = OpenSegments()
+
+
+class IndexEntryError(CorruptIndexError):
+    """A read met an offset-index entry that does not name the batch at its position
+    (the .log is intact there): the owning Log rebuilds the segment's indexes
+    (:meth:`LogSegment.rebuild_indexes`) and reads again."""
+
+    def __init__(self, segment: LogSegment, offset: int, position: int) -> None:
+        super().__init__(f"index {files.index_file(segment.directory, segment.base_offset)}: "
+                         f"the entry for offset {offset} points at byte {position}, which does "
+                         f"not start the batch ending at offset {offset}")
+        self.segment = segment
+        self.offset = offset
+        self.position = position
 
 
 class LogSegment(SegmentState):
@@ -171,21 +186,24 @@ class LogSegment(SegmentState):
         return segment
 
     @classmethod
-    def open(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> tuple[LogSegment, bool]:
+    def open(cls, directory: str, base_offset: int, config: LogConfig,
+             now_ms: int) -> tuple[LogSegment, str | None]:
         """Opens an existing segment without validating its data.
 
         Indexes are opened writable at their current size (a missing one is
-        created empty). Returns (segment, index_ok): index_ok is False when an
-        index was missing or fails its sanity check against the .log, in which
-        case the caller must recover the segment (rebuilding the indexes).
+        created empty). Returns (segment, problem): problem is None when the
+        indexes pass the checks of :meth:`_load_from_indexes`, else why they
+        cannot be trusted (missing, or failing a check against the .log), in
+        which case the caller must recover the segment (rebuilding the indexes).
         """
         log = LogFile(files.log_file(directory, base_offset))
-        index_ok = True
+        problem = None
         oi = ti = None
         try:
             paths = (files.index_file(directory, base_offset), files.time_index_file(directory, base_offset))
-            if not all(os.path.exists(p) for p in paths):
-                index_ok = False
+            missing = [p for p in paths if not os.path.exists(p)]
+            if missing:
+                problem = f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
             oi = OffsetIndex.open(paths[0], base_offset, 0)
             ti = TimeIndex.open(paths[1], base_offset, 0)
         except BaseException:
@@ -194,46 +212,73 @@ class LogSegment(SegmentState):
                 oi.close()
             raise
         segment = cls(directory, base_offset, log, oi, ti, config, now_ms)
-        if index_ok:
-            index_ok = segment._load_from_indexes()
-        return segment, index_ok
+        if problem is None:
+            problem = segment._load_from_indexes()
+        return segment, problem
 
-    def _load_from_indexes(self) -> bool:
+    def _load_from_indexes(self) -> str | None:
         """Restores the in-memory state from the indexes and the tail of the .log.
 
-        Returns False if the indexes disagree with the .log: then the segment
-        must be recovered.
+        Returns None, or why the indexes disagree with the .log: then the segment
+        must be recovered. The checks cover what the loaded state comes from, each
+        in O(1) reads whatever the segment's size (docs/FORMAT.md, section 9):
+        Kafka's (a file size that is a multiple of the entry size, entries above
+        the base offset) plus entries strictly increasing up to a zero tail; the
+        last offset entry naming the batch at its position (a header read) and the
+        batches after it ending exactly at the end of the .log (a walk of about
+        index.interval.bytes): the next offset; the time index's last entry naming
+        a batch of the segment whose max timestamp it holds (no read when that is
+        the tail's maximum, else a walk of about index.interval.bytes): the max
+        timestamp. An entry in the middle that lies is found where a read meets
+        it (:meth:`read`).
         """
         size = self.log.size
+        oi, ti = self.offset_index, self.time_index
         try:
-            self.offset_index.sanity_check(size)
-            self.time_index.sanity_check(size)
-            last_offset, position = self.offset_index.last_entry()
-            if self.offset_index.entries:
-                # The last entry must point at a batch that ends at its offset.
-                first = self.log.slice_info(position, size, -1, 1)
-                if first is None or first[3] != last_offset:
-                    return False
-            batches, end, tail_last, tail_max_ts, tail_off_max, first_max = self.log.summarize(position, size)
+            oi.sanity_check(size)
+            ti.sanity_check(size)
+            last_offset, position = oi.last_entry()
+            if oi.entries:
+                batch = self.log.slice_info(position, size, -1, 1)
+                if batch is None or batch[0] != position or batch[3] != last_offset:
+                    return (f"index {oi.path}: its last entry (offset {last_offset}) does not "
+                            f"name the batch at byte {position}")
+            _, end, tail_last, tail_max_ts, tail_off_max, first_max = \
+                self.log.summarize(position, size)
             first = first_max if position == 0 or not size else \
                 self.log.find_timestamp(0, size, -2**63, -1)[4]
-        except (CorruptIndexError, CorruptRecordError):
-            return False
-        if end != size:
-            return False                        # a partial batch at the end
-        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
-        if self.time_index.entries:
-            ts, ts_offset = self.time_index.last_entry()
-            if ts_offset > (tail_last if tail_last >= 0 else last_offset):
-                return False
-            self.max_timestamp, self.offset_of_max_timestamp = ts, ts_offset
+            if end != size:
+                return (f"{self.log.path}: the {size - end} bytes after byte {end} are not a "
+                        "whole batch")
+            next_offset = tail_last + 1 if tail_last >= 0 else (
+                last_offset + 1 if oi.entries else self.base_offset)
+            self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+            if ti.entries:
+                ts, ts_offset = ti.last_entry()
+                if (ts, ts_offset) == (tail_max_ts, tail_off_max):
+                    holding = (None, None, ts_offset, ts_offset, ts)    # the tail's maximum
+                elif ts_offset < next_offset:
+                    holding = self.log.find_timestamp(oi.lookup(ts_offset)[1], size, -2**63,
+                                                      ts_offset)
+                else:
+                    holding = None
+                # (-1, base) is what earlier pylog wrote closing a segment without
+                # timestamps: harmless.
+                no_timestamps = ts < 0 and ts_offset == self.base_offset
+                if not no_timestamps and (holding is None or holding[2] > ts_offset or
+                                          holding[4] != ts):
+                    return (f"time index {ti.path}: its last entry (timestamp {ts}, offset "
+                            f"{ts_offset}) does not match the batch holding offset {ts_offset}"
+                            f"{f' (max timestamp {holding[4]})' if holding else ''}")
+                self.max_timestamp, self.offset_of_max_timestamp = ts, ts_offset
+        except (CorruptIndexError, CorruptRecordError) as exc:
+            return str(exc)
         if tail_max_ts > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = tail_max_ts, tail_off_max
-        self.next_offset = tail_last + 1 if tail_last >= 0 else (
-            last_offset + 1 if self.offset_index.entries else self.base_offset)
-        self.bytes_since_index_entry = size - position if self.offset_index.entries else size
+        self.next_offset = next_offset
+        self.bytes_since_index_entry = size - position if oi.entries else size
         self.rolling_based_timestamp = first if size else -1
-        return True
+        return None
 
     def recover(self, truncate: bool = True) -> SegmentRecovery:
         """Validates every batch and rebuilds the indexes. With `truncate` (a segment
@@ -264,6 +309,10 @@ class LogSegment(SegmentState):
         self.flushed_size = min(self.flushed_size, valid)
         self.dropped_size = min(self.dropped_size, valid)
         if not self.active:
+            # As Kafka's recover: the time index ends with the segment's largest
+            # timestamp, as a segment rolled or closed normally does.
+            if self.max_timestamp >= 0:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, True)
             self.offset_index.trim()
             self.time_index.trim()
         error = result["error"]
@@ -450,7 +499,7 @@ class LogSegment(SegmentState):
             self.make_active()
         # Rebuild the in-memory state from what is left (the indexes were cut
         # at a batch boundary, so they agree with the .log unless corrupt).
-        if not self._load_from_indexes():
+        if self._load_from_indexes() is not None:
             self.recover()
         self.flushed_size = min(self.flushed_size, position)
         self.dropped_size = min(self.dropped_size, position)
@@ -462,22 +511,98 @@ class LogSegment(SegmentState):
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
              on_io_error=None) -> FileSlice | None:
         """Whole batches from the one holding `offset` (at least one), or None if none.
-        `on_io_error` goes to the slice (see FileSlice)."""
+        `on_io_error` goes to the slice (see FileSlice). Raises IndexEntryError when the
+        index entry it starts from lies (see :meth:`_check_entry`)."""
         size = self.log.size
-        position = self.offset_index.lookup(offset)[1]
-        info = self.log.slice_info(position, size, offset, max_bytes,
-                                   max_offset if max_offset is not None else 2**63 - 1)
+        entry_offset, position = self.offset_index.lookup(offset)
+        try:
+            info = self.log.slice_info(position, size, offset, max_bytes,
+                                       max_offset if max_offset is not None else 2**63 - 1)
+        except CorruptRecordError:
+            self._check_entry(entry_offset, position, size)
+            raise
+        # Nothing at `offset`, or batches after it: normal only when the data says so
+        # (the end of the segment, max_offset, a compacted gap), never for a lying entry.
+        if position and (info is None or info[2] > offset):
+            self._check_entry(entry_offset, position, size)
         if info is None:
             return None
         start, end, first, last, _ = info
         return FileSlice(self.log, start, end - start, first, last, on_io_error)
 
+    def _check_entry(self, offset: int, position: int, size: int) -> None:
+        """Raises IndexEntryError if the offset-index entry (offset, position) a read
+        started from does not name the batch there (segment_check.entry_is_wrong).
+        The entry (base_offset, 0) of an empty lookup is always right."""
+        if position and entry_is_wrong(self.log, offset, position, size):
+            raise IndexEntryError(self, offset, position)
+
     def find_batch_by_timestamp(self, timestamp: int, starting_offset: int):
         """The first batch whose max timestamp is >= timestamp (Kafka's searchForTimestamp):
-        (position, size, base_offset, last_offset, max_timestamp) or None."""
+        (position, size, base_offset, last_offset, max_timestamp) or None. Raises
+        IndexEntryError as :meth:`read` does."""
         _, ts_offset = self.time_index.lookup(timestamp)
-        position = self.offset_index.lookup(max(ts_offset, starting_offset))[1]
-        return self.log.find_timestamp(position, self.log.size, timestamp, starting_offset)
+        target = max(ts_offset, starting_offset)
+        entry_offset, position = self.offset_index.lookup(target)
+        size = self.log.size
+        try:
+            found = self.log.find_timestamp(position, size, timestamp, starting_offset)
+        except CorruptRecordError:
+            self._check_entry(entry_offset, position, size)
+            raise
+        if position and (found is None or found[2] > target):
+            self._check_entry(entry_offset, position, size)
+        return found
+
+    def rebuild_indexes(self) -> tuple[list, list]:
+        """Rebuilds both indexes from the .log (every batch checked, as recovery does)
+        into new files that replace the old ones; readers holding the old maps keep
+        them. Returns the old entries (offset index, time index) for the caller's
+        report. The caller holds the owning Log's lock (no append, roll, truncation
+        or flush of this segment meanwhile)."""
+        base = self.base_offset
+        paths = (files.index_file(self.directory, base),
+                 files.time_index_file(self.directory, base))
+        temps = tuple(p + ".tmp" for p in paths)        # removed at open if left by a crash
+        old = (self.offset_index.to_list(), self.time_index.to_list())
+        for temp in temps:
+            if os.path.exists(temp):
+                os.remove(temp)
+        oi = ti = None
+        try:
+            oi = OffsetIndex.open(temps[0], base, self.config.segment_index_bytes)
+            ti = TimeIndex.open(temps[1], base, self.config.segment_index_bytes)
+            result = self.log.recover(base, self.config.index_interval_bytes, oi, ti)
+            if not self.active:
+                if result["max_timestamp"] >= 0:         # as recover() does
+                    ti.maybe_append(result["max_timestamp"], result["offset_of_max_timestamp"],
+                                    True)
+                oi.trim()
+                ti.trim()
+            oi.flush()
+            ti.flush()
+            os.replace(temps[0], paths[0])
+            os.replace(temps[1], paths[1])
+        except BaseException:
+            for index in (oi, ti):
+                if index is not None:
+                    index.close()
+            for temp in temps:
+                if os.path.exists(temp):
+                    os.remove(temp)
+            raise
+        files.fsync_dir(self.directory)
+        if self.active:
+            if result["valid_bytes"] == self.size:
+                self.bytes_since_index_entry = result["bytes_since_index_entry"]
+        else:
+            oi.release_fd()
+            ti.release_fd()
+        with open_segments.lock:
+            # Dropped, not closed: a reader in a lookup holds the old ones.
+            self._offset_index, self._time_index = oi, ti
+        open_segments.opened(self)
+        return old
 
     @property
     def largest_timestamp(self) -> int:

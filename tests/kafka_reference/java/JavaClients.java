@@ -3,16 +3,27 @@
 //   produce BOOTSTRAP TOPIC CODEC COUNT         -> "SENT <count>" (idempotent: Kafka's default)
 //   consume BOOTSTRAP TOPIC GROUP INSTANCE COUNT -> one line per record, then "DONE"
 //     (cooperative-sticky assignor, read_uncommitted, static membership when INSTANCE != "-")
+//   member BOOTSTRAP TOPIC GROUP INSTANCE SESSION_MS -> a static member (range assignor) that
+//     polls until stdin says "close" (it closes: a static member sends no LeaveGroup), printing
+//     "ASSIGNED p,p", "REVOKED p,p", "LOST p,p", "FENCED", "CLOSED"
 //   transactional BOOTSTRAP TRANSACTIONAL_ID   -> "INITIALIZED", or "FAILED <exception> <ms>"
 //     (initTransactions() with max.block.ms 30 s: how it ends, and after how long)
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.Collection;
 import java.util.List;
 import java.util.Properties;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.stream.Collectors;
 
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.FencedInstanceIdException;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.Header;
@@ -22,7 +33,58 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public class JavaClients {
     static byte[] utf8(String s) { return s.getBytes(StandardCharsets.UTF_8); }
 
+    static String partitions(Collection<TopicPartition> tps) {
+        return tps.stream().map(tp -> Integer.toString(tp.partition())).sorted()
+            .collect(Collectors.joining(","));
+    }
+
+    static void member(String[] args) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", args[1]);
+        p.put("group.id", args[3]);
+        p.put("group.instance.id", args[4]);
+        p.put("session.timeout.ms", args[5]);
+        p.put("heartbeat.interval.ms", "200");
+        p.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer.RangeAssignor");
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        AtomicBoolean close = new AtomicBoolean();
+        Thread stdin = new Thread(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
+                String line;
+                while ((line = in.readLine()) != null && !line.equals("close")) { }
+            } catch (Exception e) { }
+            close.set(true);
+        });
+        stdin.setDaemon(true);
+        stdin.start();
+        try (KafkaConsumer<byte[], byte[]> consumer =
+                 new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.subscribe(List.of(args[2]), new ConsumerRebalanceListener() {
+                public void onPartitionsAssigned(Collection<TopicPartition> tps) {
+                    System.out.println("ASSIGNED " + partitions(tps));
+                }
+                public void onPartitionsRevoked(Collection<TopicPartition> tps) {
+                    System.out.println("REVOKED " + partitions(tps));
+                }
+                public void onPartitionsLost(Collection<TopicPartition> tps) {
+                    System.out.println("LOST " + partitions(tps));
+                }
+            });
+            try {
+                while (!close.get()) consumer.poll(Duration.ofMillis(100));
+            } catch (FencedInstanceIdException e) {
+                System.out.println("FENCED");
+            }
+        }
+        System.out.println("CLOSED");
+    }
+
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("member")) {
+            member(args);
+            return;
+        }
         if (args[0].equals("produce")) {
             Properties p = new Properties();
             p.put("bootstrap.servers", args[1]);
