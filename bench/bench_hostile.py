@@ -3,6 +3,8 @@
     .venv/bin/python bench/bench_hostile.py              # every scenario (~2-4 min)
     .venv/bin/python bench/bench_hostile.py --only bomb-zstd,metadata-2m
     .venv/bin/python bench/bench_hostile.py --markdown   # the table for bench/RESULTS.md
+    .venv/bin/python bench/bench_hostile.py --sasl       # a SASL_PLAINTEXT listener: every
+                                                         # hostile request before authenticating
 
 Each scenario starts a fresh `pylog serve` child (tests/broker/process.py), lets a
 well-behaved client run small Metadata round trips on its own connection, resets the
@@ -18,6 +20,10 @@ reports:
   thread per connection or per parked request;
 - the answer the hostile client got, and, where it matters, how long a well-behaved
   consumer group took to form meanwhile.
+
+With ``--sasl`` the broker listens with SASL_PLAINTEXT (SCRAM-SHA-512); the well-behaved
+clients authenticate, the hostile ones send their requests without authenticating (the
+security issue's pre-authentication fuzzing: what an unauthenticated client costs).
 
 Scenarios (the issue's "A broker that survives its clients", items 1-3):
   bomb-gzip     a 1 MB gzip batch of zeros (~1 GB inflated) in one Produce request
@@ -60,9 +66,22 @@ _i32 = struct.Struct(">i")
 
 # ================================================================ the broker
 
+#: The well-behaved clients' SASL login (--sasl), None on a PLAINTEXT listener.
+LOGIN = None
+
+
 def start_broker(log_dir: str):
     from broker.process import ServeProcess
-    return ServeProcess(log_dir, "group.initial.rebalance.delay.ms=0")
+    if LOGIN is None:
+        return ServeProcess(log_dir, "group.initial.rebalance.delay.ms=0")
+    from pylog.common import scram
+    with pylog.open(log_dir) as store:
+        mech = scram.MECHANISMS[LOGIN.mechanism]
+        store.alter_user_scram_credentials(upsertions=[(LOGIN.username, mech.name,
+                                                        scram.new_credential(mech, LOGIN.password))])
+    return ServeProcess(log_dir, "group.initial.rebalance.delay.ms=0",
+                        f"sasl.enabled.mechanisms={LOGIN.mechanism}",
+                        listen="SASL_PLAINTEXT://127.0.0.1:0")
 
 
 def proc_status(pid: int, field: str) -> int:
@@ -84,7 +103,7 @@ class Probe(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, pid: int) -> None:
         super().__init__(daemon=True)
-        self.client = ProtocolClient(bootstrap, client_id="probe", timeout=120)
+        self.client = ProtocolClient(bootstrap, client_id="probe", timeout=120, authenticate=LOGIN)
         self.topic = topic
         self.pid = pid
         self.samples: list[tuple[float, float]] = []       # (start, seconds)
@@ -204,7 +223,7 @@ def group_forms(bootstrap: str, group: str, topic: str, timeout: float = 40) -> 
 
 
 def _group_forms(bootstrap: str, group: str, timeout: float, t0: float) -> float:
-    with ProtocolClient(bootstrap, client_id="probe-group", timeout=timeout) as c:
+    with ProtocolClient(bootstrap, client_id="probe-group", timeout=timeout, authenticate=LOGIN) as c:
         join = c.request(11, m.JoinGroupRequest(
             group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
             protocol_type="consumer", protocols=[m.JoinGroupRequestJoinGroupRequestProtocol(
@@ -249,7 +268,7 @@ def run_metadata_2m(ctx) -> dict:
 
 def run_fetch_noread(ctx, connections: int = 1030) -> dict:
     # 8 MiB of records to answer with, then fetchers that never read.
-    with ProtocolClient(ctx.bootstrap) as c:
+    with ProtocolClient(ctx.bootstrap, authenticate=LOGIN) as c:
         for _ in range(8):
             answer = c.produce(ctx.topic, 0, pylog.records.encode_batch([os.urandom(1 << 16)] * 15), acks=1)
             assert answer.error_code == 0, answer
@@ -337,7 +356,7 @@ def measure(name: str, quiet_s: float = 1.0) -> dict:
         broker = start_broker(tmp)
         try:
             topic = "probe"
-            with ProtocolClient(broker.bootstrap) as c:
+            with ProtocolClient(broker.bootstrap, authenticate=LOGIN) as c:
                 c.metadata([topic], allow_auto_create=True)
             probe = Probe(broker.bootstrap, topic, broker.pid)
             probe.start()
@@ -370,7 +389,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated scenario names")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--sasl", action="store_true",
+                    help="SASL_PLAINTEXT listener; the hostile requests come before authenticating")
     args = ap.parse_args()
+    if args.sasl:
+        global LOGIN
+        from pylog.remote.sasl import SaslLogin
+        LOGIN = SaslLogin("SCRAM-SHA-512", "probe", "probe-secret")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))     # 1,100 connections each side
     names = args.only.split(",") if args.only else list(SCENARIOS)
@@ -386,7 +411,8 @@ def main() -> None:
         ])
         print(f"{name}: done", file=sys.stderr, flush=True)
     print(render(
-        "One hostile client against pylog serve (fresh broker per scenario)",
+        "One hostile client against pylog serve (fresh broker per scenario)"
+        + (", SASL_PLAINTEXT listener, hostile requests before authenticating" if args.sasl else ""),
         ["scenario", "hostile client got", "peak RSS growth MiB", "x message.max.bytes",
          "other client's worst round trip ms", "same, quiet window ms", "broker threads",
          "scenario s", "broker alive"], rows, args.markdown,

@@ -9,7 +9,8 @@ Sources, in order (the first file of a name wins):
      every version from 0; see SOURCE.txt there);
   2. the schemas kafka-python ships (kafka/protocol/schemas/resources/, Kafka 4.x JSON)
      for the APIs the first set lacks (DeleteGroups, CreatePartitions, AlterConfigs,
-     IncrementalAlterConfigs, DeleteRecords, ...). kafka-python is pinned in the dev extra.
+     IncrementalAlterConfigs, DeleteRecords, Describe/AlterUserScramCredentials, ...).
+     kafka-python is pinned in the dev extra.
 
 Each message becomes a class with ``read(reader, version)`` and ``write(writer, version)``
 written out field by field, with the version conditions inline (Kafka's own generator,
@@ -38,7 +39,8 @@ MESSAGES = [
     "FindCoordinator", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups",
     "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics", "DeleteRecords",
     "InitProducerId", "DescribeConfigs", "AlterConfigs", "CreatePartitions", "DeleteGroups",
-    "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeCluster",
+    "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeUserScramCredentials",
+    "AlterUserScramCredentials", "DescribeCluster",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

@@ -41,6 +41,12 @@ __all__ = [
     "KafkaStorageError",
     "UnsupportedCompressionTypeError",
     "InvalidRecordError",
+    "UnsupportedSaslMechanismError",
+    "IllegalSaslStateError",
+    "SaslAuthenticationError",
+    "ResourceNotFoundError",
+    "DuplicateResourceError",
+    "UnacceptableCredentialError",
     "CorruptIndexError",
     "ConfigError",
     "LogDirLockedError",
@@ -257,6 +263,45 @@ class InvalidRecordError(KafkaError, ValueError):
     """A record batch is well formed but breaks a rule (offsets, counts, control records)."""
 
     code = 87
+
+
+class UnsupportedSaslMechanismError(KafkaError, ValueError):
+    """A SASL (or SCRAM) mechanism the broker does not have enabled or does not know."""
+
+    code = 33
+
+
+class IllegalSaslStateError(KafkaError):
+    """A request that the connection's SASL exchange does not expect now."""
+
+    code = 34
+
+
+class SaslAuthenticationError(KafkaError):
+    """Authentication failed: bad credentials, or a SASL message that does not parse."""
+
+    code = 58
+
+
+class ResourceNotFoundError(KafkaError, KeyError):
+    """The resource (a user's SCRAM credential) does not exist."""
+
+    code = 91
+
+    def __str__(self) -> str:       # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateResourceError(KafkaError, ValueError):
+    """One request names the same resource (a user) twice."""
+
+    code = 92
+
+
+class UnacceptableCredentialError(KafkaError, ValueError):
+    """A credential the broker refuses to store (iterations out of range, no user name)."""
+
+    code = 93
 
 
 # --- errors with no Kafka code ------------------------------------------------

@@ -17,7 +17,8 @@ class ServeProcess:
     """``pylog serve`` on a free port (``listen``: Kafka's listeners, the first one's
     address is :attr:`bootstrap`); ``overrides`` are ``key=value`` broker configs,
     ``nofile`` the child's open-files limit, soft and hard (``ulimit -n``), ``preexec_fn``
-    runs in the child before it starts (e.g. resource.setrlimit)."""
+    runs in the child before it starts (e.g. resource.setrlimit), ``listen`` the listener
+    (``SASL_PLAINTEXT://127.0.0.1:0`` for a SASL one)."""
 
     def __init__(self, log_dirs: str, *overrides: str, nofile: int | None = None,
                  preexec_fn=None, listen: str = "127.0.0.1:0") -> None:
@@ -65,6 +66,11 @@ class ServeProcess:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """kill -9: no shutdown, no flush (what survives is what was on disk)."""
+        self.proc.kill()
+        self.proc.wait()
 
     def stop(self, timeout: float = 20) -> int:
         if self.alive():

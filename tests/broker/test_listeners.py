@@ -101,9 +101,10 @@ def test_pylog_serve_listens_on_every_listener_of_server_properties(tmp_path):
      "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set"),
     ({"security.inter.broker.protocol": "SSL"}, "no listener named SSL"),
     ({"listener.name.outside.ssl.keystore.location": "/x.pem"},
-     "listener.name.outside.ssl.keystore.location: no listener named OUTSIDE in listeners"),
-    ({"listener.name.plaintext.max.connections": "5"},
-     "unknown per-listener (listener.name.plaintext.max.connections) config 'max.connections'"),
+     "listener.name.outside.ssl.keystore.location: no listener is named 'outside' "
+     "(listeners has PLAINTEXT"),
+    ({"listener.name.plaintext.log.retention.ms": "5"},
+     "listener.name.plaintext.log.retention.ms: not a key a listener sets for itself"),
     ({"ssl.client.auth": "always"},
      "ssl.client.auth = 'always': must be one of required, requested, none"),
 ])

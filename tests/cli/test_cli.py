@@ -294,7 +294,7 @@ def test_serve_and_bootstrap_errors_name_the_address(tmp_path):
         busy = run("serve", "--log-dirs", str(tmp_path / "d"), "--listen", f"127.0.0.1:{port}",
                    "--log-level", "warning", check=False)
     assert busy.returncode == 2, busy.stderr
-    assert f"cannot listen on 127.0.0.1:{port} (listeners): Address already in use" in busy.stderr
+    assert f"cannot listen on 127.0.0.1:{port} (listeners: PLAINTEXT): Address already in use" in busy.stderr
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]            # closed below: nothing listens there

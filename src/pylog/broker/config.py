@@ -20,6 +20,7 @@ from pylog.common.config import (
     config_defs,
     normalize_key,
     one_of,
+    subset_of,
     unknown_key,
 )
 from pylog.errors import ConfigError
@@ -27,8 +28,11 @@ from pylog.storage import BROKER_CONFIGS, TOPIC_CONFIGS
 
 from .listeners import Listener, resolve_listeners
 
-__all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "LISTENER_PREFIX", "ServerConfig",
-           "read_properties", "split_config"]
+__all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "LISTENER_PREFIX", "Listener",
+           "ServerConfig", "read_properties", "split_config", "SASL_MECHANISMS"]
+
+#: The SASL mechanisms pylog's broker speaks (Kafka's GSSAPI and OAUTHBEARER it does not).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
@@ -37,6 +41,38 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "listener.security.protocol.map. An empty host binds every interface; port 0 "
               "picks a free port; a bare host:port is a PLAINTEXT listener. Kafka binds every "
               "interface by default; pylog binds loopback unless told."),
+    ConfigDef("sasl.enabled.mechanisms", "list", ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+              "The SASL mechanisms a SASL listener offers (listener.name.<listener>."
+              "sasl.enabled.mechanisms for one listener): PLAIN, SCRAM-SHA-256, "
+              "SCRAM-SHA-512. Kafka's default is GSSAPI, which pylog does not have; PLAIN "
+              "needs users in listener.name.<listener>.plain.sasl.jaas.config or "
+              "pylog.sasl.jaas.file.", subset_of(*SASL_MECHANISMS)),
+    ConfigDef("sasl.jaas.config", "password", None,
+              "JAAS login module config. On a broker Kafka reads it only prefixed with the "
+              "listener and the mechanism: listener.name.<listener>.plain.sasl.jaas.config = "
+              "org.apache.kafka.common.security.plain.PlainLoginModule required "
+              "user_alice=\"alice-secret\";"),
+    ConfigDef("pylog.sasl.jaas.file", "str", "",
+              "A JAAS file as Kafka's brokers read it (java.security.auth.login.config): "
+              "PLAIN users are the user_<name>=\"<password>\" options of PlainLoginModule in "
+              "its <listener>.KafkaServer or KafkaServer section, where no "
+              "listener.name.<listener>.plain.sasl.jaas.config is set."),
+    ConfigDef("connections.max.reauth.ms", "int", 0,
+              "KIP-368: the SASL session lifetime told to clients (SaslAuthenticate v1+), "
+              "after which a request other than a re-authentication closes the connection; "
+              "0 disables it. Per listener and mechanism: listener.name.<listener>."
+              "<mechanism>.connections.max.reauth.ms.", at_least(0)),
+    ConfigDef("sasl.server.max.receive.size", "int32", 524288,
+              "The largest request a connection may send before it has authenticated (the "
+              "size prefix is refused, the connection closed, before the frame is read).",
+              at_least(64)),
+    ConfigDef("connection.failed.authentication.delay.ms", "int32", 100,
+              "A failed authentication is answered, and its connection closed, after this "
+              "many ms (slows password guessing).", at_least(0)),
+    ConfigDef("pylog.connections.authentication.timeout.ms", "int", 30000,
+              "A connection to a SASL listener that has not authenticated this many ms after "
+              "it connected (or after it began re-authenticating) is closed. Kafka has no "
+              "such bound (connections.max.idle.ms only closes idle ones).", at_least(1)),
     ConfigDef("advertised.listeners", "str", "",
               "NAME://host:port per listener: the address Metadata and FindCoordinator give "
               "the clients connected to that listener (default: the listener's own address; "
@@ -167,60 +203,83 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
 DYNAMIC_SERVER_CONFIGS = frozenset({"max.connections"})
 
 
+#: Keys that one listener may set for itself, as Kafka's listener.name.<listener>.<key>
+#: (every ssl.* key, and these), and those a SASL mechanism may set for itself,
+#: listener.name.<listener>.<mechanism>.<key>.
+LISTENER_KEYS = frozenset({"sasl.enabled.mechanisms", "sasl.server.max.receive.size",
+                           "connections.max.reauth.ms"})
+MECHANISM_KEYS = frozenset({"sasl.jaas.config", "connections.max.reauth.ms"})
+#: Kafka's per-listener config prefix: ``listener.name.<listener name>.<key>``.
+LISTENER_PREFIX = "listener.name."
+
+
 class ServerConfig(ConfigMapping):
     """The validated broker keys (see :data:`SERVER_CONFIGS`), the listeners they name
-    (:attr:`listeners`, :mod:`pylog.broker.listeners`) and Kafka's per-listener
-    overrides, ``listener.name.<name>.ssl.*`` (:meth:`for_listener`)."""
+    (:attr:`listeners`, :mod:`pylog.broker.listeners`) and Kafka's per-listener and
+    per-mechanism keys, ``listener.name.<name>.[<mechanism>.]<key>`` (kept under their
+    full names; :meth:`for_listener` resolves them)."""
 
-    __slots__ = ("listeners", "_overrides")
+    __slots__ = ("listeners",)
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._values = {name: d.default for name, d in SERVER_CONFIGS.items()}
-        overrides: dict[str, dict[str, Any]] = {}
+        prefixed = {}
         explicit: set[str] = set()
         for key, value in (values or {}).items():
             key = normalize_key(key)
             if key.startswith(LISTENER_PREFIX):
-                name, rest = _listener_key(key)
-                overrides.setdefault(name, {})[rest] = SERVER_CONFIGS[rest].parse(value, key)
+                prefixed[key] = value
                 continue
             if key not in SERVER_CONFIGS:
                 raise unknown_key(key, SERVER_CONFIGS, "broker")
             self._values[key] = SERVER_CONFIGS[key].parse(value, key)
             explicit.add(key)
         self.listeners = resolve_listeners(self._values, explicit)
-        names = {listener.name for listener in self.listeners}
-        for name, keys in overrides.items():
-            if name not in names:
-                raise ConfigError(f"{LISTENER_PREFIX}{name.lower()}.{next(iter(keys))}: no "
-                                  f"listener named {name} in listeners "
-                                  f"({', '.join(sorted(names))})")
-        self._overrides = overrides
+        for key, value in prefixed.items():
+            self._values[key] = _listener_key_def(key, self.listeners).parse(value, key)
 
-    def for_listener(self, listener: Listener, key: str) -> Any:
-        """``key``'s value for one listener: ``listener.name.<name>.<key>`` if set, else
-        the broker-wide ``key`` (Kafka's per-listener configs)."""
-        return self._overrides.get(listener.name, {}).get(key, self._values[key])
+    @property
+    def listener(self) -> Listener:
+        """The first listener (the one ``pylog serve --listen host:port`` names)."""
+        return self.listeners[0]
 
-    def listener_keys_set(self, listener: Listener) -> set[str]:
-        """The keys given a per-listener value for ``listener``."""
-        return set(self._overrides.get(listener.name, {}))
+    def for_listener(self, key: str, listener: Listener, mechanism: str | None = None) -> Any:
+        """`key` for one listener (and SASL mechanism), as Kafka resolves it:
+        ``listener.name.<listener>.<mechanism>.<key>``, then
+        ``listener.name.<listener>.<key>``, then ``<key>`` (names in lower case)."""
+        name = self.listener_key(key, listener, mechanism)
+        return self._values[name]
+
+    def listener_key(self, key: str, listener: Listener, mechanism: str | None = None) -> str:
+        """The key `key`'s value comes from for `listener` (and `mechanism`): the most
+        specific one set, to name in errors as the user wrote it."""
+        prefix = listener.config_prefix
+        if mechanism and prefix + mechanism.lower() + "." + key in self._values:
+            return prefix + mechanism.lower() + "." + key
+        if prefix + key in self._values:
+            return prefix + key
+        return key
 
 
-#: Kafka's per-listener config prefix: ``listener.name.<listener name>.<key>``.
-LISTENER_PREFIX = "listener.name."
-
-
-def _listener_key(key: str) -> tuple[str, str]:
-    """``listener.name.ssl_outside.ssl.keystore.location`` -> (SSL_OUTSIDE,
-    ssl.keystore.location). Only the ssl.* keys are per listener."""
+def _listener_key_def(key: str, listeners: list[Listener]) -> ConfigDef:
+    """The definition a ``listener.name.<listener>.[<mechanism>.]<key>`` key takes its
+    type and rule from; ConfigError for a listener not in ``listeners`` or a key no
+    listener sets."""
     name, _, rest = key[len(LISTENER_PREFIX):].partition(".")
-    if not name or not rest:
-        raise ConfigError(f"{key}: expected {LISTENER_PREFIX}<listener name>.<config key>")
-    if not rest.startswith("ssl.") or rest not in SERVER_CONFIGS:
-        per_listener = sorted(k for k in SERVER_CONFIGS if k.startswith("ssl."))
-        raise unknown_key(rest, per_listener, f"per-listener ({key})")
-    return name.upper(), rest
+    names = [listener.name.lower() for listener in listeners]
+    if name not in names:
+        raise ConfigError(f"{key}: no listener is named {name!r} (listeners has "
+                          f"{', '.join(n.upper() for n in names)}; listener names are lower "
+                          f"case in these keys)")
+    if rest in LISTENER_KEYS or (rest.startswith("ssl.") and rest in SERVER_CONFIGS):
+        return SERVER_CONFIGS[rest]
+    mechanism = next((m for m in SASL_MECHANISMS if rest.startswith(m.lower() + ".")), None)
+    if mechanism is not None and rest[len(mechanism) + 1:] in MECHANISM_KEYS:
+        return SERVER_CONFIGS[rest[len(mechanism) + 1:]]
+    raise ConfigError(f"{key}: not a key a listener sets for itself (listener.name.<listener>. "
+                      f"then an ssl.* key or one of {', '.join(sorted(LISTENER_KEYS))}, or "
+                      f"<mechanism>. then one of {', '.join(sorted(MECHANISM_KEYS))}, mechanism "
+                      f"in lower case: {', '.join(m.lower() for m in SASL_MECHANISMS)})")
 
 
 def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -93,14 +93,14 @@ class _Sources:
 def _entry(name: str, value: Any, synonyms: list, definition: ConfigDef | None, read_only: bool,
            include_synonyms: bool, documentation: bool):
     source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
-    # PASSWORD configs (ssl.key.password, PEM keys as text): never shown, as Kafka.
     sensitive = definition is not None and definition.type == "password"
+    if sensitive:           # Kafka's PASSWORD configs: never shown, in no layer
+        value, synonyms = None, [(n, None, s) for n, _, s in synonyms]
     return m.DescribeConfigsResponseDescribeConfigsResourceResult(
-        name=name, value=None if sensitive else text(value), read_only=read_only,
-        is_default=source == DEFAULT_CONFIG, config_source=source, is_sensitive=sensitive,
-        synonyms=[m.DescribeConfigsResponseDescribeConfigsSynonym(
-            name=n, value=None if sensitive else v, source=s)
-            for n, v, s in synonyms] if include_synonyms else [],
+        name=name, value=text(value), read_only=read_only, is_default=source == DEFAULT_CONFIG,
+        config_source=source, is_sensitive=sensitive,
+        synonyms=[m.DescribeConfigsResponseDescribeConfigsSynonym(name=n, value=v, source=s)
+                  for n, v, s in synonyms] if include_synonyms else [],
         config_type=_CONFIG_TYPES.get(definition.type, 0) if definition else 0,
         documentation=definition.doc if definition and documentation else None)
 

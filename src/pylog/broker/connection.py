@@ -29,6 +29,10 @@ Defences, as Kafka's SocketServer:
 - a client that stops reading holds a buffer and a timer, never a thread: the rest of a
   sendfile waits for room in the socket on the loop, and a socket that takes nothing
   for ``connections.max.idle.ms`` closes the connection.
+- on a SASL listener, every frame goes to the connection's Authenticator (sasl.py)
+  until it has authenticated: at most ``sasl.server.max.receive.size`` bytes each, only
+  ApiVersions and the SASL exchange, within ``pylog.connections.authentication.timeout.ms``
+  (a loop timer of the Authenticator's).
 
 Responses are lists of parts: bytes go to the transport; file regions go out with
 sendfile(2) straight from the page cache once the transport's buffer has drained
@@ -52,6 +56,8 @@ import time
 from pylog.protocol import MalformedMessageError, decode_request, frame_response
 from pylog.protocol.api import API_NAMES, API_VERSIONS_KEY, unsupported_version_response
 from pylog.protocol.codec import TooManyElementsError
+
+from .sasl import ANONYMOUS, Authenticator
 
 __all__ = ["Connection"]
 
@@ -113,34 +119,33 @@ class _CollectorPause:
 collector_pause = _CollectorPause()
 
 
-#: What a SASL listener's connection may send before it authenticates (Kafka's
-#: SaslServerAuthenticator): ApiVersions, SaslHandshake, SaslAuthenticate.
-BEFORE_AUTHENTICATION = frozenset({17, 18, 36})
-
-
 class Connection:
     """One client connection. ``listener`` is the Listener it came in on (its ``name``
-    and ``security_protocol``); ``principal`` is Kafka's ``User:<name>`` form:
-    ``User:ANONYMOUS`` until something authenticates it (an SSL listener's client
-    certificate, through ssl.principal.mapping.rules; SASL). ``authenticated`` is False
-    on a SASL listener until SASL succeeds: until then only BEFORE_AUTHENTICATION
-    requests are served and any other closes the connection, as Kafka does.
-    ``zero_copy``: file regions may be sendfile(2)'d on the socket (PLAINTEXT, or TLS
-    whose sending the kernel holds); else they are read and written through the
-    transport."""
+    and ``security_protocol``); ``principal`` is who it is, Kafka's ``User:<name>``:
+    given by the listener for PLAINTEXT and SSL (``User:ANONYMOUS``, or an SSL
+    listener's client certificate mapped by ssl.principal.mapping.rules), None on a SASL
+    listener until its Authenticator (``sasl``), which sees every frame until then, has
+    authenticated it. ``zero_copy``: file regions may be sendfile(2)'d on the socket
+    (PLAINTEXT, or TLS whose sending the kernel holds); else they are read and written
+    through the transport."""
 
     def __init__(self, broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 listener=None, principal: str = "User:ANONYMOUS", zero_copy: bool = True) -> None:
+                 listener=None, principal: str = ANONYMOUS, zero_copy: bool = True) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
-        self.listener = listener if listener is not None else broker.listeners[0]
-        self.principal = principal
-        self.authenticated = not self.listener.sasl
         self.zero_copy = zero_copy
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.peer = f"{peer[0]}:{peer[1]}"
         self.host = peer[0]
+        self.listener = listener if listener is not None else broker.listener
+        if self.listener.sasl:
+            self.principal: str | None = None
+            self.sasl: Authenticator | None = Authenticator(self, broker.sasl_config(self.listener),
+                                                            broker.loop.time())
+        else:
+            self.principal = principal
+            self.sasl = None
         self.busy = False                  # a request is being handled (graceful shutdown waits)
         self.requests = 0
         self.last_active = 0.0             # loop time of the last request (the idle deadline's)
@@ -166,6 +171,8 @@ class Connection:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
+        if self.sasl is not None:
+            self.sasl.cancel()
         if self._writable is not None and not self._writable.done():
             self._writable.set_exception(ConnectionAbortedError(f"connection {self.peer} closed"))
         self._flush()
@@ -200,6 +207,23 @@ class Connection:
                 self.last_active = broker.loop.time()      # the idle deadline reads it
                 head = await reader.readexactly(4)
                 size = _i32.unpack(head)[0]
+                sasl = self.sasl
+                if sasl is not None and not sasl.complete:
+                    # Before authentication: Kafka's smaller bound, and the Authenticator.
+                    limit = sasl.config.max_receive_size
+                    if size < 0 or size > limit:
+                        log.warning("closing connection %s: request size %d before "
+                                    "authentication is above sasl.server.max.receive.size (%d)",
+                                    self.peer, size, limit)
+                        return
+                    frame = await reader.readexactly(size)
+                    self.busy = True
+                    try:
+                        if not await sasl.receive(frame):
+                            return
+                    finally:
+                        self.busy = False
+                    continue
                 limit = broker.server_config["socket.request.max.bytes"]
                 if size < 8 or size > limit:
                     log.warning("closing connection %s: request size %d is %s", self.peer, size,
@@ -209,6 +233,17 @@ class Connection:
                 # readexactly grows its buffer as bytes arrive: a hostile size prefix
                 # costs nothing until the bytes are sent.
                 frame = await reader.readexactly(size)
+                if sasl is not None:
+                    verdict = sasl.admit(frame, broker.loop.time())
+                    if verdict == "expired":
+                        log.info("closing connection %s: its SASL session expired "
+                                 "(connections.max.reauth.ms)", self.peer)
+                        broker.stats["sasl.expired_connections_killed"] += 1
+                        return
+                    if verdict == "reauthenticate":
+                        if not await sasl.receive(frame):
+                            return
+                        continue
                 self.busy = True
                 try:
                     if not await self._serve(frame):
@@ -262,11 +297,6 @@ class Connection:
             (header, body, problem), heavy = await self._decode(decode_request, frame)
         except MalformedMessageError as exc:
             return self._refuse(frame, exc)
-        if not self.authenticated and header.api_key not in BEFORE_AUTHENTICATION:
-            log.warning("closing connection %s on %s: unexpected Kafka request of type %s "
-                        "during SASL handshake", self.peer, self.listener,
-                        API_NAMES.get(header.api_key, header.api_key))
-            return False
         if body is None:
             if header.api_key == API_VERSIONS_KEY:
                 # KIP-511: an ApiVersions version we do not know gets a v0 answer with the

@@ -24,6 +24,17 @@ accept, hundreds per loop pass: 1.27 M lines at 6 MB/s measured). Out of fds (or
 accept error) the broker stops accepting for ACCEPT_PAUSE_S, leaving the connections
 waiting in the kernel's backlog, and logs one line per ACCEPT_LOG_INTERVAL_S.
 
+Listeners (listeners.py): each listener's security protocol (``listeners`` and
+``listener.security.protocol.map``) decides its connections' transport and who they
+are. SSL and SASL_SSL connections handshake TLS on the socket first (bounded by
+pylog.ssl.handshake.timeout.ms), then run over a TlsTransport (tls_transport.py) whose
+directions are the kernel's where kTLS took them. On SSL the principal is the client
+certificate's (ssl.principal.mapping.rules), else ANONYMOUS; on SASL_PLAINTEXT and
+SASL_SSL every connection authenticates before its first request (sasl.py), which
+sets its principal; a connection that has not authenticated in time is closed by its
+Authenticator's loop timer. Every listener's TLS context and SASL settings are checked
+when the broker is made (a bad key fails there, naming it).
+
 Graceful shutdown (:meth:`Broker.shutdown`): stop accepting, wake parked long polls
 (they answer with what they have), let in-flight requests finish (bounded), close the
 connections. The store is not closed: it belongs to whoever opened it.
@@ -49,7 +60,7 @@ from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import admin, configs, data_plane, groups, sasl
+from . import admin, configs, data_plane, groups, sasl, users
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig
 from .connection import Connection
 from .listeners import Listener
@@ -70,12 +81,13 @@ HANDLERS = {
     19: admin.create_topics, 20: admin.delete_topics, 21: data_plane.delete_records,
     22: data_plane.init_producer_id, 32: configs.describe_configs, 33: configs.alter_configs,
     36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
-    44: configs.incremental_alter_configs, 60: admin.describe_cluster,
+    44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
+    51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all, Metadata only when it may create a topic (see handle).
-BLOCKING = {19, 20, 21, 22, 33, 37, 44}
+BLOCKING = {19, 20, 21, 22, 33, 37, 44, 51}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
 #: pool, which the data plane's fsyncs never fill.
 GROUP_IO = {8, 42}
@@ -108,9 +120,10 @@ class Broker:
     """A Kafka-protocol broker over `store` (a ``pylog.LogManager``).
 
     ``listen`` is Kafka's ``listeners``: ``host:port`` or ``NAME://host:port,...``
-    (port 0: a free port; see :attr:`listeners` once started). ``config`` holds the
-    broker keys of :mod:`pylog.broker.config` (``advertised.listeners``,
-    ``listener.security.protocol.map``, ``ssl.*``, ``socket.request.max.bytes``,
+    (port 0: a free port; see :attr:`listeners` once started); a listener's security
+    protocol (``listener.security.protocol.map``) makes it authenticate clients (SASL),
+    encrypt (TLS) or both. ``config`` holds the broker keys of :mod:`pylog.broker.config`
+    (``advertised.listeners``, ``ssl.*``, ``sasl.*``, ``socket.request.max.bytes``,
     ``connections.max.idle.ms``, ...), with Kafka's names or underscores. Use as a
     context manager, or call :meth:`start` and :meth:`shutdown`.
     """
@@ -126,8 +139,6 @@ class Broker:
         #: The broker keys as given (Kafka's STATIC_BROKER_CONFIG); the dynamic ones
         #: (``max.connections``) are the store's, applied by :meth:`_reconfigure`.
         self.static_server_config = {normalize_key(k): v for k, v in values.items()}
-        store.add_reconfigurable({k: SERVER_CONFIGS[k] for k in DYNAMIC_SERVER_CONFIGS},
-                                 self._reconfigure)
         self.node_id = int(store.config["node.id"])
         self.cluster_id = getattr(store, "cluster_id", None) or "pylog-" + str(self.node_id)
         self.stats: Counter = Counter()
@@ -145,6 +156,14 @@ class Broker:
         #: Which record layer the TLS listeners use, and why (pylog.tls_engine()).
         self.tls_engine = tls_engine(self.server_config["pylog.ssl.ktls.enable"]) \
             if self._tls else None
+        # SASL listeners' settings, checked now too.
+        self._sasl_configs: dict[str, sasl.SaslConfig] = {}
+        for listener in self.listeners:
+            if listener.sasl:
+                self.sasl_config(listener)
+        # Registered once the keys are known good (a refused config leaves nothing behind).
+        store.add_reconfigurable({k: SERVER_CONFIGS[k] for k in DYNAMIC_SERVER_CONFIGS},
+                                 self._reconfigure)
         self._tls_handshakes = 0           # TLS connections in their handshake
         self._accepting = False            # the listeners are the loop's readers
         self._accept_failures = 0          # since the last log line about them
@@ -222,12 +241,22 @@ class Broker:
             sock.bind((host, listener.port))
             sock.listen(self.server_config["socket.listen.backlog.size"])
             sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            # "Address already in use" alone does not say which address.
+            raise type(exc)(exc.errno, f"cannot listen on {host}:{listener.port} (listeners: "
+                                       f"{listener.name}): {exc.strerror or exc}") from exc
         except BaseException:
             sock.close()
             raise
         return sock
 
-    def listener(self, name: str) -> Listener:
+    @property
+    def listener(self) -> Listener:
+        """The first listener (with the port it got once started)."""
+        return self.listeners[0]
+
+    def listener_named(self, name: str) -> Listener:
         """The listener named `name` (case-insensitive)."""
         for listener in self.listeners:
             if listener.name == name.upper():
@@ -255,7 +284,7 @@ class Broker:
 
     def bootstrap(self, listener: str) -> str:
         """``host:port`` of the listener named `listener` (advertised)."""
-        return "%s:%d" % self.advertised_address(self.listener(listener))
+        return "%s:%d" % self.advertised_address(self.listener_named(listener))
 
     def __enter__(self) -> Broker:
         return self.start() if not self._sockets else self
@@ -572,12 +601,20 @@ class Broker:
         known = self.store.partition_count
         return any(t.name is not None and known(t.name) is None for t in req.topics)
 
+    def sasl_config(self, listener: Listener) -> sasl.SaslConfig:
+        """A SASL listener's settings (ConfigError names a key that cannot work)."""
+        found = self._sasl_configs.get(listener.name)
+        if found is None:
+            found = self._sasl_configs[listener.name] = sasl.SaslConfig.of(self.server_config, listener)
+        return found
+
     def api_versions_response(self, error: int):
         return admin.api_versions_response(error)
 
     def _reconfigure(self, dynamic: dict[str, str]) -> None:
         """The store's dynamic values of the broker's dynamic keys changed (KIP-226)."""
         self.server_config = ServerConfig({**self.static_server_config, **dynamic})
+        self._sasl_configs = {}
 
 
 def _answer(handler, broker: Broker, conn: Connection, header, body):

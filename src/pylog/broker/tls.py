@@ -144,17 +144,19 @@ def kernel_directions(sock: socket.socket) -> tuple[bool, bool]:
 
 class _Keys:
     """One listener's ssl.* values, and each key's name as the user wrote it (with the
-    listener prefix where the value came from an override)."""
+    listener prefix where the value came from a per-listener key)."""
 
     def __init__(self, config, listener: Listener) -> None:
         self.config, self.listener = config, listener
-        self.overridden = config.listener_keys_set(listener)
 
     def __getitem__(self, key: str) -> Any:
-        return self.config.for_listener(self.listener, key)
+        return self.config.for_listener(key, self.listener)
 
     def name(self, key: str) -> str:
-        return self.listener.config_prefix + key if key in self.overridden else key
+        return self.config.listener_key(key, self.listener)
+
+    def overridden(self, key: str) -> bool:
+        return self.name(key) != key
 
 
 def server_context(config, listener: Listener, ktls: bool) -> tuple[ssl.SSLContext, PrincipalMapper]:
@@ -182,8 +184,8 @@ def _store_type(keys: _Keys, key: str, what: str, pem_keys: str) -> None:
     if kind == "PEM":
         return
     if kind in ("JKS", "PKCS12"):
-        default = " (Kafka's default)" if kind == "JKS" and key not in keys.overridden and \
-            keys[key] == "JKS" else ""
+        default = " (Kafka's default)" if kind == "JKS" and not keys.overridden(key) \
+            else ""
         raise ConfigError(f"{keys.name(key)} = {keys[key]}{default}: pylog reads PEM {what}s "
                           f"only, not {kind}. Convert the store (keytool -importkeystore "
                           f"-deststoretype PKCS12, then openssl pkcs12 -nodes) and set "

@@ -10,6 +10,7 @@ first use, so ``pylog --help`` stays fast:
   log dirs;
 - ``console-producer``, ``console-consumer`` (console.py): Kafka's console tools;
 - ``consumer-groups`` (groups.py): list, describe with lag, reset offsets, delete;
+- ``users`` (users.py): SCRAM credentials, as kafka-configs --entity-type users;
 - ``dump-log`` (dump.py): Kafka's kafka-dump-log on pylog's (and Kafka's) files;
 - ``verify``, ``recover`` (verify.py): offline checks and recovery, with a report;
 - ``perf produce|consume|end-to-end`` (perf.py): Kafka's perf tests (pylog.perf).
@@ -32,6 +33,7 @@ from .groups import consumer_groups
 from .perf import perf
 from .serve import serve
 from .topics import get_offsets, topics
+from .users import users
 from .verify import recover, verify
 
 __all__ = ["main", "cli"]
@@ -60,7 +62,7 @@ def cli(ctx: click.Context, verbose: bool, log_level: str | None) -> None:
 
 
 for command in (serve, export_to_kafka, topics, get_offsets, console_producer, console_consumer,
-                consumer_groups, dump_log, verify, recover, perf):
+                consumer_groups, dump_log, verify, recover, perf, users):
     cli.add_command(command)
 
 

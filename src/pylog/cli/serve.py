@@ -42,7 +42,6 @@ def serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> i
 def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> int:
     import pylog
     from pylog.broker import ServerConfig, read_properties, split_config
-    from pylog.broker.config import parse_listener
 
     values: dict[str, str] = {}
     if config_file:
@@ -58,7 +57,7 @@ def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> 
     if listen:
         values["listeners"] = listen
     server, store_config = split_config(values)
-    server_config = ServerConfig(server)    # a bad listener fails here, before the store opens
+    ServerConfig(server)    # a bad listener fails here, before the store opens
     # Kafka: log.dirs wins over log.dir.
     dirs = store_config.pop("log.dirs", None), store_config.pop("log.dir", None)
     dirs = dirs[0] or dirs[1]
@@ -71,12 +70,6 @@ def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> 
     store = pylog.open(dirs, **store_config)
     try:
         broker = pylog.Broker(store, config=server).start()
-    except OSError as exc:
-        store.close()
-        # "Address already in use" alone does not say which address.
-        host, port = parse_listener(server_config["listeners"])
-        raise type(exc)(exc.errno, f"cannot listen on {host}:{port} (listeners): "
-                                   f"{exc.strerror or exc}") from exc
     except BaseException:
         store.close()
         raise

@@ -31,7 +31,7 @@ class ConfigDef:
 
     name: str
     type: str              # "int" (Kafka's LONG), "int32" (INT), "float", "bool", "str", "list",
-                           # "password" (a str never shown: DescribeConfigs answers null)
+                           # "password" (a str never shown: DescribeConfigs says sensitive)
     default: Any
     doc: str
     validator: Callable[[Any], str | None] | None = None   # returns the rule broken, or None
@@ -110,13 +110,12 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "float": _parse_float,
     "bool": _parse_bool,
     "str": _parse_str,
-    "list": _parse_list,
     "password": _parse_str,
+    "list": _parse_list,
 }
 _INT_RANGES = {"int": (-(1 << 63), (1 << 63) - 1), "int32": (-(1 << 31), (1 << 31) - 1)}
 _TYPE_WORDS = {"int": "an integer", "int32": "an integer", "float": "a number", "bool": "true or false",
-               "str": "a string", "list": "a comma-separated list",
-               "password": "a string"}
+               "str": "a string", "password": "a string", "list": "a comma-separated list"}
 
 
 def at_least(minimum: int | float) -> Callable[[Any], str | None]:

@@ -49,7 +49,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     14: (0, 5),     # SyncGroup
     15: (0, 5),     # DescribeGroups
     16: (0, 4),     # ListGroups
-    17: (0, 1),     # SaslHandshake: ILLEGAL_SASL_STATE, as Kafka on a PLAINTEXT listener
+    17: (0, 1),     # SaslHandshake (ILLEGAL_SASL_STATE on a PLAINTEXT listener, as Kafka)
     18: (0, 3),     # ApiVersions
     19: (0, 7),     # CreateTopics
     20: (0, 6),     # DeleteTopics
@@ -57,10 +57,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     22: (0, 4),     # InitProducerId
     32: (0, 4),     # DescribeConfigs
     33: (0, 2),     # AlterConfigs
-    36: (0, 2),     # SaslAuthenticate: ILLEGAL_SASL_STATE, as Kafka on a PLAINTEXT listener
+    36: (0, 2),     # SaslAuthenticate (ILLEGAL_SASL_STATE on a PLAINTEXT listener, as Kafka)
     37: (0, 3),     # CreatePartitions
     42: (0, 2),     # DeleteGroups
     44: (0, 1),     # IncrementalAlterConfigs
+    50: (0, 0),     # DescribeUserScramCredentials
+    51: (0, 0),     # AlterUserScramCredentials
     60: (0, 1),     # DescribeCluster
 }
 

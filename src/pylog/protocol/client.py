@@ -33,11 +33,13 @@ ERROR_NAMES = {
     14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR",
     17: "INVALID_TOPIC_EXCEPTION", 18: "RECORD_LIST_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS",
     21: "INVALID_REQUIRED_ACKS", 22: "ILLEGAL_GENERATION", 24: "INVALID_GROUP_ID",
-    25: "UNKNOWN_MEMBER_ID", 27: "REBALANCE_IN_PROGRESS", 35: "UNSUPPORTED_VERSION",
+    25: "UNKNOWN_MEMBER_ID", 27: "REBALANCE_IN_PROGRESS", 33: "UNSUPPORTED_SASL_MECHANISM",
+    34: "ILLEGAL_SASL_STATE", 35: "UNSUPPORTED_VERSION",
     36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
     40: "INVALID_CONFIG", 41: "NOT_CONTROLLER", 42: "INVALID_REQUEST",
-    56: "KAFKA_STORAGE_ERROR", 68: "NON_EMPTY_GROUP", 69: "GROUP_ID_NOT_FOUND",
-    76: "UNSUPPORTED_COMPRESSION_TYPE", 87: "INVALID_RECORD",
+    56: "KAFKA_STORAGE_ERROR", 58: "SASL_AUTHENTICATION_FAILED", 68: "NON_EMPTY_GROUP",
+    69: "GROUP_ID_NOT_FOUND", 76: "UNSUPPORTED_COMPRESSION_TYPE", 87: "INVALID_RECORD",
+    91: "RESOURCE_NOT_FOUND", 92: "DUPLICATE_RESOURCE", 93: "UNACCEPTABLE_CREDENTIAL",
 }
 
 
@@ -53,10 +55,12 @@ class ProtocolError(Exception):
 
 class ProtocolClient:
     """``ProtocolClient("127.0.0.1:9092")``: requests and responses over one socket;
-    ``ssl_context`` (an ``ssl.SSLContext`` for clients) speaks TLS to an SSL listener."""
+    ``ssl_context`` (an ``ssl.SSLContext`` for clients) speaks TLS to an SSL or SASL_SSL
+    listener. ``authenticate(client)`` runs after ApiVersions, before anything else (a
+    SASL exchange: pylog.remote.sasl.SaslLogin)."""
 
     def __init__(self, bootstrap: str, client_id: str = "pylog", timeout: float = 30.0,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 authenticate=None, ssl_context: ssl.SSLContext | None = None) -> None:
         host, _, port = bootstrap.rpartition(":")
         if not port.isdigit():
             raise ValueError(f"bootstrap server {bootstrap!r} is not host:port")
@@ -79,10 +83,12 @@ class ProtocolClient:
         self.versions: dict[int, tuple[int, int]] = {18: (0, 0)}
         try:
             response = self.request(18, m.ApiVersionsRequest(), version=0)
+            self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+            if authenticate is not None:
+                authenticate(self)
         except BaseException:
             self.sock.close()
             raise
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
     def close(self) -> None:
         self.sock.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .codec import ZERO_UUID, Struct
 
-__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
+__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
 
 
 class ProduceRequestPartitionProduceData(Struct):
@@ -3910,6 +3910,278 @@ class SaslAuthenticateResponse(Struct):
             w.empty_tagged_fields()
 
 
+class DescribeUserScramCredentialsRequestUserName(Struct):
+    __slots__ = ('name',)
+    _FIELDS = (('name', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.name = r.string(flex)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.name, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeUserScramCredentialsRequest(Struct):
+    """DescribeUserScramCredentialsRequest (api key 50, versions 0, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 e3551378a9f2d59f."""
+
+    API_KEY = 50
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('users',)
+    _FIELDS = (('users', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('users', '[]struct', 'DescribeUserScramCredentialsRequestUserName', (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.users = r.struct_array(flex, DescribeUserScramCredentialsRequestUserName, v, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.struct_array(self.users, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeUserScramCredentialsResponseCredentialInfo(Struct):
+    __slots__ = ('mechanism', 'iterations')
+    _FIELDS = (('mechanism', 0), ('iterations', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('mechanism', 'int8', None, (0, 32768), None, None), ('iterations', 'int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.mechanism = r.int8()
+        self.iterations = r.int32()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int8(self.mechanism)
+        w.int32(self.iterations)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult(Struct):
+    __slots__ = ('user', 'error_code', 'error_message', 'credential_infos')
+    _FIELDS = (('user', ''), ('error_code', 0), ('error_message', ''), ('credential_infos', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('user', 'string', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('credential_infos', '[]struct', 'DescribeUserScramCredentialsResponseCredentialInfo', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.user = r.string(flex)
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.credential_infos = r.struct_array(flex, DescribeUserScramCredentialsResponseCredentialInfo, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.user, flex)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.credential_infos, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeUserScramCredentialsResponse(Struct):
+    """DescribeUserScramCredentialsResponse (api key 50, versions 0, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 2ead5ef7c1fc9254."""
+
+    API_KEY = 50
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', ''), ('results', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('results', '[]struct', 'DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.results = r.struct_array(flex, DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.results, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterUserScramCredentialsRequestScramCredentialDeletion(Struct):
+    __slots__ = ('name', 'mechanism')
+    _FIELDS = (('name', ''), ('mechanism', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('mechanism', 'int8', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.name = r.string(flex)
+        self.mechanism = r.int8()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.name, flex)
+        w.int8(self.mechanism)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterUserScramCredentialsRequestScramCredentialUpsertion(Struct):
+    __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password')
+    _FIELDS = (('name', ''), ('mechanism', 0), ('iterations', 0), ('salt', b''), ('salted_password', b''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('mechanism', 'int8', None, (0, 32768), None, None), ('iterations', 'int32', None, (0, 32768), None, None), ('salt', 'bytes', None, (0, 32768), None, None), ('salted_password', 'bytes', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.name = r.string(flex)
+        self.mechanism = r.int8()
+        self.iterations = r.int32()
+        self.salt = r.bytes(flex)
+        self.salted_password = r.bytes(flex)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.name, flex)
+        w.int8(self.mechanism)
+        w.int32(self.iterations)
+        w.bytes(self.salt, flex)
+        w.bytes(self.salted_password, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterUserScramCredentialsRequest(Struct):
+    """AlterUserScramCredentialsRequest (api key 51, versions 0, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 fcf7ca27e8028316."""
+
+    API_KEY = 51
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('deletions', 'upsertions')
+    _FIELDS = (('deletions', []), ('upsertions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('deletions', '[]struct', 'AlterUserScramCredentialsRequestScramCredentialDeletion', (0, 32768), None, None), ('upsertions', '[]struct', 'AlterUserScramCredentialsRequestScramCredentialUpsertion', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.deletions = r.struct_array(flex, AlterUserScramCredentialsRequestScramCredentialDeletion, v)
+        self.upsertions = r.struct_array(flex, AlterUserScramCredentialsRequestScramCredentialUpsertion, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.struct_array(self.deletions, flex, v)
+        w.struct_array(self.upsertions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterUserScramCredentialsResponseAlterUserScramCredentialsResult(Struct):
+    __slots__ = ('user', 'error_code', 'error_message')
+    _FIELDS = (('user', ''), ('error_code', 0), ('error_message', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('user', 'string', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.user = r.string(flex)
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.user, flex)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterUserScramCredentialsResponse(Struct):
+    """AlterUserScramCredentialsResponse (api key 51, versions 0, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 f9bba249467a5f49."""
+
+    API_KEY = 51
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'results')
+    _FIELDS = (('throttle_time_ms', 0), ('results', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('results', '[]struct', 'AlterUserScramCredentialsResponseAlterUserScramCredentialsResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.results = r.struct_array(flex, AlterUserScramCredentialsResponseAlterUserScramCredentialsResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.results, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
 class DescribeClusterRequest(Struct):
     """DescribeClusterRequest (api key 60, versions 0-2, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 821b86c736d98bdd."""
 
@@ -4118,5 +4390,5 @@ class ConsumerProtocolAssignment(Struct):
 
 
 # api key -> request class, response class
-REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 60: DescribeClusterRequest}
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 60: DescribeClusterResponse}
+REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest}
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse}

@@ -17,7 +17,7 @@ __all__ = [
     "fsync_dir", "make_dirs", "LOCK_FILE", "META_PROPERTIES_FILE", "CLEAN_SHUTDOWN_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE",
     "CLEANER_OFFSET_CHECKPOINT_FILE", "PARTITION_METADATA_FILE",
-    "TOPICS_FILE", "BROKER_CONFIGS_FILE", "SPARK_DIR", "STRAY_DIR_SUFFIX", "renamed_dir_name", "write_file_atomically",
+    "TOPICS_FILE", "BROKER_CONFIGS_FILE", "SCRAM_CREDENTIALS_FILE", "SPARK_DIR", "STRAY_DIR_SUFFIX", "renamed_dir_name", "write_file_atomically",
 ]
 
 LOG_SUFFIX = ".log"
@@ -41,6 +41,7 @@ LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"   # first dirty offset per partition
 TOPICS_FILE = "pylog-topics.json"                          # pylog's topic metadata (copy per dir)
 BROKER_CONFIGS_FILE = "pylog-broker-configs.json"          # dynamic broker configs (copy per dir)
+SCRAM_CREDENTIALS_FILE = "pylog-scram-credentials.json"    # users' SCRAM credentials (copy per dir)
 SPARK_DIR = "pylog-spark"           # the Spark sink's staged batches and streaming sink state
 # --- partition dir ---
 PARTITION_METADATA_FILE = "partition.metadata"             # Kafka's "version: 0 / topic_id: ..."
@@ -123,7 +124,7 @@ def renamed_dir_name(topic: str, partition: int, unique_id: str, suffix: str) ->
 
 
 def write_file_atomically(path: str, data: bytes, *, sync: bool = True,
-                          sync_dir: bool | None = None) -> None:
+                          sync_dir: bool | None = None, mode: int = 0o644) -> None:
     """Writes `path` as Kafka writes its checkpoints: ``<path>.tmp``, fsync, rename
     over `path`, fsync of the directory. A crash leaves the old or the new file,
     never a mix (a stray ``.tmp`` is ignored by readers).
@@ -131,10 +132,13 @@ def write_file_atomically(path: str, data: bytes, *, sync: bool = True,
     Every small state file pylog writes goes through here (checkpoints, the
     topic table, producer ids and snapshots, a standalone Log's state), so the
     durability tests' fault layer sees each of them. ``sync_dir=False`` leaves
-    the directory fsync to the caller (a Log's next flush covers a new snapshot)."""
+    the directory fsync to the caller (a Log's next flush covers a new snapshot).
+    ``mode``: the new file's permissions (0600 for secrets: SCRAM credentials)."""
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
+        if mode & 0o077 == 0:
+            os.fchmod(fd, mode)         # private: even a stale .tmp's older mode goes
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]

@@ -18,6 +18,8 @@ In between it owns:
 - **dynamic broker configs** (Kafka's KIP-226, :mod:`.dynamic_config`): ``log.``
   defaults and cleaner sizes changed at run time, per node or cluster-wide, persisted
   in every dir (``pylog-broker-configs.json``) and applied to live logs at once;
+- **SCRAM credentials** (:mod:`.scram_credentials`): users' salted keys for the
+  broker's SASL/SCRAM, persisted in every dir (``pylog-scram-credentials.json``);
 - **services for the layers above**: producer ids (InitProducerId), internal
   topics, periodic tasks (the group coordinator uses them).
 
@@ -53,6 +55,7 @@ from .dynamic_config import DynamicConfigs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
 from .producer_ids import ProducerIdAllocator
+from .scram_credentials import UserScramCredentials
 from .startup import LogLoading, StartupReport, Unavailable
 from .topic_admin import TopicAdmin
 from .topics import (
@@ -76,7 +79,7 @@ def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> l
     return [os.fspath(p) for p in log_dirs]
 
 
-class LogManager(LogLoading, TopicAdmin, DynamicConfigs):
+class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials):
     """The store: ``LogManager(log_dirs, config=None)``.
 
     ``log_dirs``: a path, a comma-separated string (Kafka's ``log.dirs``) or a
@@ -98,6 +101,7 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs):
         self.config = BrokerConfig(given)        # static; replaced by dynamic configs (KIP-226)
         self.defaults: LogConfig = self.config.log_config
         self._init_dynamic_configs(given)
+        self._init_scram_credentials()
         if log_dirs is None:
             log_dirs = self.config["log.dirs"] or (self.config["log.dir"],)
         paths = _as_dir_list(log_dirs)

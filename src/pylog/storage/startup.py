@@ -210,6 +210,7 @@ class LogLoading:
             self._install_topics(max(tables, key=lambda t: t.epoch))
         # 3b. Dynamic broker configs (KIP-226), before any topic config is built.
         self._load_dynamic_configs()
+        self._load_scram_credentials()
         # 4. Per dir: marker, checkpoints, partition dirs.
         found: dict[TopicPartition, tuple[LogDir, str]] = {}
         state: dict[str, tuple[dict, dict]] = {}
