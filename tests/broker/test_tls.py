@@ -14,7 +14,6 @@ import asyncio
 import gc
 import logging
 import ssl
-import subprocess
 import time
 import uuid
 import warnings
@@ -27,9 +26,8 @@ from pylog.errors import ConfigError
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient
 
-from .clients import CLIENTS, Rec, consume, produce, stored
-from .conftest import need_kcat
-from .tls_certs import CLIENT_DN, KEY_PASSWORD
+from .clients import CLIENTS, Rec, attempt_produce, consume, produce, stored
+from .tls_certs import CLIENT_DN, KEY_PASSWORD, client_context, settings
 
 RULES = "RULE:^CN=([^,]*),OU=([^,]*),.*$/$1@$2/L,DEFAULT"
 
@@ -52,34 +50,6 @@ def broker(tmp_path_factory, tls_certs):
     finally:
         broker.shutdown()
         store.close()
-
-
-def settings(client: str, certs, mtls: bool = False, ca=None, cert=None, key=None) -> dict:
-    """A client's own SSL settings: trust `ca` (the test CA), and present `cert`/`key`
-    (the test client's with mtls)."""
-    ca = str(ca or certs.ca)
-    if mtls:
-        cert, key = cert or certs.client_cert, key or certs.client_key
-    if client in ("kcat", "confluent"):
-        out = {"security.protocol": "SSL", "ssl.ca.location": ca}
-        if cert:
-            out |= {"ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
-        return out
-    if client == "kafka-python":
-        out = {"security_protocol": "SSL", "ssl_cafile": ca}
-        if cert:
-            out |= {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
-        return out
-    from aiokafka.helpers import create_ssl_context
-    return {"security_protocol": "SSL", "ssl_context": create_ssl_context(
-        cafile=ca, certfile=str(cert) if cert else None, keyfile=str(key) if key else None)}
-
-
-def client_context(certs, cert=None, key=None, ca=None) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=str(ca or certs.ca))
-    if cert:
-        ctx.load_cert_chain(str(cert), str(key))
-    return ctx
 
 
 # Keys, one header set and ASCII values: kcat carries records as text lines.
@@ -222,55 +192,11 @@ def _refused(client: str, bootstrap: str, extra: dict, store, topic: str) -> str
         # kafka-python leaves the SSLSocket of a failed handshake unclosed (its bug, not
         # the broker's): collected here, where its ResourceWarning is expected.
         warnings.simplefilter("ignore", ResourceWarning)
-        said = _attempt(client, bootstrap, extra, topic)
+        said = attempt_produce(client, bootstrap, topic, **extra)
         gc.collect()
     assert said, f"{client} produced through a refused handshake"
     assert stored(store, topic) == []
     return said
-
-
-def _attempt(client: str, bootstrap: str, extra: dict, topic: str) -> str:
-    """What `client` reported (empty if it produced)."""
-    if client == "kcat":
-        run = subprocess.run([need_kcat(), "-P", "-b", bootstrap, "-t", topic, "-p", "0",
-                              "-m", "6", "-X", "message.timeout.ms=5000",
-                              *[a for k, v in extra.items() for a in ("-X", f"{k}={v}")]],
-                             input=b"v\n", capture_output=True, timeout=60)
-        return run.stderr.decode() if run.returncode or b"SSL" in run.stderr else ""
-    if client == "confluent":
-        import confluent_kafka as ck
-        errors: list[str] = []
-        producer = ck.Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 5000,
-                                "error_cb": lambda e: errors.append(str(e)), **extra})
-        producer.produce(topic, b"v", partition=0,
-                         on_delivery=lambda err, msg: errors.append(str(err)) if err else None)
-        producer.flush(15)
-        return "; ".join(errors)
-    if client == "kafka-python":
-        from kafka import KafkaProducer
-        producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(2, 6), max_block_ms=5000,
-                                 request_timeout_ms=5000, **extra)
-        try:
-            producer.send(topic, b"v", partition=0).get(15)
-            return ""
-        except Exception as exc:          # noqa: BLE001 - what it reports is the point
-            return repr(exc)
-        finally:
-            producer.close(0)
-
-    async def run() -> str:
-        import aiokafka
-        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=5000,
-                                             **extra)
-        try:
-            await producer.start()
-            await producer.send_and_wait(topic, b"v", partition=0)
-            return ""
-        except Exception as exc:          # noqa: BLE001
-            return repr(exc)
-        finally:
-            await producer.stop()
-    return asyncio.run(run())
 
 
 @pytest.mark.parametrize("client", CLIENTS)

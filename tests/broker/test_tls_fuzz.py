@@ -1,10 +1,11 @@
-"""Hostile connections to an SSL listener of `pylog serve`, before the TLS handshake
-completes and right after it: plaintext Kafka frames and garbage where a ClientHello
-belongs, TLS records with random contents, ClientHellos cut short and held open, and
-test_fuzz.py's hostile frames sent through a finished handshake (huge size prefixes held
-open too). The broker stays up, its peak resident memory under 512 MiB, handshakes that
-never finish are closed after pylog.ssl.handshake.timeout.ms, and the stored records are
-intact and served over TLS afterwards."""
+"""Hostile connections to the SSL and SASL_SSL listeners of `pylog serve`, before the TLS
+handshake completes and right after it: plaintext Kafka frames and garbage where a
+ClientHello belongs, TLS records with random contents, ClientHellos cut short and held
+open, and test_fuzz.py's hostile frames sent through a finished handshake (on SASL_SSL:
+before authenticating), huge size prefixes held open too. The broker stays up, its peak
+resident memory under 512 MiB, handshakes that never finish are closed after
+pylog.ssl.handshake.timeout.ms, and the stored records are intact and served over TLS
+(and SASL_SSL) afterwards."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pylog
+from pylog.common import scram
 from pylog.protocol.client import ProtocolClient
+from pylog.remote.sasl import SaslLogin
 
 from .process import ServeProcess
 from .test_fuzz import RSS_LIMIT_KIB, frames, header
@@ -32,24 +35,30 @@ def victim(tmp_path_factory, tls_certs):
     with pylog.open(data) as store:
         store.create_topic("kept", 1)
         store.log("kept", 0).append_records([b"record-%d" % i for i in range(100)])
+        mech = scram.MECHANISMS["SCRAM-SHA-512"]
+        store.alter_user_scram_credentials(upsertions=[("alice", mech.name,
+                                                        scram.new_credential(mech, "alice-secret"))])
     with ServeProcess(str(data), "connections.max.idle.ms=2000", "ssl.keystore.type=PEM",
                       f"ssl.keystore.location={tls_certs.server}",
                       f"pylog.ssl.handshake.timeout.ms={HANDSHAKE_TIMEOUT_MS}",
-                      listen="SSL://127.0.0.1:0") as served:
+                      "sasl.enabled.mechanisms=SCRAM-SHA-512",
+                      listen="SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0") as served:
         served.context = ssl.create_default_context(cafile=str(tls_certs.ca))
         yield served
         assert served.alive(), "the broker died during fuzzing"
         assert served.status("VmHWM") < RSS_LIMIT_KIB
-        with ProtocolClient(served.bootstrap, ssl_context=served.context) as client:
-            part = client.fetch("kept", 0, 0, max_bytes=1 << 20)
-            values = pylog.records.decode_arrow(bytes(part.records)).column("value").to_pylist()
-            assert values == [b"record-%d" % i for i in range(100)]
+        for listener, login in (("SSL", None), ("SASL_SSL", SaslLogin("SCRAM-SHA-512", "alice", "alice-secret"))):
+            with ProtocolClient(served.listeners[listener], ssl_context=served.context,
+                                authenticate=login) as client:
+                part = client.fetch("kept", 0, 0, max_bytes=1 << 20)
+                values = pylog.records.decode_arrow(bytes(part.records)).column("value").to_pylist()
+                assert values == [b"record-%d" % i for i in range(100)]
     assert "Traceback" not in served.stderr and "unexpected error" not in served.stderr, \
         served.stderr[-3000:]
 
 
-def _address(served) -> tuple[str, int]:
-    host, _, port = served.bootstrap.rpartition(":")
+def _address(served, listener: str = "SSL") -> tuple[str, int]:
+    host, _, port = served.listeners[listener].rpartition(":")
     return host, int(port)
 
 
@@ -101,11 +110,14 @@ def test_a_client_hello_cut_short_or_followed_by_garbage(victim, cut, tail):
     assert victim.alive()
 
 
-@settings(max_examples=120, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                   HealthCheck.too_slow], deadline=None)
+@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL"])
+@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                  HealthCheck.too_slow], deadline=None)
 @given(st.lists(frames, min_size=1, max_size=4))
-def test_hostile_frames_right_after_the_handshake(victim, payloads):
-    with socket.create_connection(_address(victim), timeout=5) as raw, \
+def test_hostile_frames_right_after_the_handshake(victim, listener, payloads):
+    """On SASL_SSL these come before authentication: the Authenticator's bounds
+    (sasl.server.max.receive.size, only the SASL exchange) inside TLS."""
+    with socket.create_connection(_address(victim, listener), timeout=5) as raw, \
             victim.context.wrap_socket(raw, server_hostname="127.0.0.1") as s:
         try:
             s.sendall(b"".join(payloads))
@@ -140,17 +152,23 @@ def test_half_handshakes_held_open_are_bounded_and_closed(victim):
     assert victim.alive()
 
 
-def test_huge_claims_after_the_handshake_cost_only_what_they_send(victim):
+@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL"])
+def test_huge_claims_after_the_handshake_cost_only_what_they_send(victim, listener):
     """50 TLS connections claim 100 MB requests and send 64 KiB each, held open: the
-    broker holds what arrived, not what was claimed (as over PLAINTEXT)."""
+    broker holds what arrived, not what was claimed (as over PLAINTEXT); on SASL_SSL,
+    before authenticating, the claim is above sasl.server.max.receive.size and the
+    connection closes."""
     socks = []
     before = victim.status("VmRSS")
     try:
         for _ in range(50):
-            raw = socket.create_connection(_address(victim), timeout=10)
+            raw = socket.create_connection(_address(victim, listener), timeout=10)
             s = victim.context.wrap_socket(raw, server_hostname="127.0.0.1")
-            s.sendall(struct.pack(">i", 104857600) + header(0, 9) + b"\x00" * (64 << 10))
             socks.append(s)
+            try:
+                s.sendall(struct.pack(">i", 104857600) + header(0, 9) + b"\x00" * (64 << 10))
+            except OSError:
+                assert listener == "SASL_SSL"        # closed at the size prefix
         time.sleep(0.5)
         grown = victim.status("VmRSS") - before
         assert grown < 100 * 1024, f"{grown} KiB for 50 connections that sent 3.2 MB"

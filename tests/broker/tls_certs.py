@@ -1,5 +1,5 @@
 """Certificates for the TLS tests, made fresh by ``openssl`` (Debian's) in a temporary dir:
-no key is ever committed.
+no key is ever committed; and each real client's settings to use them.
 
 ``make_certs(dir)`` writes a CA, a broker certificate it signs (for localhost and
 127.0.0.1), client certificates it signs (an mTLS principal's), an expired broker
@@ -11,6 +11,7 @@ as Kafka's PEM stores want them.
 from __future__ import annotations
 
 import shutil
+import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,3 +108,38 @@ def make_certs(directory: Path) -> Certs:
         rogue_ca=d / "rogue-ca.pem",
         rogue_server=bundle("rogue-server-store.pem", "rogue-server.key", "rogue-server.pem"),
         rogue_client_cert=d / "rogue-client.pem", rogue_client_key=d / "rogue-client.key")
+
+
+def settings(client: str, certs, mtls: bool = False, ca=None, cert=None, key=None,
+             sasl: tuple[str, str, str] | None = None) -> dict:
+    """A client's own TLS settings: trust `ca` (the test CA), and present `cert`/`key`
+    (the test client's with mtls); with `sasl` (mechanism, user, password), SASL_SSL."""
+    ca = str(ca or certs.ca)
+    if mtls:
+        cert, key = cert or certs.client_cert, key or certs.client_key
+    protocol = "SASL_SSL" if sasl else "SSL"
+    if client in ("kcat", "confluent"):
+        out = {"security.protocol": protocol, "ssl.ca.location": ca}
+        if cert:
+            out |= {"ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+        if sasl:
+            out |= {"sasl.mechanisms": sasl[0], "sasl.username": sasl[1], "sasl.password": sasl[2]}
+        return out
+    login = {"sasl_mechanism": sasl[0], "sasl_plain_username": sasl[1],
+             "sasl_plain_password": sasl[2]} if sasl else {}
+    if client == "kafka-python":
+        out = {"security_protocol": protocol, "ssl_cafile": ca, **login}
+        if cert:
+            out |= {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+        return out
+    from aiokafka.helpers import create_ssl_context
+    return {"security_protocol": protocol, **login, "ssl_context": create_ssl_context(
+        cafile=ca, certfile=str(cert) if cert else None, keyfile=str(key) if key else None)}
+
+
+def client_context(certs, cert=None, key=None, ca=None) -> ssl.SSLContext:
+    """An ssl.SSLContext for pylog's ProtocolClient trusting the test CA (or `ca`)."""
+    ctx = ssl.create_default_context(cafile=str(ca or certs.ca))
+    if cert:
+        ctx.load_cert_chain(str(cert), str(key))
+    return ctx
