@@ -42,6 +42,9 @@ _APPLICATION_DATA, _ALERT, _HANDSHAKE = 23, 21, 22
 _CLOSE_NOTIFY = 0
 #: Most bytes one read takes (as asyncio's transports).
 MAX_READ = 256 * 1024
+#: The most plaintext one TLS record carries (2^14 bytes): one SSL_read's most.
+TLS_RECORD = 16 * 1024
+
 #: Reads per readiness callback before the loop serves the others.
 READS_PER_CALL = 64
 #: One SSL_write's worth when OpenSSL encrypts (a retry after WANT_WRITE must repeat it).
@@ -156,16 +159,34 @@ class TlsTransport(asyncio.Transport):
                 if level == SOL_TLS and kind == TLS_GET_RECORD_TYPE and value[0] != _APPLICATION_DATA:
                     return self._control_record(value[0], data)
             return data
+        return self._ssl_read()
+
+    def _ssl_read(self) -> bytes | None:
+        """What OpenSSL decrypts now, up to MAX_READ bytes. One SSL_read yields one TLS
+        record's plaintext at most (16 KiB): the records are gathered and handed over
+        as one, so the connection's coroutine wakes once per MAX_READ as over
+        PLAINTEXT, not once per record (which cost ~25 us a record: half the CPU of
+        a produce over TLS)."""
+        chunks: list[bytes] = []
+        got, ended = 0, False
         try:
-            return self._sock.recv(MAX_READ)
+            while got < MAX_READ:
+                chunk = self._sock.recv(TLS_RECORD)
+                if not chunk:
+                    ended = True
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
         except ssl.SSLWantReadError:
-            return None
+            pass
         except ssl.SSLWantWriteError:
             self._read_wants_write = True   # (a KeyUpdate's answer waits for room)
             self._start_writing()
-            return None
         except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-            return b""                      # close_notify, or the peer closed TCP
+            ended = True                    # close_notify, or the peer closed TCP
+        if chunks:                          # (an end met here is met again next read)
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return b"" if ended else None
 
     def _control_record(self, kind: int, data: bytes) -> bytes:
         if kind == _ALERT and len(data) >= 2 and data[1] == _CLOSE_NOTIFY:
