@@ -129,8 +129,10 @@ class TlsTransport(asyncio.Transport):
             return
         self._reading = True
         self._loop.add_reader(self._fd, self._read_ready)
-        if not self.kernel_rx and self._sock.pending():
-            self._loop.call_soon(self._read_ready)   # decrypted bytes wait in OpenSSL
+        if not self.kernel_rx:
+            # OpenSSL may hold bytes already read from the socket (read-ahead, or the
+            # rest of a record): they make the socket no readable event.
+            self._loop.call_soon(self._read_ready)
 
     def _read_ready(self) -> None:
         try:
@@ -144,6 +146,8 @@ class TlsTransport(asyncio.Transport):
                     self._eof()
                     return
                 self._protocol.data_received(data)
+            if not self.kernel_rx:
+                self._loop.call_soon(self._read_ready)   # OpenSSL may hold more (as above)
         except (ConnectionError, ssl.SSLError, OSError) as exc:
             self._fatal_error(exc)
 
