@@ -24,7 +24,7 @@ GROUP, TRANSACTION = 0, 1
 
 def find_coordinator(broker, conn, header, req):
     v = header.api_version
-    host, port = broker.advertised
+    host, port = broker.advertised_address(conn.listener)   # as Kafka: this listener's
     keys = req.coordinator_keys if v >= 4 else [req.key]
 
     def answer(key: str):
