@@ -81,6 +81,9 @@ MESSAGES = [
     "InitProducerId", "DescribeConfigs", "AlterConfigs", "CreatePartitions", "DeleteGroups",
     "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeUserScramCredentials",
     "AlterUserScramCredentials", "DescribeCluster",
+    # Transactions (coordinator/transactions.py, broker/transactions.py)
+    "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit",
+    "DescribeProducers", "DescribeTransactions", "ListTransactions",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

@@ -34,6 +34,7 @@ TOOLS = {
     "kafka-dump-log": "kafka.tools.DumpLogSegments",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server": "kafka.Kafka",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 
