@@ -23,6 +23,9 @@ from pylog.protocol import messages as m
 from .group_client import RawMember
 from .process import ServeProcess
 
+# long: handed out first on the xdist workers (tests/conftest.py)
+pytestmark = pytest.mark.slow
+
 HOSTILE = 1100
 
 

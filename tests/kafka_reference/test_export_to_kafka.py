@@ -163,6 +163,9 @@ def test_new_producers_of_every_client_append_to_an_exported_topic(kafka, tmp_pa
 WRITER = """
 import sys
 import pylog
+
+# One worker for the module: its Kafka broker is set up once, and JavaClients compiled once.
+pytestmark = pytest.mark.xdist_group("export-to-kafka")
 try:
     store = pylog.open(sys.argv[1])
 except Exception as exc:

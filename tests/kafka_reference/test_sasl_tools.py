@@ -13,6 +13,9 @@ from broker.process import ServeProcess
 
 from .support import run_tool
 
+# long: handed out first on the xdist workers (tests/conftest.py)
+pytestmark = pytest.mark.slow
+
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'user_admin="admin-secret";')
 FAILED = ("Authentication failed during authentication due to invalid credentials with SASL "

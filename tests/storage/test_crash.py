@@ -25,8 +25,9 @@ from pylog.storage.log import Log
 
 from .crash_child import expected_value
 
-# Every test runs with buffered and with O_DIRECT appends (pylog.io.direct).
-pytestmark = pytest.mark.usefixtures("io_mode")
+# Every test runs with buffered and with O_DIRECT appends (pylog.io.direct); long ones
+# are handed out first on the xdist workers (tests/conftest.py).
+pytestmark = [pytest.mark.usefixtures("io_mode"), pytest.mark.slow]
 
 CHILD = os.path.join(os.path.dirname(__file__), "crash_child.py")
 ROUNDS = int(os.environ.get("PYLOG_CRASH_ROUNDS", "20"))
