@@ -10,9 +10,12 @@ Workers: ``tools/run-tests`` runs the suite on pytest-xdist workers with
 ``xdist_group(name)``, which all run on one worker, in order (docs/TESTING.md says when
 to mark a module). Tests that use a fixture of ``SHARED_FIXTURES`` are grouped here, so
 the fixture's one instance (a JVM, a SparkSession) is started once, not once per worker.
-Tests marked ``slow`` are handed out first, so that no long test starts last.
+Tests marked ``slow`` are handed out first, so that no long test starts last. A test
+marked ``alone`` (its assertions time a broker's answers) runs while no other worker runs
+a test: ``_Alone`` below.
 """
 
+import fcntl
 import os
 import tempfile
 
@@ -65,7 +68,41 @@ class _GroupSuffix:
                 item._id = coerce_node_id(item.nodeid + suffix)
 
 
+class _Alone:
+    """Tests marked ``alone`` run with no test running on another worker; the others run
+    side by side. A reader-writer lock between the workers of one run, from two flock(2)ed
+    files in the run's shared base temp dir: every test holds ``run`` shared; an ``alone``
+    test holds it exclusively. It first takes ``gate`` exclusively, and other tests pass
+    the gate before taking ``run``, so while it waits for the running tests to end, no new
+    one starts (no starvation). Workers idle meanwhile: keep such tests few and short."""
+
+    def __init__(self, config) -> None:
+        self.config = config
+
+    def _open(self, name: str) -> int:
+        root = self.config._tmp_path_factory.getbasetemp().parent   # shared by the workers
+        return os.open(os.path.join(root, f"pylog-{name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        gate, run = self._open("gate"), self._open("run")
+        try:
+            if item.get_closest_marker("alone") is not None:
+                fcntl.flock(gate, fcntl.LOCK_EX)
+                fcntl.flock(run, fcntl.LOCK_EX)
+            else:
+                fcntl.flock(gate, fcntl.LOCK_SH)
+                fcntl.flock(run, fcntl.LOCK_SH)
+                fcntl.flock(gate, fcntl.LOCK_UN)
+            return (yield)
+        finally:
+            os.close(run)           # closing releases its locks
+            os.close(gate)
+
+
 def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        config.pluginmanager.register(_Alone(config), "pylog-alone")
     try:
         import _pytest.nodeid  # noqa: F401 - structured node ids: pytest 9.2 and later
     except ImportError:

@@ -23,8 +23,8 @@ from pylog.protocol import messages as m
 from .group_client import RawMember
 from .process import ServeProcess
 
-# long: handed out first on the xdist workers (tests/conftest.py)
-pytestmark = pytest.mark.slow
+# Long: handed out first on the xdist workers; alone: a calm group's forming is timed (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 HOSTILE = 1100
 
