@@ -21,6 +21,9 @@ from pylog.storage.kafka_export import ExportError, export_topic
 from .support import KafkaBroker, run_tool
 from .test_java_clients import java
 
+# One worker for the module: its Kafka broker is set up once, and JavaClients compiled once.
+pytestmark = pytest.mark.xdist_group("export-to-kafka")
+
 # Each test's topic, created in one Kafka cluster for the module (a start costs seconds).
 TOPICS = {"moved": 2, "pids": 2, "locked": 2}
 
@@ -163,9 +166,6 @@ def test_new_producers_of_every_client_append_to_an_exported_topic(kafka, tmp_pa
 WRITER = """
 import sys
 import pylog
-
-# One worker for the module: its Kafka broker is set up once, and JavaClients compiled once.
-pytestmark = pytest.mark.xdist_group("export-to-kafka")
 try:
     store = pylog.open(sys.argv[1])
 except Exception as exc:
