@@ -36,6 +36,12 @@ def served(tmp_path_factory):
         store.close()
 
 
+def parked(broker) -> int:
+    """How many long polls `broker` holds parked (its shutdown answers each): a test waits
+    until its request is parked rather than sleeping for a guess."""
+    return len(broker._parked)
+
+
 def need_kcat() -> str:
     path = shutil.which("kcat") or shutil.which("kafkacat")
     if path is None:

@@ -23,6 +23,9 @@ from pylog.storage.kafka_export import ExportError, export_topic
 from .support import KafkaBroker, run_tool
 from .test_java_clients import java
 
+# One worker for the module: its Kafka broker is set up once, and JavaClients compiled once.
+pytestmark = pytest.mark.xdist_group("export-to-kafka")
+
 # Each test's topic, created in one Kafka cluster for the module (a start costs seconds).
 TOPICS = {"moved": 2, "pids": 2, "locked": 2}
 

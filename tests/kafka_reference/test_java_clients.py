@@ -21,6 +21,9 @@ import pylog
 
 from .support import kafka_libs, unavailable
 
+# One worker for the module: JavaClients.java is compiled once per process (compiled()).
+pytestmark = pytest.mark.xdist_group("java-clients")
+
 SOURCE = Path(__file__).resolve().parent / "java" / "JavaClients.java"
 
 

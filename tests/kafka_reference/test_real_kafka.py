@@ -18,6 +18,9 @@ import pylog
 
 from .support import KafkaBroker
 
+# One worker for the module: its Kafka broker (a JVM with a 1 GiB heap) starts once.
+pytestmark = pytest.mark.xdist_group("real-kafka")
+
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):

@@ -15,6 +15,9 @@ from broker.tls_certs import KEY_PASSWORD, make_certs
 
 from .support import run_tool
 
+# long: handed out first on the xdist workers (tests/conftest.py)
+pytestmark = pytest.mark.slow
+
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'user_admin="admin-secret";')
 FAILED = ("Authentication failed during authentication due to invalid credentials with SASL "
