@@ -298,10 +298,10 @@ cdef class LogFile:
             try:
                 with nogil:
                     rc = fsync(fd) if full else fdatasync(fd)
+                    if rc < 0:
+                        rc = -errno     # now: _done() may close descriptors
             finally:
                 self._done()
-            if rc < 0:
-                rc = -errno
         if rc < 0:
             _raise_os(rc, self.path)
 
@@ -532,16 +532,18 @@ cdef class LogFile:
         try:
             with nogil:
                 rc = sync_file_range(self.fd, start, end - start, SYNC_FILE_RANGE_WRITE)
+                if rc < 0:
+                    rc = -errno     # now: _done() may close descriptors
         finally:
             self._done()
         if rc < 0:
-            _raise_os(errno, self.path)
+            _raise_os(rc, self.path)
 
 
 cdef int _raise_walk(int rc, str path, int64_t start) except -1:
     if rc == -EILSEQ:  # bytes that cannot be a batch header
         raise CorruptRecordError(f"{path}: bytes after position {start} are not a record batch "
-                                 f"(bad length or magic)", position=start)
+                                 f"(bad length, magic or offsets)", position=start)
     return _raise_os(rc, path)
 
 
