@@ -267,20 +267,6 @@ cdef class LogFile:
         return self._write_end(engine, prep.iov, <int>(2 * prep.count), prep.size,
                                PYLOG_WRITE_DATASYNC if datasync else 0)
 
-    def append_bytes(self, IoEngine engine, data, bint datasync=False):
-        """Writes raw bytes at the end (already-validated batches; used by recovery tools)."""
-        self._check()
-        cdef Py_buffer view
-        cdef iovec iov
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-        try:
-            iov.iov_base = view.buf
-            iov.iov_len = <size_t>view.len
-            return self._write_end(engine, &iov, 1, view.len,
-                                   PYLOG_WRITE_DATASYNC if datasync else 0)
-        finally:
-            PyBuffer_Release(&view)
-
     def sync(self, IoEngine engine=None, bint full=False):
         """fdatasync (fsync when ``full``) through the engine, or directly."""
         self._check()
