@@ -63,3 +63,26 @@ def test_own_c_sources_have_no_warnings_under_wextra(uring):
             capture_output=True, text=True, timeout=120)
         assert 0 == proc.returncode, proc.stderr
 
+
+def test_each_stub_names_every_public_name_of_its_module():
+    """A .pyi beside an extension module (type checkers read it instead of the
+    module) declares every public function and class the module defines, so it
+    cannot go stale."""
+    import ast
+    import importlib
+
+    stubs = sorted(glob.glob(os.path.join(CORE, "*.pyi")))
+    assert {"crc.pyi", "engine.pyi"} <= {os.path.basename(stub) for stub in stubs}
+    for stub in stubs:
+        name = os.path.basename(stub)[:-4]
+        module = importlib.import_module(f"pylog._core.{name}")
+        with open(stub) as f:
+            tree = ast.parse(f.read())
+        declared = {node.name for node in tree.body
+                    if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        declared |= {target.id for node in tree.body if isinstance(node, ast.AnnAssign)
+                     for target in [node.target] if isinstance(target, ast.Name)}
+        public = {n for n in vars(module) if not n.startswith("_") and
+                  getattr(getattr(module, n), "__module__", module.__name__) == module.__name__
+                  and not isinstance(getattr(module, n), type(os))}
+        assert public <= declared, (name, sorted(public - declared))
