@@ -4,6 +4,10 @@ Environment switches:
   PYLOG_DEBUG=1     -O0 -g, Cython line tracing, PYLOG_DEBUG assertions
   PYLOG_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer
   PYLOG_NO_URING=1  build without io_uring even when liburing is installed
+  PYLOG_WERROR=1    warnings in pylog's own C sources are errors (CI sets it)
+
+pylog's own C sources (not the C that Cython generates) also build with
+-Wextra and -Wunused-function.
 """
 import os
 import sys
@@ -23,12 +27,38 @@ if int(Cython.__version__.split(".")[0]) < 3:
 CORE = "src/pylog/_core"
 debug = os.environ.get("PYLOG_DEBUG") == "1"
 cflags = ["-std=gnu11", "-Wall", "-Wno-unused-function", "-fno-strict-aliasing"]
-cflags += ["-O0", "-g", "-DPYLOG_DEBUG=1"] if debug else ["-O3", "-DNDEBUG"]
+sanitize = os.environ.get("PYLOG_SANITIZE") == "1"
+cflags += ["-O0", "-g", "-DPYLOG_DEBUG=1"] if debug else ["-O1", "-g"] if sanitize else ["-O3", "-DNDEBUG"]
 ldflags = []
-if os.environ.get("PYLOG_SANITIZE") == "1":
-    cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+if sanitize:
+    # -fno-wrapv undoes CPython's -fwrapv, under which signed overflow is not
+    # reported. tools/run-sanitizers builds and runs this.
+    cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-wrapv"]
     ldflags += ["-fsanitize=address,undefined"]
 macros = [("CYTHON_TRACE_NOGIL", "1")] if debug else []
+# Warnings only for the C written here: a .c with no .pyx of the same name.
+OWN_C = {f for f in os.listdir(CORE) if f.endswith(".c") and not os.path.exists(f"{CORE}/{f[:-2]}.pyx")}
+own_cflags = ["-Wextra", "-Wunused-function"]
+if os.environ.get("PYLOG_WERROR") == "1":
+    own_cflags.append("-Werror")
+
+
+class BuildExt(build_ext):
+    """build_ext that adds own_cflags when it compiles one of OWN_C."""
+
+    def build_extension(self, ext):
+        compile_one = self.compiler._compile
+
+        def compile_with_own_flags(obj, src, src_ext, cc_args, extra_postargs, pp_opts):
+            if os.path.basename(src) in OWN_C:
+                extra_postargs = [*extra_postargs, *own_cflags]
+            compile_one(obj, src, src_ext, cc_args, extra_postargs, pp_opts)
+
+        self.compiler._compile = compile_with_own_flags
+        try:
+            super().build_extension(ext)
+        finally:
+            del self.compiler._compile
 
 
 def ext(name, sources, **kw):
@@ -74,7 +104,7 @@ if not URING:
           "the portable pwritev engine will be used", file=sys.stderr)
 
 
-class CythonizingBuildExt(build_ext):
+class CythonizingBuildExt(BuildExt):
     """Cythonizes the .pyx sources when the extensions are built, so that an sdist or the
     package metadata (pip's first steps) does not run Cython: the sdist carries the .pyx
     files and the hand-written C (MANIFEST.in), never Cython's output."""

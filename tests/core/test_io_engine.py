@@ -5,12 +5,15 @@ reason, when the build lacks it or the kernel/sandbox refuses a ring.
 """
 
 import errno
+import fcntl
 import os
 import random
+import select
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -357,6 +360,111 @@ class TestConcurrency:
         stats = engine.stats()
         assert sum(calls) == stats["writes"]
         assert len(expected) == stats["bytes_written"]
+
+
+def full_pipe():
+    """(read fd, write fd) of a pipe of one page, already full: a write to it
+    stays in the kernel until the read end is drained."""
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+    os.set_blocking(w, False)
+    filled = 0
+    try:
+        while True:
+            filled += os.write(w, b"P" * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(w, True)
+    return r, w, filled
+
+
+def drain(fd, quiet_s):
+    """Everything readable from `fd` until nothing came for `quiet_s` seconds."""
+    got = bytearray()
+    while select.select([fd], [], [], quiet_s)[0]:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        got += chunk
+    return bytes(got)
+
+
+@needs_uring
+class TestBrokenRing:
+    """A ring that fails for good (IoEngine._inject_fault makes the next submit or
+    wait fail as the kernel would) takes the engine out of service, not the process."""
+
+    def test_a_caller_returns_only_after_the_kernel_is_done_with_its_buffer(self):
+        """The wait for completions fails while the kernel holds the caller's write
+        (to a full pipe): the call still returns only after that write completed, so
+        the caller's reuse of its buffer afterwards never reaches the kernel. (Before,
+        it returned at once, and the pipe then received the reused buffer's zeros.)"""
+        engine = IoEngine("io_uring")
+        r, w, filled = full_pipe()
+        pattern = bytes(range(256)) * 1024
+        buf = bytearray(pattern)
+        outcome = []
+
+        def writer():
+            try:
+                outcome.append(engine.writev(w, [buf], 0, datasync=True))
+            except OSError as exc:
+                outcome.append(exc)
+            buf[:] = bytes(len(buf))  # the call returned: the buffer is the caller's again
+
+        engine._inject_fault("wait", errno.EIO)
+        thread = threading.Thread(target=writer)
+        try:
+            thread.start()
+            thread.join(0.5)
+            still_waiting = thread.is_alive()
+            got = drain(r, quiet_s=1.0)
+            thread.join(30)
+        finally:
+            os.close(r)
+            os.close(w)
+        assert still_waiting, f"returned {outcome} while the kernel held its write"
+        assert b"P" * filled == got[:filled]
+        assert len(got) > filled
+        assert pattern[:len(got) - filled] == got[filled:]
+        assert not thread.is_alive()
+        assert isinstance(outcome[0], OSError) and errno.EIO == outcome[0].errno
+
+    def test_after_the_break_every_call_fails_at_once(self, open_file):
+        """The call whose wait failed gets the kernel's own results (read from the
+        completion ring); then the engine stays out of service: writes and syncs
+        fail with the ring's error."""
+        engine = IoEngine("io_uring")
+        fd = open_file()
+        engine._inject_fault("wait", errno.EIO)
+        assert 3 == engine.writev(fd, [b"abc"], 0, datasync=True)
+        assert b"abc" == os.pread(fd, 8, 0)
+        for call in (lambda: engine.writev(fd, [b"x"], 3, datasync=True),
+                     lambda: engine.sync([fd])):
+            with pytest.raises(OSError) as info:
+                call()
+            assert errno.EIO == info.value.errno
+
+    def test_sqes_the_kernel_did_not_take_fail_at_once(self, open_file):
+        """A submit that fails for good completes the SQEs it did not hand over with its
+        error: nothing is written and the call does not wait."""
+        engine = IoEngine("io_uring")
+        fd = open_file()
+        engine._inject_fault("submit", errno.ENOMEM)
+        with pytest.raises(OSError) as info:
+            engine.writev(fd, [b"abc"], 0, datasync=True)
+        assert errno.ENOMEM == info.value.errno
+        assert 0 == os.fstat(fd).st_size
+        with pytest.raises(OSError) as info:
+            engine.sync([fd])
+        assert errno.ENOMEM == info.value.errno
+
+    def test_fault_points_are_checked(self):
+        """Only an io_uring engine takes faults, at a known point."""
+        with pytest.raises(ValueError, match="unknown fault point"):
+            IoEngine("io_uring")._inject_fault("read", errno.EIO)
+        with pytest.raises(OSError):
+            IoEngine("portable")._inject_fault("wait", errno.EIO)
 
 
 class TestStats:

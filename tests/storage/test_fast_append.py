@@ -228,6 +228,27 @@ class TestFastPathTaken:
         assert log.log_end_offset == 13
         log.close()
 
+    def test_a_legacy_message_set_is_left_to_python_by_its_error_type(self, tmp_path,
+                                                                      counted):
+        """A magic 1 message after a v2 batch reaches the C validation, whose
+        LegacyBatchError (a type, not a word in its message) sends the append to the
+        Python path, which up-converts it."""
+        from pylog._core.storage import LegacyBatchError, prepare_append
+        from pylog.errors import InvalidRecordError
+        from record.codec_support import legacy_message
+
+        data = records.encode_batch([b"a", b"b"], timestamps=T0) + \
+            legacy_message(1, 0, b"k", b"v", timestamp=T0)
+        with pytest.raises(LegacyBatchError, match="magic 1") as info:
+            prepare_append(data, 0)
+        assert isinstance(info.value, InvalidRecordError)
+        log = Log(str(tmp_path / "t-0"))
+        assert 2 == log.append(data).last_offset
+        assert counted == [None]
+        assert [(0, b"a"), (1, b"b"), (2, b"v")] == \
+            [(r.offset, r.value) for r in log.read(0).records()]
+        log.close()
+
     def test_closed_and_legacy_go_to_python_errors(self, tmp_path, counted):
         from pylog.errors import InvalidRecordError
         log = Log(str(tmp_path / "t-0"))

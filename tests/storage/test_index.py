@@ -260,6 +260,54 @@ def test_flushes_without_the_gil_race_resizes_and_lookups_safely(tmp_path):
     ix.close()
 
 
+def test_concurrent_remaps_and_a_close_keep_mapping_and_file_together(tmp_path):
+    """Remaps wait for each other on the index's gate (a pthread mutex and condition,
+    not a poll under the GIL): two threads growing and shrinking one index, with
+    flushes beside them, leave the file exactly as long as the mapping, every entry
+    in place; a close among them makes later calls fail as closed, never crash."""
+    import threading
+
+    path = tmp_path / "0.index"
+    ix = OffsetIndex.open(str(path), BASE, 1 << 20)
+    for i in range(1000):
+        ix.append(BASE + i * 10, i * 100)
+    errors = []
+
+    def work(sizes):
+        try:
+            for _ in range(200):
+                for size in sizes:
+                    ix.resize(size)
+                    ix.flush()
+        except Exception as exc:  # noqa: BLE001 - any error is a failure here
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=([8000, 2 << 20],)),
+               threading.Thread(target=work, args=([1 << 20, 16000],))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert ix.file_size == os.path.getsize(path)
+    assert ix.entries == 1000 and ix.lookup(BASE + 9995) == (BASE + 9990, 99900)
+
+    def flusher():
+        try:
+            while True:
+                ix.flush()
+        except ValueError as exc:
+            errors.append(exc)
+
+    flushers = [threading.Thread(target=flusher) for _ in range(2)]
+    for t in flushers:
+        t.start()
+    ix.close()
+    for t in flushers:
+        t.join(30)
+    assert [f"index {path} is closed"] * 2 == [str(e) for e in errors]
+
+
 def test_no_timestamp_is_never_a_time_index_entry(tmp_path):
     """Kafka's TimeIndex.maybeAppend: an empty index's maximum is NO_TIMESTAMP (-1), so a
     segment without timestamps, or closed without batches, gets no entry (pylog stored

@@ -34,3 +34,29 @@ def test_a_failed_index_remap_reads_as_empty(tmp_path):
     assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)
     assert "resize failed: 12" in out.stdout          # ENOMEM from mmap
     assert "lookup (0, 0) entries 0" in out.stdout    # falls back to the segment start
+
+
+def test_a_failed_sync_names_its_own_errno(tmp_path):
+    """LogFile.sync and write_behind read errno right after the failing call, before
+    the end of the call's use of the descriptor (which may close it) can change it:
+    fdatasync of a FIFO is EINVAL and sync_file_range of one is ESPIPE, each with
+    the file's path."""
+    import errno
+    import os
+
+    import pytest
+    from pylog._core.storage import LogFile
+
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    lf = LogFile(str(path))
+    try:
+        for full in (False, True):
+            with pytest.raises(OSError) as info:
+                lf.sync(full=full)
+            assert (errno.EINVAL, str(path)) == (info.value.errno, info.value.filename)
+        with pytest.raises(OSError) as info:
+            lf.write_behind(0, 4096)
+        assert (errno.ESPIPE, str(path)) == (info.value.errno, info.value.filename)
+    finally:
+        lf.close()

@@ -140,6 +140,24 @@ def test_offsets_going_backwards_are_cut(log_dir, engine_kind):
         assert [(r.offset, r.value) for r in all_records(log)] == expected
 
 
+def test_a_base_offset_whose_last_offset_passes_int64_is_cut(log_dir, engine_kind):
+    """The base offset is outside the batch's CRC: damaged to 2^63 - 3, base offset +
+    last offset delta (4) passes 2^63 - 1. Recovery cuts the log there, naming the
+    offset; before, the sum wrapped to a negative last offset and the batch was kept."""
+    expected, sizes = build(log_dir, engine_kind, batches=3)
+    last = segment_files(log_dir)[-1]
+    with open(last, "r+b") as f:
+        f.seek(sizes[0])
+        f.write((2**63 - 3).to_bytes(8, "big"))
+    with reopen(log_dir, engine_kind) as log:
+        seg = log.recovery.segments_recovered[-1]
+        assert seg.valid_bytes == sizes[0]
+        assert f"batch at byte {sizes[0]} has offset {2**63 - 3}, outside the segment's " \
+               f"int32 range" in seg.error
+        assert [(r.offset, r.value) for r in all_records(log)] == expected[:5]
+        assert log.log_end_offset == 5
+
+
 @pytest.mark.parametrize("damage", ["missing", "short", "garbage", "empty"])
 def test_bad_index_files_are_rebuilt_not_trusted(log_dir, engine_kind, damage):
     expected, _ = build(log_dir, engine_kind, batches=80)

@@ -106,6 +106,12 @@ cdef object _corrupt(pylog_status *st, Py_ssize_t batch_pos, Py_ssize_t field_ba
     return _batch_error(batch_pos, f"corrupt at {where} (code {st.code})")
 
 
+cdef inline int64_t _last_offset(const pylog_batch_header *h) noexcept nogil:
+    """A v2 batch's base_offset + last_offset_delta, in unsigned arithmetic: a damaged
+    base offset (the CRC does not cover it) wraps instead of overflowing."""
+    return <int64_t>(<uint64_t>h.base_offset + <uint64_t>h.last_offset_delta)
+
+
 cdef object _batch_error(Py_ssize_t batch_pos, str problem, stored_crc=None, computed_crc=None):
     """CorruptRecordError "batch at byte N: <problem>" with position N."""
     return CorruptRecordError(f"batch at byte {batch_pos}: {problem}", position=batch_pos,

@@ -92,7 +92,7 @@ cdef bint _in_aborted(_Aborted *ab, const pylog_batch_header *h, const char *bat
     consumeAbortedTransactionsUpTo, containsAbortMarker, isBatchAborted). A
     producer's ABORT marker ends its transaction: it is not skipped here (control
     batches are dropped as ever)."""
-    cdef int64_t last = h.base_offset + h.last_offset_delta
+    cdef int64_t last = _last_offset(h)
     cdef Py_ssize_t i
     cdef bint found
     while ab.next < ab.count and ab.firsts[ab.next] <= last:

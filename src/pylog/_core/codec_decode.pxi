@@ -157,7 +157,7 @@ cdef class RecordBatch:
     def last_offset(self):
         if self.h.magic < 2:
             return self.h.base_offset
-        return self.h.base_offset + self.h.last_offset_delta
+        return _last_offset(&self.h)
 
     @property
     def next_offset(self):
@@ -421,7 +421,7 @@ def scan_batches(buffer):
                 break
             if batches == 0:
                 first = h.base_offset
-            last = h.base_offset + (h.last_offset_delta if h.magic == 2 else 0)
+            last = _last_offset(&h) if h.magic == 2 else h.base_offset
             records += h.records_count if h.magic == 2 else 1
             if h.max_timestamp > max_ts:
                 max_ts = h.max_timestamp

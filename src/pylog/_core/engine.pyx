@@ -15,8 +15,9 @@ from libc.stdint cimport int64_t
 from posix.uio cimport iovec
 
 from pylog._core.includes.cengine cimport (
-    PYLOG_ENGINE_AUTO, PYLOG_ENGINE_PORTABLE, PYLOG_ENGINE_URING, PYLOG_WRITE_DATASYNC,
-    pylog_direct_alignment, pylog_engine_append_direct, pylog_engine_free,
+    PYLOG_ENGINE_AUTO, PYLOG_ENGINE_FAULT_SUBMIT, PYLOG_ENGINE_FAULT_WAIT, PYLOG_ENGINE_PORTABLE,
+    PYLOG_ENGINE_URING, PYLOG_WRITE_DATASYNC, pylog_direct_alignment,
+    pylog_engine_append_direct, pylog_engine_free, pylog_engine_inject_fault,
     pylog_engine_get_stats, pylog_engine_kind, pylog_engine_new,
     pylog_engine_stats, pylog_engine_sync, pylog_engine_uring_compiled, pylog_engine_writev)
 
@@ -129,6 +130,16 @@ cdef class IoEngine:
         pylog_engine_get_stats(self.engine, &s)
         return {"writes": s.writes, "bytes_written": s.bytes_written, "syncs": s.syncs,
                 "submissions": s.submissions, "short_writes": s.short_writes}
+
+    def _inject_fault(self, str where, int err):
+        """Tests only: the next ``"submit"`` (io_uring_submit) or ``"wait"``
+        (io_uring_wait_cqe) of this io_uring engine fails with errno ``err``
+        without entering the kernel, breaking the ring as a real failure would."""
+        if where not in ("submit", "wait"):
+            raise ValueError(f"unknown fault point {where!r}: expected 'submit' or 'wait'")
+        _check(pylog_engine_inject_fault(
+            self.engine, PYLOG_ENGINE_FAULT_SUBMIT if where == "submit" else PYLOG_ENGINE_FAULT_WAIT,
+            -err))
 
     def writev(self, int fd, buffers, int64_t pos, bint datasync=False):
         """Writes the concatenation of ``buffers`` (a sequence of contiguous

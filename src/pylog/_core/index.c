@@ -406,3 +406,56 @@ int pylog_index_sanity_check(const pylog_index *ix, int64_t log_size, char *msg,
     }
     return 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* Gate between flushes and changes of the mapping (index.h)            */
+
+int pylog_index_gate_init(pylog_index_gate *g) {
+    int rc = pthread_mutex_init(&g->lock, NULL);
+    if (rc != 0) return -rc;
+    rc = pthread_cond_init(&g->changed, NULL);
+    if (rc != 0) {
+        pthread_mutex_destroy(&g->lock);
+        return -rc;
+    }
+    g->users = 0;
+    g->exclusive = 0;
+    return 0;
+}
+
+void pylog_index_gate_destroy(pylog_index_gate *g) {
+    pthread_cond_destroy(&g->changed);
+    pthread_mutex_destroy(&g->lock);
+}
+
+void pylog_index_gate_enter(pylog_index_gate *g) {
+    pthread_mutex_lock(&g->lock);
+    while (g->exclusive)
+        pthread_cond_wait(&g->changed, &g->lock);
+    g->users++;
+    pthread_mutex_unlock(&g->lock);
+}
+
+void pylog_index_gate_leave(pylog_index_gate *g) {
+    pthread_mutex_lock(&g->lock);
+    if (--g->users == 0)
+        pthread_cond_broadcast(&g->changed);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void pylog_index_gate_exclude(pylog_index_gate *g) {
+    pthread_mutex_lock(&g->lock);
+    while (g->exclusive)
+        pthread_cond_wait(&g->changed, &g->lock);
+    g->exclusive = 1;
+    while (g->users > 0)
+        pthread_cond_wait(&g->changed, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void pylog_index_gate_include(pylog_index_gate *g) {
+    pthread_mutex_lock(&g->lock);
+    g->exclusive = 0;
+    pthread_cond_broadcast(&g->changed);
+    pthread_mutex_unlock(&g->lock);
+}

@@ -18,6 +18,7 @@
 #ifndef PYLOG_INDEX_H
 #define PYLOG_INDEX_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 enum { PYLOG_INDEX_OFFSET = 0, PYLOG_INDEX_TIME = 1 };
@@ -120,5 +121,25 @@ void pylog_index_truncate_to(pylog_index *ix, int64_t offset);
  * message naming the numbers to msg and returns -1. `log_size` bounds the
  * offset index positions. */
 int pylog_index_sanity_check(const pylog_index *ix, int64_t log_size, char *msg, int msg_len);
+
+/* The gate between an index's flushes, which run without the GIL (any number
+ * at once), and what changes its mapping or descriptor (remap, release, close:
+ * one at a time, with no flush running). A waiting change is not starved: new
+ * flushes wait behind it. Waits block on a condition variable, so callers
+ * release the GIL first; the gate's mutex is never held while waiting for the
+ * GIL. Lookups and appends do not pass through it. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;     /* broadcast when users drops to 0 or exclusive clears */
+    int users;                  /* flushes running */
+    int exclusive;              /* a change runs or waits for the flushes to end */
+} pylog_index_gate;
+
+int pylog_index_gate_init(pylog_index_gate *g);     /* 0 or -errno */
+void pylog_index_gate_destroy(pylog_index_gate *g);
+void pylog_index_gate_enter(pylog_index_gate *g);   /* a flush starts */
+void pylog_index_gate_leave(pylog_index_gate *g);   /* ... and ends */
+void pylog_index_gate_exclude(pylog_index_gate *g); /* a change starts, alone */
+void pylog_index_gate_include(pylog_index_gate *g); /* ... and ends */
 
 #endif

@@ -16,6 +16,10 @@
  *  - One thread at a time is the reaper: it waits for CQEs without the lock,
  *    then, with the lock, stores each result in its uring_op and wakes the
  *    other waiters (e->progress), who sleep instead of entering the kernel.
+ *  - Once the ring is broken nothing is submitted again, but SQEs the kernel
+ *    took may still be reading the callers' buffers: their callers keep
+ *    waiting, reaping by peeking at the mmapped CQ ring (no system call)
+ *    every URING_BROKEN_POLL_NS, until each of their SQEs has posted its CQE.
  *  - inflight <= depth = SQ entries = CQ entries / 2: the CQ cannot overflow
  *    and io_uring_get_sqe cannot fail.
  *
@@ -77,10 +81,11 @@ struct pylog_engine {
     unsigned depth;             /* SQ entries; bound on `inflight` */
     unsigned inflight;          /* SQEs the kernel took whose CQE is not reaped */
     int reaping;                /* a thread waits for CQEs without the lock */
-    int broken;                 /* 0, or the -errno of a submit that failed for
-                                 * good: SQEs the kernel did not take still point
-                                 * at dead stack frames, so the ring is never
-                                 * submitted to again */
+    int broken;                 /* 0, or the -errno of a submit or wait that
+                                 * failed for good: SQEs the kernel did not take
+                                 * still point at dead stack frames, so the ring
+                                 * is never submitted to again */
+    int fault[PYLOG_ENGINE_FAULT_WAIT + 1]; /* tests: the next call fails (-errno) */
 #endif
 };
 
@@ -111,11 +116,13 @@ static void enter(pylog_engine *e)
     atomic_fetch_add(&e->active, 1);
 }
 
+#ifdef PYLOG_HAVE_IO_URING
 static void leave_locked(pylog_engine *e)
 {
     if (atomic_fetch_sub(&e->active, 1) == 1)
         pthread_cond_broadcast(&e->idle);
 }
+#endif
 
 static void leave(pylog_engine *e)
 {
@@ -278,6 +285,9 @@ static void ring_synced(int fd)
  * many times, 1 ms apart, before the ring is declared broken. */
 #define URING_SUBMIT_RETRIES 1000
 
+/* After a break, how often a waiter peeks at the CQ ring for completions. */
+#define URING_BROKEN_POLL_NS 1000000L
+
 /* A completion record; `done` and `res` are guarded by e->lock. */
 struct uring_op {
     int res;
@@ -285,8 +295,8 @@ struct uring_op {
 };
 
 /* The ring can no longer be trusted (lock held): every later call fails with
- * `err`, and every caller waiting on a completion is woken and given `err`
- * (uring_wait). No OS error may crash the host process: the caller raises
+ * `err`, and every caller waiting on a completion is woken to reap by peeking
+ * (uring_progress). No OS error may crash the host process: the caller raises
  * OSError and the LogManager takes the log dir offline. */
 static void uring_break(pylog_engine *e, const char *what, int err)
 {
@@ -346,27 +356,13 @@ static int uring_setup(pylog_engine *e, unsigned queue_depth, char *reason, size
     return 0;
 }
 
-/* Makes completions progress; called with e->lock held, which it drops
- * meanwhile. Becomes the reaper when nobody is, else sleeps until the reaper
- * has dispatched a round. Only called while inflight > 0, so a CQE will come. */
-static void uring_progress(pylog_engine *e)
+/* Stores the result of every CQE the kernel has posted in its uring_op and
+ * frees their slots (lock held; reads the mmapped CQ ring, no system call).
+ * Returns how many. */
+static unsigned uring_dispatch(pylog_engine *e)
 {
     struct io_uring_cqe *cqe;
     unsigned head, n = 0;
-    int rc;
-    if (e->reaping) {
-        pthread_cond_wait(&e->progress, &e->lock);
-        return;
-    }
-    e->reaping = 1;
-    pthread_mutex_unlock(&e->lock);
-    rc = io_uring_wait_cqe(&e->ring, &cqe);     /* submits nothing: to_submit = 0 */
-    pthread_mutex_lock(&e->lock);
-    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-        e->reaping = 0;
-        uring_break(e, "io_uring_wait_cqe", rc);   /* its waiters give up (uring_wait) */
-        return;
-    }
     io_uring_for_each_cqe(&e->ring, head, cqe) {
         struct uring_op *op = io_uring_cqe_get_data(cqe);
         op->res = cqe->res;
@@ -375,28 +371,60 @@ static void uring_progress(pylog_engine *e)
     }
     io_uring_cq_advance(&e->ring, n);
     e->inflight -= n;
+    return n;
+}
+
+/* Makes completions progress; called with e->lock held, which it drops
+ * meanwhile. Becomes the reaper when nobody is, else sleeps until the reaper
+ * has dispatched a round. Only called while inflight > 0, so a CQE will come.
+ * On a broken ring nobody enters the kernel again: a caller peeks at the CQ
+ * ring and, finding nothing, sleeps URING_BROKEN_POLL_NS without the lock.
+ * (A reaper already inside io_uring_wait_cqe owns the ring until it returns:
+ * peeking meanwhile could take the CQE it waits for.) */
+static void uring_progress(pylog_engine *e)
+{
+    struct io_uring_cqe *cqe;
+    int rc;
+    if (e->reaping) {
+        pthread_cond_wait(&e->progress, &e->lock);
+        return;
+    }
+    if (e->broken) {
+        if (uring_dispatch(e) > 0) {
+            pthread_cond_broadcast(&e->progress);
+        } else {
+            struct timespec pause = {0, URING_BROKEN_POLL_NS};
+            pthread_mutex_unlock(&e->lock);
+            nanosleep(&pause, NULL);
+            pthread_mutex_lock(&e->lock);
+        }
+        return;
+    }
+    e->reaping = 1;
+    rc = e->fault[PYLOG_ENGINE_FAULT_WAIT];
+    e->fault[PYLOG_ENGINE_FAULT_WAIT] = 0;
+    pthread_mutex_unlock(&e->lock);
+    if (rc == 0)
+        rc = io_uring_wait_cqe(&e->ring, &cqe);     /* submits nothing: to_submit = 0 */
+    pthread_mutex_lock(&e->lock);
     e->reaping = 0;
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+        uring_break(e, "io_uring_wait_cqe", rc);   /* its waiters peek from now on */
+        return;
+    }
+    uring_dispatch(e);
     pthread_cond_broadcast(&e->progress);
 }
 
-/* Waits (lock held) until ops[0..k) are all done. */
+/* Waits (lock held) until ops[0..k) are all done. An op not done is one the
+ * kernel took (uring_submit completes the others), so its CQE will come, even
+ * after the ring broke: returning earlier would let the caller release
+ * buffers the kernel may still read. */
 static void uring_wait(pylog_engine *e, struct uring_op *ops, unsigned k)
 {
     for (unsigned i = 0; i < k; i++) {
-        while (!ops[i].done) {
-            if (e->broken) {
-                /* Completions can no longer be reaped: fail what is still
-                 * pending rather than wait forever. */
-                for (unsigned j = i; j < k; j++) {
-                    if (!ops[j].done) {
-                        ops[j].res = e->broken;
-                        ops[j].done = 1;
-                    }
-                }
-                return;
-            }
+        while (!ops[i].done)
             uring_progress(e);
-        }
     }
 }
 
@@ -426,14 +454,17 @@ static struct io_uring_sqe *uring_sqe(pylog_engine *e, struct uring_op *op)
 
 /* Hands the k SQEs just prepared for ops[0..k) to the kernel (lock held).
  * Those it does not take, because the ring broke, are completed here with
- * the error. */
+ * the error; those it took complete through uring_wait. */
 static void uring_submit(pylog_engine *e, struct uring_op *ops, unsigned k)
 {
     struct timespec pause = {0, 1000000};
     unsigned taken = 0;
     int retries = 0;
     while (taken < k) {
-        int rc = io_uring_submit(&e->ring);
+        int rc = e->fault[PYLOG_ENGINE_FAULT_SUBMIT];
+        e->fault[PYLOG_ENGINE_FAULT_SUBMIT] = 0;
+        if (rc == 0)
+            rc = io_uring_submit(&e->ring);
         stat_add(&e->submissions, 1);
         if (rc > 0) {
             taken += (unsigned)rc;
@@ -446,7 +477,7 @@ static void uring_submit(pylog_engine *e, struct uring_op *ops, unsigned k)
             nanosleep(&pause, NULL);
             continue;
         }
-        e->broken = rc < 0 ? rc : -EAGAIN;
+        uring_break(e, "io_uring_submit", rc < 0 ? rc : -EAGAIN);
         for (unsigned i = taken; i < k; i++) {
             ops[i].res = e->broken;
             ops[i].done = 1;
@@ -996,6 +1027,25 @@ void pylog_engine_free(pylog_engine *e)
     pthread_cond_destroy(&e->idle);
     pthread_mutex_destroy(&e->lock);
     free(e);
+}
+
+int pylog_engine_inject_fault(pylog_engine *e, int where, int err)
+{
+    if (where != PYLOG_ENGINE_FAULT_SUBMIT && where != PYLOG_ENGINE_FAULT_WAIT)
+        return -EINVAL;
+    if (err >= 0)
+        return -EINVAL;
+#ifdef PYLOG_HAVE_IO_URING
+    if (e->kind != PYLOG_ENGINE_URING)
+        return -EOPNOTSUPP;
+    pthread_mutex_lock(&e->lock);
+    e->fault[where] = err;
+    pthread_mutex_unlock(&e->lock);
+    return 0;
+#else
+    (void)e;
+    return -EOPNOTSUPP;
+#endif
 }
 
 int pylog_engine_uring_compiled(void)

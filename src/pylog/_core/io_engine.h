@@ -95,6 +95,16 @@ void pylog_engine_get_stats(pylog_engine *e, pylog_engine_stats *out);
  * No call may start after pylog_engine_free begins. */
 void pylog_engine_free(pylog_engine *e);
 
+/* Tests only: makes the next io_uring_submit (PYLOG_ENGINE_FAULT_SUBMIT) or
+ * io_uring_wait_cqe (PYLOG_ENGINE_FAULT_WAIT) of an io_uring engine fail with
+ * `err` (< 0) without entering the kernel, which breaks the ring as a real
+ * failure would. Returns 0, -EINVAL, or -EOPNOTSUPP for a portable engine. */
+enum {
+    PYLOG_ENGINE_FAULT_SUBMIT = 0,
+    PYLOG_ENGINE_FAULT_WAIT = 1,
+};
+int pylog_engine_inject_fault(pylog_engine *e, int where, int err);
+
 /* Whether this build has io_uring support compiled in (liburing found). */
 int pylog_engine_uring_compiled(void);
 

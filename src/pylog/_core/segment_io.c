@@ -95,7 +95,11 @@ int pylog_walker_next(pylog_walker *w, pylog_batch_meta *m) {
     m->magic = magic;
     if (magic == 2) {
         m->base_offset = pylog_load_i64(p);
-        m->last_offset = m->base_offset + pylog_load_i32(p + PYLOG_LAST_OFFSET_DELTA_OFFSET);
+        /* Not validated yet (no CRC check here): a damaged header must not
+         * overflow, so it is "not a record batch" like a bad length or magic. */
+        if (__builtin_add_overflow(m->base_offset, pylog_load_i32(p + PYLOG_LAST_OFFSET_DELTA_OFFSET),
+                                   &m->last_offset))
+            return -EILSEQ;
         m->max_timestamp = pylog_load_i64(p + PYLOG_MAX_TIMESTAMP_OFFSET);
         m->attributes = pylog_load_i16(p + PYLOG_ATTRIBUTES_OFFSET);
         m->records_count = pylog_load_i32(p + PYLOG_RECORDS_COUNT_OFFSET);
@@ -284,7 +288,9 @@ int pylog_segment_recover(int fd, int64_t file_size, int64_t base_offset, int64_
         int64_t first, last, max_ts, records;
         if (h.magic == 2) {
             first = h.base_offset;
-            last = h.base_offset + h.last_offset_delta;
+            /* Unsigned: a damaged base offset (outside the CRC) may wrap; the
+             * range check below then refuses it. */
+            last = (int64_t)((uint64_t)h.base_offset + (uint64_t)h.last_offset_delta);
             max_ts = h.max_timestamp;
             records = h.records_count;
         } else {
@@ -299,10 +305,10 @@ int pylog_segment_recover(int fd, int64_t file_size, int64_t base_offset, int64_
             r->status.limit = next_offset;
             break;
         }
-        if (last - base_offset > INT32_MAX) {
+        if (last < first || last - base_offset > INT32_MAX) {
             r->reason = PYLOG_RECOVER_OUT_OF_RANGE;
             r->status.position = pos;
-            r->status.value = last;
+            r->status.value = last < first ? first : last;
             r->status.limit = base_offset;
             break;
         }

@@ -44,7 +44,8 @@ void pylog_walker_free(pylog_walker *w);
 
 /* Reads the next batch header. Returns 1 with *m filled, 0 at the end (at a
  * partial batch at `end`, or at a zero header: O_DIRECT padding, preallocation), -EILSEQ when the bytes cannot be a batch header
- * (length < 14 or unknown magic), or -errno from pread. */
+ * (length < 14, unknown magic, or a last offset past INT64_MAX), or -errno
+ * from pread. */
 int pylog_walker_next(pylog_walker *w, pylog_batch_meta *m);
 
 /* What the segment reader needs to answer Log.read(): from the batch that

@@ -34,7 +34,6 @@ from libc.errno cimport errno, EILSEQ, EIO
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
 from libc.string cimport memset, strerror
 from posix.types cimport off_t
-from posix.unistd cimport usleep
 from posix.uio cimport iovec
 
 cdef extern from "<sys/sendfile.h>" nogil:

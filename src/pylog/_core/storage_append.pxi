@@ -140,6 +140,11 @@ cdef PreparedAppend _prepare_append(object buffer, const pylog_append_params *pa
     return p
 
 
+class LegacyBatchError(InvalidRecordError):
+    """prepare_append met a magic 0/1 message set: the caller up-converts it
+    (pylog.record.upconvert) and prepares again, as Log.append does."""
+
+
 cdef object _append_rejection(int rc, pylog_status *st):
     cdef str detail = st.detail.decode() if st.detail != NULL else u""
     if rc == PYLOG_APPEND_TOO_LARGE:
@@ -151,7 +156,7 @@ cdef object _append_rejection(int rc, pylog_status *st):
             f"record batch at byte {st.position} has timestamp {st.value}, outside the accepted "
             f"range (limit {st.limit}; see message.timestamp.before/after.max.ms)")
     if rc == PYLOG_APPEND_LEGACY:
-        return InvalidRecordError(f"record batch at byte {st.position} has magic {st.value}; "
+        return LegacyBatchError(f"record batch at byte {st.position} has magic {st.value}; "
                                   f"up-convert magic 0/1 message sets first")
     if rc == PYLOG_APPEND_INCOMPLETE:
         return InvalidRecordError(

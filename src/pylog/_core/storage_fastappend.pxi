@@ -359,10 +359,8 @@ cdef object _append_fast(LogState log, object batches, str origin, bint converte
             batches, lim.target_codec, lim.compact, params.min_timestamp, params.max_timestamp,
             lim.validate_records and not from_producer, lim.max_message_bytes)
         p = _prepare_append(data, &params)
-    except InvalidRecordError as exc:
-        if "magic" in str(exc):
-            return None                   # magic 0/1: the Python path up-converts
-        raise
+    except LegacyBatchError:
+        return None                       # magic 0/1: the Python path up-converts
     if p.size > lim.segment_bytes:
         return (p, now)
 

@@ -7,18 +7,25 @@ cdef class _Index:
     One writer (the owning segment, under its Log's lock) and any number of
     readers. Lookups and appends run under the GIL and read the mapping
     directly. The slow calls run without it: ``flush`` (msync or fdatasync)
-    counts itself in ``_users``, and whatever changes the mapping or the
-    descriptor (``resize``, ``trim``, ``release_fd``, ``close``) first waits,
-    with the GIL released, until no flush uses them; the file-length half of
-    a resize (ftruncate) also runs without the GIL, ordered so that the
-    mapping never covers bytes past the end of the file.
+    passes through the gate (index.h, a pthread mutex and condition), and
+    whatever changes the mapping or the descriptor (``resize``, ``trim``,
+    ``release_fd``, ``close``) first takes the gate alone, waiting with the
+    GIL released until no flush uses them; the file-length half of a resize
+    (ftruncate) also runs without the GIL, ordered so that the mapping never
+    covers bytes past the end of the file.
     """
 
     cdef pylog_index ix
     cdef bint is_open
     cdef readonly str path
-    cdef int _users          # flushes using the mapping or descriptor without the GIL
-    cdef bint _exclusive     # a remap waits for (or runs without) flushes: new ones wait
+    cdef pylog_index_gate gate
+    cdef bint has_gate
+
+    def __cinit__(self):
+        cdef int rc = pylog_index_gate_init(&self.gate)
+        if rc < 0:
+            raise OSError(-rc, strerror(-rc).decode())
+        self.has_gate = True
 
     def __init__(self):
         raise TypeError(f"{type(self).__name__} is not supposed to be instantiated directly; "
@@ -37,23 +44,26 @@ cdef class _Index:
     def __dealloc__(self):
         if self.is_open:               # no flush can run: it would hold a reference
             pylog_index_close(&self.ix)
+        if self.has_gate:
+            pylog_index_gate_destroy(&self.gate)
 
     cdef int _check(self) except -1:
         if not self.is_open:
             raise ValueError(f"index {self.path} is closed")
         return 0
 
-    cdef void _exclude_flushes(self):
-        # Called with the GIL; a flush that counted itself in _users needs the
-        # GIL to count itself out, so wait with it released. New flushes wait
-        # until _include_flushes (no starvation of the remap).
-        self._exclusive = True
-        while self._users > 0:
-            with nogil:
-                usleep(100)
+    cdef int _exclude_flushes(self) except -1:
+        """Takes the gate alone (GIL released while waiting); raises, without
+        it, when the index was closed meanwhile."""
+        with nogil:
+            pylog_index_gate_exclude(&self.gate)
+        if not self.is_open:
+            pylog_index_gate_include(&self.gate)
+            self._check()
+        return 0
 
     cdef void _include_flushes(self):
-        self._exclusive = False
+        pylog_index_gate_include(&self.gate)
 
     @property
     def entries(self):
@@ -123,16 +133,14 @@ cdef class _Index:
         """msync of the entries (fdatasync when there are none), without the GIL."""
         cdef int rc
         self._check()
-        while self._exclusive:            # a remap is waiting: let it go first
-            with nogil:
-                usleep(100)
-        self._check()
-        self._users += 1
+        with nogil:
+            pylog_index_gate_enter(&self.gate)    # behind a waiting remap
         try:
+            self._check()
             with nogil:
                 rc = pylog_index_flush(&self.ix)
         finally:
-            self._users -= 1
+            pylog_index_gate_leave(&self.gate)
         if rc < 0:
             _raise_os(rc, self.path)
 
@@ -155,9 +163,11 @@ cdef class _Index:
 
     def close(self):
         if self.is_open:
-            self._exclude_flushes()
-            pylog_index_close(&self.ix)
-            self.is_open = False
+            with nogil:
+                pylog_index_gate_exclude(&self.gate)
+            if self.is_open:
+                pylog_index_close(&self.ix)
+                self.is_open = False
             self._include_flushes()
 
 

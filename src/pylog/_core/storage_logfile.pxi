@@ -267,20 +267,6 @@ cdef class LogFile:
         return self._write_end(engine, prep.iov, <int>(2 * prep.count), prep.size,
                                PYLOG_WRITE_DATASYNC if datasync else 0)
 
-    def append_bytes(self, IoEngine engine, data, bint datasync=False):
-        """Writes raw bytes at the end (already-validated batches; used by recovery tools)."""
-        self._check()
-        cdef Py_buffer view
-        cdef iovec iov
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-        try:
-            iov.iov_base = view.buf
-            iov.iov_len = <size_t>view.len
-            return self._write_end(engine, &iov, 1, view.len,
-                                   PYLOG_WRITE_DATASYNC if datasync else 0)
-        finally:
-            PyBuffer_Release(&view)
-
     def sync(self, IoEngine engine=None, bint full=False):
         """fdatasync (fsync when ``full``) through the engine, or directly."""
         self._check()
@@ -298,10 +284,10 @@ cdef class LogFile:
             try:
                 with nogil:
                     rc = fsync(fd) if full else fdatasync(fd)
+                    if rc < 0:
+                        rc = -errno     # now: _done() may close descriptors
             finally:
                 self._done()
-            if rc < 0:
-                rc = -errno
         if rc < 0:
             _raise_os(rc, self.path)
 
@@ -532,16 +518,18 @@ cdef class LogFile:
         try:
             with nogil:
                 rc = sync_file_range(self.fd, start, end - start, SYNC_FILE_RANGE_WRITE)
+                if rc < 0:
+                    rc = -errno     # now: _done() may close descriptors
         finally:
             self._done()
         if rc < 0:
-            _raise_os(errno, self.path)
+            _raise_os(rc, self.path)
 
 
 cdef int _raise_walk(int rc, str path, int64_t start) except -1:
     if rc == -EILSEQ:  # bytes that cannot be a batch header
         raise CorruptRecordError(f"{path}: bytes after position {start} are not a record batch "
-                                 f"(bad length or magic)", position=start)
+                                 f"(bad length, magic or offsets)", position=start)
     return _raise_os(rc, path)
 
 

@@ -684,9 +684,6 @@ class Log(LogState):
             compression = "none" if topic in ("producer", "uncompressed") else topic
         return self.append(encode_batch(values, keys, timestamps, headers, compression=compression))
 
-    def _log_append_time(self, now: int) -> int:
-        return now if self.config.message_timestamp_type == "LogAppendTime" else -1
-
     def _undo_partial_write(self, segment: LogSegment) -> None:
         """After a failed write, cut any partial bytes so the file ends on a batch."""
         try:

@@ -21,8 +21,8 @@ section 10, lists every rule and its error.
 
 from __future__ import annotations
 
-from pylog._core.storage import PreparedAppend, convert_client_batches, prepare_append
-from pylog.errors import InvalidRecordError
+from pylog._core.storage import (LegacyBatchError, PreparedAppend, convert_client_batches,
+                                 prepare_append)
 
 from .config import LONG_MAX, LogConfig
 
@@ -49,9 +49,8 @@ def validate_append(batches, config: LogConfig, next_offset: int, leader_epoch: 
         return _prepare(batches, config, next_offset, leader_epoch, origin, min_ts, max_ts, lat,
                         require_keys, config.pylog_validate_records and origin != "producer",
                         converted)
-    except InvalidRecordError as exc:
-        if "magic" not in str(exc):
-            raise
+    except LegacyBatchError:
+        pass                    # magic 0/1: up-converted below
     from pylog.record import upconvert
     batches = upconvert(batches, max_inner_bytes=config.max_message_bytes)
     return _prepare(batches, config, next_offset, leader_epoch, origin, min_ts, max_ts,

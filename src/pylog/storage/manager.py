@@ -346,10 +346,6 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials):
         return [d.path for d in self.dirs]
 
     @property
-    def online_log_dirs(self) -> list[str]:
-        return [d.path for d in self.dirs if d.online]
-
-    @property
     def offline_log_dirs(self) -> dict[str, str]:
         """Offline dir -> why it went offline."""
         return {d.path: d.offline_reason or "" for d in self.dirs if not d.online}

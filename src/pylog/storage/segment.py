@@ -440,11 +440,6 @@ class LogSegment(SegmentState):
             return True
         return size % TXN_ENTRY_SIZE == 0
 
-    @property
-    def handles_open(self) -> bool:
-        return self._log is not None or self._offset_index is not None or \
-            self._time_index is not None
-
     def release_handles(self) -> None:
         """Closes an inactive segment's files now; they reopen on the next use."""
         with open_segments.lock:

@@ -34,3 +34,8 @@ cdef extern from "io_engine.h" nogil:
     void pylog_engine_get_stats(pylog_engine *e, pylog_engine_stats *out)
     void pylog_engine_free(pylog_engine *e)
     int pylog_engine_uring_compiled()
+
+    enum:
+        PYLOG_ENGINE_FAULT_SUBMIT
+        PYLOG_ENGINE_FAULT_WAIT
+    int pylog_engine_inject_fault(pylog_engine *e, int where, int err)

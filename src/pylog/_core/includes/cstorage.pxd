@@ -54,6 +54,15 @@ cdef extern from "index.h" nogil:
     void pylog_index_truncate_to(pylog_index *ix, int64_t offset)
     int pylog_index_sanity_check(const pylog_index *ix, int64_t log_size, char *msg, int msg_len)
 
+    ctypedef struct pylog_index_gate:
+        pass
+    int pylog_index_gate_init(pylog_index_gate *g)
+    void pylog_index_gate_destroy(pylog_index_gate *g)
+    void pylog_index_gate_enter(pylog_index_gate *g)
+    void pylog_index_gate_leave(pylog_index_gate *g)
+    void pylog_index_gate_exclude(pylog_index_gate *g)
+    void pylog_index_gate_include(pylog_index_gate *g)
+
 
 cdef extern from "segment_io.h" nogil:
     ctypedef struct pylog_batch_meta:
