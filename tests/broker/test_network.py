@@ -81,11 +81,11 @@ def test_advertised_versions_are_the_documented_ones(served):
         {key: kafka for key, (_, kafka) in table.items()}
 
 
-@pytest.mark.parametrize("fetch_version,produce_version", [(13, 10), (18, 13)])
+@pytest.mark.parametrize("fetch_version,produce_version", [(18, 10), (18, 13)])
 def test_versions_pylog_does_not_speak_get_unsupported_version(served, fetch_version,
                                                                 produce_version):
-    """Fetch 13 (topic ids) and Produce 10, and the newest of Kafka 4.1 (Fetch 18, Produce
-    13 with topic ids): Kafka's error code in the message's own place (top-level for Fetch,
+    """Produce 10, and the newest of Kafka 4.1 (Fetch 18, the followers' high watermark,
+    Produce 13 with topic ids): Kafka's error code in the message's own place (top-level for Fetch,
     per partition for Produce), and the connection stays usable."""
     topic_id = bytes(range(1, 17))
     with raw(served) as s:
@@ -246,7 +246,7 @@ def test_a_fetch_larger_than_the_socket_buffer_to_a_slow_reader(served):
         correlation, version = client.send(1, m.FetchRequest(
             replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=64 << 20, session_epoch=-1,
             topics=[m.FetchRequestFetchTopic(topic=topic, partitions=[m.FetchRequestFetchPartition(
-                partition=0, fetch_offset=0, partition_max_bytes=64 << 20)])]))
+                partition=0, fetch_offset=0, partition_max_bytes=64 << 20)])]), 12)
         time.sleep(0.5)                               # the broker fills the socket buffer, waits
         part = client.receive(1, version, correlation).responses[0].partitions[0]
         assert part.error_code == 0 and len(part.records) == log.size
@@ -275,7 +275,7 @@ def test_pipelined_fetches_to_a_slow_reader_arrive_whole(served):
                                                             log_start_offset=-1)])])
     for _ in range(3):
         with ProtocolClient(served.bootstrap) as client:
-            sent = [client.send(1, fetch) for _ in range(24)]
+            sent = [client.send(1, fetch, 12) for _ in range(24)]
             time.sleep(0.2)                         # the broker meets a full socket
             for correlation, version in sent:
                 part = client.receive(1, version, correlation).responses[0].partitions[0]

@@ -112,6 +112,10 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("fetch.max.bytes", "int32", 57671680,
               "The most bytes one Fetch response carries (a request may ask for less).",
               at_least(1024)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", "int32", 1000,
+              "The most incremental fetch sessions (KIP-227) the broker keeps; when full, a "
+              "new session evicts one idle for 2 minutes, or a smaller one older than that, "
+              "else the fetch goes on without a session.", at_least(0)),
     ConfigDef("pylog.fetch.coalesce.ms", "int32", 1,
               "A parked fetch woken by an append waits this long for more appends before it "
               "answers (never past its max_wait_ms): fewer, fuller responses for consumers at "

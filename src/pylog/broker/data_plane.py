@@ -14,7 +14,8 @@ from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartit
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
-from .errors import NO_TRANSACTIONS, NONE, codes, error_code
+from . import fetch_sessions
+from .errors import NO_TRANSACTIONS, NONE, RequestError, codes, error_code
 
 __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
            "init_producer_id", "delete_records"]
@@ -23,6 +24,9 @@ _ZSTD = 4
 #: A Produce request whose records take more bytes than this runs in the I/O pool:
 #: its append copies and walks them all on the thread that runs it (~0.1 ms at 256 KiB).
 LOOP_PRODUCE_MAX_BYTES = 256 * 1024
+#: An incremental fetch whose session holds more partitions than this is read in the
+#: CPU pool, as a request of that many elements is (connection.LOOP_ELEMENTS).
+LOOP_FETCH_PARTITIONS = 256
 
 
 def produce_may_block(req) -> bool:
@@ -168,7 +172,10 @@ class FetchPlan:
         for topic in req.topics:
             # One error for every partition of a topic that does not exist (not an
             # exception each: a hostile fetch names thousands).
+            # (v13+ names topics by id: an id no topic has resolves to the name "".)
             missing = None if broker.store.partition_count(topic.topic) is not None else \
+                RequestError(codes.UNKNOWN_TOPIC_ID, "no topic has that topic id") \
+                if version >= 13 else \
                 UnknownTopicOrPartitionError(f"topic {topic.topic!r} does not exist")
             for p in topic.partitions:
                 if missing is not None:
@@ -226,7 +233,9 @@ class FetchPlan:
                     resp.error_code = error_code(exc)[0]
                     failed = True
                 parts.append(resp)
-            topics.append(m.FetchResponseFetchableTopicResponse(topic=topic.topic, partitions=parts))
+            topics.append(m.FetchResponseFetchableTopicResponse(topic=topic.topic,
+                                                                topic_id=topic.topic_id,
+                                                                partitions=parts))
         return m.FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0,
                                responses=topics), total, failed
 
@@ -256,11 +265,15 @@ async def fetch(broker, conn, header, req, heavy: bool = False):
     async def run(fn, *args):
         return await loop.run_in_executor(broker.cpu_pool, fn, *args) if heavy else fn(*args)
 
+    session = fetch_sessions.begin(broker, header.api_version, req)
+    if session.error is not None:
+        return session.error
+    heavy = heavy or session.size > LOOP_FETCH_PARTITIONS
     plan = await run(FetchPlan, broker, req, header.api_version)
     response, total, failed = await run(plan.build)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or failed or broker.stopping:
         broker.stats["bytes_out"] += total
-        return response
+        return session.finish(response)
     deadline = loop.time() + req.max_wait_ms / 1000
     coalesce = broker.server_config["pylog.fetch.coalesce.ms"] / 1000
     event = asyncio.Event()
@@ -293,7 +306,7 @@ async def fetch(broker, conn, header, req, heavy: bool = False):
         for lg in logs:
             lg.remove_listener(waker)
     broker.stats["bytes_out"] += total
-    return response
+    return session.finish(response)
 
 
 def list_offsets(broker, conn, header, req):

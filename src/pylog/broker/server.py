@@ -57,6 +57,7 @@ from pylog.common.config import normalize_key
 from . import admin, configs, data_plane, groups, sasl, users
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, Listener, ServerConfig, parse_listener
 from .connection import Connection
+from .fetch_sessions import FetchSessionCache
 
 __all__ = ["Broker"]
 
@@ -126,6 +127,8 @@ class Broker:
             values["listeners"] = listen
         self.store = store
         self.server_config = ServerConfig(values)
+        self.fetch_sessions = FetchSessionCache(
+            self.server_config["max.incremental.fetch.session.cache.slots"])
         #: The broker keys as given (Kafka's STATIC_BROKER_CONFIG); the dynamic ones
         #: (``max.connections``) are the store's, applied by :meth:`_reconfigure`.
         self.static_server_config = {normalize_key(k): v for k, v in values.items()}

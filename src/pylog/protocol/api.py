@@ -28,8 +28,7 @@ API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
 #: The versions pylog's broker advertises, per API key: every client of
 #: ../shared/reference/kafka-protocol.md picks its newest path inside these. The
 #: minimums stay low for aiokafka (JoinGroup 0-5 ...). Fetch >= 4 keeps every consumer on
-#: v2 record batches (what pylog stores; older fetches would need down-conversion), and
-#: Fetch stops at 12 (13+ addresses topics by id). Produce starts at 0: librdkafka 2.0
+#: v2 record batches (what pylog stores; older fetches would need down-conversion). Produce starts at 0: librdkafka 2.0
 #: (Debian's kcat) compresses with gzip, snappy or lz4 only if the broker lists Produce v0
 #: (measured: with a minimum of 1 it sends those uncompressed); v0-2 carry magic 0/1
 #: message sets, which Log.append up-converts, as Kafka does. SaslHandshake and
@@ -37,7 +36,7 @@ API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
 #: (measured: Kafka 4.1 lists 17: 0-1 and 36: 0-2 and answers both ILLEGAL_SASL_STATE).
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (0, 9),      # Produce (10+: KIP-951 leader discovery tags only)
-    1: (4, 12),     # Fetch
+    1: (4, 17),     # Fetch (7+: sessions, KIP-227; 13+: topics by id)
     2: (1, 7),      # ListOffsets
     3: (0, 12),     # Metadata
     8: (2, 8),      # OffsetCommit

@@ -404,6 +404,12 @@ class TopicAdmin:
         t = self._topics.topics.get(topic)
         return None if t is None else t.partitions
 
+    def topic_id(self, topic: str) -> str | None:
+        """The topic id of `topic` (Kafka's base64 form, as in partition.metadata), or
+        None if it does not exist."""
+        t = self._topics.topics.get(topic)
+        return None if t is None else t.topic_id
+
     def ensure_internal_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> int:
         """Creates the internal topic `name` (one of INTERNAL_TOPICS) unless it exists;
         returns its partition count. For the layers above storage (the group
