@@ -34,7 +34,6 @@ from __future__ import annotations
 import base64
 import itertools
 import random
-import threading
 import time
 
 from pylog.protocol import messages as m
@@ -87,12 +86,12 @@ class FetchSession:
 
 
 class FetchSessionCache:
-    """The broker's sessions, by id; thread-safe (heavy fetches run in a pool)."""
+    """The broker's sessions, by id. Used on the broker's event loop only (begin and
+    finish run there; a heavy fetch's pool threads read only the topics begin built)."""
 
     def __init__(self, slots: int) -> None:
         self.slots = slots
         self._sessions: dict[int, FetchSession] = {}
-        self._lock = threading.Lock()
         self._ids: dict[bytes, str] = {}            # topic id -> name, checked on each use
 
     def __len__(self) -> int:
@@ -102,24 +101,22 @@ class FetchSessionCache:
         return self._sessions.get(session_id)
 
     def remove(self, session_id: int) -> None:
-        with self._lock:
-            self._sessions.pop(session_id, None)
+        self._sessions.pop(session_id, None)
 
     def create(self, uses_ids: bool, size: int) -> FetchSession | None:
         """A new session, or None when the cache is full and nothing may be evicted."""
         now = int(time.monotonic() * 1000)
-        with self._lock:
-            if self.slots <= 0:
-                return None
-            if len(self._sessions) >= self.slots and not self._evict(now, size):
-                return None
-            while True:
-                sid = random.randint(1, 2**31 - 1)
-                if sid not in self._sessions:
-                    break
-            session = FetchSession(sid, uses_ids, now)
-            self._sessions[sid] = session
-            return session
+        if self.slots <= 0:
+            return None
+        if len(self._sessions) >= self.slots and not self._evict(now, size):
+            return None
+        while True:
+            sid = random.randint(1, 2**31 - 1)
+            if sid not in self._sessions:
+                break
+        session = FetchSession(sid, uses_ids, now)
+        self._sessions[sid] = session
+        return session
 
     def _evict(self, now: int, size: int) -> bool:
         """Frees a slot for a session of `size` partitions: the stalest session idle for
@@ -136,15 +133,25 @@ class FetchSessionCache:
         del self._sessions[victim.id]
         return True
 
-    def topic_name(self, store, topic_id: bytes) -> str | None:
-        """The name of the topic with `topic_id` now (a topic deleted and created again
-        has a new id: its old id finds nothing)."""
-        name = self._ids.get(topic_id)
-        if name is not None and _id_bytes(store.topic_id(name)) == topic_id:
-            return name
-        self._ids = {_id_bytes(store.topic_id(n)): n
-                     for n in store.list_topics(include_internal=True)}
-        return self._ids.get(topic_id)
+    def resolver(self, store):
+        """topic id -> name now, or "" for an id no topic has (a topic deleted and created
+        again has a new id: its old one finds nothing). For one request: the id table is
+        rebuilt at most once per resolver, however many unknown ids a request names."""
+        refreshed = False
+
+        def name(topic_id: bytes) -> str:
+            nonlocal refreshed
+            found = self._ids.get(topic_id)
+            if found is not None and _id_bytes(store.topic_id(found)) == topic_id:
+                return found
+            if refreshed:
+                return ""
+            refreshed = True
+            self._ids = {_id_bytes(store.topic_id(n)): n
+                         for n in store.list_topics(include_internal=True)}
+            return self._ids.get(topic_id, "")
+
+        return name
 
 
 def _id_bytes(topic_id: str | None) -> bytes | None:
@@ -233,7 +240,7 @@ def begin(broker, version: int, req) -> FetchContext:
     """Applies the request to its session: afterwards ``req.topics`` names every partition
     the fetch reads, by name (and id from v13), unless the context carries an error."""
     cache: FetchSessionCache = broker.fetch_sessions
-    store = broker.store
+    topic_name = cache.resolver(broker.store)
     uses_ids = version >= 13
     if uses_ids:
         broker.stats["fetch.by_id"] += 1
@@ -243,38 +250,37 @@ def begin(broker, version: int, req) -> FetchContext:
             cache.remove(sid)
         if uses_ids:
             for t in req.topics:
-                t.topic = cache.topic_name(store, t.topic_id) or ""
+                t.topic = topic_name(t.topic_id)
         opening = req.topics if epoch == INITIAL_EPOCH and version >= 7 else None
         return FetchContext(cache, opening=opening, uses_ids=uses_ids)
     session = cache.get(sid)
     if session is None:
         return _error(FETCH_SESSION_ID_NOT_FOUND)
-    with cache._lock:
-        if session.epoch != epoch:
-            return _error(INVALID_FETCH_SESSION_EPOCH)
-        if session.uses_ids != uses_ids:
-            return _error(FETCH_SESSION_TOPIC_ID_ERROR)
-        session.epoch = 1 if epoch >= 2**31 - 1 else epoch + 1
-        session.used_ms = int(time.monotonic() * 1000)
-        for t in req.topics:
-            key = t.topic_id if uses_ids else t.topic
-            if key not in session.names:
-                session.names[key] = ((cache.topic_name(store, t.topic_id) or "", t.topic_id)
-                                      if uses_ids else (t.topic, ZERO_UUID))
-            for p in t.partitions:
-                cached = session.parts.get((key, p.partition))
-                if cached is None:
-                    session.parts[(key, p.partition)] = _Cached(p)
-                else:
-                    cached.request = p
-        for t in req.forgotten_topics_data:
-            key = t.topic_id if uses_ids else t.topic
-            for p in t.partitions:
-                session.parts.pop((key, p), None)
-        if req.forgotten_topics_data:
-            live = {k for k, _ in session.parts}
-            session.names = {k: v for k, v in session.names.items() if k in live}
-        req.topics = _session_topics(session)
+    if session.epoch != epoch:
+        return _error(INVALID_FETCH_SESSION_EPOCH)
+    if session.uses_ids != uses_ids:
+        return _error(FETCH_SESSION_TOPIC_ID_ERROR)
+    session.epoch = 1 if epoch >= 2**31 - 1 else epoch + 1
+    session.used_ms = int(time.monotonic() * 1000)
+    for t in req.topics:
+        key = t.topic_id if uses_ids else t.topic
+        if key not in session.names:
+            session.names[key] = ((topic_name(t.topic_id), t.topic_id)
+                                  if uses_ids else (t.topic, ZERO_UUID))
+        for p in t.partitions:
+            cached = session.parts.get((key, p.partition))
+            if cached is None:
+                session.parts[(key, p.partition)] = _Cached(p)
+            else:
+                cached.request = p
+    for t in req.forgotten_topics_data:
+        key = t.topic_id if uses_ids else t.topic
+        for p in t.partitions:
+            session.parts.pop((key, p), None)
+    if req.forgotten_topics_data:
+        live = {k for k, _ in session.parts}
+        session.names = {k: v for k, v in session.names.items() if k in live}
+    req.topics = _session_topics(session)
     broker.stats["fetch.incremental"] += 1
     return FetchContext(cache, session=session, uses_ids=uses_ids)
 
