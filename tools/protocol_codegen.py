@@ -80,7 +80,8 @@ MESSAGES = [
     "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics", "DeleteRecords",
     "InitProducerId", "DescribeConfigs", "AlterConfigs", "CreatePartitions", "DeleteGroups",
     "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeUserScramCredentials",
-    "AlterUserScramCredentials", "DescribeCluster",
+    "AlterUserScramCredentials", "DescribeCluster", "OffsetForLeaderEpoch", "OffsetDelete",
+    "GetTelemetrySubscriptions", "PushTelemetry",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

@@ -330,6 +330,8 @@ def list_offsets(broker, conn, header, req):
                     found = log.offset_for_timestamp(p.timestamp)
                     if found is not None and (p.timestamp in (-2, -4) or found.offset < bound):
                         resp.timestamp, resp.offset = found.timestamp, found.offset
+                if v >= 4 and resp.offset >= 0:     # the epoch its record was written in
+                    resp.leader_epoch = log.leader_epochs.epoch_for_offset(resp.offset)
             except Exception as exc:            # noqa: BLE001
                 resp.error_code = error_code(exc)[0]
             parts.append(resp)

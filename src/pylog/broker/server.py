@@ -54,7 +54,7 @@ from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import admin, configs, data_plane, groups, sasl, users
+from . import admin, configs, data_plane, groups, leader_epochs, sasl, users
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, Listener, ServerConfig, parse_listener
 from .connection import Connection
 from .fetch_sessions import FetchSessionCache
@@ -70,7 +70,8 @@ HANDLERS = {
     13: groups.leave_group, 14: groups.sync_group, 15: groups.describe_groups,
     16: groups.list_groups, 17: sasl.sasl_handshake, 18: admin.api_versions,
     19: admin.create_topics, 20: admin.delete_topics, 21: data_plane.delete_records,
-    22: data_plane.init_producer_id, 32: configs.describe_configs, 33: configs.alter_configs,
+    22: data_plane.init_producer_id, 23: leader_epochs.offset_for_leader_epoch,
+    32: configs.describe_configs, 33: configs.alter_configs,
     36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
     44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
     51: users.alter_user_scram_credentials, 60: admin.describe_cluster,

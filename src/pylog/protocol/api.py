@@ -54,6 +54,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     20: (0, 6),     # DeleteTopics
     21: (0, 2),     # DeleteRecords
     22: (0, 4),     # InitProducerId
+    23: (2, 4),     # OffsetForLeaderEpoch (0-1 removed in Kafka 4.0; 3+: consumers)
     32: (0, 4),     # DescribeConfigs
     33: (0, 2),     # AlterConfigs
     36: (0, 2),     # SaslAuthenticate (ILLEGAL_SASL_STATE on a PLAINTEXT listener, as Kafka)

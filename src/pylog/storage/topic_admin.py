@@ -32,7 +32,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from . import budget, checkpoints, files
+from . import budget, checkpoints, files, leader_epochs
 from .config import LogConfig, normalize_key
 from .log import Log
 from .log_dir import LogDir
@@ -193,6 +193,7 @@ class TopicAdmin:
                     raise
                 try:
                     checkpoints.write_partition_metadata(path, topic_id)
+                    leader_epochs.attach(lg, path)
                 except BaseException:
                     self._discard_new_log(lg)
                     raise
@@ -289,7 +290,8 @@ class TopicAdmin:
                 continue
             segments = lg.segments
             parts.append(PartitionDescription(p, d.path, True, lg.log_start_offset, lg.log_end_offset,
-                                              sum(s.size for s in segments), len(segments)))
+                                              sum(s.size for s in segments), len(segments),
+                                              lg.leader_epoch))
         return TopicDescription(name, topic.topic_id, name in INTERNAL_TOPICS, tuple(parts),
                                 dict(config.items()), dict(topic.config))
 
