@@ -73,7 +73,7 @@ HANDLERS = {
     22: data_plane.init_producer_id, 23: leader_epochs.offset_for_leader_epoch,
     32: configs.describe_configs, 33: configs.alter_configs,
     36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
-    44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
+    47: groups.offset_delete, 44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
     51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
 }
 
@@ -81,9 +81,9 @@ HANDLERS = {
 #: Produce only with acks=all or records that take long to validate
 #: (data_plane.produce_may_block), Metadata only when it may create a topic (see handle).
 BLOCKING = {19, 20, 21, 22, 33, 37, 44, 51}
-#: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
+#: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups, OffsetDelete): the group
 #: pool, which the data plane's fsyncs never fill.
-GROUP_IO = {8, 42}
+GROUP_IO = {8, 42, 47}
 #: Handlers that wait for the other members (JoinGroup, SyncGroup): coroutines on the
 #: loop, awaiting a future the group completes (no thread waits).
 WAITING = {11, 14}

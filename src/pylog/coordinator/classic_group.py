@@ -71,6 +71,7 @@ class errors:  # noqa: N801 - a namespace of Kafka error codes
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (

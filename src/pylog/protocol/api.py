@@ -61,6 +61,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     37: (0, 3),     # CreatePartitions
     42: (0, 2),     # DeleteGroups
     44: (0, 1),     # IncrementalAlterConfigs
+    47: (0, 0),     # OffsetDelete
     50: (0, 0),     # DescribeUserScramCredentials
     51: (0, 0),     # AlterUserScramCredentials
     60: (0, 1),     # DescribeCluster
