@@ -126,8 +126,11 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "partition. At most 8191: __consumer_offsets stores it with Kafka's int16 "
               "length, and a character takes up to 4 bytes.", between(0, 8191)),
     ConfigDef("offsets.retention.minutes", "int32", 10080,
-              "Committed offsets of empty groups are kept this long (not enforced yet).",
+              "Committed offsets of a group are kept this long after it became empty (or, "
+              "for a group that never joined, after each commit), as Kafka's KIP-211.",
               at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", "int", 600000,
+              "How often expired committed offsets are removed.", at_least(1)),
     ConfigDef("request.timeout.ms", "int32", 30000,
               "Kafka's broker key (the timeout of its inter-broker clients), accepted; pylog "
               "has no such client. A parked JoinGroup or SyncGroup waits as Kafka's do: "

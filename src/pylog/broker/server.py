@@ -50,6 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pylog.coordinator.classic_group import errors as group_errors
+from pylog.coordinator.offset_expiry import expire_offsets
 from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
@@ -199,6 +200,11 @@ class Broker:
         ready.wait()
         if failure:
             raise failure[0]
+        retention_ms = self.server_config["offsets.retention.minutes"] * 60_000
+        self.store.add_periodic_task(
+            "offsets-retention", self.server_config["offsets.retention.check.interval.ms"],
+            lambda now: None if self.stopping else
+            expire_offsets(self.store.coordinator, now, retention_ms))
         log.info("pylog broker (node %d) listening on %s:%d, advertised as %s:%d",
                  self.node_id, *self.address, *self.advertised)
         return self
