@@ -55,7 +55,7 @@ from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import admin, configs, data_plane, groups, leader_epochs, sasl, users
+from . import admin, configs, data_plane, groups, leader_epochs, sasl, telemetry, users
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, Listener, ServerConfig, parse_listener
 from .connection import Connection
 from .fetch_sessions import FetchSessionCache
@@ -76,6 +76,7 @@ HANDLERS = {
     36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
     47: groups.offset_delete, 44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
     51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
+    71: telemetry.get_telemetry_subscriptions, 72: telemetry.push_telemetry,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
@@ -131,6 +132,7 @@ class Broker:
         self.server_config = ServerConfig(values)
         self.fetch_sessions = FetchSessionCache(
             self.server_config["max.incremental.fetch.session.cache.slots"])
+        self.telemetry = telemetry.TelemetryClients()
         #: The broker keys as given (Kafka's STATIC_BROKER_CONFIG); the dynamic ones
         #: (``max.connections``) are the store's, applied by :meth:`_reconfigure`.
         self.static_server_config = {normalize_key(k): v for k, v in values.items()}

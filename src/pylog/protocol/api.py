@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from . import messages as m
 from .codec import Reader, Writer
 
-__all__ = ["API_NAMES", "SUPPORTED", "RequestHeader", "decode_request", "encode_request",
+__all__ = ["API_NAMES", "SUPPORTED", "UNADVERTISED", "RequestHeader", "decode_request", "encode_request",
            "unsupported_version_response",
            "frame_response", "decode_response", "is_flexible"]
 
@@ -67,6 +67,14 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     60: (0, 1),     # DescribeCluster
 }
 
+#: APIs answered but left out of ApiVersions, as Kafka's broker does: the client telemetry
+#: APIs (KIP-714) of a broker without a metrics plugin (measured, Kafka 4.1: not listed;
+#: a GetTelemetrySubscriptions sent anyway gets an empty subscription).
+UNADVERTISED: dict[int, tuple[int, int]] = {
+    71: (0, 0),     # GetTelemetrySubscriptions
+    72: (0, 0),     # PushTelemetry
+}
+
 API_VERSIONS_KEY = 18
 
 
@@ -96,7 +104,7 @@ def decode_request(frame, max_elements: int | None = None) -> tuple[RequestHeade
     client_id = r.string(False, True)
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
     cls = m.REQUESTS.get(api_key)
-    supported = SUPPORTED.get(api_key)
+    supported = SUPPORTED.get(api_key) or UNADVERTISED.get(api_key)
     if cls is None or supported is None:
         return header, None, f"unknown or unsupported API key {api_key}"
     lo, hi = supported
