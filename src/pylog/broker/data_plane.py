@@ -309,6 +309,14 @@ async def fetch(broker, conn, header, req, heavy: bool = False):
     return session.finish(response)
 
 
+#: ListOffsets v9 (KIP-1005): the last offset in tiered storage, -1 without it.
+LATEST_TIERED_TIMESTAMP = -5
+#: The ListOffsets version each special timestamp needs (measured, Kafka 4.1: older
+#: versions get UNSUPPORTED_VERSION for the partition): -4 the local log start (KIP-405),
+#: -5 the last tiered offset.
+_LIST_OFFSETS_SPEC_VERSION = {-4: 8, LATEST_TIERED_TIMESTAMP: 9}
+
+
 def list_offsets(broker, conn, header, req):
     v = header.api_version
     topics = []
@@ -316,8 +324,11 @@ def list_offsets(broker, conn, header, req):
         parts = []
         for p in topic.partitions:
             resp = m.ListOffsetsResponseListOffsetsPartitionResponse(
-                partition_index=p.partition_index, timestamp=-1, offset=-1,
-                leader_epoch=0 if v >= 4 else -1)
+                partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
+            if v < _LIST_OFFSETS_SPEC_VERSION.get(p.timestamp, 0):
+                resp.error_code = codes.UNSUPPORTED_VERSION
+                parts.append(resp)
+                continue
             try:
                 log = broker.store.log(topic.name, p.partition_index)
                 # Kafka's fetchOffsetForTimestamp: what the isolation level may read is the
@@ -326,6 +337,8 @@ def list_offsets(broker, conn, header, req):
                     READ_COMMITTED else log.high_watermark
                 if p.timestamp == -1:
                     resp.timestamp, resp.offset = -1, bound
+                elif p.timestamp == LATEST_TIERED_TIMESTAMP:
+                    pass                        # no tiered storage: -1, as Kafka's answer
                 else:
                     found = log.offset_for_timestamp(p.timestamp)
                     if found is not None and (p.timestamp in (-2, -4) or found.offset < bound):

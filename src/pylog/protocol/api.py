@@ -37,7 +37,7 @@ API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (0, 9),      # Produce (10+: KIP-951 leader discovery tags only)
     1: (4, 17),     # Fetch (7+: sessions, KIP-227; 13+: topics by id)
-    2: (1, 7),      # ListOffsets
+    2: (1, 9),      # ListOffsets (7: max timestamp, KIP-734; 8: -4, KIP-405; 9: -5, KIP-1005)
     3: (0, 12),     # Metadata
     8: (2, 8),      # OffsetCommit
     9: (1, 8),      # OffsetFetch
@@ -64,7 +64,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     47: (0, 0),     # OffsetDelete
     50: (0, 0),     # DescribeUserScramCredentials
     51: (0, 0),     # AlterUserScramCredentials
-    60: (0, 1),     # DescribeCluster
+    60: (0, 2),     # DescribeCluster
 }
 
 #: APIs answered but left out of ApiVersions, as Kafka's broker does: the client telemetry
