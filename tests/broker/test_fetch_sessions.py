@@ -51,48 +51,48 @@ def topic(served):
     return name, topic_id_bytes(served.store.describe_topic(name).topic_id)
 
 
-def test_apiversions_advertises_fetch_17(served):
+def test_apiversions_advertises_fetch_18_as_kafka_41(served):
     with ProtocolClient(served.broker.bootstrap_servers) as c:
-        assert c.versions[1] == (4, 17)
+        assert c.versions[1] == (4, 18)
 
 
 def test_incremental_fetch_answers_only_what_changed(served, topic):
     name, tid = topic
     with ProtocolClient(served.broker.bootstrap_servers) as c:
-        full = fetch(c, 17, 0, 0, [(name, tid, p, 0) for p in range(3)])
+        full = fetch(c, 18, 0, 0, [(name, tid, p, 0) for p in range(3)])
         assert full.error_code == 0 and full.session_id != 0
         assert answered(full) == [(tid, p, 0, len(full.responses[0].partitions[p].records))
                                   for p in range(3)]
         assert all(len(p.records) > 0 for p in full.responses[0].partitions)
         sid = full.session_id
         # The consumer moved to offset 1 everywhere: it says so, and nothing is new.
-        moved = fetch(c, 17, sid, 1, [(name, tid, p, 1) for p in range(3)])
+        moved = fetch(c, 18, sid, 1, [(name, tid, p, 1) for p in range(3)])
         assert moved.error_code == 0 and moved.session_id == sid and moved.responses == []
         # Nothing named, nothing new: an empty response (a few bytes on the wire).
-        empty = fetch(c, 17, sid, 2, [])
+        empty = fetch(c, 18, sid, 2, [])
         assert (empty.error_code, empty.session_id, empty.responses) == (0, sid, [])
         # An append to partition 1: it alone is answered, with its record.
         served.store.log(name, 1).append_records([b"new"])
-        one = fetch(c, 17, sid, 3, [])
+        one = fetch(c, 18, sid, 3, [])
         assert [(p, e) for _, p, e, _ in answered(one)] == [(1, 0)]
         assert answered(one)[0][3] > 0
         # Forget partition 2, then append to it: it is no longer read.
         served.store.log(name, 2).append_records([b"unseen"])
-        forgot = fetch(c, 17, sid, 4, [(name, tid, 1, 2)], forgotten=[(name, tid, [2])])
+        forgot = fetch(c, 18, sid, 4, [(name, tid, 1, 2)], forgotten=[(name, tid, [2])])
         assert forgot.responses == []
         # A reused epoch, an unknown session, names in a session of ids: Kafka's errors.
-        stale = fetch(c, 17, sid, 4, [])
+        stale = fetch(c, 18, sid, 4, [])
         assert (stale.error_code, stale.session_id, stale.responses) == \
             (INVALID_FETCH_SESSION_EPOCH, 0, [])
-        unknown = fetch(c, 17, sid ^ 0x5A5A5A5, 1, [])
+        unknown = fetch(c, 18, sid ^ 0x5A5A5A5, 1, [])
         assert (unknown.error_code, unknown.session_id) == (FETCH_SESSION_ID_NOT_FOUND, 0)
         mixed = fetch(c, 12, sid, 5, [], by_id=False)
         assert mixed.error_code == FETCH_SESSION_TOPIC_ID_ERROR
         # The session survived those errors; epoch -1 closes it.
-        assert fetch(c, 17, sid, 5, []).error_code == 0
-        closed = fetch(c, 17, sid, -1, [(name, tid, 0, 0)])
+        assert fetch(c, 18, sid, 5, []).error_code == 0
+        closed = fetch(c, 18, sid, -1, [(name, tid, 0, 0)])
         assert closed.error_code == 0 and closed.session_id == 0
-        assert fetch(c, 17, sid, 6, []).error_code == FETCH_SESSION_ID_NOT_FOUND
+        assert fetch(c, 18, sid, 6, []).error_code == FETCH_SESSION_ID_NOT_FOUND
 
 
 def test_sessions_by_name_before_v13(served, topic):
@@ -129,7 +129,7 @@ def test_cache_slots_bound_the_sessions(tmp_path):
         store.create_topic("t", 1)
         tid = topic_id_bytes(store.describe_topic("t").topic_id)
         with ProtocolClient(broker.bootstrap_servers) as c:
-            ids = [fetch(c, 17, 0, 0, [("t", tid, 0, 0)]).session_id for _ in range(3)]
+            ids = [fetch(c, 18, 0, 0, [("t", tid, 0, 0)]).session_id for _ in range(3)]
         # Two slots, both sessions in use (younger than 2 minutes): the third goes without.
         assert ids[0] != 0 and ids[1] != 0 and ids[2] == 0
     finally:

@@ -81,18 +81,19 @@ def test_advertised_versions_are_the_documented_ones(served):
         {key: kafka for key, (_, kafka) in table.items()}
 
 
-@pytest.mark.parametrize("fetch_version,produce_version", [(18, 10), (18, 13)])
-def test_versions_pylog_does_not_speak_get_unsupported_version(served, fetch_version,
+@pytest.mark.parametrize("join_version,produce_version", [(8, 10), (9, 13)])
+def test_versions_pylog_does_not_speak_get_unsupported_version(served, join_version,
                                                                 produce_version):
-    """Produce 10, and the newest of Kafka 4.1 (Fetch 18, the followers' high watermark,
-    Produce 13 with topic ids): Kafka's error code in the message's own place (top-level for Fetch,
-    per partition for Produce), and the connection stays usable."""
+    """JoinGroup 8-9 (join reasons) and Produce 10-13 (13: topic ids), which Kafka 4.1
+    defines and pylog does not speak: Kafka's error code in the message's own place
+    (top-level for JoinGroup, per partition for Produce), and the connection stays usable."""
     topic_id = bytes(range(1, 17))
     with raw(served) as s:
-        s.sendall(encode_request(1, fetch_version, 7, "probe", m.FetchRequest(max_wait_ms=0)))
+        s.sendall(encode_request(11, join_version, 7, "probe", m.JoinGroupRequest(
+            group_id="g", session_timeout_ms=10000, member_id="", protocol_type="consumer")))
         frame = read_frame(s)
         assert struct.unpack(">i", frame[:4])[0] == 7
-        body = m.FetchResponse.read(Reader(memoryview(frame)[5:]), fetch_version)   # a tag byte
+        body = m.JoinGroupResponse.read(Reader(memoryview(frame)[5:]), join_version)  # a tag byte
         assert body.error_code == 35
         produce = m.ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
             m.ProduceRequestTopicProduceData(name="t", topic_id=topic_id, partition_data=[

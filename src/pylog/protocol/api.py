@@ -36,7 +36,7 @@ API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
 #: (measured: Kafka 4.1 lists 17: 0-1 and 36: 0-2 and answers both ILLEGAL_SASL_STATE).
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (0, 9),      # Produce (10+: KIP-951 leader discovery tags only)
-    1: (4, 17),     # Fetch (7+: sessions, KIP-227; 13+: topics by id)
+    1: (4, 18),     # Fetch (7+: sessions, KIP-227; 13+: topics by id)
     2: (1, 9),      # ListOffsets (7: max timestamp, KIP-734; 8: -4, KIP-405; 9: -5, KIP-1005)
     3: (0, 12),     # Metadata
     8: (2, 8),      # OffsetCommit
