@@ -54,6 +54,9 @@ def test_java_consumer_many_partitions_with_fetch_session(pylog_broker):
     assert lines[-1] == f"DONE {total}", err[-4000:]
     seen = {(int(line.split("\t")[0]), int(line.split("\t")[1])) for line in lines[:-2]}
     assert seen == {(p, o) for p in range(PARTITIONS) for o in range(1 + later)}
-    # Sessions were in use: incremental fetches answered, topics by id (Fetch 13+).
-    assert broker.stats["fetch.incremental"] - before > 3
+    # Sessions were in use: the later records were appended only once the consumer's
+    # session served an incremental fetch, so they reached it through the session;
+    # topics by id (Fetch 13+).
+    assert broker.stats["fetch.incremental"] - before >= 1
+    assert len(broker.fetch_sessions) == 0     # closed by the consumer's close (epoch -1)
     assert broker.stats["fetch.by_id"] > 0
