@@ -87,6 +87,16 @@ def test_leader_epochs_survive_kill_and_restart(tmp_path):
     assert checkpoint(root, "kafkas") == "0\n2\n3 0\n5 0\n"     # Kafka's bytes, unchanged
 
 
+def test_an_empty_checkpoint_is_written_again(tmp_path):
+    """A new partition's file is written without an fsync: a crash can leave it empty."""
+    with pylog.open(str(tmp_path)) as store:
+        store.create_topic("t", 1)
+    (tmp_path / "t-0" / "leader-epoch-checkpoint").write_text("")
+    with pylog.open(str(tmp_path)) as store:
+        assert store.log("t", 0).leader_epoch == 0
+    assert checkpoint(str(tmp_path), "t") == "0\n1\n0 0\n"
+
+
 @pytest.mark.parametrize("text,why", [
     ("1\n1\n0 0\n", "version"),
     ("0\n2\n0 0\n", "entries"),

@@ -84,13 +84,17 @@ class LeaderEpochCache:
 
     @classmethod
     def read(cls, partition_dir: str) -> LeaderEpochCache | None:
-        """The cache in `partition_dir`, or None without the file. A file that does not
-        parse raises CorruptCheckpointError naming it and the line."""
+        """The cache in `partition_dir`, or None without the file, or with an empty one
+        (a new partition's file is written without an fsync: a crash, or a file system
+        shut down, can leave it empty; it is written again, the same). A file that does
+        not parse raises CorruptCheckpointError naming it and the line."""
         path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT_FILE)
         try:
             with open(path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
+            return None
+        if not data:
             return None
         try:
             lines = data.decode("ascii").split("\n")
@@ -129,7 +133,8 @@ def attach(lg, partition_dir: str) -> LeaderEpochCache:
     if cache is None:
         cache = LeaderEpochCache()
     if cache.assign(max(lg.leader_epoch, cache.latest_epoch), lg.log_start_offset):
-        # An empty log's file needs no fsync: lost, it is written again the same.
+        # An empty log's file needs no fsync: lost (absent or empty), it is written
+        # again the same.
         cache.write(partition_dir, sync=lg.log_end_offset > lg.log_start_offset)
     lg.leader_epoch = cache.latest_epoch
     lg.leader_epochs = cache
