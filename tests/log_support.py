@@ -1,6 +1,8 @@
 """Helpers shared by the storage, coordinator and client tests: an injectable
 clock, a scheduler that runs only when told to, managers closed at teardown,
-and reading a whole log."""
+reading a whole log, and waiting for a condition (instead of sleeping)."""
+
+import time
 
 from pylog.storage.scheduler import Scheduler
 
@@ -78,3 +80,14 @@ def manager_factory(cls, clock):
     yield make
     for manager in opened:
         manager.close()
+
+
+def wait_until(predicate, timeout: float = 10, interval: float = 0.005) -> bool:
+    """Polls `predicate` until it is true (True) or `timeout` seconds pass (False): a
+    test waits for the state it needs, not for a guess at how long it takes."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True

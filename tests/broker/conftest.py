@@ -36,8 +36,21 @@ def served(tmp_path_factory):
         store.close()
 
 
+def parked(broker) -> int:
+    """How many long polls `broker` holds parked (its shutdown answers each): a test waits
+    until its request is parked rather than sleeping for a guess."""
+    return len(broker._parked)
+
+
 def need_kcat() -> str:
     path = shutil.which("kcat") or shutil.which("kafkacat")
     if path is None:
         pytest.skip("kcat is not installed (apt-get install kcat; tools/setup.sh does it as root)")
     return path
+
+
+@pytest.fixture(scope="session")
+def tls_certs(tmp_path_factory):
+    """A CA, broker and client certificates made by openssl for this run (tls_certs.py)."""
+    from .tls_certs import make_certs
+    return make_certs(tmp_path_factory.mktemp("certs"))

@@ -19,6 +19,9 @@ from pylog.protocol.client import ProtocolClient
 
 from .process import ServeProcess
 
+# long: handed out first on the xdist workers (tests/conftest.py)
+pytestmark = pytest.mark.slow
+
 RSS_LIMIT_KIB = 512 * 1024
 
 

@@ -13,6 +13,9 @@ import pytest
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient
 
+from .conftest import parked
+from .process import wait_until
+
 UNKNOWN_TOPIC_OR_PARTITION = 3
 OFFSET_METADATA_TOO_LARGE = 12
 ILLEGAL_SASL_STATE = 34
@@ -41,7 +44,7 @@ def test_a_long_poll_on_a_deleted_topic_answers_at_once(served, how):
 
     poller = threading.Thread(target=long_poll)
     poller.start()
-    time.sleep(0.5)
+    assert wait_until(lambda: parked(served.broker) == 1)
     assert poller.is_alive()                                    # parked
     if how == "DeleteTopics":
         with ProtocolClient(served.bootstrap) as admin:

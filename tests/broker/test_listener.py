@@ -58,7 +58,9 @@ def test_out_of_file_descriptors_the_broker_pauses_accepting_and_logs_once(tmp_p
         try:
             for _ in range(100):
                 clients.append(socket.create_connection((host, int(port)), timeout=30))
-            time.sleep(3)                               # accept fails over and over meanwhile
+            assert wait_until(lambda: any("accepting connections failed" in line
+                                          for line in broker.log_lines()), 30)
+            time.sleep(1)       # accept fails again every 100 ms (ACCEPT_PAUSE_S) meanwhile
             open_fds = len(os.listdir(f"/proc/{broker.pid}/fd"))
             assert open_fds <= FD_LIMIT
             lines = broker.log_lines()

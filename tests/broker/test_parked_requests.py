@@ -23,6 +23,9 @@ from pylog.protocol import messages as m
 from .group_client import RawMember
 from .process import ServeProcess
 
+# Long: handed out first on the xdist workers; alone: a calm group's forming is timed (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
+
 HOSTILE = 1100
 
 

@@ -24,6 +24,9 @@ from pylog.remote.sasl import SaslLogin
 from .process import ServeProcess
 from .test_fuzz import frames, header
 
+# long: handed out first on the xdist workers (tests/conftest.py)
+pytestmark = pytest.mark.slow
+
 RSS_LIMIT_KIB = 512 * 1024
 RECORDS = [b"secret-record-%d" % i for i in range(100)]
 LOGIN = SaslLogin("SCRAM-SHA-512", "alice", "alice-secret")

@@ -19,9 +19,23 @@ from pylog.protocol import encode_request
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient
 
-from .process import ServeProcess
+from .process import ServeProcess, wait_until
 
 TOTAL = 24 << 20
+
+
+def attached(tracer: subprocess.Popen, pid: int) -> bool:
+    """Whether strace has attached to every thread of `pid` (or has exited)."""
+    if tracer.poll() is not None:
+        return True
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                if f"TracerPid:\t{tracer.pid}\n" not in f.read():
+                    return False
+    except FileNotFoundError:          # a thread ended meanwhile: look again
+        return False
+    return True
 
 
 def strace_counts(path: str) -> dict[str, int]:
@@ -54,7 +68,7 @@ def test_fetched_records_leave_by_sendfile_not_through_user_space(tmp_path):
         tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=sendfile,read,pread64,readv,preadv,preadv2",
                                    "-p", str(served.pid), "-o", str(trace)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(1.0)                        # strace attaches to every thread
+        assert wait_until(lambda: attached(tracer, served.pid), 30)
         if tracer.poll() is not None:
             pytest.skip(f"strace cannot attach here: {tracer.stderr.read().decode().strip()}")
         fetched = 0
@@ -66,7 +80,9 @@ def test_fetched_records_leave_by_sendfile_not_through_user_space(tmp_path):
                 assert part.error_code == 0
                 fetched += len(part.records)
                 offset = pylog.records.scan_batches(part.records).last_offset + 1
-        time.sleep(0.3)
+        # strace writes a call's line once the call has returned: wait for the last ones
+        # (a broker that copies never gets there; the assertions below say how).
+        wait_until(lambda: strace_counts(str(trace)).get("sendfile", 0) >= fetched, 10)
         tracer.terminate()
         tracer.wait(10)
         tracer.stderr.close()
@@ -96,7 +112,7 @@ def test_pipelined_responses_leave_in_few_sends(tmp_path):
         tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=sendto,sendmsg,write,writev",
                                    "-p", str(served.pid), "-o", str(trace)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(1.0)
+        assert wait_until(lambda: attached(tracer, served.pid), 30)
         if tracer.poll() is not None:
             pytest.skip(f"strace cannot attach here: {tracer.stderr.read().decode().strip()}")
         client.sock.sendall(frames)                 # all 500 at once: the broker finds them queued

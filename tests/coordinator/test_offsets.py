@@ -14,8 +14,10 @@ from pylog.coordinator.offsets import (
     encode_offset_value,
     java_string_hash,
     partition_for_group,
+    read_committed_offsets,
 )
 from pylog.errors import UnknownTopicOrPartitionError
+from pylog.storage import LogDirsReader
 
 
 def test_key_bytes_are_offset_commit_key_v1():
@@ -110,6 +112,26 @@ def test_deleting_a_topic_tombstones_its_offsets(dirs, open_manager):
     again = open_manager(dirs[:1], {"offsets.topic.num.partitions": 1})
     assert again.committed("g", "a", 0) is None
     assert 2 == again.committed("g", "b", 0)
+
+
+def test_read_committed_offsets_from_the_files_alone(dirs, open_manager):
+    """What `pylog export-to-kafka --offsets-dir` reads: the committed offsets a store
+    loads at open, from __consumer_offsets's files (a LogDirsReader), tombstones
+    applied, beside the open store."""
+    manager = open_manager(dirs[:2], {"offsets.topic.num.partitions": 5})
+    manager.create_topic("a", 2)
+    manager.create_topic("b", 1)
+    for i in range(30):
+        manager.commit_offsets(f"g{i % 7}", {("a", i % 2): i, ("b", 0): 100 + i})
+    manager.commit_offsets("meta", {("b", 0): OffsetAndMetadata(9, "note", 4)})
+    manager.delete_topic("a")
+    read = read_committed_offsets(LogDirsReader(dirs[:2]))
+    assert read.groups() == manager.consumer_groups() == ["g0", "g1", "g2", "g3", "g4", "g5",
+                                                          "g6", "meta"]
+    for group in read.groups():
+        assert read.group(group) == manager.committed_offsets(group)
+    assert list(read.group("g3")) == [("b", 0)] and read.get("g3", "b", 0).offset == 124
+    assert read.get("meta", "b", 0).metadata == "note"
 
 
 def test_reads_offsets_written_with_other_versions(dirs, open_manager):

@@ -24,8 +24,11 @@ def test_deadlines_fire_in_order_on_time_and_the_thread_ends_with_them():
     assert timer_threads() == 1
     assert done.wait(5)
     assert [n for n, _ in fired] == ["a", "b", "c"]
+    # Never early. How promptly it fires depends on the machine's load (a loaded 2-core
+    # CI machine runs callbacks 100 ms late and more): bench/bench_timer.py measures it;
+    # here "late" only means not a second late (no timer that polls every second).
     for (_, at), due in zip(fired, (0.10, 0.20, 0.30)):
-        assert due <= at < due + 0.05, fired          # not early, and no polling tick late
+        assert due <= at < due + 1.0, fired
     deadline = time.monotonic() + 5
     while timer_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -56,6 +59,6 @@ def test_an_earlier_deadline_wakes_the_sleeping_thread():
     start = time.monotonic()
     timer.call_later(0.05, early.set)
     assert early.wait(5)
-    assert time.monotonic() - start < 0.5
+    assert time.monotonic() - start < 5                # not at the 10 s deadline it slept to
     assert not late.is_set()
     assert timer.pending() == 1

@@ -271,6 +271,7 @@ class TestWritev:
         assert b"".join(bytes([i]) * 1000 for i in range(7))[:6500] == path.read_bytes()
 
     @pytest.mark.slow
+    @pytest.mark.xdist_group("writeback")        # 2 GiB dirtied: not beside the cachestat tests
     def test_resumed_write_lands_in_place(self, engine, open_file):
         """After a cut at MAX_RW_COUNT, the resumed bytes continue exactly where it stopped."""
         fd = open_file()

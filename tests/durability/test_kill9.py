@@ -14,7 +14,12 @@ import os
 import random
 import shutil
 
+import pytest
+
 from . import harness
+
+# long: handed out first on the xdist workers (tests/conftest.py)
+pytestmark = pytest.mark.slow
 
 ROUNDS = 12
 

@@ -21,6 +21,9 @@ import pytest
 
 from . import harness
 
+# long: handed out first on the xdist workers (tests/conftest.py)
+pytestmark = pytest.mark.slow
+
 CRASH_POINTS = 80           # per run (4 runs); the soak runs thousands
 
 

@@ -23,6 +23,11 @@ from pylog import Producer, records
 from pylog.storage import files
 from pylog.storage.log import Log
 
+# Tests that dirty gigabytes or change vm.dirty_* (tests/core/test_io_engine.py's 2 GiB
+# write, the tuning rig) would start the kernel's background writeback, which could clean
+# a page before a test shows it dirty: they share one xdist worker with these (conftest).
+pytestmark = pytest.mark.xdist_group("writeback")
+
 SYS_CACHESTAT = 451     # x86_64 and aarch64
 _libc = ctypes.CDLL(None, use_errno=True)
 

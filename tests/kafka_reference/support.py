@@ -34,6 +34,7 @@ TOOLS = {
     "kafka-dump-log": "kafka.tools.DumpLogSegments",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server": "kafka.Kafka",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 
@@ -77,14 +78,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class _PortTaken(Exception):
+    """Another process bound a port chosen for Kafka before Kafka did."""
+
+
 class KafkaBroker:
-    """A real Apache Kafka broker, single node, KRaft, on free ports of 127.0.0.1."""
+    """A real Apache Kafka broker, single node, KRaft, on free ports of 127.0.0.1.
+
+    A free port is only free until someone binds it: tests running beside this one (other
+    pytest-xdist workers) bind ports of their own all the time. So the broker counts as
+    started only when the answer on its port carries its own cluster id, and a fresh
+    broker whose port was taken meanwhile starts again on other ports."""
 
     def __init__(self, workdir: Path, **config: str) -> None:
-        self.port, self.controller_port = free_port(), free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.config = config
+        self.cluster_id: str | None = None
         self.log_dir = workdir / "kafka-logs"
         self.properties = workdir / "server.properties"
+        self._choose_ports()
+        # Kafka logs through slf4j to reload4j (log4j 1.x): its warnings and errors go to
+        # the broker's output file, where tests look for them.
+        self.log4j = workdir / "log4j.properties"
+        self.log4j.write_text("log4j.rootLogger=WARN, out\n"
+                              "log4j.appender.out=org.apache.log4j.ConsoleAppender\n"
+                              "log4j.appender.out.layout=org.apache.log4j.PatternLayout\n"
+                              "log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
+        self.proc: subprocess.Popen | None = None
+
+    def _choose_ports(self) -> None:
+        self.port = free_port()
+        self.controller_port = free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
         settings = {
             "process.roles": "broker,controller", "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
@@ -95,23 +121,28 @@ class KafkaBroker:
             "log.dirs": str(self.log_dir), "num.partitions": "1",
             "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1", "group.initial.rebalance.delay.ms": "0",
-            **config,
+            **self.config,
         }
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-        # Kafka logs through slf4j to reload4j (log4j 1.x): its warnings and errors go to
-        # the broker's output file, where tests look for them.
-        self.log4j = workdir / "log4j.properties"
-        self.log4j.write_text("log4j.rootLogger=WARN, out\n"
-                              "log4j.appender.out=org.apache.log4j.ConsoleAppender\n"
-                              "log4j.appender.out.layout=org.apache.log4j.PatternLayout\n"
-                              "log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
-        self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 120, format: bool = True) -> KafkaBroker:
-        """Formats the storage (unless restarting on it) and starts the broker."""
-        if format:
-            run_tool("kafka-storage", "format", "-t", _random_cluster_id(), "-c",
-                     str(self.properties))
+        """Formats the storage (unless restarting on it) and starts the broker; a fresh
+        broker whose port another process took first starts again on other ports."""
+        for _ in range(3):
+            if format:
+                shutil.rmtree(self.log_dir, ignore_errors=True)     # a failed try's format
+                self.cluster_id = _random_cluster_id()
+                run_tool("kafka-storage", "format", "-t", self.cluster_id, "-c",
+                         str(self.properties))
+            try:
+                return self._run(timeout)
+            except _PortTaken as exc:
+                if not format:          # its ports are in its stored metadata: no moving
+                    raise RuntimeError(f"Kafka could not restart: {exc}") from None
+                self._choose_ports()
+        raise RuntimeError("Kafka's ports were taken by other processes three times running")
+
+    def _run(self, timeout: float) -> KafkaBroker:
         self.stdout = open(self.properties.with_suffix(".log"), "a")
         self.proc = subprocess.Popen(["java", "-Xmx1G", "-Xms1G", f"-Dlog4j.configuration=file:{self.log4j}",
                                       "-cp", f"{kafka_libs()}/*", TOOLS["kafka-server"],
@@ -119,17 +150,25 @@ class KafkaBroker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"Kafka exited with {self.proc.returncode}: "
-                                   f"{self.properties.with_suffix('.log').read_text()[-3000:]}")
+                self.stdout.close()
+                logged = self.properties.with_suffix(".log").read_text()[-3000:]
+                if "Address already in use" in logged:
+                    raise _PortTaken(f"port {self.port} or {self.controller_port}: {logged}")
+                raise RuntimeError(f"Kafka exited with {self.proc.returncode}: {logged}")
             # Ready when it answers Metadata with itself as a broker (a Python probe: a
-            # JVM tool per attempt would add its own start-up to the broker's).
+            # JVM tool per attempt would add its own start-up to the broker's), and with
+            # its own cluster id: not another test's broker that took the port.
             try:
                 from pylog.protocol.client import ProtocolClient
                 with ProtocolClient(self.bootstrap, timeout=5) as client:
-                    if client.metadata().brokers:
-                        return self
+                    answer = client.metadata()
             except Exception:           # not up yet (refused, or no answer)
-                pass
+                answer = None
+            if answer is not None and self.cluster_id not in (None, answer.cluster_id):
+                self.stop()
+                raise _PortTaken(f"port {self.port} answers for cluster {answer.cluster_id}")
+            if answer is not None and answer.brokers:
+                return self
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"Kafka did not start in {timeout}s")

@@ -1,7 +1,8 @@
 """A pylog topic handed to a real Apache Kafka broker, unconverted (`pylog export-to-kafka`):
 Kafka loads pylog's segments and serves every record at its original offset, a consumer
 group resumes at the offsets it committed in pylog, new producers of every client append
-(no producer ids carried over), and the store stays locked for the whole copy."""
+(no producer ids carried over), and the store stays locked for the whole copy and is left
+exactly as it was."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from dir_listing import age, changes, listing
 
 import pylog
 from pylog.record import encode_batch
@@ -20,6 +22,9 @@ from pylog.storage.kafka_export import ExportError, export_topic
 
 from .support import KafkaBroker, run_tool
 from .test_java_clients import java
+
+# One worker for the module: its Kafka broker is set up once, and JavaClients compiled once.
+pytestmark = pytest.mark.xdist_group("export-to-kafka")
 
 # Each test's topic, created in one Kafka cluster for the module (a start costs seconds).
 TOPICS = {"moved": 2, "pids": 2, "locked": 2}
@@ -70,9 +75,13 @@ def test_export_a_topic_to_kafka_and_resume_a_group(kafka, tmp_path):
     with pylog.open(logs):                      # open: refused, the dir's lock is held
         refused = export("--log-dirs", logs, "--topic", "moved", "--kafka-log-dir", str(kafka.log_dir))
     assert refused.returncode == 2 and "is open in another process" in refused.stderr
+    before = age(logs)
     done = export("--log-dirs", logs, "--topic", "moved", "--kafka-log-dir", str(kafka.log_dir),
                   "--offsets-dir", str(tmp_path / "offsets"))
     assert done.returncode == 0, done.stderr
+    # The export only reads the store (its lock held, no pid written; the offsets read
+    # from __consumer_offsets's files): every file keeps its inode, bytes and mtime.
+    assert changes(before, listing(logs)) == []
     again = export("--log-dirs", logs, "--topic", "moved", "--kafka-log-dir", str(kafka.log_dir))
     assert again.returncode == 2 and "already holds records" in again.stderr
 

@@ -1,6 +1,7 @@
 """A real Apache Kafka broker (KRaft, single node) beside pylog: segment files Kafka wrote
-open in pylog and read byte-identical to what Kafka serves; reading Kafka's dirs changes
-nothing, and reaches the end of a partition that ends in transaction markers."""
+open in pylog and read byte-identical to what Kafka serves; reading Kafka's dirs (with
+console-consumer --log-dirs or a pylog.Log) changes nothing, and reaches the end of a
+partition that ends in transaction markers."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ import sys
 import time
 
 import pytest
+from dir_listing import changes, listing
 
 import pylog
 
 from .support import KafkaBroker
+
+# One worker for the module: its Kafka broker (a JVM with a 1 GiB heap) starts once.
+pytestmark = pytest.mark.xdist_group("real-kafka")
 
 
 @pytest.fixture(scope="module")
@@ -51,31 +56,30 @@ def test_partition_dirs_written_by_kafka_open_in_pylog(kafka, tmp_path):
     consumer.close()
     assert len(served) == 300
     kafka.stop()                                  # a clean shutdown: segments complete
-    copy = tmp_path / "from-kafka-0"
-    shutil.copytree(kafka.log_dir / "from-kafka-0", copy)
-    with pylog.Log(str(copy)) as log:
+    before = _files(kafka.log_dir)
+    # Kafka's own partition dir: a Log that only reads leaves every file (and mtime) of
+    # Kafka's log dir as it was, and adds none (no .lock, no pylog-log-state).
+    with pylog.Log(str(kafka.log_dir / "from-kafka-0")) as log:
         got = [(r.offset, r.timestamp, r.key, r.value, [(k, bytes(v)) for k, v in r.headers])
                for r in log.read(0, 1 << 30).records()]
+        assert log.offset_for_timestamp(now + 150).offset == 150
+        assert changes(before, _files(kafka.log_dir)) == []
     assert got == served
+    assert changes(before, _files(kafka.log_dir)) == []
 
 
-def _files(root) -> dict[str, tuple[bytes, int]]:
-    """Every file under `root`: its bytes and modification time."""
-    out = {}
-    for dirpath, _dirs, names in os.walk(root):
-        for name in names:
-            path = os.path.join(dirpath, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = (f.read(), os.stat(path).st_mtime_ns)
-    return out
+def _files(root) -> dict[str, tuple]:
+    """Every file and directory under `root`: inode, size, mtime and bytes' SHA-256."""
+    return listing(root)
 
 
 def test_reading_a_kafka_partition_that_ends_in_transaction_markers(kafka, tmp_path):
     """A transactional producer's partition ends in a commit marker (a control batch).
     `pylog console-consumer --log-dirs` on Kafka's own log dir prints every record and
-    exits at the end, changing no byte and adding no file; a pylog.Log (a writer: it
-    locks and keeps its state) opened on a copy and closed writes Kafka's producer
-    snapshot back unchanged (the coordinator epoch of the transaction included)."""
+    exits at the end, and a pylog.Log opened there to read and closed, changing no byte
+    and no mtime and adding no file; a pylog.Log that writes (a roll) on a copy writes
+    Kafka's producer snapshot back unchanged (the coordinator epoch of the transaction
+    included)."""
     from confluent_kafka import Producer
     from kafka.admin import KafkaAdminClient, NewTopic
     if kafka.proc is None or kafka.proc.poll() is not None:
@@ -108,13 +112,93 @@ def test_reading_a_kafka_partition_that_ends_in_transaction_markers(kafka, tmp_p
                           "--timeout-ms", "1000"], capture_output=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == values
-    assert _files(kafka.log_dir) == before
+    assert changes(before, _files(kafka.log_dir)) == []
+
+    def read(log):
+        batches = log.read(0, 1 << 20).batches()
+        assert [b.control_type for b in batches if b.is_control] == ["commit", "commit"]
+        assert [r.value for b in batches if not b.is_control for r in b.records()] == values
+        return batches[-1].last_offset + 1
+
+    with pylog.Log(str(kafka.log_dir / "txn-0")) as log:
+        assert read(log) == log.log_end_offset
+    assert changes(before, _files(kafka.log_dir)) == []
 
     copy = tmp_path / "txn-0"
     shutil.copytree(kafka.log_dir / "txn-0", copy)
     with pylog.Log(str(copy)) as log:
-        batches = log.read(0, 1 << 20).batches()
-        assert [b.control_type for b in batches if b.is_control] == ["commit", "commit"]
-        assert [r.value for b in batches if not b.is_control for r in b.records()] == values
+        read(log)
+        log.roll()                            # a write: a snapshot at the log end, as Kafka's
+    names = {os.path.basename(n) for n in snapshots}
+    assert {n for n in os.listdir(copy) if n.endswith(".snapshot")} >= names
     for name in snapshots:
-        assert (copy / os.path.basename(name)).read_bytes() == before[name][0]
+        assert (copy / os.path.basename(name)).read_bytes() == (kafka.log_dir / name).read_bytes()
+
+
+def pylog_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pylog.cli", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_running_kafkas_dir_is_refused_and_every_reader_leaves_a_stopped_one_as_it_was(
+        kafka, tmp_path):
+    """While Kafka runs, a store (pylog.open, a writer) is refused its log dir before it
+    writes a byte (Kafka's lock is a POSIX record lock, which pylog's flock does not see)
+    and a reader reads it safely. Once Kafka stopped, every reader (console-consumer,
+    dump-log, verify, topics, a pylog.Log on each partition) leaves every file, inode and
+    mtime of the dir as it was. A store opened on a copy hands out producer ids above
+    every producer id Kafka's controller allocated to the logs' batches."""
+    from confluent_kafka import Producer
+    from kafka.admin import KafkaAdminClient, NewTopic
+    if kafka.proc is None or kafka.proc.poll() is not None:
+        kafka.start(format=False)            # the test before stops it
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    admin.create_topics([NewTopic("idem", 2, 1)])
+    admin.close()
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5})
+    values = [b"idempotent %d" % i for i in range(200)]
+    for i, value in enumerate(values):
+        producer.produce("idem", value, partition=i % 2)
+    assert producer.flush(30) == 0
+
+    lock = kafka.log_dir / ".lock"
+    lock_bytes = lock.read_bytes()
+    with pytest.raises(pylog.errors.LogDirLockedError, match="held by a running Kafka broker"):
+        pylog.open(str(kafka.log_dir), node_id=1)
+    assert lock.read_bytes() == lock_bytes
+    assert not [n for n in os.listdir(kafka.log_dir) if n.startswith("pylog")]
+    run = pylog_cli("console-consumer", "--log-dirs", str(kafka.log_dir), "--topic", "idem",
+                    "--partition", "0", "--from-beginning", "--timeout-ms", "1000")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [v.decode() for v in values[0::2]]
+
+    kafka.stop()
+    before = _files(kafka.log_dir)
+    partition = kafka.log_dir / "idem-1"
+    segment_files = sorted(str(partition / n) for n in os.listdir(partition)
+                           if n.endswith((".log", ".index", ".timeindex", ".snapshot")))
+    for args in (["console-consumer", "--log-dirs", str(kafka.log_dir), "--topic", "idem",
+                  "--from-beginning", "--timeout-ms", "1000"],
+                 ["dump-log", "--files", ",".join(segment_files), "--print-data-log",
+                  "--index-sanity-check"],
+                 ["verify", "--log-dirs", str(kafka.log_dir)],
+                 ["topics", "--log-dirs", str(kafka.log_dir), "--describe"]):
+        run = pylog_cli(*args)
+        assert run.returncode == 0, (args, run.stdout, run.stderr)
+        assert changes(before, _files(kafka.log_dir)) == [], args
+    pids = set()
+    for name in ("idem-0", "idem-1", "__consumer_offsets-0", "txn-0"):
+        if (kafka.log_dir / name).is_dir():
+            with pylog.Log(str(kafka.log_dir / name)) as log:
+                pids |= {b.producer_id for b in log.read(0, 1 << 30).batches()}
+    assert changes(before, _files(kafka.log_dir)) == []
+    pids.discard(-1)
+    assert pids
+
+    copy = tmp_path / "kafka-logs"
+    shutil.copytree(kafka.log_dir, copy)
+    with pylog.open(str(copy), node_id=1) as store:
+        assert [r.value for r in store.log("idem", 1).read(0, 1 << 30).records()] == values[1::2]
+        fresh = store.init_producer_id()[0]
+        assert fresh > max(pids), (fresh, pids)

@@ -18,6 +18,10 @@ from tuning.journal import leftovers, users_under
 from tuning.machine import can_loop_mount
 from tuning.matrix import load
 
+# The rig changes vm.dirty_background_ratio (machine-wide) while it measures: these tests
+# read it before and after, and the page-cache tests must not run meanwhile. One worker.
+pytestmark = pytest.mark.xdist_group("writeback")
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TINY = """

@@ -11,6 +11,7 @@ import textwrap
 import time
 
 import pytest
+from dir_listing import age, changes, listing
 
 from .support import require_pyspark
 
@@ -311,6 +312,21 @@ def test_reads_beside_a_live_writer(spark, tmp_path):
         writer.stdout.close()
     segments = pylog.storage.LogDirsReader(path).partition("live", 0).segment_bases()
     assert len(segments) >= 2     # the writer rolled segments under the reads
+
+
+def test_reading_by_path_writes_nothing_in_the_store(spark, tmp_path):
+    """The source in path mode reads the segment files read-only (issue 42, item 16):
+    every file and dir of the store keeps its inode, size, mtime and bytes."""
+    path = str(tmp_path / "store")
+    sent = produce(path, "events", 600, segment_bytes=8000)
+    before = age(tmp_path)
+    df = spark.read.format("pylog").option("subscribe", "events").load(path)
+    assert df.count() == len(sent)
+    ranged = (spark.read.format("pylog").option("subscribe", "events")
+              .option("startingOffsets", "earliest").option("endingOffsets", "latest")
+              .option("minPartitions", "6").load(path).where("offset >= 100"))
+    assert ranged.count() == sum(1 for s in sent if s["offset"] >= 100)
+    assert changes(before, listing(tmp_path)) == []
 
 
 def test_filter_pushdown_prunes_partitions_offsets_and_timestamps(spark, tmp_path):

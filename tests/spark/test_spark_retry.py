@@ -16,7 +16,7 @@ require_pyspark()
 
 import pylog  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]      # slow: handed out first (conftest)
 
 APP = textwrap.dedent("""
     import os, sys

@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from log_support import wait_until
 
 import pylog
 from pylog._core.storage import LogLock
@@ -66,7 +67,7 @@ def test_a_waiter_times_out_then_gets_it_when_released():
         lock.release()
     t = threading.Thread(target=waiter)
     t.start()
-    time.sleep(0.2)
+    assert wait_until(lambda: "timed_out" in result)       # then it blocks until released
     assert result["timed_out"] and result["waited"] >= 0.04 and "got" not in result
     lock.release()
     t.join(5)

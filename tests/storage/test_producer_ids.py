@@ -77,3 +77,21 @@ def test_a_damaged_copy_is_replaced_from_a_good_one(dirs, caplog):
     for d in dirs[:2]:
         with open(os.path.join(d, "pylog-producer-ids"), "rb") as f:
             assert f.read() == b"next-block 2000\n"
+
+
+def test_ids_start_above_every_producer_id_in_the_loaded_logs(dirs):
+    """Logs written elsewhere (Kafka's controller allocated their ids; or ids above
+    the recorded block) carry producer ids the allocator never handed out: a new
+    producer gets an id above all of them, never one a log already holds."""
+    from pylog import records
+    with LogManager(dirs[:1], background=False) as manager:
+        assert manager.init_producer_id()[0] == 0           # records next-block 1000
+        manager.create_topic("kafka-written", 2)
+        manager.log("kafka-written", 1).append(records.encode_batch(
+            [b"v"], producer_id=4242, producer_epoch=3, base_sequence=0))
+    with LogManager(dirs[:1], background=False) as manager:
+        assert manager.producer_id_handed_out(4242)
+        fresh = [manager.init_producer_id()[0] for _ in range(3)]
+        assert fresh == [4243, 4244, 4245]
+    with LogManager(dirs[:1], background=False) as manager:   # persisted as a block
+        assert manager.init_producer_id()[0] > 4245

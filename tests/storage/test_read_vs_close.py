@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+from log_support import wait_until
 
 from pylog import records
 from pylog.errors import OffsetOutOfRangeError
@@ -32,8 +33,8 @@ def test_close_during_a_sendfile_waits_for_it(log_dir):
     sent = []
     sender = threading.Thread(target=lambda: sent.append(whole.send_to(a)))
     sender.start()
-    time.sleep(0.2)                                  # the sender is blocked in sendfile
-    assert whole.file.users == 1
+    # The sender is inside send_to (it cannot finish: nobody reads the 4 KiB buffer).
+    assert wait_until(lambda: whole.file.users == 1)
     whole.file.close()                               # e.g. retention's delayed close
     assert whole.file.closed and whole.file.users == 1
     others = [open(os.devnull, "rb") for _ in range(4)]   # would take the closed fd number

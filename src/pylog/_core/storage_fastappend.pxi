@@ -66,8 +66,12 @@ cdef class LogState:
     code sees ordinary attributes; Log subclasses this. The counters an
     append moves are int64 (Python sees ints): as objects, each append made
     a new int of each (~120 instructions apiece); the rest are any object
-    (a test clock's floats included)."""
+    (a test clock's floats included). ``_writing`` is False until the Log's
+    first change (Log._begin_writing: its dir marked as being written, its
+    last segment made active); until then every append takes the Python path,
+    which makes that change first."""
     cdef public object config, clock, engine, leader_epoch
+    cdef public bint _writing
     cdef public object _offline, _closed, _append_limits, _segments
     cdef public object _log_start_offset, _last_flush_ms
     cdef public object _lock, _listeners
@@ -326,8 +330,9 @@ cdef object _append_fast(LogState log, object batches, str origin, bint converte
     to flush, by flush.ms), or ``(prepared, now)`` when the batches were
     validated but the Python path must write them, or None when nothing was
     done. Raises what Log.append raises for invalid batches and failed writes."""
-    if log._offline is not None or log._closed or _origin_is(origin, "coordinator"):
-        return None
+    if log._offline is not None or log._closed or not log._writing or \
+            _origin_is(origin, "coordinator"):
+        return None                       # (not _writing: the Log's first write)
     cdef bint from_producer = _origin_is(origin, "producer")
     cdef AppendLimits lim = _limits(log)
     if not lim.eligible:

@@ -27,24 +27,25 @@ __all__ = ["export_to_kafka"]
 @click.option("--offsets-dir", type=click.Path(file_okay=False),
               help="where to write <group>.csv committed offsets")
 def export_to_kafka(log_dirs, topic, kafka_log_dir, offsets_dir) -> int:
-    import pylog
+    from pylog.coordinator.offsets import read_committed_offsets
     from pylog.errors import PylogError
     from pylog.storage.kafka_export import ExportError, check_pylog_dirs, export_topic
     from pylog.storage.reader import LogDirsReader
     try:
-        check_pylog_dirs(LogDirsReader(log_dirs))
+        reader = LogDirsReader(log_dirs)
+        check_pylog_dirs(reader)
         written = []
         if offsets_dir:
             os.makedirs(offsets_dir, exist_ok=True)
-            with pylog.open(log_dirs) as store:     # closes cleanly again
-                for group in store.consumer_groups():
-                    rows = sorted((partition, getattr(om, "offset", om)) for (t, partition), om
-                                  in store.committed_offsets(group).items() if t == topic)
-                    if rows:
-                        path = os.path.join(offsets_dir, f"{group}.csv")
-                        with open(path, "w", newline="") as f:
-                            csv.writer(f).writerows((topic, p, o) for p, o in rows)
-                        written.append((group, path))
+            offsets = read_committed_offsets(reader)    # read-only: the store stays as it is
+            for group in offsets.groups():
+                rows = sorted((partition, om.offset) for (t, partition), om
+                              in offsets.group(group).items() if t == topic)
+                if rows:
+                    path = os.path.join(offsets_dir, f"{group}.csv")
+                    with open(path, "w", newline="") as f:
+                        csv.writer(f).writerows((topic, p, o) for p, o in rows)
+                    written.append((group, path))
         report = export_topic(log_dirs, topic, kafka_log_dir)
     except (ExportError, PylogError, OSError) as exc:
         print(f"pylog export-to-kafka: {exc}", file=sys.stderr)

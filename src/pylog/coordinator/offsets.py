@@ -15,7 +15,8 @@ offsets.topic.num.partitions``):
 ``string`` is an int16 length then UTF-8 bytes (Kafka's non-flexible
 STRING). Values of versions 0-4 are read; keys of version 2 (group metadata)
 are skipped. The store is loaded into memory when the LogManager opens and
-kept in step with every commit.
+kept in step with every commit; :func:`read_committed_offsets` loads the same
+from the files alone, read-only (beside a running owner, or offline).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pylog.errors import CorruptRecordError
+from pylog.errors import CorruptRecordError, UnknownTopicOrPartitionError
+from pylog.storage import OFFSETS_TOPIC, LogDirsReader
 
 __all__ = ["OffsetAndMetadata", "encode_offset_key", "decode_offset_key", "encode_offset_value",
-           "decode_offset_value", "partition_for_group", "java_string_hash", "OffsetStore"]
+           "decode_offset_value", "partition_for_group", "java_string_hash", "OffsetStore",
+           "read_committed_offsets"]
 
 KEY_VERSION = 1          # 0 and 1: OffsetCommitKey; 2: GroupMetadataKey
 VALUE_VERSION = 3
@@ -207,3 +210,21 @@ class OffsetStore:
         with self._lock:
             found = {g: [tp for tp in offs if tp[0] == topic] for g, offs in self._groups.items()}
         return {g: tps for g, tps in found.items() if tps}
+
+
+def read_committed_offsets(reader: LogDirsReader) -> OffsetStore:
+    """Every group's committed offsets, from the files of ``__consumer_offsets`` in the
+    dirs `reader` reads (no lock taken, nothing written): each partition's records
+    replayed in offset order, control records skipped, as a store loads them when it
+    opens. An offline tool's path (one Python call per record)."""
+    store = OffsetStore()
+    for p in range(reader.topics().get(OFFSETS_TOPIC, 0)):
+        try:
+            partition = reader.partition(OFFSETS_TOPIC, p)
+        except UnknownTopicOrPartitionError:
+            continue                    # no dir yet: nothing committed there
+        for rows in partition.read_arrow(partition.log_start_offset(),
+                                         partition.log_end_offset(), timestamp_type=False):
+            for key, value in zip(rows.column("key").to_pylist(), rows.column("value").to_pylist()):
+                store.apply(key, value)
+    return store

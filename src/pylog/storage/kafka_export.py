@@ -101,15 +101,19 @@ def _check_clean(directory: str) -> None:
 def _store_locked(paths: list[str]):
     """Each pylog log dir's ``.lock``, exclusively, as a LogManager holds it: a store, a
     standalone Log in the dir or ``pylog serve`` opening meanwhile is refused
-    (LogDirLockedError) until the copy is done."""
+    (LogDirLockedError) until the copy is done. No pid is written there: the export
+    changes nothing in the store."""
     held: list[LogDir] = []
     try:
         for path in paths:
             d = LogDir(path)
             try:
-                d.lock()
+                d.lock(record_pid=False)         # the export only reads the store
             except LogDirLockedError as exc:
                 raise ExportError(_open_message(path, str(exc))) from None
+            except FileNotFoundError:
+                raise ExportError(f"{path} is not a pylog store's log dir: it has no "
+                                  f"{files.LOCK_FILE}") from None
             held.append(d)
             _check_clean(path)
         yield

@@ -14,15 +14,27 @@ segments and rebuilds the indexes (docs/FORMAT.md, sections 10-11).
 
 A Log opened on its own keeps its recovery point, log start offset and
 clean-shutdown flag in its directory (``pylog-log-state``) and locks the
-directory (``.lock``, see :class:`~pylog.storage.log_dir.PartitionDirLock`):
-one writer per partition. A LogManager passes the state in instead, keeps
-Kafka's checkpoint files, and its dir lock covers its Logs.
+directory (flock on the directory itself, see
+:class:`~pylog.storage.log_dir.PartitionDirLock`): one writer per partition.
+A LogManager passes the state in instead, keeps Kafka's checkpoint files, and
+its dir lock covers its Logs.
 
-A Log is a writer: opening one locks the dir, may recover (truncate) segments,
-and writes its state and producer snapshots (a snapshot Kafka wrote is written
-back with the same bytes). It is refused a partition of a running Kafka broker.
-To read a dir without changing a byte, one another process owns or Kafka's
-(a partition ending in transaction markers included), use
+**Reading writes nothing.** A Log changes its dir only once it writes: an
+append, a truncation, a deletion (retention, DeleteRecords), a roll, the
+cleaner's swap, an index rebuild, or a repair at open (a torn tail cut,
+an index rebuilt, leftovers of an interrupted delete removed). Before its
+first change it marks the dir as being written (``pylog-log-state`` with
+clean-shutdown 0, :meth:`Log._mark_dirty`) and makes its last segment active
+(indexes grown for appends, :meth:`Log._begin_writing`); a close then trims,
+snapshots and marks the shutdown clean. A Log that only read closes its files
+and leaves every file, size and mtime as it found them: a dir Kafka wrote
+(which has no ``pylog-log-state``) included. Without a state file recovery
+assumes the worst, a crash before offset 0: every segment is validated, and
+one whose batches and indexes are all sound is kept as it is (the scan writes
+nothing); only damage is repaired, and that is a write. A Log that crashes
+after its first change finds clean-shutdown 0 at the next open and recovers.
+A Log is refused a partition of a running Kafka broker. To read a dir that
+another process owns (without its lock), use
 :class:`~pylog.storage.reader.LogDirsReader` / ``PartitionReader``.
 
 Transactions (the storage side; a transaction coordinator drives it, docs/FORMAT.md
@@ -182,6 +194,9 @@ class Log(LogState):
         self._synced_in_write_ms = 0.0   # fdatasyncs done with a write, not yet counted
         self._rolled: list[LogSegment] = []     # rolled segments awaiting their flush task
         self._dir_lock: PartitionDirLock | None = None
+        self._dirty = False                     # the dir is marked as being written (_mark_dirty)
+        self._writing = False                   # _begin_writing ran: the last segment is active
+        self._stale_state = (0, 0)              # what _mark_dirty writes before the segments load
         if self.standalone:
             # One writer per partition dir (a LogManager's Logs are covered by its dir lock).
             files.make_dirs(self.path)
@@ -201,22 +216,24 @@ class Log(LogState):
         # LogManager fsyncs the log dir once for every partition it created.
         os.makedirs(self.path, exist_ok=True)
         if self.standalone:
+            # No state file (a new dir, or one Kafka wrote): nothing is known, so
+            # every segment is validated (a crash before offset 0).
             state = read_log_state(self.path)
             recovery_point = state.get("recovery-point", 0)
             log_start_offset = state.get("log-start-offset", 0)
             clean_shutdown = bool(state.get("clean-shutdown", 0))
-            # From here on a crash counts as unclean, even one during loading.
-            write_log_state(self.path, recovery_point, log_start_offset, clean=False)
+        # A crash during a repair at load counts as unclean: the state is marked
+        # before the first file changes (and not at all when none needs to).
+        self._stale_state = (recovery_point or 0, log_start_offset or 0)
         now = self.clock()
-        remove_temporary_files(self.path)
+        remove_temporary_files(self.path, self._mark_dirty)
         loaded = load_segments(self.path, self.config, now, recovery_point or 0,
-                               bool(clean_shutdown), log_start_offset or 0)
+                               bool(clean_shutdown), log_start_offset or 0, self._mark_dirty)
         segments = loaded.segments
         if not segments:
+            self._mark_dirty()
             start = max(log_start_offset or 0, 0)
             segments.append(LogSegment.create(self.path, start, self.config, now))
-        else:
-            segments[-1].make_active()
         for segment in segments[:-1]:
             segment.release_handles()     # the last loaded one, if later ones were dropped
         self._publish(tuple(segments))
@@ -233,8 +250,12 @@ class Log(LogState):
                                     loaded.txn_indexes and s.base_offset not in loaded.txn_rebuild)
         self._load_producer_state(loaded.txn_rebuild)
         self._last_checkpoint_ms = self.clock()
-        if self.standalone:
-            self._write_state(self._recovery_point, self._log_start_offset, clean=False)
+        if self._dirty:
+            # Loading changed files (or made the first segment): this Log is a
+            # writer from here on, with its state as loaded.
+            self._begin_writing()
+            if self.standalone:
+                self._write_state(self._recovery_point, self._log_start_offset, clean=False)
         recovered = loaded.recovered
         return RecoveryReport(
             clean_shutdown=bool(clean_shutdown), recovery_point=self._recovery_point,
@@ -249,26 +270,29 @@ class Log(LogState):
         """The newest snapshot at or below the log end, then the batches after it
         (from the log start when there is no snapshot: a crash between a first
         roll and its snapshot, or a log written without them). The segments of
-        `txn_rebuild` get their .txnindex rebuilt: the snapshot is then one at or
-        below the first of them, and each aborted transaction whose marker the
-        replay meets in them is indexed again (Kafka's LogSegment.recover).
+        `txn_rebuild` (possibly unflushed, or with a torn .txnindex) get their
+        .txnindex checked against the markers: the snapshot is then one at or below
+        the first of them, and the aborted transactions whose markers the replay
+        meets in them are what their .txnindex must hold (Kafka's
+        LogSegment.recover). A .txnindex that holds them already is left as it is
+        (reading writes nothing); any other is rewritten, after marking the dir.
 
         The state is built aside and swapped in whole: a reader of the last stable
         offset meanwhile sees the old state, never an empty one."""
         state = ProducerStateManager(self.path)
         rebuild = {s.base_offset: s for s in self._segments if s.base_offset in set(txn_rebuild)}
-        for segment in rebuild.values():
-            segment.txn_index.reset()
-        start = state.load(self._next_offset, min(rebuild) if rebuild else None)
+        aborted: dict[int, list[AbortedTxn]] = {base: [] for base in rebuild}
+        start = state.load(self._next_offset, min(rebuild) if rebuild else None, self._mark_dirty)
         if start < 0:
             start = self._log_start_offset
         for segment in self._segments:
             if segment.next_offset > start and segment.size:
                 on_complete = None
                 if segment.base_offset in rebuild:
-                    def on_complete(done, lso, segment=segment):
+                    def on_complete(done, lso, found=aborted[segment.base_offset]):
                         if done.aborted:
-                            self._index_aborted(segment, done, lso)
+                            found.append(AbortedTxn(done.producer_id, done.first_offset,
+                                                    done.last_offset, lso))
                 try:
                     state.replay(replay_batches(segment.log, segment.size, start), on_complete)
                 except CorruptRecordError as exc:
@@ -276,19 +300,64 @@ class Log(LogState):
                     # batches before it were replayed; reads report the rest.
                     log.warning("%s: producer state replay stopped in segment %d: %s",
                                 self.path, segment.base_offset, exc)
+        for base, segment in rebuild.items():
+            index = segment.txn_index
+            if not segment.txn_index_whole() or index.entries() != tuple(aborted[base]):
+                self._mark_dirty()
+                index.reset()
+                for txn in aborted[base]:
+                    self._append_aborted(segment, txn)
+            elif aborted[base]:
+                self._note_aborted(segment)
         self.producer_state = state
 
     def _index_aborted(self, segment: LogSegment, done: CompletedTxn, lso: int) -> None:
         """Appends an aborted transaction to the .txnindex of `segment` (its marker's)."""
+        self._append_aborted(segment, AbortedTxn(done.producer_id, done.first_offset,
+                                                 done.last_offset, lso))
+
+    def _append_aborted(self, segment: LogSegment, txn: AbortedTxn) -> None:
         index = segment.txn_index
-        index.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
+        index.append(txn)
         if index.created:
             self._dir_dirty = True
+        self._note_aborted(segment)
+
+    def _note_aborted(self, segment: LogSegment) -> None:
+        """Lists `segment` among those whose .txnindex has entries (reads consult them)."""
         if segment.base_offset not in self._aborted_bases:
             self._aborted_bases = tuple(sorted(self._aborted_bases + (segment.base_offset,)))
 
     def _write_state(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
         write_log_state(self.path, recovery_point, log_start_offset, clean)
+
+    def _mark_dirty(self) -> None:
+        """Called before the Log first changes a file of its dir: a standalone Log
+        writes its state with clean-shutdown 0 (durably: write, fsync, rename,
+        fsync the dir), so a crash from here on is recovered at the next open.
+        Until then the dir is as the Log found it and needs no marking."""
+        if self._dirty:
+            return
+        if self.standalone:
+            if self._segments:
+                self._write_state(self._recovery_point, self._log_start_offset, clean=False)
+            else:                       # still loading: the state as read
+                self._write_state(*self._stale_state, clean=False)
+        self._dirty = True
+
+    def _begin_writing(self) -> None:
+        """Before the Log's first write after open (the caller holds _lock, or the
+        Log is still opening): marks the dir (:meth:`_mark_dirty`) and makes the
+        last segment active (its indexes grown back to segment.index.bytes). Until
+        then it stays as loaded, files and sizes untouched, and appends take the
+        Python path (``_writing`` is False), which calls this first."""
+        if self._writing:
+            return
+        self._mark_dirty()
+        last = self._segments[-1]
+        if not last.active:
+            last.make_active()
+        self._writing = True
 
     # ============================================================ properties
 
@@ -431,6 +500,11 @@ class Log(LogState):
             raise RecordListTooLargeError(
                 f"append of {prepared.size} bytes to {self.path} exceeds segment.bytes "
                 f"({self.config.segment_bytes})")
+        if not self._writing:
+            try:
+                self._begin_writing()
+            except OSError as exc:
+                raise self._storage_error(exc, "append") from exc
         segment = self._maybe_roll(prepared, now)
         flush_records = self._unflushed_records + prepared.records >= self.config.flush_messages
         try:
@@ -637,11 +711,12 @@ class Log(LogState):
             return self._roll(self.clock())
 
     def _roll(self, now: int) -> LogSegment:
-        old = self._segments[-1]
         try:
+            self._begin_writing()
             new = LogSegment.create(self.path, self._next_offset, self.config, now)
         except OSError as exc:
             raise self._storage_error(exc, "roll") from exc
+        old = self._segments[-1]
         try:
             old.on_become_inactive()
         except BaseException:
@@ -738,7 +813,7 @@ class Log(LogState):
                 self._unflushed_records = max(0, self._next_offset - self._recovery_point)
                 now = self.clock()
                 self._last_flush_ms = now
-                if self.standalone and now - self._last_checkpoint_ms >= \
+                if self.standalone and self._dirty and now - self._last_checkpoint_ms >= \
                         self.config.pylog_recovery_point_checkpoint_interval_ms:
                     self._checkpoint(now)
 
@@ -840,7 +915,8 @@ class Log(LogState):
                 return                  # deleted or replaced: the retry reads the new list
             if segment.offset_index.lookup(fault.offset) != (fault.offset, fault.position):
                 return                  # already rebuilt by another reader
-            segment.rebuild_indexes()   # an OSError goes to the read's handler
+            self._begin_writing()       # a repair: an OSError goes to the read's handler
+            segment.rebuild_indexes()
         log.warning("%s: %s; rebuilt the indexes of segment %d from its .log", self.path, fault,
                     segment.base_offset)
 
@@ -870,6 +946,10 @@ class Log(LogState):
         out = []
         with self._flush_lock, self._lock:
             self._check_open()
+            try:
+                self._begin_writing()
+            except OSError as exc:
+                raise self._storage_error(exc, "index rebuild") from exc
             for segment in self._segments:
                 try:
                     old_offsets, old_times = segment.rebuild_indexes()
@@ -957,6 +1037,7 @@ class Log(LogState):
                     log_start_offset=self._log_start_offset, log_end_offset=self._next_offset,
                     topic_partition=self.topic_partition)
             try:
+                self._begin_writing()
                 keep = [s for s in self._segments if s.base_offset < offset] or [self._segments[0]]
                 drop = [s for s in self._segments if s not in keep]
                 for segment in drop:
@@ -994,6 +1075,10 @@ class Log(LogState):
                     log_start_offset=self._log_start_offset, log_end_offset=self._next_offset,
                     topic_partition=self.topic_partition)
             if offset > self._log_start_offset:
+                try:
+                    self._begin_writing()   # the new log start is persisted from here on
+                except OSError as exc:
+                    raise self._storage_error(exc, "advance the log start offset") from exc
                 self._log_start_offset = offset
             return self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset,
                                          reason=f"log start offset {self._log_start_offset} breach "
@@ -1059,6 +1144,7 @@ class Log(LogState):
                  len(doomed), "" if len(doomed) == 1 else "s", doomed[0].base_offset,
                  doomed[-1].base_offset, sum(seg.size for seg in doomed), reason)
         try:
+            self._begin_writing()
             if doomed[-1] is segments[-1]:
                 self._roll(self.clock() if now is None else now)   # keep one segment
                 segments = self._segments
@@ -1098,6 +1184,7 @@ class Log(LogState):
             if tuple(segments[i:i + len(old)]) != tuple(old) or i + len(old) >= len(segments):
                 return False
             try:
+                self._begin_writing()
                 doomed = []
                 for segment in old:
                     doomed += segment.rename_to_deleted()
@@ -1135,9 +1222,23 @@ class Log(LogState):
 
     def close(self) -> None:
         """Clean shutdown: trim the active segment, flush everything, persist the
-        recovery point and mark the shutdown clean (standalone)."""
+        recovery point and mark the shutdown clean (standalone). A Log that
+        changed nothing since it opened only flushes (an fsync changes no file;
+        a LogManager's clean-shutdown marker relies on it) and closes its files:
+        its dir stays exactly as it was."""
         with self._flush_lock, self._lock:
             if self._closed:
+                return
+            if not self._dirty:
+                try:
+                    self._flush_all_for_close()
+                except OSError as exc:
+                    raise self._storage_error(exc, "close") from exc
+                finally:
+                    self._closed = True
+                    for segment in self._segments:
+                        segment.close_handles()
+                    self._release_dir_lock()
                 return
             try:
                 active = self._segments[-1]

@@ -41,6 +41,7 @@ class LogDir:
         self.offline_reason: str | None = None
         self.had_clean_shutdown = False
         self._lock_fd = -1
+        self._recorded_pid = False          # lock() wrote this process's pid into .lock
         self._engines: dict[tuple[str, int], IoEngine] = {}
         self._engines_lock = threading.Lock()
 
@@ -50,9 +51,13 @@ class LogDir:
 
     # ------------------------------------------------------------------ lock
 
-    def lock(self) -> None:
-        """Creates the dir if needed and takes its lock; LogDirLockedError if held."""
-        files.make_dirs(self.path)
+    def lock(self, record_pid: bool = True) -> None:
+        """Creates the dir if needed and takes its lock; LogDirLockedError if held.
+        Without `record_pid` (a process that only reads the dir while holding its
+        lock: ``pylog export-to-kafka``) the ``.lock`` must exist and is neither
+        created nor written (FileNotFoundError when it is missing)."""
+        if record_pid:
+            files.make_dirs(self.path)
         path = os.path.join(self.path, files.LOCK_FILE)
         def message(holder: str | None) -> str:
             who = f"process {holder}" if holder else "another process"
@@ -60,12 +65,17 @@ class LogDir:
                 who = f"this process (pid {holder}; another LogManager has it open)"
             return (f"log dir {self.path} is locked by {who}: {path} is held; close the other "
                     f"LogManager, Kafka broker or standalone pylog.Log using this directory first")
-        self._lock_fd = _take_lock(path, fcntl.LOCK_EX, create=True, message=message)
+        kafka = (f"log dir {self.path} is held by a running Kafka broker (a POSIX lock on "
+                 f"{path}): stop it first, or read the dir with pylog.storage.LogDirsReader")
+        self._lock_fd = _take_lock(path, fcntl.LOCK_EX, create=record_pid, message=message,
+                                   before_write=lambda fd: _refuse_running_kafka(fd, kafka))
+        self._recorded_pid = record_pid
 
     def unlock(self) -> None:
         if self._lock_fd >= 0:
             try:
-                os.ftruncate(self._lock_fd, 0)
+                if self._recorded_pid:
+                    os.ftruncate(self._lock_fd, 0)
             except OSError:
                 pass   # a read-only or failed disk: the kernel still drops the lock
             os.close(self._lock_fd)
@@ -136,13 +146,18 @@ class LogDir:
 class PartitionDirLock:
     """The lock a standalone :class:`~pylog.storage.log.Log` holds on its partition dir.
 
-    ``flock(LOCK_EX | LOCK_NB)`` on ``<partition dir>/.lock`` (which then holds
-    the pid), so that no two writers append to one partition, in one process
-    or in two; and, when the parent is a log dir (it has a ``.lock``),
-    ``flock(LOCK_SH | LOCK_NB)`` on the parent's lock, so that a Log is refused
-    a partition of a live LogManager and a LogManager is refused a log dir one
-    of whose partitions a standalone Log has open. The kernel drops both when
-    the process dies. Raises LogDirLockedError naming the holder's pid.
+    ``flock(LOCK_EX | LOCK_NB)`` on the partition directory's own descriptor (flock
+    works on a directory opened ``O_RDONLY``), so that no two writers append to one
+    partition, in one process or in two, and no file is created for it: a Log
+    opened only to read leaves the dir exactly as it found it (a Kafka broker's
+    partition dirs hold no lock file either). And, when the parent is a log dir
+    (it has a ``.lock``), ``flock(LOCK_SH | LOCK_NB)`` on the parent's lock, so
+    that a Log is refused a partition of a live LogManager and a LogManager is
+    refused a log dir one of whose partitions a standalone Log has open. The
+    kernel drops both when the process dies. Raises LogDirLockedError naming the
+    holder: its pid, as the kernel's lock table (``/proc/locks``) lists the
+    directory's flock holder, or "another process" where that table does not
+    name it (another pid namespace).
     """
 
     def __init__(self, path: str) -> None:
@@ -152,20 +167,19 @@ class PartitionDirLock:
             parent = os.path.dirname(os.path.abspath(path))
             parent_lock = os.path.join(parent, files.LOCK_FILE)
             if os.path.exists(parent_lock):
-                self._take(parent_lock, fcntl.LOCK_SH, lambda holder: (
+                self._fds.append(_take_lock(parent_lock, fcntl.LOCK_SH, create=False,
+                                            message=lambda holder: (
                     f"partition dir {path} is in log dir {parent}, which a LogManager holds "
-                    f"({_who(holder)}): use that LogManager's log(), or close it first"),
-                    create=False)
-                _refuse_running_kafka(self._fds[-1], path, parent)
-            self._take(os.path.join(path, files.LOCK_FILE), fcntl.LOCK_EX, lambda holder: (
+                    f"({_who(holder)}): use that LogManager's log(), or close it first")))
+                _refuse_running_kafka(self._fds[-1], (
+                    f"partition dir {path} is in log dir {parent}, which a running Kafka broker "
+                    f"holds: stop it first, or read the dir with pylog.storage.LogDirsReader"))
+            self._fds.append(_lock_directory(path, lambda holder: (
                 f"partition dir {path} is open for writing by {_who(holder)}: close that Log "
-                f"first"), create=True)
+                f"first")))
         except BaseException:
             self.release()
             raise
-
-    def _take(self, lock_path: str, mode: int, message, create: bool) -> None:
-        self._fds.append(_take_lock(lock_path, mode, create=create, message=message))
 
     def release(self) -> None:
         for fd in reversed(self._fds):
@@ -176,37 +190,86 @@ class PartitionDirLock:
         self._fds.clear()
 
 
-def _take_lock(lock_path: str, mode: int, *, create: bool, message) -> int:
+def _lock_directory(path: str, message) -> int:
+    """``flock(LOCK_EX | LOCK_NB)`` on directory `path` itself; returns its descriptor.
+    If another holder has it: LogDirLockedError(message(holder)), `holder` the pid
+    /proc/locks gives for it (None if unknown)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        st = os.fstat(fd)
+        os.close(fd)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        raise LogDirLockedError(message(_flock_holder(st))) from None
+    return fd
+
+
+def _flock_holder(st: os.stat_result) -> str | None:
+    """The pid holding a flock on the file `st` describes, from the kernel's lock table:
+    lines like ``1: FLOCK  ADVISORY  WRITE 2880 fe:00:10076333 0 EOF`` (pid, then
+    major:minor:inode, the device numbers in hex). None when no line names it (a
+    holder in another pid namespace shows as pid 0 or not at all)."""
+    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if "->" in fields or len(fields) < 6 or fields[1] != "FLOCK":
+            continue                    # a waiter, or not a flock
+        pid, dev_ino = fields[4], fields[5].split(":")
+        if len(dev_ino) != 3 or not pid.isdigit() or pid == "0":
+            continue
+        try:
+            same = (int(dev_ino[0], 16), int(dev_ino[1], 16), int(dev_ino[2])) == \
+                (major, minor, st.st_ino)
+        except ValueError:
+            continue
+        if same:
+            return pid
+    return None
+
+
+def _take_lock(lock_path: str, mode: int, *, create: bool, message, before_write=None) -> int:
     """``flock(mode | LOCK_NB)`` on `lock_path`; returns the descriptor. With `create`
-    the file is created if needed and then holds this process's pid. If another
-    holder has it: LogDirLockedError(message(holder)), `holder` the pid the holder
-    wrote there (None if unknown)."""
+    the file is created if needed and then holds this process's pid (written after
+    ``before_write(fd)``, which may refuse the lock by raising). If another holder
+    has it: LogDirLockedError(message(holder)), `holder` the pid the holder wrote
+    there (None if unknown)."""
     fd = os.open(lock_path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
     try:
         fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        if before_write is not None:
+            before_write(fd)
     except OSError as exc:
         os.close(fd)
         if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise
         raise LogDirLockedError(message(_read_holder(lock_path))) from None
+    except BaseException:
+        os.close(fd)
+        raise
     if create:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 
-def _refuse_running_kafka(fd: int, path: str, parent: str) -> None:
+def _refuse_running_kafka(fd: int, message: str) -> None:
     """A Kafka broker locks its log dir's ``.lock`` with a POSIX record lock
-    (FileChannel.tryLock), which flock(2) does not see: probe it too, so a Log is
-    refused a partition of a running Kafka broker."""
+    (FileChannel.tryLock), which flock(2) does not see: probe it too (`fd` open on
+    that ``.lock``), so a Log or a LogManager is refused a running Kafka broker's
+    dir (LogDirLockedError(message)) before it writes anything there."""
     try:
         fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as exc:
         if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise
-        raise LogDirLockedError(
-            f"partition dir {path} is in log dir {parent}, which a running Kafka broker "
-            f"holds: stop it first, or read the dir with pylog.storage.LogDirsReader") from None
+        raise LogDirLockedError(message) from None
     fcntl.lockf(fd, fcntl.LOCK_UN)
 
 

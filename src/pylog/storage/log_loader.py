@@ -9,10 +9,14 @@ log serves anything.
 2. :func:`load_segments`: open each segment by base offset; a segment is
    recovered (scanned batch by batch, indexes rebuilt) when its index cannot
    be trusted, or, after an unclean shutdown, when it may hold data past the
-   recovery point (its ``.txnindex`` is then rebuilt by the Log from the
-   markers, with the producer state: ``LoadedSegments.txn_rebuild``). Only a segment that may hold unflushed data (or the last
-   one) is truncated at its first invalid batch, and only then are the
-   segments after it deleted. An inactive segment below the recovery point
+   recovery point. Such a segment is first checked without a write
+   (:meth:`~pylog.storage.segment.LogSegment.check`): when every batch is
+   valid to the end of the file and every index entry is right, recovery would
+   change nothing and the segment is kept as it is. Otherwise its ``.txnindex``
+   is rebuilt by the Log from the markers, with the producer state
+   (``LoadedSegments.txn_rebuild``). Only a segment that may hold unflushed data
+   (or the last one) is truncated at its first invalid batch, and only then are
+   the segments after it deleted. An inactive segment below the recovery point
    (or of a cleanly shut down log) whose index is damaged gets its index
    rebuilt and keeps every byte: corruption there is reported where it is
    read (docs/FORMAT.md, section 10). Every truncation and deletion is logged
@@ -27,12 +31,18 @@ A Log opened on its own keeps its recovery point, log start offset and
 clean-shutdown flag in ``pylog-log-state`` (:func:`read_log_state`,
 :func:`write_log_state`; FORMAT.md, section 11); under a LogManager they come
 from Kafka's checkpoint files instead.
+
+Loading changes a file only to repair one. Each step calls ``before_change()``
+before its first change (a standalone Log marks its state unclean there, so a
+crash during a repair is recovered again); a dir that needs no repair is read
+and left exactly as it was.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pylog._core.storage import LogFile
@@ -67,21 +77,32 @@ class LoadedSegments:
     txn_indexes: set[int] = field(default_factory=set)    # segments with a .txnindex file
 
 
-def remove_temporary_files(path: str) -> None:
+def _nothing() -> None:
+    pass
+
+
+def remove_temporary_files(path: str, before_change: Callable[[], None] = _nothing) -> None:
     """Kafka's first loading step: finish interrupted deletes, drop orphans, and
     complete the log cleaner's swaps: a ``<base>.log.swap`` replaces every segment
     whose base lies in its offsets (the group it was cleaned from), and its index
-    swaps replace theirs (pylog.storage.cleaner)."""
-    names = os.listdir(path)
-    for name in names:
-        full = os.path.join(path, name)
-        if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX)) or name.endswith(".tmp"):
-            os.remove(full)
+    swaps replace theirs (pylog.storage.cleaner). ``before_change()`` runs before
+    the first file is removed or renamed."""
+    leftovers = [name for name in os.listdir(path)
+                 if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX, ".tmp"))]
+    if leftovers:
+        before_change()         # may replace the state file's own .tmp (a writer killed in
+        for name in leftovers:  # its write) by writing the state: that one is gone then
+            try:
+                os.remove(os.path.join(path, name))
+            except FileNotFoundError:
+                pass
     for name in sorted(os.listdir(path)):
         if name.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
+            before_change()
             _complete_swap(path, name)
     for name in os.listdir(path):
         if name.endswith(files.SWAP_SUFFIX):          # an index swap whose .log swap is done
+            before_change()
             full = os.path.join(path, name)
             os.replace(full, full[: -len(files.SWAP_SUFFIX)])
     names = os.listdir(path)
@@ -93,6 +114,7 @@ def remove_temporary_files(path: str) -> None:
                 # segment, or a removed file: then its offsets are a hole, see find_holes).
                 log.warning("%s: found an orphaned index file %s, with no corresponding log "
                             "file; deleting it", path, name)
+                before_change()
                 os.remove(os.path.join(path, name))
 
 
@@ -124,10 +146,13 @@ def delete_segment_files(path: str, base: int) -> None:
 
 
 def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
-                  clean_shutdown: bool, log_start_offset: int = 0) -> LoadedSegments:
+                  clean_shutdown: bool, log_start_offset: int = 0,
+                  before_change: Callable[[], None] = _nothing) -> LoadedSegments:
     """Opens every segment of the partition dir `path`, recovering those that need it.
-    Inactive segments come back with their files closed (LogSegment.log reopens); on an
-    error every segment opened so far is closed."""
+    Every segment comes back inactive (the Log activates the last one before its first
+    write), the others with their files closed (LogSegment.log reopens); on an error
+    every segment opened so far is closed. ``before_change()`` runs before the first
+    file is changed (a recovery that repairs, a segment deleted, an index created)."""
     names = os.listdir(path)
     bases = sorted(b for b in (files.offset_from_filename(n) for n in names
                                if n.endswith(files.LOG_SUFFIX)) if b is not None)
@@ -142,17 +167,27 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
                 log.warning("%s: deleting segment %d (%d bytes, offsets from %d): it follows "
                             "the segment truncated at offset %d, above the recovery point %d",
                             path, base, size, base, truncated_at, recovery_point)
+                before_change()
                 delete_segment_files(path, base)
                 out.deleted += 1
                 out.bytes_deleted += size
                 continue
-            segment, index_problem = LogSegment.open(path, base, config, now)
+            segment, index_problem = LogSegment.open(path, base, config, now, before_change)
             next_base = bases[i + 1] if i + 1 < len(bases) else None
             # Every byte of an inactive segment below the recovery point was
             # flushed: it is never truncated, and later segments never dropped.
             durable = next_base is not None and (clean_shutdown or next_base <= recovery_point)
             must_recover = index_problem is not None or (not clean_shutdown and not durable)
+            unflushed = must_recover and not durable
+            if must_recover and index_problem is None:
+                # Possibly unflushed: validated first without a write, and kept as
+                # it is when recovery would change nothing.
+                checked, sound = segment.check()
+                if sound:
+                    out.recovered.append(checked)
+                    must_recover = False
             if must_recover:
+                before_change()
                 out.indexes_rebuilt += index_problem is not None
                 if index_problem is not None and (clean_shutdown or durable):
                     # Kafka warns too ("Found a corrupted index file ..."); above the
@@ -173,8 +208,8 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
                                 result.error or result.reason)
                 if result.truncated_bytes and next_base is not None:
                     truncated_at = segment.next_offset   # everything after it is dropped
-            if (must_recover and not durable) or \
-                    (base in out.txn_indexes and not segment.txn_index_whole()):
+            if unflushed or (base in out.txn_indexes and not segment.txn_index_whole()):
+                # (a sound segment too: its .txnindex may lack a marker's entry)
                 out.txn_rebuild.append(base)
             if next_base is not None:
                 segment.release_handles()     # inactive: files reopen on first use

@@ -134,7 +134,8 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials):
         except BaseException:
             self._abort_open()
             raise
-        self._producer_ids = ProducerIdAllocator([d.path for d in self._online_dirs()])
+        self._producer_ids = ProducerIdAllocator([d.path for d in self._online_dirs()],
+                                                 self._largest_producer_id())
         log.info(self.startup.summary())
         self._log_dir_states()
         self._schedule_periodic_work()
@@ -506,6 +507,12 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials):
         an id no producer of this store had before, epoch 0."""
         self._check_open()
         return self._producer_ids.allocate([d.path for d in self._online_dirs()]), 0
+
+    def _largest_producer_id(self) -> int:
+        """The largest producer id in the producer state of every loaded log (-1: none),
+        which Kafka-written logs fill from their snapshots and batches."""
+        ids = [max(lg.producer_state.producers, default=-1) for lg in list(self._logs.values())]
+        return max(ids, default=-1)
 
     def producer_id_handed_out(self, producer_id: int) -> bool:
         """Whether :meth:`init_producer_id` ever returned `producer_id` (in this process

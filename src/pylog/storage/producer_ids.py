@@ -4,7 +4,10 @@ Ids are handed out from blocks of ``BLOCK`` ids; the start of the next free
 block is persisted (``pylog-producer-ids`` in every online log dir, tmp ->
 fsync -> rename) *before* any id of the current block is used, so an id is
 never given out twice, even across crashes. On start the largest value found
-in any dir wins. :meth:`ProducerIdAllocator.handed_out` says whether an id may
+in any dir wins, raised above every producer id the loaded logs hold (logs
+written by Kafka, whose controller allocated those ids, or older logs without
+the file): an id a log already carries is never handed to a new producer.
+:meth:`ProducerIdAllocator.handed_out` says whether an id may
 have been given out: the broker refuses batches carrying any other (a client
 cannot squat an id before it is allocated).
 """
@@ -28,7 +31,9 @@ BLOCK = 1000
 
 
 class ProducerIdAllocator:
-    def __init__(self, dirs: list[str]) -> None:
+    def __init__(self, dirs: list[str], in_use: int = -1) -> None:
+        """`in_use`: the largest producer id found in the store's logs (-1: none);
+        ids are handed out above it."""
         self._dirs = dirs
         self._lock = threading.Lock()
         found, damaged = [], []
@@ -41,7 +46,10 @@ class ProducerIdAllocator:
             raise damaged[0]      # every copy that exists is damaged: never guess
         for exc in damaged:       # every dir gets the good value at the next block
             log.warning("%s; using the copy in another log dir", exc)
-        self._next = self._block_end = max(found, default=0)
+        self._next = self._block_end = max(found + [in_use + 1])
+        if in_use >= max(found, default=0):
+            log.info("producer ids start at %d: the logs hold producer id %d (no pylog "
+                     "allocation recorded above it)", in_use + 1, in_use)
 
     @staticmethod
     def _read(directory: str) -> int:

@@ -33,7 +33,8 @@ its records.
 The state is snapshotted to ``%020d.snapshot`` files in Kafka's format
 (ProducerSnapshot v1: version int16, CRC-32C uint32 of the rest, an int32
 count and 46-byte entries, docs/FORMAT.md section 9), named by the log offset
-they cover: at every roll and at close. A producer whose last record is a
+they cover: at every roll and at the close of a Log that wrote (a Log that only
+read writes none). A producer whose last record is a
 marker is written with last sequence -1 and last offset -1, as Kafka writes
 it; an open transaction's first offset and the coordinator epoch are kept, so
 a reopened log knows its open transactions and its LSO. On open the newest
@@ -419,13 +420,16 @@ class ProducerStateManager:
         self.first_unstable_offset = -1
         self.verifications = {}
 
-    def load(self, log_end_offset: int, at_most: int | None = None) -> int:
+    def load(self, log_end_offset: int, at_most: int | None = None, before_change=None) -> int:
         """Loads the newest valid snapshot at or below the log end (deleting newer or
-        corrupt ones) and at or below `at_most` (newer ones kept); returns its offset,
-        or -1 with an empty table."""
+        corrupt ones, after ``before_change()``) and at or below `at_most` (newer ones
+        kept); returns its offset, or -1 with an empty table. Reads only, when every
+        snapshot is valid and none is past the log end."""
         self.clear()
         for offset in reversed(self.snapshot_offsets()):
             if offset > log_end_offset:
+                if before_change is not None:
+                    before_change()
                 os.remove(self.snapshot_path(offset))     # stale: the log was truncated
                 continue
             if at_most is not None and offset > at_most:
@@ -434,6 +438,8 @@ class ProducerStateManager:
                 self.read_snapshot(offset)
                 return offset
             except (CorruptRecordError, OSError):
+                if before_change is not None:
+                    before_change()
                 os.remove(self.snapshot_path(offset))
                 self.clear()
         return -1

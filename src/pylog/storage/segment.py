@@ -34,7 +34,8 @@ from . import files
 from .config import LogConfig
 from .file_slice import FileSlice
 from .info import SegmentRecovery
-from .segment_check import entry_is_wrong
+from .segment_check import (OFFSET_ENTRY, TIME_ENTRY, check_offset_entries, check_time_entries,
+                            entry_is_wrong, read_index_file)
 from .transaction_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from .transaction_index import TransactionIndex
 
@@ -190,15 +191,16 @@ class LogSegment(SegmentState):
         return segment
 
     @classmethod
-    def open(cls, directory: str, base_offset: int, config: LogConfig,
-             now_ms: int) -> tuple[LogSegment, str | None]:
-        """Opens an existing segment without validating its data.
+    def open(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int,
+             before_change=None) -> tuple[LogSegment, str | None]:
+        """Opens an existing segment without validating its data, and inactive.
 
-        Indexes are opened writable at their current size (a missing one is
-        created empty). Returns (segment, problem): problem is None when the
-        indexes pass the checks of :meth:`_load_from_indexes`, else why they
-        cannot be trusted (missing, or failing a check against the .log), in
-        which case the caller must recover the segment (rebuilding the indexes).
+        Indexes are opened writable at their current size, changing nothing (a
+        missing one is created empty, after ``before_change()``). Returns
+        (segment, problem): problem is None when the indexes pass the checks of
+        :meth:`_load_from_indexes`, else why they cannot be trusted (missing, or
+        failing a check against the .log), in which case the caller must recover
+        the segment (rebuilding the indexes).
         """
         log = LogFile(files.log_file(directory, base_offset))
         problem = None
@@ -208,6 +210,8 @@ class LogSegment(SegmentState):
             missing = [p for p in paths if not os.path.exists(p)]
             if missing:
                 problem = f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
+                if before_change is not None:
+                    before_change()
             oi = OffsetIndex.open(paths[0], base_offset, 0)
             ti = TimeIndex.open(paths[1], base_offset, 0)
         except BaseException:
@@ -283,6 +287,42 @@ class LogSegment(SegmentState):
         self.bytes_since_index_entry = size - position if oi.entries else size
         self.rolling_based_timestamp = first if size else -1
         return None
+
+    def check(self) -> tuple[SegmentRecovery, bool]:
+        """Recovery's scan without its writes: every batch validated (lengths, magic,
+        CRC-32C, offsets) into indexes of no capacity, and every entry of both index
+        files checked against the batches (pylog.storage.segment_check). Returns
+        (the report :meth:`recover` would give, sound): sound when the .log is valid
+        to its end and the indexes are right, so that recovery would change nothing
+        the segment's state (loaded from its indexes) does not already say."""
+        scratch = []
+        try:
+            # /dev/null: an index file of length 0, so the scan stores no entry.
+            scratch.append(OffsetIndex.open(os.devnull, self.base_offset, 0))
+            scratch.append(TimeIndex.open(os.devnull, self.base_offset, 0))
+            result = self.log.recover(self.base_offset, 2**62, *scratch)
+        finally:
+            for index in scratch:
+                index.close()
+        valid, size = result["valid_bytes"], result["file_bytes"]
+        error = result["error"]
+        report = SegmentRecovery(self.base_offset, result["scanned_bytes"], valid, 0,
+                                 result["batches"], result["reason"],
+                                 str(error) if error else None)
+        scanned_next = result["last_offset"] + 1 if result["last_offset"] >= 0 else self.base_offset
+        if valid != size or error is not None or size != self.size or \
+                scanned_next != self.next_offset or result["max_timestamp"] != self.max_timestamp:
+            return report, False
+        last_offset = self.next_offset - 1
+        for path, entry, check in (
+                (files.index_file(self.directory, self.base_offset), OFFSET_ENTRY,
+                 lambda e: check_offset_entries(self.log, self.base_offset, e, valid)),
+                (files.time_index_file(self.directory, self.base_offset), TIME_ENTRY,
+                 lambda e: check_time_entries(self.log, self.base_offset, e, valid, last_offset))):
+            entries, problems = read_index_file(path, entry)
+            if problems or check(entries):
+                return report, False
+        return report, True
 
     def recover(self, truncate: bool = True) -> SegmentRecovery:
         """Validates every batch and rebuilds the indexes. With `truncate` (a segment
