@@ -80,7 +80,8 @@ MESSAGES = [
     "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics", "DeleteRecords",
     "InitProducerId", "DescribeConfigs", "AlterConfigs", "CreatePartitions", "DeleteGroups",
     "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeUserScramCredentials",
-    "AlterUserScramCredentials", "DescribeCluster",
+    "AlterUserScramCredentials", "DescribeCluster", "OffsetForLeaderEpoch", "OffsetDelete",
+    "GetTelemetrySubscriptions", "PushTelemetry",
     # Transactions (coordinator/transactions.py, broker/transactions.py)
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit",
     "DescribeProducers", "DescribeTransactions", "ListTransactions",

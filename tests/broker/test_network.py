@@ -84,18 +84,19 @@ def test_advertised_versions_are_the_documented_ones(served):
         {key: kafka for key, (_, kafka) in table.items()}
 
 
-@pytest.mark.parametrize("fetch_version,produce_version", [(13, 10), (18, 13)])
-def test_versions_pylog_does_not_speak_get_unsupported_version(served, fetch_version,
+@pytest.mark.parametrize("join_version,produce_version", [(8, 10), (9, 13)])
+def test_versions_pylog_does_not_speak_get_unsupported_version(served, join_version,
                                                                 produce_version):
-    """Fetch 13 (topic ids) and Produce 10, and the newest of Kafka 4.1 (Fetch 18, Produce
-    13 with topic ids): Kafka's error code in the message's own place (top-level for Fetch,
-    per partition for Produce), and the connection stays usable."""
+    """JoinGroup 8-9 (join reasons) and Produce 10-13 (13: topic ids), which Kafka 4.1
+    defines and pylog does not speak: Kafka's error code in the message's own place
+    (top-level for JoinGroup, per partition for Produce), and the connection stays usable."""
     topic_id = bytes(range(1, 17))
     with raw(served) as s:
-        s.sendall(encode_request(1, fetch_version, 7, "probe", m.FetchRequest(max_wait_ms=0)))
+        s.sendall(encode_request(11, join_version, 7, "probe", m.JoinGroupRequest(
+            group_id="g", session_timeout_ms=10000, member_id="", protocol_type="consumer")))
         frame = read_frame(s)
         assert struct.unpack(">i", frame[:4])[0] == 7
-        body = m.FetchResponse.read(Reader(memoryview(frame)[5:]), fetch_version)   # a tag byte
+        body = m.JoinGroupResponse.read(Reader(memoryview(frame)[5:]), join_version)  # a tag byte
         assert body.error_code == 35
         produce = m.ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
             m.ProduceRequestTopicProduceData(name="t", topic_id=topic_id, partition_data=[
@@ -249,7 +250,7 @@ def test_a_fetch_larger_than_the_socket_buffer_to_a_slow_reader(served):
         correlation, version = client.send(1, m.FetchRequest(
             replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=64 << 20, session_epoch=-1,
             topics=[m.FetchRequestFetchTopic(topic=topic, partitions=[m.FetchRequestFetchPartition(
-                partition=0, fetch_offset=0, partition_max_bytes=64 << 20)])]))
+                partition=0, fetch_offset=0, partition_max_bytes=64 << 20)])]), 12)
         time.sleep(0.5)                               # the broker fills the socket buffer, waits
         part = client.receive(1, version, correlation).responses[0].partitions[0]
         assert part.error_code == 0 and len(part.records) == log.size
@@ -278,7 +279,7 @@ def test_pipelined_fetches_to_a_slow_reader_arrive_whole(served):
                                                             log_start_offset=-1)])])
     for _ in range(3):
         with ProtocolClient(served.bootstrap) as client:
-            sent = [client.send(1, fetch) for _ in range(24)]
+            sent = [client.send(1, fetch, 12) for _ in range(24)]
             time.sleep(0.2)                         # the broker meets a full socket
             for correlation, version in sent:
                 part = client.receive(1, version, correlation).responses[0].partitions[0]

@@ -284,3 +284,22 @@ def test_pylog_dump_log_matches_kafka_on_control_and_legacy_batches(tmp_path):
                 assert "endTxnMarker: ABORT coordinatorEpoch: 5" in ours
             if path.parent.name.startswith("legacy0"):
                 assert "NoTimestampType: -1" in ours
+
+
+def test_consumer_groups_delete_offsets(pylog_broker):
+    """kafka-consumer-groups --delete-offsets (OffsetDelete): an empty group's offsets of
+    one topic go, those of another stay; a group that does not exist is GROUP_ID_NOT_FOUND."""
+    store, broker = pylog_broker
+    b = ["--bootstrap-server", broker.bootstrap_servers]
+    store.create_topic("drop-me", 2)
+    store.create_topic("keep-me", 1)
+    store.commit_offsets("pruning", {("drop-me", 0): 4, ("drop-me", 1): 5, ("keep-me", 0): 6})
+    out = run_tool("kafka-consumer-groups", *b, "--delete-offsets", "--group", "pruning",
+                   "--topic", "drop-me").stdout
+    assert "drop-me" in out and "Successful" in out
+    assert store.committed("pruning", "drop-me", 0) is None
+    assert store.committed("pruning", "drop-me", 1) is None
+    assert store.committed("pruning", "keep-me", 0) == 6
+    absent = run_tool("kafka-consumer-groups", *b, "--delete-offsets", "--group", "no-group",
+                      "--topic", "keep-me").stdout
+    assert "GroupIdNotFoundException: The group id does not exist" in absent

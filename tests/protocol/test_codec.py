@@ -116,8 +116,8 @@ def test_records_field_is_a_zero_copy_view_of_the_request():
 
 def test_unsupported_versions_are_named_not_parsed():
     body = m.FetchRequest()
-    header, decoded, problem = decode_request(encode_request(1, 13, 1, None, body)[4:])
-    assert decoded is None and "Fetch version 13 is not supported (this broker speaks 4-12)" in problem
+    header, decoded, problem = decode_request(encode_request(1, 3, 1, None, body)[4:])
+    assert decoded is None and "Fetch version 3 is not supported (this broker speaks 4-18)" in problem
     header, decoded, problem = decode_request(b"\x03\xe7\x00\x00\x00\x00\x00\x01\xff\xff")
     assert decoded is None and "unknown or unsupported API key 999" in problem
 

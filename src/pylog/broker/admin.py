@@ -54,7 +54,7 @@ def _partitions(broker, description) -> list:
         online = p.online
         out.append(m.MetadataResponseMetadataResponsePartition(
             error_code=NONE if online else codes.LEADER_NOT_AVAILABLE, partition_index=p.partition,
-            leader_id=node if online else -1, leader_epoch=0, replica_nodes=[node],
+            leader_id=node if online else -1, leader_epoch=p.leader_epoch, replica_nodes=[node],
             isr_nodes=[node] if online else [], offline_replicas=[] if online else [node]))
     return out
 

@@ -179,6 +179,10 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("fetch.max.bytes", "int32", 57671680,
               "The most bytes one Fetch response carries (a request may ask for less).",
               at_least(1024)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", "int32", 1000,
+              "The most incremental fetch sessions (KIP-227) the broker keeps; when full, a "
+              "new session evicts one idle for 2 minutes, or a smaller one older than that, "
+              "else the fetch goes on without a session.", at_least(0)),
     ConfigDef("pylog.fetch.coalesce.ms", "int32", 1,
               "A parked fetch woken by an append waits this long for more appends before it "
               "answers (never past its max_wait_ms): fewer, fuller responses for consumers at "
@@ -189,8 +193,11 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "partition. At most 8191: __consumer_offsets stores it with Kafka's int16 "
               "length, and a character takes up to 4 bytes.", between(0, 8191)),
     ConfigDef("offsets.retention.minutes", "int32", 10080,
-              "Committed offsets of empty groups are kept this long (not enforced yet).",
+              "Committed offsets of a group are kept this long after it became empty (or, "
+              "for a group that never joined, after each commit), as Kafka's KIP-211.",
               at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", "int", 600000,
+              "How often expired committed offsets are removed.", at_least(1)),
     ConfigDef("request.timeout.ms", "int32", 30000,
               "Kafka's broker key (the timeout of its inter-broker clients), accepted; pylog "
               "has no such client. A parked JoinGroup or SyncGroup waits as Kafka's do: "

@@ -16,7 +16,7 @@ from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartit
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
-from . import transactions
+from . import fetch_sessions, transactions
 from .errors import NONE, RequestError, codes, error_code
 
 __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
@@ -26,6 +26,9 @@ _ZSTD = 4
 #: A Produce request whose records take more bytes than this runs in the I/O pool:
 #: its append copies and walks them all on the thread that runs it (~0.1 ms at 256 KiB).
 LOOP_PRODUCE_MAX_BYTES = 256 * 1024
+#: An incremental fetch whose session holds more partitions than this is read in the
+#: CPU pool, as a request of that many elements is (connection.LOOP_ELEMENTS).
+LOOP_FETCH_PARTITIONS = 256
 
 
 def produce_may_block(req) -> bool:
@@ -194,7 +197,10 @@ class FetchPlan:
         for topic in req.topics:
             # One error for every partition of a topic that does not exist (not an
             # exception each: a hostile fetch names thousands).
+            # (v13+ names topics by id: an id no topic has resolves to the name "".)
             missing = None if broker.store.partition_count(topic.topic) is not None else \
+                RequestError(codes.UNKNOWN_TOPIC_ID, "no topic has that topic id") \
+                if version >= 13 else \
                 UnknownTopicOrPartitionError(f"topic {topic.topic!r} does not exist")
             for p in topic.partitions:
                 if missing is not None:
@@ -252,7 +258,9 @@ class FetchPlan:
                     resp.error_code = error_code(exc)[0]
                     failed = True
                 parts.append(resp)
-            topics.append(m.FetchResponseFetchableTopicResponse(topic=topic.topic, partitions=parts))
+            topics.append(m.FetchResponseFetchableTopicResponse(topic=topic.topic,
+                                                                topic_id=topic.topic_id,
+                                                                partitions=parts))
         return m.FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0,
                                responses=topics), total, failed
 
@@ -282,11 +290,15 @@ async def fetch(broker, conn, header, req, heavy: bool = False):
     async def run(fn, *args):
         return await loop.run_in_executor(broker.cpu_pool, fn, *args) if heavy else fn(*args)
 
+    session = fetch_sessions.begin(broker, header.api_version, req)
+    if session.error is not None:
+        return session.error
+    heavy = heavy or session.size > LOOP_FETCH_PARTITIONS
     plan = await run(FetchPlan, broker, req, header.api_version)
     response, total, failed = await run(plan.build)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or failed or broker.stopping:
         broker.stats["bytes_out"] += total
-        return response
+        return session.finish(response)
     deadline = loop.time() + req.max_wait_ms / 1000
     coalesce = broker.server_config["pylog.fetch.coalesce.ms"] / 1000
     event = asyncio.Event()
@@ -319,7 +331,15 @@ async def fetch(broker, conn, header, req, heavy: bool = False):
         for lg in logs:
             lg.remove_listener(waker)
     broker.stats["bytes_out"] += total
-    return response
+    return session.finish(response)
+
+
+#: ListOffsets v9 (KIP-1005): the last offset in tiered storage, -1 without it.
+LATEST_TIERED_TIMESTAMP = -5
+#: The ListOffsets version each special timestamp needs (measured, Kafka 4.1: older
+#: versions get UNSUPPORTED_VERSION for the partition): -4 the local log start (KIP-405),
+#: -5 the last tiered offset.
+_LIST_OFFSETS_SPEC_VERSION = {-4: 8, LATEST_TIERED_TIMESTAMP: 9}
 
 
 def list_offsets(broker, conn, header, req):
@@ -329,8 +349,11 @@ def list_offsets(broker, conn, header, req):
         parts = []
         for p in topic.partitions:
             resp = m.ListOffsetsResponseListOffsetsPartitionResponse(
-                partition_index=p.partition_index, timestamp=-1, offset=-1,
-                leader_epoch=0 if v >= 4 else -1)
+                partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
+            if v < _LIST_OFFSETS_SPEC_VERSION.get(p.timestamp, 0):
+                resp.error_code = codes.UNSUPPORTED_VERSION
+                parts.append(resp)
+                continue
             try:
                 log = broker.store.log(topic.name, p.partition_index)
                 # Kafka's fetchOffsetForTimestamp: what the isolation level may read is the
@@ -339,10 +362,14 @@ def list_offsets(broker, conn, header, req):
                     READ_COMMITTED else log.high_watermark
                 if p.timestamp == -1:
                     resp.timestamp, resp.offset = -1, bound
+                elif p.timestamp == LATEST_TIERED_TIMESTAMP:
+                    pass                        # no tiered storage: -1, as Kafka's answer
                 else:
                     found = log.offset_for_timestamp(p.timestamp)
                     if found is not None and (p.timestamp in (-2, -4) or found.offset < bound):
                         resp.timestamp, resp.offset = found.timestamp, found.offset
+                if v >= 4 and resp.offset >= 0:     # the epoch its record was written in
+                    resp.leader_epoch = log.leader_epochs.epoch_for_offset(resp.offset)
             except Exception as exc:            # noqa: BLE001
                 resp.error_code = error_code(exc)[0]
             parts.append(resp)

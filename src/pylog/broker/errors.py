@@ -34,6 +34,8 @@ class codes:  # noqa: N801 - Kafka's Errors the broker sets itself (the group on
     UNSUPPORTED_VERSION = 35
     KAFKA_STORAGE_ERROR = 56
     UNSUPPORTED_COMPRESSION_TYPE = 76
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 76
     INVALID_RECORD = 87
     UNKNOWN_TOPIC_ID = 100
 

@@ -286,3 +286,56 @@ def delete_groups(broker, conn, header, req):
                 err = error_code(exc)[0]
         results.append(m.DeleteGroupsResponseDeletableGroupResult(group_id=gid, error_code=err))
     return m.DeleteGroupsResponse(throttle_time_ms=0, results=results)
+
+
+def _subscribed_topics(info: dict) -> set[str] | None:
+    """The topics a consumer group's members subscribe to (their ConsumerProtocolSubscription
+    for the chosen protocol); None when some cannot be read: then every topic counts as
+    subscribed, as Kafka's ClassicGroup.isSubscribedToTopic."""
+    from pylog.coordinator.bridge import decode_subscription
+    topics: set[str] = set()
+    try:
+        for member in info["members"]:
+            topics |= decode_subscription(member[4])
+    except Exception:                           # noqa: BLE001 - unreadable: all subscribed
+        return None
+    return topics
+
+
+def offset_delete(broker, conn, header, req):
+    """Kafka's OffsetDelete (kafka-consumer-groups --delete-offsets): an Empty group's
+    offsets go; a live consumer group keeps those of topics it subscribes to
+    (GROUP_SUBSCRIBED_TO_TOPIC per partition); a live group of another protocol type is
+    NON_EMPTY_GROUP; an unknown or dead one GROUP_ID_NOT_FOUND; a partition that does not
+    exist UNKNOWN_TOPIC_OR_PARTITION."""
+    group = _all_groups(broker).get(req.group_id, False)
+    info = group.describe() if group else {"state": "Empty", "protocol_type": "consumer"}
+    if group is False or info["state"] == "Dead":
+        return m.OffsetDeleteResponse(error_code=group_errors.GROUP_ID_NOT_FOUND, throttle_time_ms=0)
+    subscribed: set[str] | None = set()
+    if info["state"] != "Empty":
+        if info["protocol_type"] != "consumer":
+            return m.OffsetDeleteResponse(error_code=group_errors.NON_EMPTY_GROUP, throttle_time_ms=0)
+        subscribed = _subscribed_topics(info)
+    store = broker.store
+    topics, deleting = [], []
+    for t in req.topics:
+        count = store.partition_count(t.name)
+        parts = []
+        for p in t.partitions:
+            if count is None or not 0 <= p.partition_index < count:
+                err = codes.UNKNOWN_TOPIC_OR_PARTITION
+            elif subscribed is None or t.name in subscribed:
+                err = group_errors.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                err = NONE
+                deleting.append((t.name, p.partition_index))
+            parts.append(m.OffsetDeleteResponseOffsetDeleteResponsePartition(
+                partition_index=p.partition_index, error_code=err))
+        topics.append(m.OffsetDeleteResponseOffsetDeleteResponseTopic(name=t.name, partitions=parts))
+    if deleting:
+        try:
+            store.coordinator.delete_offsets(req.group_id, deleting)
+        except Exception as exc:                # noqa: BLE001
+            return m.OffsetDeleteResponse(error_code=error_code(exc)[0], throttle_time_ms=0)
+    return m.OffsetDeleteResponse(error_code=NONE, throttle_time_ms=0, topics=topics)

@@ -57,13 +57,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pylog.coordinator.classic_group import errors as group_errors
+from pylog.coordinator.offset_expiry import expire_offsets
 from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import admin, configs, data_plane, groups, sasl, transactions, users
+from . import admin, configs, data_plane, groups, leader_epochs, sasl, telemetry, transactions, users
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig
 from .connection import Connection
+from .fetch_sessions import FetchSessionCache
 from .listeners import Listener
 from .tls import kernel_directions, ktls_support, server_context, tls_engine
 from .tls_principal import ANONYMOUS, NoMatchingRule, subject_name
@@ -80,23 +82,25 @@ HANDLERS = {
     13: groups.leave_group, 14: groups.sync_group, 15: groups.describe_groups,
     16: groups.list_groups, 17: sasl.sasl_handshake, 18: admin.api_versions,
     19: admin.create_topics, 20: admin.delete_topics, 21: data_plane.delete_records,
-    22: data_plane.init_producer_id, 32: configs.describe_configs, 33: configs.alter_configs,
+    22: data_plane.init_producer_id, 23: leader_epochs.offset_for_leader_epoch,
+    32: configs.describe_configs, 33: configs.alter_configs,
     36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
-    44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
+    47: groups.offset_delete, 44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
     51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
     24: transactions.add_partitions_to_txn, 25: transactions.add_offsets_to_txn,
     26: transactions.end_txn, 27: transactions.write_txn_markers,
     28: transactions.txn_offset_commit, 61: transactions.describe_producers,
     65: transactions.describe_transactions, 66: transactions.list_transactions,
+    71: telemetry.get_telemetry_subscriptions, 72: telemetry.push_telemetry,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all or records that take long to validate
 #: (data_plane.produce_may_block), Metadata only when it may create a topic (see handle).
 BLOCKING = {19, 20, 21, 22, 24, 25, 26, 27, 28, 33, 37, 44, 51}
-#: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
+#: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups, OffsetDelete): the group
 #: pool, which the data plane's fsyncs never fill.
-GROUP_IO = {8, 42}
+GROUP_IO = {8, 42, 47}
 #: Handlers that wait for the other members (JoinGroup, SyncGroup): coroutines on the
 #: loop, awaiting a future the group completes (no thread waits).
 WAITING = {11, 14}
@@ -142,6 +146,9 @@ class Broker:
             values["listeners"] = listen
         self.store = store
         self.server_config = ServerConfig(values)
+        self.fetch_sessions = FetchSessionCache(
+            self.server_config["max.incremental.fetch.session.cache.slots"])
+        self.telemetry = telemetry.TelemetryClients()
         #: The broker keys as given (Kafka's STATIC_BROKER_CONFIG); the dynamic ones
         #: (``max.connections``) are the store's, applied by :meth:`_reconfigure`.
         self.static_server_config = {normalize_key(k): v for k, v in values.items()}
@@ -228,6 +235,11 @@ class Broker:
         ready.wait()
         if failure:
             raise failure[0]
+        retention_ms = self.server_config["offsets.retention.minutes"] * 60_000
+        self.store.add_periodic_task(
+            "offsets-retention", self.server_config["offsets.retention.check.interval.ms"],
+            lambda now: None if self.stopping else
+            expire_offsets(self.store.coordinator, now, retention_ms))
         log.info("pylog broker (node %d) listening on %s", self.node_id, ", ".join(
             "%s (%s, advertised as %s:%d)" % (listener, listener.security_protocol,
                                               *self.advertised_address(listener))

@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -71,6 +72,7 @@ class errors:  # noqa: N801 - a namespace of Kafka error codes
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
@@ -134,6 +136,8 @@ class ClassicGroup:
         self.timer = timer or DeadlineTimer("pylog-group-timer")
         self.state = EMPTY
         self.previous_state = EMPTY
+        #: When the group last became Empty (ms since the epoch): created Empty, at first.
+        self.empty_since_ms = int(time.time() * 1000)
         self.generation = 0
         self.protocol_type: str | None = None
         self.protocol: str | None = None
@@ -442,6 +446,8 @@ class ClassicGroup:
 
     def _transition(self, state: str) -> None:
         self.previous_state, self.state = self.state, state
+        if state == EMPTY:              # Kafka's currentStateTimestamp, for offset expiry
+            self.empty_since_ms = int(time.time() * 1000)
 
     def _rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

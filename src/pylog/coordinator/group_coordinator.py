@@ -141,6 +141,17 @@ class GroupCoordinator:
                                      [None] * len(live), self.storage.clock())
                 self._offsets.remove(group_id, list(live))
 
+    def delete_offsets(self, group_id: str, partitions) -> None:
+        """Tombstones the committed offsets of `group_id` for those of `partitions`
+        ((topic, partition) pairs) it has (Kafka's OffsetDelete)."""
+        with self._lock:
+            wanted = set(partitions)
+            gone = [tp for tp in self._offsets.group(group_id) if tp in wanted]
+            if gone:
+                self._append_offsets(group_id, [encode_offset_key(group_id, t, p) for t, p in gone],
+                                     [None] * len(gone), self.storage.clock())
+                self._offsets.remove(group_id, gone)
+
     # ====================================================== committed offsets
 
     def _offsets_log(self, group: str) -> Log:

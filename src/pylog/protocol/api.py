@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from . import messages as m
 from .codec import Reader, Writer
 
-__all__ = ["API_NAMES", "SUPPORTED", "RequestHeader", "decode_request", "encode_request",
+__all__ = ["API_NAMES", "SUPPORTED", "UNADVERTISED", "RequestHeader", "decode_request", "encode_request",
            "unsupported_version_response",
            "frame_response", "decode_response", "is_flexible"]
 
@@ -28,8 +28,7 @@ API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
 #: The versions pylog's broker advertises, per API key: every client of
 #: ../shared/reference/kafka-protocol.md picks its newest path inside these. The
 #: minimums stay low for aiokafka (JoinGroup 0-5 ...). Fetch >= 4 keeps every consumer on
-#: v2 record batches (what pylog stores; older fetches would need down-conversion), and
-#: Fetch stops at 12 (13+ addresses topics by id). Produce starts at 0: librdkafka 2.0
+#: v2 record batches (what pylog stores; older fetches would need down-conversion). Produce starts at 0: librdkafka 2.0
 #: (Debian's kcat) compresses with gzip, snappy or lz4 only if the broker lists Produce v0
 #: (measured: with a minimum of 1 it sends those uncompressed); v0-2 carry magic 0/1
 #: message sets, which Log.append up-converts, as Kafka does. SaslHandshake and
@@ -37,8 +36,8 @@ API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
 #: (measured: Kafka 4.1 lists 17: 0-1 and 36: 0-2 and answers both ILLEGAL_SASL_STATE).
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (0, 9),      # Produce (10+: KIP-951 leader discovery tags only)
-    1: (4, 12),     # Fetch
-    2: (1, 7),      # ListOffsets
+    1: (4, 18),     # Fetch (7+: sessions, KIP-227; 13+: topics by id)
+    2: (1, 9),      # ListOffsets (7: max timestamp, KIP-734; 8: -4, KIP-405; 9: -5, KIP-1005)
     3: (0, 12),     # Metadata
     8: (2, 8),      # OffsetCommit
     9: (1, 8),      # OffsetFetch
@@ -55,6 +54,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     20: (0, 6),     # DeleteTopics
     21: (0, 2),     # DeleteRecords
     22: (0, 4),     # InitProducerId (5+: TRANSACTION_ABORTABLE of transactions v2)
+    23: (2, 4),     # OffsetForLeaderEpoch (0-1 removed in Kafka 4.0; 3+: consumers)
     24: (0, 5),     # AddPartitionsToTxn (4+: batched, verify_only)
     25: (0, 4),     # AddOffsetsToTxn
     26: (0, 4),     # EndTxn (5+: transactions v2, not built)
@@ -66,12 +66,21 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     37: (0, 3),     # CreatePartitions
     42: (0, 2),     # DeleteGroups
     44: (0, 1),     # IncrementalAlterConfigs
+    47: (0, 0),     # OffsetDelete
     50: (0, 0),     # DescribeUserScramCredentials
     51: (0, 0),     # AlterUserScramCredentials
-    60: (0, 1),     # DescribeCluster
+    60: (0, 2),     # DescribeCluster
     61: (0, 0),     # DescribeProducers
     65: (0, 0),     # DescribeTransactions
     66: (0, 2),     # ListTransactions
+}
+
+#: APIs answered but left out of ApiVersions, as Kafka's broker does: the client telemetry
+#: APIs (KIP-714) of a broker without a metrics plugin (measured, Kafka 4.1: not listed;
+#: a GetTelemetrySubscriptions sent anyway gets an empty subscription).
+UNADVERTISED: dict[int, tuple[int, int]] = {
+    71: (0, 0),     # GetTelemetrySubscriptions
+    72: (0, 0),     # PushTelemetry
 }
 
 API_VERSIONS_KEY = 18
@@ -103,7 +112,7 @@ def decode_request(frame, max_elements: int | None = None) -> tuple[RequestHeade
     client_id = r.string(False, True)
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
     cls = m.REQUESTS.get(api_key)
-    supported = SUPPORTED.get(api_key)
+    supported = SUPPORTED.get(api_key) or UNADVERTISED.get(api_key)
     if cls is None or supported is None:
         return header, None, f"unknown or unsupported API key {api_key}"
     lo, hi = supported

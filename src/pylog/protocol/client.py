@@ -175,7 +175,8 @@ class ProtocolClient:
                                                               partition_max_bytes=max_bytes,
                                                               current_leader_epoch=-1,
                                                               log_start_offset=-1)])])
-        return self.request(1, req).responses[0].partitions[0]
+        # v12 at most: 13+ names topics by id, which would take a Metadata round trip.
+        return self.request(1, req, min(self.version(1), 12)).responses[0].partitions[0]
 
     def list_offset(self, topic: str, partition: int, timestamp: int,
                     isolation_level: int = 0) -> int:

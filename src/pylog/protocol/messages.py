@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .codec import ZERO_UUID, Struct
 
-__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
+__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
 
 
 class ProduceRequestPartitionProduceData(Struct):
@@ -4338,6 +4338,434 @@ class DescribeClusterResponse(Struct):
             w.empty_tagged_fields()
 
 
+class OffsetForLeaderEpochRequestOffsetForLeaderPartition(Struct):
+    __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch')
+    _FIELDS = (('partition', 0), ('current_leader_epoch', -1), ('leader_epoch', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition', 'int32', None, (0, 32768), None, None), ('current_leader_epoch', 'int32', None, (2, 32768), None, None), ('leader_epoch', 'int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 4
+        self.partition = r.int32()
+        self.current_leader_epoch = r.int32() if v >= 2 else -1
+        self.leader_epoch = r.int32()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 4
+        w.int32(self.partition)
+        if v >= 2:
+            w.int32(self.current_leader_epoch)
+        w.int32(self.leader_epoch)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class OffsetForLeaderEpochRequestOffsetForLeaderTopic(Struct):
+    __slots__ = ('topic', 'partitions')
+    _FIELDS = (('topic', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'OffsetForLeaderEpochRequestOffsetForLeaderPartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 4
+        self.topic = r.string(flex)
+        self.partitions = r.struct_array(flex, OffsetForLeaderEpochRequestOffsetForLeaderPartition, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 4
+        w.string(self.topic, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class OffsetForLeaderEpochRequest(Struct):
+    """OffsetForLeaderEpochRequest (api key 23, versions 0-4, flexible 4+): Apache Kafka 4.1.0, versions 0-1 from 3.9.0, sha256 341c272be52bde0e / 595193e649b60f10."""
+
+    API_KEY = 23
+    VERSIONS = (0, 4)
+    FLEXIBLE = 4
+    __slots__ = ('replica_id', 'topics')
+    _FIELDS = (('replica_id', -2), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('replica_id', 'int32', None, (3, 32768), None, None), ('topics', '[]struct', 'OffsetForLeaderEpochRequestOffsetForLeaderTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 4
+        self.replica_id = r.int32() if v >= 3 else -2
+        self.topics = r.struct_array(flex, OffsetForLeaderEpochRequestOffsetForLeaderTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 4
+        if v >= 3:
+            w.int32(self.replica_id)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class OffsetForLeaderEpochResponseEpochEndOffset(Struct):
+    __slots__ = ('error_code', 'partition', 'leader_epoch', 'end_offset')
+    _FIELDS = (('error_code', 0), ('partition', 0), ('leader_epoch', -1), ('end_offset', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('partition', 'int32', None, (0, 32768), None, None), ('leader_epoch', 'int32', None, (1, 32768), None, None), ('end_offset', 'int64', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 4
+        self.error_code = r.int16()
+        self.partition = r.int32()
+        self.leader_epoch = r.int32() if v >= 1 else -1
+        self.end_offset = r.int64()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 4
+        w.int16(self.error_code)
+        w.int32(self.partition)
+        if v >= 1:
+            w.int32(self.leader_epoch)
+        w.int64(self.end_offset)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class OffsetForLeaderEpochResponseOffsetForLeaderTopicResult(Struct):
+    __slots__ = ('topic', 'partitions')
+    _FIELDS = (('topic', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'OffsetForLeaderEpochResponseEpochEndOffset', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 4
+        self.topic = r.string(flex)
+        self.partitions = r.struct_array(flex, OffsetForLeaderEpochResponseEpochEndOffset, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 4
+        w.string(self.topic, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class OffsetForLeaderEpochResponse(Struct):
+    """OffsetForLeaderEpochResponse (api key 23, versions 0-4, flexible 4+): Apache Kafka 4.1.0, versions 0-1 from 3.9.0, sha256 ea89286746354b8b / 36439acb8c0d0da7."""
+
+    API_KEY = 23
+    VERSIONS = (0, 4)
+    FLEXIBLE = 4
+    __slots__ = ('throttle_time_ms', 'topics')
+    _FIELDS = (('throttle_time_ms', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (2, 32768), None, None), ('topics', '[]struct', 'OffsetForLeaderEpochResponseOffsetForLeaderTopicResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 4
+        self.throttle_time_ms = r.int32() if v >= 2 else 0
+        self.topics = r.struct_array(flex, OffsetForLeaderEpochResponseOffsetForLeaderTopicResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 4
+        if v >= 2:
+            w.int32(self.throttle_time_ms)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class OffsetDeleteRequestOffsetDeleteRequestPartition(Struct):
+    __slots__ = ('partition_index',)
+    _FIELDS = (('partition_index', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = False
+        self.partition_index = r.int32()
+        return self
+
+    def write(self, w, v):
+        flex = False
+        w.int32(self.partition_index)
+
+
+class OffsetDeleteRequestOffsetDeleteRequestTopic(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'OffsetDeleteRequestOffsetDeleteRequestPartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = False
+        self.name = r.string(flex)
+        self.partitions = r.struct_array(flex, OffsetDeleteRequestOffsetDeleteRequestPartition, v)
+        return self
+
+    def write(self, w, v):
+        flex = False
+        w.string(self.name, flex)
+        w.struct_array(self.partitions, flex, v)
+
+
+class OffsetDeleteRequest(Struct):
+    """OffsetDeleteRequest (api key 47, versions 0, flexible none): Apache Kafka 4.1.0, sha256 9508470c5727082e."""
+
+    API_KEY = 47
+    VERSIONS = (0, 0)
+    FLEXIBLE = None
+    __slots__ = ('group_id', 'topics')
+    _FIELDS = (('group_id', ''), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('topics', '[]struct', 'OffsetDeleteRequestOffsetDeleteRequestTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = False
+        self.group_id = r.string(flex)
+        self.topics = r.struct_array(flex, OffsetDeleteRequestOffsetDeleteRequestTopic, v)
+        return self
+
+    def write(self, w, v):
+        flex = False
+        w.string(self.group_id, flex)
+        w.struct_array(self.topics, flex, v)
+
+
+class OffsetDeleteResponseOffsetDeleteResponsePartition(Struct):
+    __slots__ = ('partition_index', 'error_code')
+    _FIELDS = (('partition_index', 0), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = False
+        self.partition_index = r.int32()
+        self.error_code = r.int16()
+        return self
+
+    def write(self, w, v):
+        flex = False
+        w.int32(self.partition_index)
+        w.int16(self.error_code)
+
+
+class OffsetDeleteResponseOffsetDeleteResponseTopic(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'OffsetDeleteResponseOffsetDeleteResponsePartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = False
+        self.name = r.string(flex)
+        self.partitions = r.struct_array(flex, OffsetDeleteResponseOffsetDeleteResponsePartition, v)
+        return self
+
+    def write(self, w, v):
+        flex = False
+        w.string(self.name, flex)
+        w.struct_array(self.partitions, flex, v)
+
+
+class OffsetDeleteResponse(Struct):
+    """OffsetDeleteResponse (api key 47, versions 0, flexible none): Apache Kafka 4.1.0, sha256 ea99e5b080ad9ed6."""
+
+    API_KEY = 47
+    VERSIONS = (0, 0)
+    FLEXIBLE = None
+    __slots__ = ('error_code', 'throttle_time_ms', 'topics')
+    _FIELDS = (('error_code', 0), ('throttle_time_ms', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('topics', '[]struct', 'OffsetDeleteResponseOffsetDeleteResponseTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = False
+        self.error_code = r.int16()
+        self.throttle_time_ms = r.int32()
+        self.topics = r.struct_array(flex, OffsetDeleteResponseOffsetDeleteResponseTopic, v)
+        return self
+
+    def write(self, w, v):
+        flex = False
+        w.int16(self.error_code)
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.topics, flex, v)
+
+
+class GetTelemetrySubscriptionsRequest(Struct):
+    """GetTelemetrySubscriptionsRequest (api key 71, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 8f4a3164b80a772d."""
+
+    API_KEY = 71
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('client_instance_id',)
+    _FIELDS = (('client_instance_id', ZERO_UUID), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('client_instance_id', 'uuid', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.client_instance_id = r.uuid()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.client_instance_id)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class GetTelemetrySubscriptionsResponse(Struct):
+    """GetTelemetrySubscriptionsResponse (api key 71, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 660e884cd04a1d50."""
+
+    API_KEY = 71
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('client_instance_id', ZERO_UUID), ('subscription_id', 0), ('accepted_compression_types', []), ('push_interval_ms', 0), ('telemetry_max_bytes', 0), ('delta_temporality', False), ('requested_metrics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('client_instance_id', 'uuid', None, (0, 32768), None, None), ('subscription_id', 'int32', None, (0, 32768), None, None), ('accepted_compression_types', '[]int8', None, (0, 32768), None, None), ('push_interval_ms', 'int32', None, (0, 32768), None, None), ('telemetry_max_bytes', 'int32', None, (0, 32768), None, None), ('delta_temporality', 'bool', None, (0, 32768), None, None), ('requested_metrics', '[]string', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.client_instance_id = r.uuid()
+        self.subscription_id = r.int32()
+        self.accepted_compression_types = r.array(flex, r.int8)
+        self.push_interval_ms = r.int32()
+        self.telemetry_max_bytes = r.int32()
+        self.delta_temporality = r.bool()
+        self.requested_metrics = r.array(flex, lambda: r.string(flex))
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.uuid(self.client_instance_id)
+        w.int32(self.subscription_id)
+        w.array(self.accepted_compression_types, flex, w.int8)
+        w.int32(self.push_interval_ms)
+        w.int32(self.telemetry_max_bytes)
+        w.bool(self.delta_temporality)
+        w.array(self.requested_metrics, flex, lambda x: w.string(x, flex))
+        if flex:
+            w.empty_tagged_fields()
+
+
+class PushTelemetryRequest(Struct):
+    """PushTelemetryRequest (api key 72, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 e0b8a799925394fb."""
+
+    API_KEY = 72
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('client_instance_id', 'subscription_id', 'terminating', 'compression_type', 'metrics')
+    _FIELDS = (('client_instance_id', ZERO_UUID), ('subscription_id', 0), ('terminating', False), ('compression_type', 0), ('metrics', b''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('client_instance_id', 'uuid', None, (0, 32768), None, None), ('subscription_id', 'int32', None, (0, 32768), None, None), ('terminating', 'bool', None, (0, 32768), None, None), ('compression_type', 'int8', None, (0, 32768), None, None), ('metrics', 'bytes', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.client_instance_id = r.uuid()
+        self.subscription_id = r.int32()
+        self.terminating = r.bool()
+        self.compression_type = r.int8()
+        self.metrics = r.bytes(flex)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.client_instance_id)
+        w.int32(self.subscription_id)
+        w.bool(self.terminating)
+        w.int8(self.compression_type)
+        w.bytes(self.metrics, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class PushTelemetryResponse(Struct):
+    """PushTelemetryResponse (api key 72, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 a1de9c0ba764a2f7."""
+
+    API_KEY = 72
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        if flex:
+            w.empty_tagged_fields()
+
+
 class AddPartitionsToTxnRequestAddPartitionsToTxnTopic(Struct):
     __slots__ = ('name', 'partitions')
     _FIELDS = (('name', ''), ('partitions', []), )
@@ -5507,5 +5935,5 @@ class ConsumerProtocolAssignment(Struct):
 
 
 # api key -> request class, response class
-REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest}
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse}
+REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest}
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse}

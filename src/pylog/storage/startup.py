@@ -46,7 +46,7 @@ from pylog.errors import (
     PylogError,
 )
 
-from . import budget, checkpoints, files
+from . import budget, checkpoints, files, leader_epochs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
 from .topics import INTERNAL_TOPICS, Topic, TopicTable, validate_topic_name
@@ -466,6 +466,7 @@ class LogLoading:
             topic = self._topics.topics.get(tp[0])
             if topic is not None and checkpoints.read_partition_metadata(path) is None:
                 checkpoints.write_partition_metadata(path, topic.topic_id)
+            leader_epochs.attach(lg, path)
         finally:
             progress.step()
         return lg

@@ -32,7 +32,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from . import budget, checkpoints, files
+from . import budget, checkpoints, files, leader_epochs
 from .config import LogConfig, normalize_key
 from .log import Log
 from .log_dir import LogDir
@@ -193,6 +193,7 @@ class TopicAdmin:
                     raise
                 try:
                     checkpoints.write_partition_metadata(path, topic_id)
+                    leader_epochs.attach(lg, path)
                 except BaseException:
                     self._discard_new_log(lg)
                     raise
@@ -289,7 +290,8 @@ class TopicAdmin:
                 continue
             segments = lg.segments
             parts.append(PartitionDescription(p, d.path, True, lg.log_start_offset, lg.log_end_offset,
-                                              sum(s.size for s in segments), len(segments)))
+                                              sum(s.size for s in segments), len(segments),
+                                              lg.leader_epoch))
         return TopicDescription(name, topic.topic_id, name in INTERNAL_TOPICS, tuple(parts),
                                 dict(config.items()), dict(topic.config))
 
@@ -403,6 +405,12 @@ class TopicAdmin:
         """The number of partitions of `topic`, or None if it does not exist."""
         t = self._topics.topics.get(topic)
         return None if t is None else t.partitions
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic id of `topic` (Kafka's base64 form, as in partition.metadata), or
+        None if it does not exist."""
+        t = self._topics.topics.get(topic)
+        return None if t is None else t.topic_id
 
     def ensure_internal_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> int:
         """Creates the internal topic `name` (one of INTERNAL_TOPICS) unless it exists;

@@ -102,6 +102,7 @@ class PartitionDescription:
     log_end_offset: int | None
     size: int | None                 # bytes of all segments
     segments: int | None
+    leader_epoch: int = 0            # the epoch its batches are stamped with (leader_epochs.py)
 
 
 @dataclass(frozen=True, slots=True)
