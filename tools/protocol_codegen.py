@@ -41,6 +41,7 @@ MESSAGES = [
     "InitProducerId", "DescribeConfigs", "AlterConfigs", "CreatePartitions", "DeleteGroups",
     "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeUserScramCredentials",
     "AlterUserScramCredentials", "DescribeCluster",
+    "CreateAcls", "DescribeAcls", "DeleteAcls", "DescribeClientQuotas", "AlterClientQuotas",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 
