@@ -19,6 +19,7 @@ from pylog.common.config import (
     at_least,
     between,
     config_defs,
+    one_of,
     normalize_key,
     subset_of,
     unknown_key,
@@ -76,6 +77,23 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "A connection to a SASL listener that has not authenticated this many ms after "
               "it connected (or after it began re-authenticating) is closed. Kafka has no "
               "such bound (connections.max.idle.ms only closes idle ones).", at_least(1)),
+    ConfigDef("authorizer.class.name", "str", "",
+              "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer turns "
+              "ACLs on (Kafka's semantics: deny wins, super.users, allow.everyone.if.no.acl."
+              "found); empty (Kafka's default) allows every request, as Kafka without an "
+              "authorizer.", one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")),
+    ConfigDef("super.users", "str", "",
+              "Principals every ACL check allows, semicolon-separated as Kafka's: "
+              "User:admin;User:alice."),
+    ConfigDef("allow.everyone.if.no.acl.found", "bool", False,
+              "With the authorizer on: a resource no ACL names (no binding of any principal "
+              "matches it) is open to everyone when true, closed to all but super.users when "
+              "false (Kafka's default)."),
+    ConfigDef("quota.window.num", "int32", 11,
+              "Client quotas: the number of samples a client's rate is measured over "
+              "(Kafka's default 11).", at_least(1)),
+    ConfigDef("quota.window.size.seconds", "int32", 1,
+              "Client quotas: the time span of each sample (Kafka's default 1 s).", at_least(1)),
     ConfigDef("advertised.listeners", "str", "",
               "The address Metadata tells clients to connect to (default: the listener's)."),
     ConfigDef("socket.request.max.bytes", "int32", 104857600,

@@ -14,7 +14,10 @@ from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartit
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
-from .errors import NO_TRANSACTIONS, NONE, codes, error_code
+from pylog.common.acl import CLUSTER_NAME, Operation
+
+from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed
+from .errors import NO_TRANSACTIONS, NONE, RequestError, codes, error_code
 
 __all__ = ["produce", "fetch", "FetchPlan", "list_offsets", "init_producer_id", "delete_records"]
 
@@ -58,19 +61,33 @@ def _check_producer_ids(store, records) -> tuple[int, str] | None:
     return None
 
 
+#: What a partition of a topic the principal may not use gets (Kafka's message).
+TOPIC_DENIED = (codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+_TXN_DENIED = (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
+
+
 def produce(broker, conn, header, req):
+    """Produce. With an authorizer (Kafka's order): WRITE on the transactional id, if the
+    request names one, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition;
+    WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions (whether the
+    topic exists or not: its existence is not told)."""
     v = header.api_version
     store = broker.store
     acks = req.acks
     out = []
     to_flush = {}
+    txn_denied = req.transactional_id is not None and not allowed(
+        broker, conn, Operation.WRITE, TRANSACTIONAL_ID, req.transactional_id)
     for topic in req.topic_data:
         parts = []
+        denied = txn_denied or not allowed(broker, conn, Operation.WRITE, TOPIC, topic.name)
         for p in topic.partition_data:
             resp = m.ProduceResponsePartitionProduceResponse(
                 index=p.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
             problem = None
-            if acks not in (-1, 0, 1):
+            if denied:
+                problem = _TXN_DENIED if txn_denied else TOPIC_DENIED
+            elif acks not in (-1, 0, 1):
                 problem = codes.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
             elif req.transactional_id is not None:
                 problem = NO_TRANSACTIONS
@@ -112,16 +129,20 @@ def produce(broker, conn, header, req):
 class FetchPlan:
     """A fetch's partitions resolved to logs once; read again on each wake-up."""
 
-    def __init__(self, broker, req, version: int) -> None:
+    def __init__(self, broker, req, version: int, conn=None) -> None:
         self.broker = broker
         self.req = req
         self.version = version
         self.logs: dict[tuple[str, int], object] = {}
         for topic in req.topics:
             # One error for every partition of a topic that does not exist (not an
-            # exception each: a hostile fetch names thousands).
-            missing = None if broker.store.partition_count(topic.topic) is not None else \
-                UnknownTopicOrPartitionError(f"topic {topic.topic!r} does not exist")
+            # exception each: a hostile fetch names thousands); READ on the topic first.
+            if conn is not None and not allowed(broker, conn, Operation.READ, TOPIC, topic.topic):
+                missing = RequestError(*TOPIC_DENIED)
+            elif broker.store.partition_count(topic.topic) is not None:
+                missing = None
+            else:
+                missing = UnknownTopicOrPartitionError(f"topic {topic.topic!r} does not exist")
             for p in topic.partitions:
                 if missing is not None:
                     self.logs[(topic.topic, p.partition)] = missing
@@ -194,7 +215,7 @@ async def fetch(broker, conn, header, req, heavy: bool = False):
     async def run(fn, *args):
         return await loop.run_in_executor(broker.cpu_pool, fn, *args) if heavy else fn(*args)
 
-    plan = await run(FetchPlan, broker, req, header.api_version)
+    plan = await run(FetchPlan, broker, req, header.api_version, conn)
     response, total, failed = await run(plan.build)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or failed or broker.stopping:
         broker.stats["bytes_out"] += total
@@ -239,10 +260,15 @@ def list_offsets(broker, conn, header, req):
     topics = []
     for topic in req.topics:
         parts = []
+        denied = not allowed(broker, conn, Operation.DESCRIBE, TOPIC, topic.name)
         for p in topic.partitions:
             resp = m.ListOffsetsResponseListOffsetsPartitionResponse(
                 partition_index=p.partition_index, timestamp=-1, offset=-1,
                 leader_epoch=0 if v >= 4 else -1)
+            if denied:
+                resp.error_code = codes.TOPIC_AUTHORIZATION_FAILED
+                parts.append(resp)
+                continue
             try:
                 log = broker.store.log(topic.name, p.partition_index)
                 found = log.offset_for_timestamp(p.timestamp)
@@ -260,7 +286,20 @@ def init_producer_id(broker, conn, header, req):
     producer id at epoch 0, whatever id and epoch the request names (KIP-360's fields
     are for transactional producers; TransactionCoordinator.handleInitProducerId hands an
     idempotent one a new id). An id is never taken on a client's word: two clients naming
-    one id would share it, and a stranger naming a live producer's id would fence it."""
+    one id would share it, and a stranger naming a live producer's id would fence it.
+
+    With an authorizer: WRITE on the transactional id (else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE
+    on the cluster or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED), as Kafka."""
+    if req.transactional_id is not None and not allowed(
+            broker, conn, Operation.WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return m.InitProducerIdResponse(error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                        producer_id=-1, producer_epoch=-1)
+    if req.transactional_id is None and broker.authorizer is not None and not (
+            allowed(broker, conn, Operation.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
+            or broker.authorizer.authorize_any(conn.principal, conn.host, Operation.WRITE, TOPIC)):
+        return m.InitProducerIdResponse(error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+                                        producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
         return m.InitProducerIdResponse(error_code=NO_TRANSACTIONS[0],
                                         producer_id=-1, producer_epoch=-1)
@@ -279,9 +318,14 @@ def delete_records(broker, conn, header, req):
     topics = []
     for topic in req.topics:
         parts = []
+        denied = not allowed(broker, conn, Operation.DELETE, TOPIC, topic.name)
         for p in topic.partitions:
             resp = m.DeleteRecordsResponseDeleteRecordsPartitionResult(
                 partition_index=p.partition_index, low_watermark=-1)
+            if denied:
+                resp.error_code = codes.TOPIC_AUTHORIZATION_FAILED
+                parts.append(resp)
+                continue
             try:
                 log = broker.store.log(topic.name, p.partition_index)
                 offset = log.high_watermark if p.offset == -1 else p.offset

@@ -30,6 +30,11 @@ connection authenticates before its first request (sasl.py; :meth:`Broker.sasl_c
 checks the listener's SASL keys when the broker is made); a connection that has not
 authenticated in time is closed by its Authenticator's loop timer.
 
+Authorization and quotas: with ``authorizer.class.name`` set, every handler checks the
+connection's principal as Kafka's do (authorizer.py, and the checks in each handler
+module); client quotas measure and throttle each request (quotas.py). Both are the
+network face's only: the store's in-process users are not checked.
+
 Graceful shutdown (:meth:`Broker.shutdown`): stop accepting, wake parked long polls
 (they answer with what they have), let in-flight requests finish (bounded), close the
 connections. The store is not closed: it belongs to whoever opened it.
@@ -53,7 +58,8 @@ from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import admin, configs, data_plane, groups, sasl, users
+from . import acls, admin, configs, data_plane, groups, quotas, sasl, users
+from .authorizer import authorizer_of
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, Listener, ServerConfig, parse_listener
 from .connection import Connection
 
@@ -72,11 +78,13 @@ HANDLERS = {
     36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
     44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
     51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
+    29: acls.describe_acls, 30: acls.create_acls, 31: acls.delete_acls,
+    48: quotas.describe_client_quotas, 49: quotas.alter_client_quotas,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all, Metadata only when it may create a topic (see handle).
-BLOCKING = {19, 20, 21, 22, 33, 37, 44, 51}
+BLOCKING = {19, 20, 21, 22, 30, 31, 33, 37, 44, 49, 51}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
 #: pool, which the data plane's fsyncs never fill.
 GROUP_IO = {8, 42}
@@ -158,6 +166,10 @@ class Broker:
         self._sasl_configs: dict[str, sasl.SaslConfig] = {}
         if self.listener.sasl:
             self.sasl_config(self.listener)
+        #: Kafka's StandardAuthorizer over the store's ACLs, or None (authorizer.class.name
+        #: empty: every request allowed); the quota managers (quotas.py).
+        self.authorizer = authorizer_of(self.server_config, store)
+        self.quotas = quotas.QuotaManagers(self)
 
     # ========================================================== lifecycle
 
@@ -413,6 +425,10 @@ class Broker:
             handler = HANDLERS[key]
             if key == 1:
                 response = await handler(self, conn, header, body, heavy)
+                if self.quotas.active:
+                    # (a parked fetch's wait is not handler time: request_percentage
+                    # counts what the handler did, here 0)
+                    response = self.quotas.throttle_fetch(conn, header, response, 0.0)
                 if heavy:
                     return await self.loop.run_in_executor(self.cpu_pool, frame_response,
                                                            header, response)
@@ -480,7 +496,11 @@ def _answer(handler, broker: Broker, conn: Connection, header, body):
     """A handler's response, framed; None when there is none (acks=0 produce)."""
     if header.api_key in STORE_SIZED:
         _distinct_keys(header, body)
+    started = time.perf_counter()
     response = handler(broker, conn, header, body)
+    if broker.quotas.active:
+        broker.quotas.throttle(conn, header, response, conn.request_bytes,
+                               time.perf_counter() - started)
     return None if response is None else frame_response(header, response)
 
 
