@@ -24,7 +24,8 @@ from pylog.protocol import messages as m
 
 from pylog.common.acl import CLUSTER_NAME, Operation
 
-from .authorizer import CLUSTER, GROUP, TOPIC, TRANSACTIONAL_ID, allowed
+from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed
+from .authorizer import GROUP as GROUP_RESOURCE
 from .errors import NO_TRANSACTIONS, NONE, codes, error_code
 
 __all__ = ["find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
@@ -47,7 +48,7 @@ def find_coordinator(broker, conn, header, req):
         if req.key_type != GROUP:         # Kafka: share groups (2) and any later type
             return (codes.INVALID_REQUEST, f"coordinator type {req.key_type} is not supported "
                     f"(pylog coordinates consumer groups, type 0)", -1, "", -1)
-        if not allowed(broker, conn, Operation.DESCRIBE, GROUP, key):
+        if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, key):
             return codes.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", -1, "", -1
         if not key and v < 4:
             return group_errors.INVALID_GROUP_ID, "empty group id", -1, "", -1
@@ -77,7 +78,7 @@ async def join_group(broker, conn, header, req):
     cfg = broker.server_config
     response = m.JoinGroupResponse(throttle_time_ms=0, generation_id=-1, protocol_name=None if v >= 7 else "",
                                    leader="", member_id=req.member_id)
-    if not allowed(broker, conn, Operation.READ, GROUP, req.group_id):
+    if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
         response.error_code = codes.GROUP_AUTHORIZATION_FAILED
         return response
     if not req.group_id:
@@ -116,7 +117,7 @@ async def join_group(broker, conn, header, req):
 async def sync_group(broker, conn, header, req):
     """SyncGroup, on the event loop: a follower's waits (as a future) for the leader's."""
     v = header.api_version
-    if not allowed(broker, conn, Operation.READ, GROUP, req.group_id):
+    if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
         return m.SyncGroupResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
                                    assignment=b"")
     group = _group(broker, req.group_id, create=False)
@@ -133,7 +134,7 @@ async def sync_group(broker, conn, header, req):
 
 
 def heartbeat(broker, conn, header, req):
-    if not allowed(broker, conn, Operation.READ, GROUP, req.group_id):
+    if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
         return m.HeartbeatResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED)
     group = _group(broker, req.group_id, create=False)
     instance_id = req.group_instance_id if header.api_version >= 3 else None
@@ -144,7 +145,7 @@ def heartbeat(broker, conn, header, req):
 
 def leave_group(broker, conn, header, req):
     v = header.api_version
-    if not allowed(broker, conn, Operation.READ, GROUP, req.group_id):
+    if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
         return m.LeaveGroupResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
                                     members=[])
     group = _group(broker, req.group_id, create=False)
@@ -169,7 +170,7 @@ def offset_commit(broker, conn, header, req):
     group = _group(broker, req.group_id, create=False)
     generation = req.generation_id_or_member_epoch
     instance_id = req.group_instance_id if v >= 7 else None
-    if not allowed(broker, conn, Operation.READ, GROUP, req.group_id):
+    if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
         error = codes.GROUP_AUTHORIZATION_FAILED
     elif group is not None:
         error = group.check_commit(req.member_id, generation, instance_id)
@@ -249,7 +250,7 @@ def offset_fetch(broker, conn, header, req):
     if v >= 8:
         groups = []
         for g in req.groups:
-            if not allowed(broker, conn, Operation.DESCRIBE, GROUP, g.group_id):
+            if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, g.group_id):
                 groups.append(m.OffsetFetchResponseOffsetFetchResponseGroup(
                     group_id=g.group_id, topics=[], error_code=codes.GROUP_AUTHORIZATION_FAILED))
                 continue
@@ -262,7 +263,7 @@ def offset_fetch(broker, conn, header, req):
                 for name, parts in _fetch_offsets(broker, conn, g.group_id, wanted)]
             groups.append(m.OffsetFetchResponseOffsetFetchResponseGroup(group_id=g.group_id, topics=topics))
         return m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    if not allowed(broker, conn, Operation.DESCRIBE, GROUP, req.group_id):
+    if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, req.group_id):
         # v2+ has a top-level error; before it, Kafka sets it on every partition named.
         return m.OffsetFetchResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
                                      topics=[m.OffsetFetchResponseOffsetFetchResponseTopic(
@@ -296,7 +297,7 @@ def list_groups(broker, conn, header, req):
     listed = []
     every = allowed(broker, conn, Operation.DESCRIBE, CLUSTER, CLUSTER_NAME)
     for gid, group in sorted(_all_groups(broker).items()):
-        if not every and not allowed(broker, conn, Operation.DESCRIBE, GROUP, gid):
+        if not every and not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, gid):
             continue
         info = group.describe() if group is not None else {"state": "Empty", "protocol_type": "consumer"}
         if v >= 4 and req.states_filter and info["state"] not in req.states_filter:
@@ -311,7 +312,7 @@ def describe_groups(broker, conn, header, req):
     known = _all_groups(broker)
     out = []
     for gid in req.groups:
-        if not allowed(broker, conn, Operation.DESCRIBE, GROUP, gid):
+        if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, gid):
             out.append(m.DescribeGroupsResponseDescribedGroup(
                 error_code=codes.GROUP_AUTHORIZATION_FAILED, group_id=gid, group_state="",
                 protocol_type="", protocol_data="", members=[]))
@@ -339,7 +340,7 @@ def delete_groups(broker, conn, header, req):
     results = []
     for gid in req.groups_names:
         group = known.get(gid, False)
-        if not allowed(broker, conn, Operation.DELETE, GROUP, gid):
+        if not allowed(broker, conn, Operation.DELETE, GROUP_RESOURCE, gid):
             err = codes.GROUP_AUTHORIZATION_FAILED
         elif group is False:
             err = group_errors.GROUP_ID_NOT_FOUND
