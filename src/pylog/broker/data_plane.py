@@ -129,10 +129,11 @@ def produce(broker, conn, header, req):
 class FetchPlan:
     """A fetch's partitions resolved to logs once; read again on each wake-up."""
 
-    def __init__(self, broker, req, version: int, conn=None) -> None:
+    def __init__(self, broker, req, version: int, conn=None, quota_bytes: int | None = None) -> None:
         self.broker = broker
         self.req = req
         self.version = version
+        self.quota_bytes = quota_bytes          # consumer_byte_rate's bound on one answer
         self.logs: dict[tuple[str, int], object] = {}
         for topic in req.topics:
             # One error for every partition of a topic that does not exist (not an
@@ -156,7 +157,7 @@ class FetchPlan:
     def build(self):
         """(response, record bytes in it, any partition error)."""
         budget = min(self.req.max_bytes if self.version >= 3 else 1 << 31,
-                     self.broker.server_config["fetch.max.bytes"])
+                     self.broker.server_config["fetch.max.bytes"], self.quota_bytes or 1 << 31)
         total = 0
         failed = False
         topics = []
@@ -215,7 +216,8 @@ async def fetch(broker, conn, header, req, heavy: bool = False):
     async def run(fn, *args):
         return await loop.run_in_executor(broker.cpu_pool, fn, *args) if heavy else fn(*args)
 
-    plan = await run(FetchPlan, broker, req, header.api_version, conn)
+    quota_bytes = broker.quotas.fetch_window_bytes(conn, header.client_id) if broker.quotas.active else None
+    plan = await run(FetchPlan, broker, req, header.api_version, conn, quota_bytes)
     response, total, failed = await run(plan.build)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or failed or broker.stopping:
         broker.stats["bytes_out"] += total

@@ -18,7 +18,9 @@ throttled for its first burst). When a request takes the rate over the bound, th
 throttle time is Kafka's: (rate - bound) / bound * the measured span, at most the whole
 window. As Kafka since KIP-219 the response goes at once with ``throttle_time_ms`` set,
 then the connection is muted that long (the broker reads nothing more from it); a
-throttled Fetch answers empty, its bytes not counted. The in-process face has no quotas.
+throttled Fetch answers empty, its bytes not counted, and a Fetch never carries more than
+the quota over the full windows less one (Kafka's bound, so one answer cannot overrun
+it; the first batch still goes whole, as KIP-74 wants). The in-process face has no quotas.
 """
 
 from __future__ import annotations
@@ -142,6 +144,17 @@ class QuotaManagers:
             throttle = (measured - bound) / bound * rate.span(now)
         limit = cfg["quota.window.num"] * cfg["quota.window.size.seconds"]
         return int(min(throttle, limit) * 1000)
+
+    def fetch_window_bytes(self, conn, client_id: str | None) -> int | None:
+        """The most bytes one Fetch may carry under the connection's consumer_byte_rate
+        (Kafka's getMaxValueInQuotaWindow: the quota over the full windows less one), so
+        a response alone never overruns the quota; None without one."""
+        user = conn.principal.partition(":")[2] if conn.principal else ""
+        quota = self._quota(FETCH, user, client_id or "")
+        if quota is None:
+            return None
+        cfg = self.broker.server_config
+        return max(1, int(quota[0] * max(1, cfg["quota.window.num"] - 1) * cfg["quota.window.size.seconds"]))
 
     def unrecord(self, key: str, conn, client_id: str | None, value: float) -> None:
         user = conn.principal.partition(":")[2] if conn.principal else ""
