@@ -108,10 +108,10 @@ def _produce(bootstrap: str, client_id: str, topic: str, total: int, throttles: 
 def test_producer_over_its_byte_rate_is_throttled_to_the_quota_and_others_are_not(broker):
     b = broker.bootstrap
     topic = "q-" + uuid.uuid4().hex[:6]
-    quota = 200_000                                    # bytes/s
+    quota = 250_000                                    # bytes/s
     slow, fast = "slow-" + topic, "fast-" + topic
     assert alter(b, {"client-id": slow}, {"producer_byte_rate": float(quota)}) == (0, None)
-    total = 1_500_000
+    total = 1_000_000
     throttles: list = []
     elapsed = _produce(b, slow, topic, total, throttles)
     rate = total / elapsed
