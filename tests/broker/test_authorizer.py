@@ -99,3 +99,30 @@ def test_authorizer_configs(tmp_path):
             pylog.Broker(store, "127.0.0.1:0", super_users="admin",
                          authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer")
         assert pylog.Broker(store, "127.0.0.1:0").authorizer is None
+
+
+def test_quota_entity_precedence_is_kip_55s(tmp_path):
+    """Per quota key, the most specific entity that sets it (user+client-id first,
+    <default> client-id last); the rate's key says who shares the measured rate."""
+    with pylog.open(str(tmp_path / "q")) as store:
+        broker = pylog.Broker(store, "127.0.0.1:0")
+        quotas = broker.quotas
+        key = "producer_byte_rate"
+        store.alter_client_quotas([([("client-id", None)], [(key, 8.0, False)])])
+        assert quotas._quota(key, "alice", "app") == (8.0, (key, "", "app"))     # each client id its own
+        store.alter_client_quotas([([("client-id", "app")], [(key, 7.0, False)])])
+        assert quotas._quota(key, "alice", "app")[0] == 7.0
+        store.alter_client_quotas([([("user", None)], [(key, 6.0, False)])])
+        assert quotas._quota(key, "alice", "app") == (6.0, (key, "alice", ""))   # a user's clients share
+        store.alter_client_quotas([([("user", None), ("client-id", None)], [(key, 5.0, False)])])
+        assert quotas._quota(key, "alice", "app")[0] == 5.0
+        store.alter_client_quotas([([("user", None), ("client-id", "app")], [(key, 4.0, False)])])
+        assert quotas._quota(key, "alice", "app")[0] == 4.0
+        store.alter_client_quotas([([("user", "alice")], [(key, 3.0, False)])])
+        assert quotas._quota(key, "alice", "app")[0] == 3.0
+        store.alter_client_quotas([([("user", "alice"), ("client-id", None)], [(key, 2.0, False)])])
+        assert quotas._quota(key, "alice", "app")[0] == 2.0
+        store.alter_client_quotas([([("user", "alice"), ("client-id", "app")], [(key, 1.0, False)])])
+        assert quotas._quota(key, "alice", "app") == (1.0, (key, "alice", "app"))
+        assert quotas._quota(key, "bob", "app")[0] == 4.0                       # <default> user + app
+        assert quotas._quota("consumer_byte_rate", "alice", "app") is None     # per key
