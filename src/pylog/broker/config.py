@@ -19,7 +19,6 @@ from pylog.common.config import (
     at_least,
     between,
     config_defs,
-    one_of,
     normalize_key,
     subset_of,
     unknown_key,
@@ -32,6 +31,7 @@ __all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "Listener", "ServerConfig
 
 #: The SASL mechanisms pylog's broker speaks (Kafka's GSSAPI and OAUTHBEARER it does not).
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 #: Security protocols whose listener pylog can open today (SSL and SASL_SSL need TLS).
 _OPEN_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 
@@ -81,7 +81,9 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer turns "
               "ACLs on (Kafka's semantics: deny wins, super.users, allow.everyone.if.no.acl."
               "found); empty (Kafka's default) allows every request, as Kafka without an "
-              "authorizer.", one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")),
+              "authorizer.", lambda v: None if v in ("", _STANDARD_AUTHORIZER) else
+              f"pylog's authorizer is Kafka's StandardAuthorizer: set {_STANDARD_AUTHORIZER}, or "
+              f"leave it empty for none (Kafka 4 has no other built-in one)"),
     ConfigDef("super.users", "str", "",
               "Principals every ACL check allows, semicolon-separated as Kafka's: "
               "User:admin;User:alice."),
