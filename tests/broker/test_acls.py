@@ -214,6 +214,12 @@ def test_prefixed_acls_allow_reading_and_metadata_shows_only_described_topics(br
         # READ does not give WRITE.
         assert alice.produce(prefix + "a", 0, pylog.records.encode_batch([b"x"])).error_code == \
             TOPIC_AUTHORIZATION_FAILED
+    # Kafka's authorized operations (Metadata v8+): READ, and the DESCRIBE it implies.
+    client = ck.admin.AdminClient(conf(broker, "alice"))
+    described = client.describe_topics(ck.TopicCollection([prefix + "a"]),
+                                       include_authorized_operations=True, request_timeout=30)
+    ops = described[prefix + "a"].result(30).authorized_operations
+    assert set(ops) == {AclOperation.READ, AclOperation.DESCRIBE}
 
 
 def test_deny_beats_allow_and_super_users_pass_everything(broker):

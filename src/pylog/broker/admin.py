@@ -26,7 +26,7 @@ from pylog.storage import validate_topic_name
 
 from pylog.common.acl import CLUSTER_NAME, Operation
 
-from .authorizer import CLUSTER, TOPIC, allowed
+from .authorizer import CLUSTER, TOPIC, allowed, authorized_operations
 from .configs import text as _text
 from .errors import NONE, RequestError, codes, error_code
 
@@ -110,24 +110,32 @@ def metadata(broker, conn, header, req):
             entry.topic_id = topic_id_bytes(description.topic_id)
             entry.is_internal = description.internal
             entry.partitions = _partitions(broker, description)
+            if v >= 8 and req.include_topic_authorized_operations:
+                entry.topic_authorized_operations = authorized_operations(broker, conn, TOPIC, name)
         except Exception as exc:                # noqa: BLE001 - answered per topic
             entry.error_code = error_code(exc)[0]
         topics.append(entry)
     host, port = broker.advertised
-    return m.MetadataResponse(
+    response = m.MetadataResponse(
         throttle_time_ms=0, cluster_id=broker.cluster_id, controller_id=broker.node_id,
         brokers=[m.MetadataResponseMetadataResponseBroker(node_id=broker.node_id, host=host,
                                                           port=port, rack=None)],
         topics=topics)
+    if 8 <= v <= 10 and req.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = authorized_operations(broker, conn, CLUSTER, CLUSTER_NAME)
+    return response
 
 
 def describe_cluster(broker, conn, header, req):
     host, port = broker.advertised
-    return m.DescribeClusterResponse(
+    response = m.DescribeClusterResponse(
         throttle_time_ms=0, error_code=NONE, cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         brokers=[m.DescribeClusterResponseDescribeClusterBroker(broker_id=broker.node_id, host=host,
                                                                 port=port, rack=None)])
+    if req.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = authorized_operations(broker, conn, CLUSTER, CLUSTER_NAME)
+    return response
 
 
 def create_topics(broker, conn, header, req):

@@ -41,8 +41,8 @@ from pylog.common.acl import (
 )
 from pylog.errors import ConfigError
 
-__all__ = ["STANDARD_AUTHORIZER", "StandardAuthorizer", "authorizer_of", "allowed", "CLUSTER",
-           "TOPIC", "GROUP", "TRANSACTIONAL_ID"]
+__all__ = ["STANDARD_AUTHORIZER", "StandardAuthorizer", "authorizer_of", "allowed",
+           "authorized_operations", "CLUSTER", "TOPIC", "GROUP", "TRANSACTIONAL_ID"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,28 @@ def authorizer_of(server_config, store) -> StandardAuthorizer | None:
         return None
     return StandardAuthorizer(store, parse_super_users(server_config["super.users"]),
                               server_config["allow.everyone.if.no.acl.found"])
+
+
+#: The operations each resource type has (Kafka's AclEntry.supportedOperations), for the
+#: "authorized operations" bit fields of Metadata, DescribeGroups and DescribeCluster.
+SUPPORTED_OPERATIONS = {
+    TOPIC: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE, Operation.DELETE,
+            Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
+    GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    CLUSTER: (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
+              Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
+}
+
+
+def authorized_operations(broker, conn, resource_type: int, name: str) -> int:
+    """Kafka's authorized-operations bit field (bit n: operation code n) of the
+    operations the principal may do on the resource; every supported one without an
+    authorizer, as Kafka's AuthHelper."""
+    bits = 0
+    for op in SUPPORTED_OPERATIONS[resource_type]:
+        if allowed(broker, conn, op, resource_type, name):
+            bits |= 1 << op
+    return bits
 
 
 def allowed(broker, conn, operation: int, resource_type: int, name: str) -> bool:

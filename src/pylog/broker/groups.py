@@ -24,7 +24,7 @@ from pylog.protocol import messages as m
 
 from pylog.common.acl import CLUSTER_NAME, Operation
 
-from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed
+from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed, authorized_operations
 from .authorizer import GROUP as GROUP_RESOURCE
 from .errors import NO_TRANSACTIONS, NONE, codes, error_code
 
@@ -332,6 +332,11 @@ def describe_groups(broker, conn, header, req):
                 member_id=mid, group_instance_id=iid, client_id=cid, client_host=host,
                 member_metadata=meta, member_assignment=assignment)
                 for mid, iid, cid, host, meta, assignment in info["members"]]))
+    if header.api_version >= 3 and req.include_authorized_operations:
+        for described in out:
+            if described.error_code == NONE:
+                described.authorized_operations = authorized_operations(
+                    broker, conn, GROUP_RESOURCE, described.group_id)
     return m.DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
 
