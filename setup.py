@@ -9,6 +9,7 @@ import os
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 try:
     import Cython
@@ -72,11 +73,20 @@ if not URING:
     print("pylog: liburing.h not found (or PYLOG_NO_URING=1): building without io_uring; "
           "the portable pwritev engine will be used", file=sys.stderr)
 
-setup(
-    ext_modules=cythonize(
-        extensions,
-        compiler_directives={"language_level": "3", "embedsignature": True,
-                             "linetrace": debug},
-        include_path=["src"],
-    ),
-)
+
+class CythonizingBuildExt(build_ext):
+    """Cythonizes the .pyx sources when the extensions are built, so that an sdist or the
+    package metadata (pip's first steps) does not run Cython: the sdist carries the .pyx
+    files and the hand-written C (MANIFEST.in), never Cython's output."""
+
+    def run(self):
+        done = cythonize(self.extensions,
+                         compiler_directives={"language_level": "3", "embedsignature": True,
+                                              "linetrace": debug},
+                         include_path=["src"])
+        for ext, cythonized in zip(self.extensions, done, strict=True):
+            ext.sources = cythonized.sources     # .pyx -> the generated .c, in place
+        super().run()
+
+
+setup(ext_modules=extensions, cmdclass={"build_ext": CythonizingBuildExt})

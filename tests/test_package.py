@@ -1,10 +1,21 @@
-"""The installed package: the public API of pylog/__init__.py and the console script."""
+"""The installed package: the public API of pylog/__init__.py and the console script; the
+sdist (what pip builds from) and the binary wheel's contents. tools/build-wheel builds the
+wheel from the sdist, repairs it with auditwheel and installs it where no compiler is."""
 
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
 
 import pylog
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PUBLIC = ("open", "LogManager", "Log", "Producer", "Consumer", "TopicPartition", "records", "errors",
           "crc32c", "io_engine")
@@ -43,3 +54,84 @@ def test_import_pylog_leaves_the_heavy_optional_layers_unloaded():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
+
+
+def source_files() -> set[str]:
+    """What a build needs from src/: the Python modules, the C sources and headers, the
+    Cython sources (.pyx, .pxd, .pxi), the stubs and py.typed; not Cython's output (the
+    X.c beside an X.pyx), compiled modules or caches."""
+    wanted = {".py", ".c", ".h", ".pyx", ".pxd", ".pxi", ".pyi"}
+    found = set()
+    for path in (ROOT / "src").rglob("*"):
+        rel = path.relative_to(ROOT)
+        if not path.is_file() or "__pycache__" in rel.parts or rel.parts[1].endswith(".egg-info"):
+            continue
+        if path.suffix == ".c" and path.with_suffix(".pyx").exists():
+            continue
+        if path.suffix in wanted or path.name == "py.typed":
+            found.add(rel.as_posix())
+    return found
+
+
+def test_the_sdist_carries_every_source_a_build_needs(tmp_path):
+    """The sdist `python -m build --sdist` makes (setuptools' PEP 517 hook, called directly)
+    has every C, header and Cython file under src/, the LICENSE, and no build output."""
+    hook = ("import sys; from setuptools import build_meta; "
+            "print('SDIST', build_meta.build_sdist(sys.argv[1]))")
+    out = subprocess.run([sys.executable, "-c", hook, str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    name = out.stdout.split("SDIST ")[-1].strip()
+    assert name == f"pylog_kafka-{pylog.__version__}.tar.gz"
+    with tarfile.open(tmp_path / name) as tar:
+        files = {m.name.split("/", 1)[1]: m for m in tar.getmembers() if m.isfile()}
+        info = tar.extractfile(files["PKG-INFO"]).read().decode()
+        license_text = tar.extractfile(files["LICENSE"]).read().decode() if "LICENSE" in files else ""
+    in_src = {n for n in files if n.startswith("src/") and ".egg-info/" not in n}
+    needed = source_files()
+    assert {n for n in needed if n.endswith((".h", ".pxd", ".pxi"))}, "the tree has headers"
+    assert sorted(needed - in_src) == [], "missing from the sdist"
+    assert sorted(in_src - needed) == [], "build output in the sdist"
+    assert {"LICENSE", "README.md", "pyproject.toml", "setup.py", "MANIFEST.in"} <= set(files)
+    assert "Name: pylog-kafka\n" in info and "License-Expression: Apache-2.0\n" in info
+    assert "Apache License\n                           Version 2.0" in license_text
+
+
+EXTENSIONS = ("crc", "codec", "engine", "producer", "storage")
+
+
+def test_the_wheel_carries_what_runs_and_no_source(tmp_path):
+    """The wheel setuptools builds from this tree (bdist_wheel, reusing the extensions
+    compiled in place, so no compiler runs here): every module under src/, the five
+    compiled extensions, the stubs and py.typed, the LICENSE, the `pylog` command and the
+    name pylog-kafka; no C or Cython source."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    built = [ROOT / "src" / "pylog" / "_core" / f"{name}{suffix}" for name in EXTENSIONS]
+    if not all(path.exists() for path in built):
+        pytest.skip("the C core is not built in place (tools/setup.sh builds it)")
+    lib = tmp_path / "lib"
+    (lib / "pylog" / "_core").mkdir(parents=True)
+    for path in built:           # copied now, so newer than their sources: not recompiled
+        shutil.copy(path, lib / "pylog" / "_core")
+    out = subprocess.run([sys.executable, "setup.py", "-q", "build", "--build-base", str(tmp_path / "build"),
+                          "--build-lib", str(lib), "bdist_wheel", "--bdist-dir", str(tmp_path / "bdist"),
+                          "--dist-dir", str(tmp_path / "dist")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    [wheel] = (tmp_path / "dist").iterdir()
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert wheel.name.startswith(f"pylog_kafka-{pylog.__version__}-{tag}-{tag}-linux_"), wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        info = f"pylog_kafka-{pylog.__version__}.dist-info"
+        metadata = z.read(f"{info}/METADATA").decode()
+        entry_points = z.read(f"{info}/entry_points.txt").decode()
+    modules = {p.removeprefix("src/") for p in source_files() if p.endswith(".py")}
+    assert sorted(modules - names) == [], "modules missing from the wheel"
+    assert {f"pylog/_core/{name}{suffix}" for name in EXTENSIONS} <= names
+    assert {"pylog/py.typed", "pylog/_core/engine.pyi", f"{info}/licenses/LICENSE"} <= names
+    sources = sorted(n for n in names if n.endswith((".c", ".h", ".pyx", ".pxd", ".pxi")))
+    assert sources == [], "C or Cython sources in the wheel"
+    assert "Name: pylog-kafka\n" in metadata and "License-Expression: Apache-2.0\n" in metadata
+    assert "Requires-Dist: pyarrow>=14\n" in metadata
+    assert "pylog = pylog.cli:main" in entry_points

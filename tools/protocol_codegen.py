@@ -2,15 +2,41 @@
 """Generates pylog's Kafka protocol codec from Kafka's JSON message definitions.
 
     python tools/protocol_codegen.py          # writes src/pylog/protocol/messages.py
-    python tools/protocol_codegen.py --check  # exit 1 if the committed file is stale
+    python tools/protocol_codegen.py --check  # exit 1 if the committed file is stale,
+                                              # 3 if Kafka's schemas cannot be had
 
-Sources, in order (the first file of a name wins):
-  1. ../shared/reference/kafka-protocol-data/kafka-3.9-message-json/ (Apache Kafka 3.9,
-     every version from 0; see SOURCE.txt there);
-  2. the schemas kafka-python ships (kafka/protocol/schemas/resources/, Kafka 4.x JSON)
-     for the APIs the first set lacks (DeleteGroups, CreatePartitions, AlterConfigs,
-     IncrementalAlterConfigs, DeleteRecords, Describe/AlterUserScramCredentials, ...).
-     kafka-python is pinned in the dev extra.
+Sources: the message schemas of two pinned Apache Kafka releases, as Kafka ships them: the
+JSON files under common/message/ inside each release's kafka-clients jar (the files of
+clients/src/main/resources/common/message/ in apache/kafka):
+  - KAFKA_VERSION (4.1.0, the release tools/kafka runs as the reference broker): every
+    message at every version it defines;
+  - OLD_KAFKA_VERSION (3.9.0, the last release that defines every version from 0): only
+    the versions Kafka 4.0 removed (KIP-896) that pylog's broker still serves (Produce 0-2,
+    which librdkafka 2.0 needs to compress; CreateTopics 0-1, OffsetCommit 0-1, ...).
+Where a message lost versions in 4.x, the two schemas are merged into one: every field
+present, nullable and tagged at a version below 4.x's lowest as 3.9.0 says, at the others
+as 4.x says. The merge is checked, not trusted: at every version the merged schema's fields
+(names, types, tags, defaults, nesting, in order) must equal those of the release that
+version comes from, or the generator stops; and at every version both releases define,
+they must agree (Kafka never changes a released version), so moving the pin changes no
+version pylog already speaks. A message only 4.x has (ConsumerGroupHeartbeat, ShareFetch,
+...) comes from 4.x alone. The generated classes therefore know more
+versions than pylog serves; which versions the broker advertises is pylog/protocol/api.py
+SUPPORTED alone.
+
+The jars come from Maven Central (``mvn dependency:copy``) into
+${PYLOG_KAFKA_CACHE:-~/.cache/pylog} and are checked against their pinned sha256 before
+they are read; they never go into the repository.
+
+    python tools/protocol_codegen.py --fetch  # fetch (if needed) and print the jars' paths
+
+Adding an API: add its name (Kafka's, without Request/Response: "EndTxn") to MESSAGES
+(or a data schema's name to DATA), run the generator, list the versions pylog serves in
+pylog/protocol/api.py SUPPORTED, and handle it in the broker. Every JSON of the release is
+in the jar, so no file needs copying; tests/protocol/test_codec.py then checks the new
+classes against kafka-python's codec for every version both know. Moving to a newer Kafka:
+change KAFKA_VERSION and KAFKA_CLIENTS_SHA256 (``sha256sum`` of the jar Maven fetched),
+regenerate, and read the diff of messages.py.
 
 Each message becomes a class with ``read(reader, version)`` and ``write(writer, version)``
 written out field by field, with the version conditions inline (Kafka's own generator,
@@ -23,15 +49,29 @@ fetch, as a file region the connection sends with sendfile(2).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "src" / "pylog" / "protocol" / "messages.py"
-KAFKA_39 = ROOT.parent / "shared" / "reference" / "kafka-protocol-data" / "kafka-3.9-message-json"
+
+#: The Kafka releases pylog's codec is generated from, with the sha256 of their
+#: kafka-clients jars on Maven Central (org.apache.kafka:kafka-clients:VERSION).
+KAFKA_VERSION = "4.1.0"
+KAFKA_CLIENTS_SHA256 = "eb74709dc3be35e06208827860c87a94872e8a4b00f466880670785c85a20627"
+OLD_KAFKA_VERSION = "3.9.0"     # only for the versions KAFKA_VERSION no longer defines
+OLD_KAFKA_CLIENTS_SHA256 = "15c1e137f2c2c94398e27abc4060a03b6bde10bf9fac15e8f70c02320b202f18"
+PINNED = {KAFKA_VERSION: KAFKA_CLIENTS_SHA256, OLD_KAFKA_VERSION: OLD_KAFKA_CLIENTS_SHA256}
+SCHEMA_DIR = "common/message/"
+SCHEMAS_UNAVAILABLE = 3     # exit status when a jar cannot be had (no Maven, offline)
 
 # The messages pylog generates: the broker's APIs, the consumer protocol's data.
 MESSAGES = [
@@ -52,23 +92,184 @@ PRIMITIVE_DEFAULT = {"int8": "0", "int16": "0", "uint16": "0", "int32": "0", "ui
                      "int64": "0", "float64": "0.0", "bool": "False", "uuid": "ZERO_UUID"}
 
 
-def kafka_python_schemas() -> Path | None:
-    try:
-        import kafka.protocol.schemas.resources as res
-    except ImportError:
+class SchemasUnavailable(Exception):
+    """A pinned kafka-clients jar is neither cached nor fetchable (no Maven, no network)."""
+
+
+def clients_jar(version: str) -> Path:
+    """The pinned kafka-clients jar of `version`, fetched with Maven into the cache when
+    absent, and checked against its pinned sha256 (a different file is an error, never used)."""
+    cache = Path(os.environ.get("PYLOG_KAFKA_CACHE") or Path.home() / ".cache" / "pylog")
+    jar = cache / f"kafka-clients-{version}" / f"kafka-clients-{version}.jar"
+    if not jar.exists():
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise SchemasUnavailable(f"{jar} is absent and Maven (mvn) is not installed to fetch it")
+        artifact = f"org.apache.kafka:kafka-clients:{version}"
+        jar.parent.mkdir(parents=True, exist_ok=True)    # also mvn's cwd: no pom.xml there
+        run = subprocess.run([mvn, "-q", "-B", "dependency:copy", f"-Dartifact={artifact}",
+                              f"-DoutputDirectory={jar.parent}"],
+                             capture_output=True, text=True, cwd=jar.parent)
+        if run.returncode != 0 or not jar.exists():
+            raise SchemasUnavailable(f"mvn could not fetch {artifact}:\n{run.stdout}{run.stderr}")
+    digest = hashlib.sha256(jar.read_bytes()).hexdigest()
+    if digest != PINNED[version]:
+        raise SystemExit(f"protocol_codegen: {jar} has sha256 {digest}, not the pinned "
+                         f"{PINNED[version]}: delete it and run again")
+    return jar
+
+
+@functools.cache
+def schema_files(version: str) -> dict[str, bytes]:
+    """Kafka `version`'s message schemas by name ("ProduceRequest"): every JSON under
+    common/message/ of its kafka-clients jar."""
+    with zipfile.ZipFile(clients_jar(version)) as z:
+        return {n[len(SCHEMA_DIR):-len(".json")]: z.read(n) for n in z.namelist()
+                if n.startswith(SCHEMA_DIR) and n.endswith(".json") and "/" not in n[len(SCHEMA_DIR):]}
+
+
+def read_schema(version: str, name: str) -> tuple[dict, str] | None:
+    """(schema, sha256 prefix of the file) of `name` in Kafka `version`; None if absent."""
+    text = schema_files(version).get(name)
+    if text is None:
         return None
-    return Path(res.__file__).parent
+    stripped = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.decode().splitlines())
+    return json.loads(stripped), hashlib.sha256(text).hexdigest()[:16]
 
 
 def load(name: str) -> tuple[dict, str, str]:
-    """(schema, source label, sha256 of the file) of Kafka's JSON file `name`."""
-    for base, label in ((KAFKA_39, "Apache Kafka 3.9 (shared/reference)"),
-                        (kafka_python_schemas(), "Apache Kafka 4.x via kafka-python 3.0.12")):
-        if base is not None and (base / f"{name}.json").exists():
-            text = (base / f"{name}.json").read_text()
-            stripped = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.splitlines())
-            return json.loads(stripped), label, hashlib.sha256(text.encode()).hexdigest()[:16]
-    raise SystemExit(f"protocol_codegen: no schema {name}.json in {KAFKA_39} or kafka-python")
+    """(schema, source label, sha256s) of Kafka's message `name`: KAFKA_VERSION's, merged
+    with OLD_KAFKA_VERSION's where that defines versions below KAFKA_VERSION's lowest."""
+    new = read_schema(KAFKA_VERSION, name)
+    if new is None:
+        files = schema_files(KAFKA_VERSION)
+        raise SystemExit(f"protocol_codegen: Kafka {KAFKA_VERSION} has no message schema {name}.json "
+                         f"(it has {len(files)}: {', '.join(sorted(files)[:6])}, ...)")
+    schema, sha = new
+    old = read_schema(OLD_KAFKA_VERSION, name)
+    if old is None:
+        return schema, f"Apache Kafka {KAFKA_VERSION}", sha
+    # A version both releases define is the same bytes in both (Kafka never changes a
+    # released version): so moving the pin changes no version pylog already speaks.
+    old_valid, valid = parse_range(old[0]["validVersions"]), parse_range(schema["validVersions"])
+    for v in range(max(old_valid[0], valid[0]), min(old_valid[1], valid[1]) + 1):
+        if project(old[0], v) != project(schema, v):
+            raise SystemExit(f"protocol_codegen: {name} v{v} differs between Kafka "
+                             f"{OLD_KAFKA_VERSION} and {KAFKA_VERSION}")
+    if old_valid[0] >= valid[0]:
+        return schema, f"Apache Kafka {KAFKA_VERSION}", sha
+    merged = merge_schemas(old[0], schema)
+    removed = f"version {old_valid[0]}" if old_valid[0] == valid[0] - 1 else \
+        f"versions {old_valid[0]}-{valid[0] - 1}"
+    return (merged, f"Apache Kafka {KAFKA_VERSION}, {removed} from {OLD_KAFKA_VERSION}",
+            f"{sha} / {old[1]}")
+
+
+# ---------------------------------------------------------------- the two releases merged
+
+def version_set(text: str | None, valid: tuple[int, int]) -> set[int]:
+    """The versions within `valid` that Kafka's range text ("3+", "0-4", "none") covers."""
+    rng = parse_range(text)
+    return set() if rng is None else set(range(max(rng[0], valid[0]), min(rng[1], valid[1]) + 1))
+
+
+def range_text(versions: set[int], top: int) -> str | None:
+    """Kafka's range text for a contiguous set of versions ("2+" when it reaches `top`)."""
+    if not versions:
+        return None
+    lo, hi = min(versions), max(versions)
+    if len(versions) != hi - lo + 1:
+        raise SystemExit(f"protocol_codegen: merged versions {sorted(versions)} are not contiguous")
+    return f"{lo}+" if hi >= top else (f"{lo}" if lo == hi else f"{lo}-{hi}")
+
+
+RANGE_KEYS = ("versions", "nullableVersions", "taggedVersions")
+
+
+def merge_fields(old: list[dict], new: list[dict], cut: int, valid: tuple[int, int],
+                 old_valid: tuple[int, int], new_valid: tuple[int, int]) -> list[dict]:
+    """`new`'s fields, with each field's ranges below `cut` taken from `old`, and the fields
+    only `old` has (those of removed versions) put back after their predecessor in `old`."""
+    old_by = {f["name"]: f for f in old}
+    new_by = {f["name"]: f for f in new}
+    order = [f["name"] for f in new]
+    for i, f in enumerate(old):
+        if f["name"] not in new_by:
+            before = [g["name"] for g in old[:i] if g["name"] in order]
+            order.insert(order.index(before[-1]) + 1 if before else 0, f["name"])
+    out = []
+    for name in order:
+        o, n = old_by.get(name), new_by.get(name)
+        f = dict(n if n is not None else o)
+        for key in RANGE_KEYS:
+            below = {v for v in version_set(o.get(key), old_valid) if v < cut} if o else set()
+            above = {v for v in version_set(n.get(key), new_valid) if v >= cut} if n else set()
+            text = range_text(below | above, valid[1])
+            if text is None:
+                f.pop(key, None)
+            else:
+                f[key] = text
+        if "versions" not in f:
+            continue
+        if o is not None and n is not None and (o.get("fields") or n.get("fields")):
+            f["fields"] = merge_fields(o.get("fields", []), n.get("fields", []), cut, valid,
+                                       old_valid, new_valid)
+        out.append(f)
+    return out
+
+
+def merge_schemas(old: dict, new: dict) -> dict:
+    """One schema that reads and writes `old`'s versions below `new`'s lowest as `old`
+    does and the rest as `new` does; checked field by field at every version."""
+    old_valid, new_valid = parse_range(old["validVersions"]), parse_range(new["validVersions"])
+    cut = new_valid[0]
+    if old_valid[1] < cut - 1:
+        raise SystemExit(f"protocol_codegen: {new['name']}: {OLD_KAFKA_VERSION} ends at v{old_valid[1]}, "
+                         f"{KAFKA_VERSION} starts at v{cut}: a gap")
+    valid = (old_valid[0], new_valid[1])
+    merged = dict(new, validVersions=f"{valid[0]}-{valid[1]}")
+    flex = ({v for v in version_set(old.get("flexibleVersions"), old_valid) if v < cut}
+            | {v for v in version_set(new.get("flexibleVersions"), new_valid) if v >= cut})
+    merged["flexibleVersions"] = range_text(flex, valid[1]) or "none"
+    merged["fields"] = merge_fields(old["fields"], new["fields"], cut, valid, old_valid, new_valid)
+    structs = {s["name"]: s for s in old.get("commonStructs", [])}
+    for s in new.get("commonStructs", []):
+        o = structs.get(s["name"])
+        structs[s["name"]] = s if o is None else dict(
+            s, fields=merge_fields(o["fields"], s["fields"], cut, valid, old_valid, new_valid))
+    if structs:
+        merged["commonStructs"] = list(structs.values())
+    for v in range(valid[0], valid[1] + 1):
+        source = old if v < cut else new
+        if project(merged, v) != project(source, v):
+            raise SystemExit(f"protocol_codegen: {new['name']} v{v}: the merged schema differs "
+                             f"from {OLD_KAFKA_VERSION if v < cut else KAFKA_VERSION}'s")
+    return merged
+
+
+def project(schema: dict, v: int):
+    """What a schema says about version `v`, as comparable data: whether it is flexible and
+    its fields present at `v` in order, each with everything that shapes its bytes."""
+    structs = {s["name"]: s for s in schema.get("commonStructs", [])}
+
+    def at(text: str | None) -> bool:
+        rng = parse_range(text)
+        return rng is not None and rng[0] <= v <= rng[1]
+
+    def fields(fs: list[dict]) -> list:
+        out = []
+        for f in fs:
+            if not at(f["versions"]):
+                continue
+            inner = f["type"].removeprefix("[]")
+            body = f.get("fields") or (structs[inner]["fields"] if inner in structs else None)
+            tagged = at(f.get("taggedVersions"))
+            out.append((f["name"], f["type"], at(f.get("nullableVersions")), tagged,
+                        f.get("tag") if tagged else None, f.get("default"),
+                        fields(body) if body else None))
+        return out
+
+    return at(schema.get("flexibleVersions")), fields(schema["fields"])
 
 
 def snake(name: str) -> str:
@@ -333,8 +534,17 @@ def generate() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
+    ap.add_argument("--fetch", action="store_true", help="fetch Kafka's jars; print their paths")
     args = ap.parse_args()
-    text = generate()
+    try:
+        if args.fetch:
+            for version in PINNED:
+                print(clients_jar(version))
+            return 0
+        text = generate()
+    except SchemasUnavailable as e:
+        print(f"protocol_codegen: Kafka's message schemas: {e}", file=sys.stderr)
+        return SCHEMAS_UNAVAILABLE
     if args.check:
         if not OUT.exists() or OUT.read_text() != text:
             print(f"{OUT} is stale: run python tools/protocol_codegen.py", file=sys.stderr)

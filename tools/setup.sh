@@ -34,10 +34,18 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q "setuptools>=77" wheel "Cython>=3.0,<3.4"
+# The distribution was named "pylog" before (on PyPI that name is another, unrelated
+# package): an old install of it would own the same `pylog` command and import name.
+if .venv/bin/python -m pip show -q pylog >/dev/null 2>&1; then
+    .venv/bin/python -m pip uninstall -y -q pylog
+fi
 .venv/bin/python -m pip install -q --no-build-isolation -e ".[dev,spark]"
 # Apache Kafka's broker, clients and tools (Maven Central, into ~/.cache/pylog; never committed).
 if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
     tools/kafka/fetch >/dev/null || echo "pylog setup: could not fetch Apache Kafka's jars (tools/kafka/fetch)"
     tools/spark-kafka/fetch >/dev/null || echo "pylog setup: could not fetch Spark's Kafka connector (tools/spark-kafka/fetch)"
+    # The pinned Kafka releases whose message schemas the protocol codec is generated from.
+    .venv/bin/python tools/protocol_codegen.py --fetch >/dev/null \
+        || echo "pylog setup: could not fetch Kafka's message schemas (tools/protocol_codegen.py --fetch)"
 fi
 .venv/bin/python -c "import pylog; print('pylog setup: ready;', 'crc32c:', pylog.crc32c_implementation())"

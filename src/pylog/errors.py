@@ -39,6 +39,8 @@ __all__ = [
     "OutOfOrderSequenceError",
     "DuplicateSequenceError",
     "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
     "KafkaStorageError",
     "UnsupportedCompressionTypeError",
     "InvalidRecordError",
@@ -245,6 +247,21 @@ class InvalidProducerEpochError(KafkaError):
     """The producer's epoch is older than the one the log has seen (a fenced producer)."""
 
     code = 47
+
+
+class InvalidTxnStateError(KafkaError):
+    """A batch does not fit its producer's transaction state at the partition: a
+    non-transactional batch while its transaction is open, or a transactional batch
+    that starts a transaction the coordinator did not verify (Kafka INVALID_TXN_STATE)."""
+
+    code = 48
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker carries an older coordinator epoch than the partition has
+    seen: a zombie coordinator (Kafka TRANSACTION_COORDINATOR_FENCED)."""
+
+    code = 52
 
 
 class KafkaStorageError(KafkaError, OSError):

@@ -5,10 +5,12 @@ the stored data intact after each)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -63,24 +65,46 @@ def test_unknown_api_versions_version_gets_a_v0_answer(served):
         assert m.ApiVersionsResponse.decode(read_frame(s)[4:], 3).error_code == 0
 
 
-def test_versions_pylog_does_not_speak_get_unsupported_version(served):
-    """Fetch 13 (topic ids) and Produce 10: Kafka's error code in the message's own place
-    (top-level for Fetch, per partition for Produce), and the connection stays usable."""
+def test_advertised_versions_are_the_documented_ones(served):
+    """ApiVersions lists exactly the "pylog" column of docs/COMPATIBILITY.md, and its
+    "Kafka defines" column is what the generated codec knows: moving the codec to another
+    Kafka release changes neither what the broker advertises nor, silently, the docs."""
+    table = {}
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "COMPATIBILITY.md").read_text()
+    for row in re.finditer(r"^\| (\w+) \| (\d+) \| ([\d-]+) \| ([\d-]+) \|", doc, re.M):
+        table[int(row[2])] = tuple(tuple(int(x) for x in (c.split("-") * 2)[:2])
+                                   for c in (row[3], row[4]))
+    with ProtocolClient(served.bootstrap) as client:
+        advertised = dict(client.versions)
+    assert advertised == {key: pylog_ for key, (pylog_, _) in table.items()}
+    assert {key: m.REQUESTS[key].VERSIONS for key in table} == \
+        {key: kafka for key, (_, kafka) in table.items()}
+
+
+@pytest.mark.parametrize("fetch_version,produce_version", [(13, 10), (18, 13)])
+def test_versions_pylog_does_not_speak_get_unsupported_version(served, fetch_version,
+                                                                produce_version):
+    """Fetch 13 (topic ids) and Produce 10, and the newest of Kafka 4.1 (Fetch 18, Produce
+    13 with topic ids): Kafka's error code in the message's own place (top-level for Fetch,
+    per partition for Produce), and the connection stays usable."""
+    topic_id = bytes(range(1, 17))
     with raw(served) as s:
-        s.sendall(encode_request(1, 13, 7, "probe", m.FetchRequest(max_wait_ms=0)))
+        s.sendall(encode_request(1, fetch_version, 7, "probe", m.FetchRequest(max_wait_ms=0)))
         frame = read_frame(s)
         assert struct.unpack(">i", frame[:4])[0] == 7
-        body = m.FetchResponse.read(Reader(memoryview(frame)[5:]), 13)   # flexible header: a tag byte
+        body = m.FetchResponse.read(Reader(memoryview(frame)[5:]), fetch_version)   # a tag byte
         assert body.error_code == 35
         produce = m.ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
-            m.ProduceRequestTopicProduceData(name="t", partition_data=[
+            m.ProduceRequestTopicProduceData(name="t", topic_id=topic_id, partition_data=[
                 m.ProduceRequestPartitionProduceData(index=0, records=b""),
                 m.ProduceRequestPartitionProduceData(index=3, records=b"")])])
-        s.sendall(encode_request(0, 10, 8, "probe", produce))
+        s.sendall(encode_request(0, produce_version, 8, "probe", produce))
         frame = read_frame(s)
-        body = m.ProduceResponse.read(Reader(memoryview(frame)[5:]), 10)
-        assert [(p.index, p.error_code) for p in body.responses[0].partition_responses] == \
-            [(0, 35), (3, 35)]
+        body = m.ProduceResponse.read(Reader(memoryview(frame)[5:]), produce_version)
+        topic = body.responses[0]
+        assert (topic.topic_id if produce_version >= 13 else topic.name) == \
+            (topic_id if produce_version >= 13 else "t")
+        assert [(p.index, p.error_code) for p in topic.partition_responses] == [(0, 35), (3, 35)]
         s.sendall(encode_request(18, 3, 9, "probe", m.ApiVersionsRequest(
             client_software_name="probe", client_software_version="1")))
         assert m.ApiVersionsResponse.decode(read_frame(s)[4:], 3).error_code == 0

@@ -4,6 +4,7 @@ version both know, and safe on hostile input."""
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -19,14 +20,17 @@ from pylog.protocol import messages as m
 from pylog.protocol.api import SUPPORTED
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "reference" / "kafka-protocol-data"
+SCHEMAS_UNAVAILABLE = 3     # tools/protocol_codegen.py's exit status without Kafka's jar
 
 
 def test_generated_codec_is_fresh():
-    if not SHARED.exists():
-        pytest.skip(f"{SHARED} (Kafka's JSON message definitions) is not beside the repository")
+    """messages.py is what the generator makes from the pinned Kafka jars (4.1.0, and 3.9.0
+    for the versions KIP-896 removed; fetched with Maven into ~/.cache/pylog on first use,
+    tools/setup.sh fetches them). In CI a missing jar fails."""
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "protocol_codegen.py"), "--check"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, timeout=600)
+    if run.returncode == SCHEMAS_UNAVAILABLE and not os.environ.get("CI"):
+        pytest.skip(run.stderr.strip())
     assert run.returncode == 0, run.stderr
 
 

@@ -176,9 +176,9 @@ class TestFastPathTaken:
         calls = []
         original = Log._append_locked
 
-        def counting(self, batches, origin, validated):
+        def counting(self, batches, origin, validated, *rest):
             calls.append(validated if validated is None else "validated")
-            return original(self, batches, origin, validated)
+            return original(self, batches, origin, validated, *rest)
         monkeypatch.setattr(Log, "_append_locked", counting)
         return calls
 

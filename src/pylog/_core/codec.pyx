@@ -112,12 +112,15 @@ cdef object _batch_error(Py_ssize_t batch_pos, str problem, stored_crc=None, com
                               stored_crc=stored_crc, computed_crc=computed_crc)
 
 
-cdef bytes _decompress_at(int codec, object data, Py_ssize_t batch_pos):
-    """Decompresses a batch's records (or a legacy wrapper's value); errors name the batch."""
+cdef bytes _decompress_at(int codec, object data, Py_ssize_t batch_pos, object max_bytes=None):
+    """Decompresses a batch's records (or a legacy wrapper's value); errors name the batch.
+    With `max_bytes`, in pieces, refusing more output (MessageTooLargeError) as it comes."""
     try:
-        return _compression.decompress(codec, data)
+        return _compression.decompress(codec, data, max_bytes)
     except (CorruptRecordError, UnsupportedCompressionTypeError) as exc:
         raise _batch_error(batch_pos, str(exc)) from exc
+    except MessageTooLargeError as exc:
+        raise MessageTooLargeError(f"batch at byte {batch_pos}: {exc}") from None
 
 
 @cython.final

@@ -55,6 +55,105 @@ cdef tuple _SCHEMAS = (ARROW_SCHEMA, ARROW_SCHEMA_LARGE,
 _import_batch = _pa.RecordBatch._import_from_c
 
 
+cdef extern from "varint.h":
+    int pylog_read_varlong(const char **pp, const char *end, int max_bytes, int64_t *out) nogil
+
+
+cdef struct _Aborted:
+    # read_committed (Kafka's consumer, CompletedFetch): the aborted transactions of
+    # the fetched range by first offset, and the producers whose aborted transaction
+    # is being read: their transactional batches are skipped until their ABORT marker.
+    int64_t *pids
+    int64_t *firsts
+    Py_ssize_t count
+    Py_ssize_t next              # the first transaction not reached yet
+    int64_t *open_pids
+    Py_ssize_t open_count
+
+
+cdef int _control_type(const char *recs, int64_t length) noexcept nogil:
+    """The type of a control batch's first record (its key: version int16, type
+    int16; 0 ABORT, 1 COMMIT), or -1 when the record cannot be read."""
+    cdef const char *p = recs
+    cdef const char *end = recs + length
+    cdef int64_t v
+    if pylog_read_varlong(&p, end, 5, &v) < 0 or p >= end:      # length
+        return -1
+    p += 1                                                      # attributes
+    if pylog_read_varlong(&p, end, 10, &v) < 0 or pylog_read_varlong(&p, end, 5, &v) < 0:
+        return -1                                               # timestamp, offset deltas
+    if pylog_read_varlong(&p, end, 5, &v) < 0 or v < 4 or end - p < 4:
+        return -1                                               # key length
+    return ((<uint8_t>p[2]) << 8) | <uint8_t>p[3]
+
+
+cdef bint _in_aborted(_Aborted *ab, const pylog_batch_header *h, const char *batch) noexcept nogil:
+    """Whether the batch at `batch` belongs to an aborted transaction (Kafka's
+    consumeAbortedTransactionsUpTo, containsAbortMarker, isBatchAborted). A
+    producer's ABORT marker ends its transaction: it is not skipped here (control
+    batches are dropped as ever)."""
+    cdef int64_t last = h.base_offset + h.last_offset_delta
+    cdef Py_ssize_t i
+    cdef bint found
+    while ab.next < ab.count and ab.firsts[ab.next] <= last:
+        found = False
+        for i in range(ab.open_count):
+            found = found or ab.open_pids[i] == ab.pids[ab.next]
+        if not found:
+            ab.open_pids[ab.open_count] = ab.pids[ab.next]
+            ab.open_count += 1
+        ab.next += 1
+    if h.attributes & PYLOG_ATTR_CONTROL:
+        if _control_type(batch + PYLOG_RECORDS_OFFSET,
+                         <int64_t>h.length + PYLOG_LOG_OVERHEAD - PYLOG_RECORDS_OFFSET) == 0:
+            for i in range(ab.open_count):
+                if ab.open_pids[i] == h.producer_id:
+                    ab.open_count -= 1
+                    ab.open_pids[i] = ab.open_pids[ab.open_count]
+                    break
+        return False
+    if not (h.attributes & PYLOG_ATTR_TRANSACTIONAL):
+        return False
+    for i in range(ab.open_count):
+        if ab.open_pids[i] == h.producer_id:
+            return True
+    return False
+
+
+cdef tuple _first_and_producer(object txn):
+    """(first_offset, producer_id) of an aborted transaction: an object with those
+    attributes (a Fetch response's AbortedTransaction, storage's AbortedTxn) or a
+    (producer_id, first_offset) pair."""
+    pid = getattr(txn, "producer_id", None)
+    if pid is None:
+        return (int(txn[1]), int(txn[0]))
+    return (int(txn.first_offset), int(pid))
+
+
+@cython.final
+cdef class _AbortedList:
+    """The C arrays of decode_arrow's `aborted_transactions`, sorted by first offset."""
+    cdef _Aborted ab
+
+    def __dealloc__(self):
+        PyMem_Free(self.ab.pids)
+
+    @staticmethod
+    cdef _AbortedList make(object aborted):
+        cdef _AbortedList out = _AbortedList.__new__(_AbortedList)
+        cdef list items = sorted([_first_and_producer(t) for t in aborted])
+        cdef Py_ssize_t n = len(items), i
+        out.ab.pids = <int64_t *>PyMem_Malloc(<size_t>(3 * n + 1) * sizeof(int64_t))
+        if out.ab.pids == NULL:
+            raise MemoryError()
+        out.ab.firsts = out.ab.pids + n
+        out.ab.open_pids = out.ab.pids + 2 * n
+        out.ab.count = n
+        for i in range(n):
+            out.ab.firsts[i], out.ab.pids[i] = items[i]
+        return out
+
+
 cdef struct _Section:
     const char *recs
     int64_t length
@@ -92,7 +191,7 @@ cdef class _Sections:
 
 cdef int _collect(_Sections sections, const char *base, Py_ssize_t size, object owner,
                   bint validate, bint include_control, Py_ssize_t where_base,
-                  bint converted=False) except -1:
+                  bint converted=False, _Aborted *aborted=NULL) except -1:
     """Pass 1: adds the records section of every complete batch in base[0:size].
 
     Batch positions are where_base + pos; for an up-converted legacy message
@@ -128,6 +227,13 @@ cdef int _collect(_Sections sections, const char *base, Py_ssize_t size, object 
                     rc = pylog_batch_check(base + pos, size - pos, 1, &h, &st)
             if rc != PYLOG_OK:
                 raise _corrupt(&st, where)
+            if aborted != NULL and h.magic >= 2 and h.producer_id >= 0 and \
+                    _in_aborted(aborted, &h, base + pos):
+                # An aborted transaction's batch: not decoded, its CRC checked here.
+                if validate and pylog_batch_check(base + pos, size - pos, 1, &h, &st) != PYLOG_OK:
+                    raise _corrupt(&st, where)
+                pos += <Py_ssize_t>h.length + PYLOG_LOG_OVERHEAD
+                continue
             if h.magic < 2:
                 up = _upconvert_message(base, pos, &h, owner, where)
                 sections.keep.append(up)
@@ -192,7 +298,7 @@ cdef int _check_crcs(_Sections sections) except -1:
 
 
 def decode_arrow(buffer, *, bint validate=True, bint include_control=False,
-                 bint timestamp_type=False):
+                 bint timestamp_type=False, aborted_transactions=None):
     """Decodes every complete batch in ``buffer`` into one ``pyarrow.RecordBatch``.
 
     Columns: ``offset`` int64, ``timestamp`` timestamp[ms], ``key`` and
@@ -203,12 +309,24 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False,
     a column exceeds 2 GiB. Control batches (transaction markers) are skipped
     unless ``include_control``. A trailing partial batch is ignored, as the
     next read will return it whole; corrupt data raises CorruptRecordError.
+
+    ``aborted_transactions`` (read_committed, as Kafka's consumer reads a fetch
+    response): the aborted transactions of the partition's range these batches
+    come from: objects with ``producer_id`` and ``first_offset`` (a Fetch response's
+    ``aborted_transactions``, pylog.storage's AbortedTxn) or ``(producer_id,
+    first_offset)`` pairs. From a transaction's first offset on, its producer's
+    transactional batches are skipped until that producer's ABORT marker: their
+    records are not decoded.
+    The batches must be one partition's.
     """
     cdef _Buffer buf = _Buffer(buffer)
     cdef _Sections sections = _Sections.__new__(_Sections)
     cdef Py_ssize_t i
+    cdef _AbortedList aborted = _AbortedList.make(aborted_transactions) \
+        if aborted_transactions else None
     sections.keep = []
-    _collect(sections, buf.ptr(), buf.size(), buf.obj, validate, include_control, 0)
+    _collect(sections, buf.ptr(), buf.size(), buf.obj, validate, include_control, 0, False,
+             &aborted.ab if aborted is not None else NULL)
 
     # The measure pass keeps each record's fields (40 bytes a record) for the
     # fill, which then copies instead of reading every varint again (callgrind:

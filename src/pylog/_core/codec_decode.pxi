@@ -270,6 +270,17 @@ cdef class RecordBatch:
         kind = int.from_bytes(recs[0].key[2:4], "big", signed=True)
         return u"commit" if kind == CONTROL_COMMIT else u"abort" if kind == CONTROL_ABORT else kind
 
+    @property
+    def coordinator_epoch(self):
+        """For a transaction marker: the coordinator epoch in its value (Kafka's
+        EndTransactionMarker: version int16, coordinatorEpoch int32); None otherwise."""
+        if not self.is_control:
+            return None
+        recs = self.records()
+        if not recs or recs[0].value is None or len(recs[0].value) < 6:
+            raise _batch_error(self.position, u"control batch has no valid end transaction marker")
+        return int.from_bytes(recs[0].value[2:6], "big", signed=True)
+
     cdef bytes _section(self):
         """The records section, decompressed (a copy) when the batch is compressed."""
         cdef Py_ssize_t start = self.position + PYLOG_RECORDS_OFFSET

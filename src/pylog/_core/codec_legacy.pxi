@@ -82,7 +82,7 @@ def _fix_kafka08_lz4(data: bytes) -> bytes:
 
 
 cdef list _legacy_message_records(_Buffer buf, Py_ssize_t pos, pylog_batch_header *h,
-                                  Py_ssize_t where=-1):
+                                  Py_ssize_t where=-1, object max_inner_bytes=None):
     """Records of the (validated) legacy message at pos: itself, or its inner messages.
 
     Follows Kafka's AbstractLegacyRecordBatch: a compressed wrapper must hold
@@ -90,7 +90,9 @@ cdef list _legacy_message_records(_Buffer buf, Py_ssize_t pos, pylog_batch_heade
     wrapper's offset is the last inner message's absolute offset (inner
     offsets are relative), except that a wrapper offset of 0 (as some old
     producers wrote) leaves the inner offsets as they are. Errors name the
-    message at `where` (default: pos) in the caller's buffer.
+    message at `where` (default: pos) in the caller's buffer. A wrapper whose
+    inner messages take more than `max_inner_bytes` decompressed raises
+    MessageTooLargeError, decompressing no further.
     """
     cdef const char *msg = buf.ptr() + pos
     cdef int codec = h.attributes & PYLOG_ATTR_COMPRESSION_MASK
@@ -106,11 +108,11 @@ cdef list _legacy_message_records(_Buffer buf, Py_ssize_t pos, pylog_batch_heade
         raise _batch_error(where, u"compressed legacy message has a null value")
     if codec == 3 and h.magic == 0:
         try:
-            inner = _compression.decompress(codec, value)
+            inner = _decompress_at(codec, value, where, max_inner_bytes)
         except CorruptRecordError:
-            inner = _decompress_at(codec, _fix_kafka08_lz4(value), where)
+            inner = _decompress_at(codec, _fix_kafka08_lz4(value), where, max_inner_bytes)
     else:
-        inner = _decompress_at(codec, value, where)
+        inner = _decompress_at(codec, value, where, max_inner_bytes)
     cdef _Buffer ib = _Buffer(inner)
     cdef Py_ssize_t ipos = 0, isize = ib.size()
     cdef pylog_batch_header ih
@@ -195,7 +197,7 @@ cdef bytes _upconvert_message(const char *base, Py_ssize_t pos, pylog_batch_head
     return _v2_from_records(recs, 0, CREATE_TIME, where, False)
 
 
-def upconvert(buffer, compression=None, *, max_bytes=None):
+def upconvert(buffer, compression=None, *, max_bytes=None, max_inner_bytes=None):
     """Converts magic 0/1 message sets in ``buffer`` to record batch v2, as Kafka does.
 
     Runs of uncompressed messages become one batch each; every compressed
@@ -206,9 +208,12 @@ def upconvert(buffer, compression=None, *, max_bytes=None):
 
     Up-converted batches can be much larger than their input (each wrapper
     is decompressed whole, as Kafka does): ``max_bytes`` caps the output,
-    raising RecordListTooLargeError as soon as it would be exceeded. Give it
-    when the input is untrusted. Corrupt input raises CorruptRecordError.
+    raising RecordListTooLargeError as soon as it would be exceeded, and
+    ``max_inner_bytes`` caps each wrapper's decompressed inner messages,
+    raising MessageTooLargeError while decompressing. Give both when the
+    input is untrusted. Corrupt input raises CorruptRecordError.
     """
+    cdef RecordBatch rb
     out = []
     run = []
     run_type = None
@@ -233,7 +238,8 @@ def upconvert(buffer, compression=None, *, max_bytes=None):
             flush()
             emit(bytes(batch.raw))
             continue
-        recs = batch.records()
+        rb = batch
+        recs = _legacy_message_records(rb._buf, rb.position, &rb.h, -1, max_inner_bytes)
         ts_type = batch.timestamp_type or CREATE_TIME
         if batch.compression_type == 0:
             if run and (ts_type != run_type or recs[0].offset <= run[-1].offset):

@@ -29,6 +29,10 @@ typedef struct {
     int (*records_validate)(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
                             int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,
                             pylog_status *st);
+    void (*records_walk_init)(pylog_records_walk *w, int32_t count, int64_t base_timestamp,
+                              int require_keys, int64_t max_record_bytes);
+    int (*records_walk_piece)(pylog_records_walk *w, const char *recs, int64_t len, int last,
+                              int64_t *used, pylog_status *st);
 } pylog_records_api;
 
 /* The exporters' tables (crc.pyx and codec.pyx wrap them in their capsules). */

@@ -12,5 +12,6 @@ const pylog_crc_api pylog_crc_api_table = {pylog_crc32c_extend};
 #ifdef PYLOG_EXPORT_RECORDS
 const pylog_records_api pylog_records_api_table = {
     pylog_batch_check, pylog_batch_header_finish, pylog_records_validate,
+    pylog_records_walk_init, pylog_records_walk_piece,
 };
 #endif

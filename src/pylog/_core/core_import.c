@@ -43,4 +43,14 @@ int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t
     return records_api->records_validate(recs, len, count, base_timestamp, require_keys,
                                          min_timestamp, max_timestamp, st);
 }
+
+void pylog_records_walk_init(pylog_records_walk *w, int32_t count, int64_t base_timestamp,
+                             int require_keys, int64_t max_record_bytes) {
+    records_api->records_walk_init(w, count, base_timestamp, require_keys, max_record_bytes);
+}
+
+int pylog_records_walk_piece(pylog_records_walk *w, const char *recs, int64_t len, int last,
+                             int64_t *used, pylog_status *st) {
+    return records_api->records_walk_piece(w, recs, len, last, used, st);
+}
 #endif

@@ -896,21 +896,58 @@ static inline __attribute__((always_inline)) int validate_one(const char **pp, c
     return PYLOG_OK;
 }
 
-int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
-                           int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,
-                           pylog_status *st) {
+/* In a piece of a records section (pylog_records_walk_piece), whether the
+ * record at p lies whole before end: *cut is set when the piece ends inside
+ * it (its length varint, or its bytes), so it waits for the next piece. A
+ * record whose length says it is larger than max_bytes fails at once, before
+ * its bytes arrive. A malformed length is left for validate_one to name. */
+static inline __attribute__((always_inline)) int record_cut(const char *p, const char *end,
+                                                            const char *recs, int64_t max_bytes,
+                                                            int *cut, pylog_status *st) {
+    const char *q = p;
+    int32_t len;
+    *cut = 0;
+    if (pylog_read_varint(&q, end, &len) < 0) {
+        *cut = end - p < PYLOG_VARINT_MAX;      /* the varint may end in the next piece */
+        return PYLOG_OK;
+    }
+    if (len > 0 && (q - p) + (int64_t)len > max_bytes)
+        return fail(st, PYLOG_ERR_TOO_LARGE, p - recs, (q - p) + (int64_t)len, max_bytes, "record size");
+    *cut = len > end - q;
+    return PYLOG_OK;
+}
+
+/* The validation walk over records [*next, count) in [recs, recs+len),
+ * joining their timestamps into [*lo, *hi]. A whole section (pieces 0):
+ * every record, then no byte left. A piece (pieces 1; inlined with constant
+ * flags): records while they lie whole in it, each checked against
+ * max_bytes first; *stop, *next say where it stopped. The last piece
+ * (last 1) must then end exactly after record count-1; any other piece
+ * may end inside a record, but not after record count-1 with bytes left. */
+static inline __attribute__((always_inline)) int walk_records(
+        const char *recs, int64_t len, int32_t count, int32_t *next, int64_t base_timestamp,
+        int require_keys, int pieces, int last, int64_t max_bytes, const char **stop,
+        int64_t *min_timestamp, int64_t *max_timestamp, pylog_status *st) {
     st->code = PYLOG_OK;
     const char *p = recs, *end = recs + len;
     const char *fast_end = len > PYLOG_COMMON_SLACK ? end - PYLOG_COMMON_SLACK : recs;
     pylog_record r;
     record_shape shape = {0};
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    int shaped = 0, common, rc;
+    int64_t lo = *min_timestamp, hi = *max_timestamp;
+    int shaped = 0, common, rc, cut = 0;
     int base_ok = base_timestamp > INT64_MIN + 64 && base_timestamp < INT64_MAX - 64;
-    int32_t i = 0;
+    int32_t i = *next;
+    /* A piece's record must be whole (and within max_bytes) before it is read. */
+#define PIECE_CHECK()                                                                  \
+    if (pieces) {                                                                      \
+        if ((p < end || !last) && (rc = record_cut(p, end, recs, max_bytes, &cut, st))) \
+            return rc;                                                                 \
+        if (cut && !last) break;                                                       \
+    }
     /* Records of one shape: each checked against the one before. Two records
      * in a row that the reader had to take mean varied shapes: the plain walk
-     * below takes over from there. */
+     * below takes over from there. The shape's size is that of a record
+     * already checked against max_bytes. */
     for (int read_last = 0; i < count; i++) {
         if (shaped) {
             int32_t j = shape_run((const unsigned char **)&p, (const unsigned char *)fast_end,
@@ -923,19 +960,63 @@ int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t
         if (read_last) break;
         read_last = 1;
         const char *start = p;
+        PIECE_CHECK()
         if ((rc = validate_one(&p, end, recs, i, count, base_timestamp, require_keys, &r, &common,
                                &lo, &hi, st)))
             return rc;
         shaped = common && base_ok && shape_of((const unsigned char *)start, &r, &shape);
     }
-    for (; i < count; i++)
-        if ((rc = validate_one(&p, end, recs, i, count, base_timestamp, require_keys, &r, &common,
-                               &lo, &hi, st)))
-            return rc;
-    if (p != end) return fail(st, PYLOG_ERR_COUNT, p - recs, end - p, count, "records count (trailing bytes)");
+    if (!cut) {
+        for (; i < count; i++) {
+            PIECE_CHECK()
+            if ((rc = validate_one(&p, end, recs, i, count, base_timestamp, require_keys, &r,
+                                   &common, &lo, &hi, st)))
+                return rc;
+        }
+    }
+#undef PIECE_CHECK
+    if (p != end && (i == count || !pieces || last))
+        return fail(st, PYLOG_ERR_COUNT, p - recs, end - p, count, "records count (trailing bytes)");
+    *stop = p;
+    *next = i;
     *min_timestamp = lo;
     *max_timestamp = hi;
     return PYLOG_OK;
+}
+
+int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
+                           int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,
+                           pylog_status *st) {
+    const char *stop;
+    int32_t next = 0;
+    *min_timestamp = INT64_MAX;
+    *max_timestamp = INT64_MIN;
+    return walk_records(recs, len, count, &next, base_timestamp, require_keys, 0, 1, INT64_MAX,
+                        &stop, min_timestamp, max_timestamp, st);
+}
+
+void pylog_records_walk_init(pylog_records_walk *w, int32_t count, int64_t base_timestamp,
+                             int require_keys, int64_t max_record_bytes) {
+    w->count = count;
+    w->next = 0;
+    w->base_timestamp = base_timestamp;
+    w->require_keys = require_keys;
+    w->max_record_bytes = max_record_bytes;
+    w->min_timestamp = INT64_MAX;
+    w->max_timestamp = INT64_MIN;
+}
+
+int pylog_records_walk_piece(pylog_records_walk *w, const char *recs, int64_t len, int last,
+                             int64_t *used, pylog_status *st) {
+    const char *stop = recs;
+    int rc = last ? walk_records(recs, len, w->count, &w->next, w->base_timestamp, w->require_keys,
+                                 1, 1, w->max_record_bytes, &stop, &w->min_timestamp,
+                                 &w->max_timestamp, st)
+                  : walk_records(recs, len, w->count, &w->next, w->base_timestamp, w->require_keys,
+                                 1, 0, w->max_record_bytes, &stop, &w->min_timestamp,
+                                 &w->max_timestamp, st);
+    *used = stop - recs;
+    return rc;
 }
 
 static inline void set_offset(void *offsets, int wide, int64_t i, int64_t v) {

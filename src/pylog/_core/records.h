@@ -220,6 +220,34 @@ int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t
                            int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,
                            pylog_status *st);
 
+/* The same walk over a records section that arrives in pieces (a compressed
+ * batch decompressed a bounded chunk at a time), so that it never has to be
+ * whole in memory. The state one piece leaves for the next: */
+typedef struct {
+    int32_t count;              /* records the batch header declares */
+    int32_t next;               /* records walked so far (the next one's offset delta) */
+    int64_t base_timestamp;
+    int require_keys;
+    int64_t max_record_bytes;   /* the largest record accepted, its length varint included */
+    int64_t min_timestamp;      /* of the records walked: INT64_MAX, INT64_MIN before any */
+    int64_t max_timestamp;
+} pylog_records_walk;
+
+void pylog_records_walk_init(pylog_records_walk *w, int32_t count, int64_t base_timestamp,
+                             int require_keys, int64_t max_record_bytes);
+
+/* Walks the whole records at the start of [recs, recs+len), the section's
+ * bytes from the end of the pieces before; *used: the bytes they take. The
+ * rest (a record the piece cuts) must start the next piece, with more bytes
+ * after it. Positions in errors are from `recs`. Fails as
+ * pylog_records_validate does, and as early as the piece shows it: a
+ * record whose length exceeds max_record_bytes (PYLOG_ERR_TOO_LARGE, "record
+ * size", before its bytes are there), bytes after record count-1
+ * (PYLOG_ERR_COUNT). With `last` (the section ends with this piece) the
+ * piece must hold every record left and nothing after them. */
+int pylog_records_walk_piece(pylog_records_walk *w, const char *recs, int64_t len, int last,
+                             int64_t *used, pylog_status *st);
+
 /* Destination columns for decode_arrow; *_pos are running cursors. Offsets
  * arrays hold (records + 1) entries and start with 0. Validity bitmaps are
  * zero-initialised by the caller; bits are set for non-null entries. */

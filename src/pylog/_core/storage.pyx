@@ -43,8 +43,10 @@ cdef extern from "<sys/sendfile.h>" nogil:
 from pylog._core.includes.ccore cimport pylog_status, PYLOG_ERR_CRC as PYLOG_ERR_CRC_CODE
 from pylog._core.includes.ccore cimport (
     PYLOG_ATTR_COMPRESSION_MASK, PYLOG_ATTR_CONTROL, PYLOG_ATTR_TIMESTAMP_TYPE, PYLOG_LOG_OVERHEAD,
-    PYLOG_MAGIC_OFFSET, PYLOG_OK, PYLOG_RECORDS_OFFSET, NOGIL_MIN_BYTES, pylog_batch_check,
-    pylog_batch_header, pylog_batch_header_finish, pylog_records_validate)
+    PYLOG_ATTR_TRANSACTIONAL,
+    PYLOG_MAGIC_OFFSET, PYLOG_OK, PYLOG_RECORDS_OFFSET, NOGIL_MIN_BYTES, PYLOG_ERR_TOO_LARGE,
+    pylog_batch_check, pylog_batch_header, pylog_batch_header_finish, pylog_records_validate,
+    pylog_records_walk, pylog_records_walk_init, pylog_records_walk_piece)
 from pylog._core.includes.cstorage cimport *
 from pylog._core.includes.cengine cimport PYLOG_WRITE_DATASYNC
 from pylog._core.engine cimport IoEngine
@@ -92,6 +94,7 @@ from pylog._core.includes.capi cimport pylog_import_crc_api, pylog_import_record
 # CRC-32C and records.c live in pylog._core.crc and pylog._core.codec (core_api.h).
 import pylog._core.crc  # noqa: F401 - loaded first: their capsules are looked up by attribute
 import pylog._core.codec  # noqa: F401
+from pylog._core.codec import upconvert as _upconvert
 
 pylog_import_crc_api()
 pylog_import_records_api()

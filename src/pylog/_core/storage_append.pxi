@@ -45,12 +45,12 @@ cdef class PreparedAppend:
 
     def batch(self, int64_t i):
         """(base_offset, last_offset, max_timestamp, records, size, producer_id,
-        producer_epoch, base_sequence) of batch i."""
+        producer_epoch, base_sequence, attributes) of batch i."""
         if not 0 <= i < self.count:
             raise IndexError(i)
         cdef pylog_append_batch *b = &self.batches[i]
         return (b.base_offset, b.last_offset, b.max_timestamp, b.records, b.size, b.producer_id,
-                b.producer_epoch, b.base_sequence)
+                b.producer_epoch, b.base_sequence, b.attributes)
 
     def first_batch_max_timestamp(self):
         return self.batches[0].max_timestamp if self.count else -1

@@ -206,24 +206,30 @@ cdef object _in_sequence(object producers, PreparedAppend p):
     idempotent producer's next batches, in the common case only: every batch
     carries one producer id and epoch, that producer is known at that epoch,
     the first batch's sequence follows its last and each batch follows the one
-    before, and none repeats one of the batches it remembers (a retry). Else
-    None, and the Python path (ProducerStateManager.check_append) decides:
-    a new producer or epoch, a duplicate, a gap, a mixed append. Changes
-    nothing; producer_state.py keeps the rules and the table."""
+    before, none repeats one of the batches it remembers (a retry), and every
+    batch is transactional exactly when the producer's transaction is open
+    here (its state does not change). Else None, and the Python path
+    (ProducerStateManager.check_append) decides: a new producer or epoch, a
+    duplicate, a gap, a mixed append, a transaction to open, a batch that
+    does not fit the transaction state. Changes nothing; producer_state.py
+    keeps the rules and the table."""
     cdef pylog_append_batch *b = &p.batches[0]
     cdef int64_t pid = b.producer_id, i
     cdef int epoch = b.producer_epoch
     cdef int64_t first, last
+    cdef int16_t txn_bit
     entry = producers.get(pid)
     if entry is None or entry.epoch != epoch:
         return None
     remembered = entry.batches
     if not remembered:
         return None
+    txn_bit = PYLOG_ATTR_TRANSACTIONAL if <int64_t>entry.txn_first_offset >= 0 else 0
     last = remembered[-1].last_seq
     for i in range(p.count):
         b = &p.batches[i]
-        if b.producer_id != pid or b.producer_epoch != epoch or b.base_sequence < 0:
+        if b.producer_id != pid or b.producer_epoch != epoch or b.base_sequence < 0 \
+                or (b.attributes & PYLOG_ATTR_TRANSACTIONAL) != txn_bit:
             return None
         first = b.base_sequence
         if first != (last + 1) % SEQUENCE_SPACE:
@@ -256,20 +262,74 @@ cdef inline bint _origin_is(str origin, str name):
     return origin is name or (origin is not None and len(origin) == len(name) and origin == name)
 
 
-cdef object _append_fast(LogState log, object batches, str origin):
-    """Appends `batches` to `log` as Log.append does, with the log's lock held by
-    the caller. Returns an AppendInfo (written, indexed, counted; its `flushed`
-    field asks the caller to flush, by flush.ms), or ``(prepared, now)`` when the
-    batches were validated but the Python path must write them, or None when
-    nothing was done. Raises what Log.append raises for invalid batches and
-    failed writes."""
-    if log._offline is not None or log._closed or _origin_is(origin, "coordinator"):
-        return None
-    cdef bint from_producer = _origin_is(origin, "producer")
+cdef AppendLimits _limits(LogState log):
+    """The log's AppendLimits, made again when its config changed."""
     config = log.config
     cdef AppendLimits lim = log._append_limits
     if lim is None or lim.config is not config:
         lim = log._append_limits = AppendLimits(config)
+    return lim
+
+
+cdef object _convert_unlocked(LogState log, object batches, str origin):
+    """convert_client_batches for `batches`, run before the log's lock is
+    taken: it reads no state of the log, only its config, and decompressing a
+    batch may take long (a big one, or a hostile one until it is refused),
+    which would hold every other append to the log. Returns the converted
+    batches, or None where the append's own path must convert them (a config
+    or a clock _append_fast leaves to Python, a closed or offline log, the
+    coordinator's appends)."""
+    if log._offline is not None or log._closed or _origin_is(origin, "coordinator"):
+        return None
+    cdef AppendLimits lim = _limits(log)
+    cdef bint validate = lim.validate_records and not _origin_is(origin, "producer")
+    if not lim.eligible:
+        return None
+    if _all_left_as_is(batches, lim.target_codec, lim.compact, validate):
+        return batches
+    if _is_legacy(batches):
+        batches = _upconvert(batches, max_inner_bytes=lim.max_message_bytes)
+    clock = log.clock
+    cdef int64_t now = _wall_ms() if clock is _wall_clock else clock()
+    if now < 0:
+        return None
+    return _convert_client_batches(batches, lim.target_codec, lim.compact,
+                                   _min_timestamp(lim, now), _max_timestamp(lim, now), validate,
+                                   lim.max_message_bytes)
+
+
+cdef bint _is_legacy(object batches):
+    """Whether `batches` starts with a magic 0/1 message (Log.append up-converts them)."""
+    cdef Py_buffer view
+    cdef bint legacy
+    PyObject_GetBuffer(batches, &view, PyBUF_SIMPLE)
+    legacy = view.len > PYLOG_MAGIC_OFFSET and (<const char *>view.buf)[PYLOG_MAGIC_OFFSET] < 2
+    PyBuffer_Release(&view)
+    return legacy
+
+
+cdef inline int64_t _min_timestamp(AppendLimits lim, int64_t now) noexcept:
+    """The earliest CreateTime accepted at `now` (message.timestamp.before.max.ms)."""
+    return now - lim.before_max_ms if lim.before_max_ms < INT64_MAX \
+        and now - lim.before_max_ms > -INT64_MAX else INT64_MIN
+
+
+cdef inline int64_t _max_timestamp(AppendLimits lim, int64_t now) noexcept:
+    """The latest CreateTime accepted at `now` (message.timestamp.after.max.ms)."""
+    return now + lim.after_max_ms if lim.after_max_ms < INT64_MAX - now else INT64_MAX
+
+
+cdef object _append_fast(LogState log, object batches, str origin, bint converted):
+    """Appends `batches` to `log` as Log.append does, with the log's lock held by
+    the caller (`converted`: _convert_unlocked has converted them). Returns an
+    AppendInfo (written, indexed, counted; its `flushed` field asks the caller
+    to flush, by flush.ms), or ``(prepared, now)`` when the batches were
+    validated but the Python path must write them, or None when nothing was
+    done. Raises what Log.append raises for invalid batches and failed writes."""
+    if log._offline is not None or log._closed or _origin_is(origin, "coordinator"):
+        return None
+    cdef bint from_producer = _origin_is(origin, "producer")
+    cdef AppendLimits lim = _limits(log)
     if not lim.eligible:
         return None
     clock = log.clock
@@ -284,17 +344,15 @@ cdef object _append_fast(LogState log, object batches, str origin):
     params.leader_epoch = log.leader_epoch
     params.log_append_time = now if lim.log_append_time else -1
     params.max_batch_size = lim.max_message_bytes
-    params.min_timestamp = now - lim.before_max_ms if lim.before_max_ms < INT64_MAX \
-        and now - lim.before_max_ms > -INT64_MAX else INT64_MIN
-    params.max_timestamp = now + lim.after_max_ms if lim.after_max_ms < INT64_MAX - now \
-        else INT64_MAX
+    params.min_timestamp = _min_timestamp(lim, now)
+    params.max_timestamp = _max_timestamp(lim, now)
     params.require_keys = lim.compact
     params.validate_records = (lim.validate_records and not from_producer) or lim.compact
     cdef PreparedAppend p
     try:
-        data = _convert_client_batches(batches, lim.target_codec, lim.compact,
-                                       params.min_timestamp, params.max_timestamp,
-                                       lim.validate_records and not from_producer)
+        data = batches if converted else _convert_client_batches(
+            batches, lim.target_codec, lim.compact, params.min_timestamp, params.max_timestamp,
+            lim.validate_records and not from_producer, lim.max_message_bytes)
         p = _prepare_append(data, &params)
     except InvalidRecordError as exc:
         if "magic" in str(exc):
@@ -364,7 +422,7 @@ cdef inline void _fill(object t, Py_ssize_t i, object v) noexcept:
     PyTuple_SET_ITEM(t, i, v)
 
 
-def log_append(LogState log, batches, *, str origin="client"):
+def log_append(LogState log, batches, *, str origin="client", verification_guard=None):
     """Appends Kafka v2 record batches; assigns their offsets. Returns AppendInfo.
 
     Every batch is validated (length, magic, CRC-32C, ``max.message.bytes``,
@@ -373,19 +431,32 @@ def log_append(LogState log, batches, *, str origin="client"):
     ``"client"`` (control batches refused), ``"producer"`` (an in-process
     pylog Producer, whose batches pylog's own encoder just built: their
     records are not walked again, the CRC still is) or ``"coordinator"``.
+
+    A batch with a producer id is checked against the producer state
+    (pylog/storage/producer_state.py): epoch, sequence, duplicates, and for
+    a transactional batch (attribute bit 4) its transaction: the first one of
+    a producer in this partition opens its transaction only with the
+    ``verification_guard`` that ``Log.maybe_start_transaction_verification``
+    handed out (the coordinator's word that the partition is in it), else
+    InvalidTxnStateError.
     """
-    # Log.append (pylog/storage/log.py binds it as the method): the append
-    # under the Log's lock, by _append_fast or else Log._append_locked; then the
+    # Log.append (pylog/storage/log.py binds it as the method): compressed
+    # batches validated and converted before the lock (_convert_unlocked); the
+    # append under the Log's lock, by _append_fast or else Log._append_locked; then the
     # listeners; then a flush.ms flush outside the lock, where other appends
     # proceed during the fsync and one fsync covers every append before it.
     # In C: the Python frame of these few steps cost ~2.8k instructions an
     # append, a quarter of a 1-record one (callgrind: 11.7k -> 8.9k).
     cdef LogLock lock = log._lock
+    converted = _convert_unlocked(log, batches, origin)
+    if converted is not None:
+        batches = converted
     lock.take()
     try:
-        info = _append_fast(log, batches, origin) if _fast_append else None
+        info = _append_fast(log, batches, origin, converted is not None) if _fast_append else None
         if type(info) is not _AppendInfo:
-            info = log._append_locked(batches, origin, info)
+            info = log._append_locked(batches, origin, info, converted is not None,
+                                       verification_guard)
             if not (<tuple>info)[_INFO_SIZE]:
                 return info             # a retry of batches already in the log
     finally:

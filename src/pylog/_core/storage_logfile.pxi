@@ -418,7 +418,9 @@ cdef class LogFile:
     def producer_batches(self, int64_t start, int64_t end):
         """The idempotent/transactional batches in [start, end), from their headers:
         a list of (base_offset, last_offset, max_timestamp, producer_id,
-        producer_epoch, base_sequence). Rebuilds producer state after a restart."""
+        producer_epoch, base_sequence, attributes, position, size). Rebuilds
+        producer state after a restart (a control batch's marker is read from
+        its bytes at position, size)."""
         self._check()
         cdef pylog_walker w
         cdef pylog_batch_meta m
@@ -436,7 +438,8 @@ cdef class LogFile:
                         break
                     if m.producer_id >= 0:
                         out.append((m.base_offset, m.last_offset, m.max_timestamp, m.producer_id,
-                                    m.producer_epoch, m.base_sequence))
+                                    m.producer_epoch, m.base_sequence, m.attributes, m.position,
+                                    m.size))
             finally:
                 pylog_walker_free(&w)
         finally:

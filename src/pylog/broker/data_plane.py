@@ -10,18 +10,49 @@ from __future__ import annotations
 
 import asyncio
 
+from pylog.common.acl import CLUSTER_NAME, Operation
 from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
-from pylog.common.acl import CLUSTER_NAME, Operation
-
 from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed
 from .errors import NO_TRANSACTIONS, NONE, RequestError, codes, error_code
 
-__all__ = ["produce", "fetch", "FetchPlan", "list_offsets", "init_producer_id", "delete_records"]
+__all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
+           "init_producer_id", "delete_records"]
 
 _ZSTD = 4
+#: A Produce request whose records take more bytes than this runs in the I/O pool:
+#: its append copies and walks them all on the thread that runs it (~0.1 ms at 256 KiB).
+LOOP_PRODUCE_MAX_BYTES = 256 * 1024
+
+
+def produce_may_block(req) -> bool:
+    """Whether a Produce request must run off the event loop: acks=all (an fsync);
+    a batch compressed, or a legacy (magic 0/1) message set, whose validation
+    decompresses (a bounded but unknown amount: docs/FORMAT.md, section 10);
+    or more than LOOP_PRODUCE_MAX_BYTES of records. Reads batch headers only."""
+    if req.acks == -1:
+        return True
+    total = 0
+    for topic in req.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            if records is None:
+                continue
+            n = len(records)
+            total += n
+            pos = 0
+            while pos + 61 <= n:                # every batch's magic and codec bits
+                if records[pos + 16] != 2 or records[pos + 22] & 0x07:
+                    return True
+                length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+                if length < 49:
+                    break                       # malformed: refused at once, on the loop
+                pos += 12 + length
+    return total > LOOP_PRODUCE_MAX_BYTES
+
+READ_COMMITTED = 1          # Fetch and ListOffsets isolation_level (Kafka's IsolationLevel)
 
 
 def _check_records(records, version: int) -> tuple[int, str] | None:
@@ -40,6 +71,21 @@ def _check_records(records, version: int) -> tuple[int, str] | None:
         return codes.INVALID_RECORD, "more than one record batch for a partition"
     if records[22] & 0x07 == _ZSTD and version < 7:
         return codes.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce version 7 or later"
+    return None
+
+
+def _check_transactional(records) -> tuple[int, str] | None:
+    """Kafka's handleProduceRequest: transactional batches need the producer's
+    transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one). A header walk."""
+    pos, size = 0, len(records)
+    while pos + 61 <= size and records[pos + 16] == 2:
+        if records[pos + 22] & 0x10:
+            return (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "a transactional record batch needs the producer's transactional id")
+        length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+        if length < 49:
+            break
+        pos += 12 + length
     return None
 
 
@@ -94,7 +140,8 @@ def produce(broker, conn, header, req):
             elif topic.name in INTERNAL_TOPICS:
                 problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
             else:
-                problem = _check_records(p.records, v) or _check_producer_ids(store, p.records)
+                problem = _check_records(p.records, v) or _check_transactional(p.records) or \
+                    _check_producer_ids(store, p.records)
             if problem is None:
                 try:
                     log = store.log(topic.name, p.index)
@@ -155,9 +202,14 @@ class FetchPlan:
                     self.logs[(topic.topic, p.partition)] = exc.with_traceback(None)
 
     def build(self):
-        """(response, record bytes in it, any partition error)."""
+        """(response, record bytes in it, any partition error). A read_committed fetch
+        (v4+, isolation_level 1) reads below each log's last stable offset and answers
+        the aborted transactions overlapping what it returns (Kafka's
+        FetchIsolation.TXN_COMMITTED); read_uncommitted reads below the high watermark
+        and answers null there, as Kafka does."""
         budget = min(self.req.max_bytes if self.version >= 3 else 1 << 31,
                      self.broker.server_config["fetch.max.bytes"], self.quota_bytes or 1 << 31)
+        committed = self.version >= 4 and self.req.isolation_level == READ_COMMITTED
         total = 0
         failed = False
         topics = []
@@ -166,22 +218,31 @@ class FetchPlan:
             for p in topic.partitions:
                 resp = m.FetchResponsePartitionData(partition_index=p.partition, high_watermark=-1,
                                                     last_stable_offset=-1, log_start_offset=-1,
+                                                    aborted_transactions=[] if committed else None,
                                                     records=b"")
                 log = self.logs[(topic.topic, p.partition)]
                 try:
                     if isinstance(log, Exception):
                         raise log
                     hw = log.high_watermark
-                    resp.high_watermark = resp.last_stable_offset = hw
+                    lso = log.last_stable_offset
+                    resp.high_watermark, resp.last_stable_offset = hw, lso
                     resp.log_start_offset = log.log_start_offset
                     limit = min(p.partition_max_bytes, budget - total)
                     if limit > 0 or total == 0:
                         # Log.read returns whole batches and always at least one: the first
                         # partition with data may exceed the budget (KIP-74).
-                        part = log.read(p.fetch_offset, max(limit, 1), max_offset=hw)
+                        part = log.read(p.fetch_offset, max(limit, 1),
+                                        max_offset=lso if committed else hw)
                         if part.size and (total == 0 or part.size <= budget - total):
                             resp.records = part
                             total += part.size
+                            if committed:
+                                resp.aborted_transactions = [
+                                    m.FetchResponseAbortedTransaction(
+                                        producer_id=t.producer_id, first_offset=t.first_offset)
+                                    for t in log.aborted_transactions(p.fetch_offset,
+                                                                      part.last_offset + 1)]
                 except Exception as exc:        # noqa: BLE001
                     resp.error_code = error_code(exc)[0]
                     failed = True
@@ -273,9 +334,16 @@ def list_offsets(broker, conn, header, req):
                 continue
             try:
                 log = broker.store.log(topic.name, p.partition_index)
-                found = log.offset_for_timestamp(p.timestamp)
-                if found is not None:
-                    resp.timestamp, resp.offset = found.timestamp, found.offset
+                # Kafka's fetchOffsetForTimestamp: what the isolation level may read is the
+                # bound (the latest offset, and a timestamp's answer must lie below it).
+                bound = log.last_stable_offset if v >= 2 and req.isolation_level == \
+                    READ_COMMITTED else log.high_watermark
+                if p.timestamp == -1:
+                    resp.timestamp, resp.offset = -1, bound
+                else:
+                    found = log.offset_for_timestamp(p.timestamp)
+                    if found is not None and (p.timestamp in (-2, -4) or found.offset < bound):
+                        resp.timestamp, resp.offset = found.timestamp, found.offset
             except Exception as exc:            # noqa: BLE001
                 resp.error_code = error_code(exc)[0]
             parts.append(resp)

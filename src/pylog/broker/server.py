@@ -8,8 +8,9 @@ Threads: one event loop thread accepts and runs every connection (connection.py)
 every handler that does not block, waiting ones included: a parked fetch, a JoinGroup
 or SyncGroup waiting for the other members (a future the group completes) and the rest
 of a sendfile to a slow reader (a writer callback) cost no thread. Handlers that may
-block on the disk run in pools: the I/O pool (an fsync for acks=all, admin work that
-creates or deletes files) and the group pool (appends to __consumer_offsets: offset
+block on the disk or the CPU run in pools: the I/O pool (an fsync for acks=all, a
+produce request whose validation decompresses or walks much, admin work that creates
+or deletes files) and the group pool (appends to __consumer_offsets: offset
 commits, DeleteGroups), so a group's progress never queues behind the data plane's
 fsyncs. Requests too big to decode or answer on the loop (more than
 connection.LOOP_ELEMENTS array elements), and answers sized by the store rather than
@@ -83,7 +84,8 @@ HANDLERS = {
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
-#: Produce only with acks=all, Metadata only when it may create a topic (see handle).
+#: Produce only with acks=all or records that take long to validate
+#: (data_plane.produce_may_block), Metadata only when it may create a topic (see handle).
 BLOCKING = {19, 20, 21, 22, 30, 31, 33, 37, 44, 49, 51}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
 #: pool, which the data plane's fsyncs never fill.
@@ -442,7 +444,7 @@ class Broker:
                 return frame_response(header, response)
             if key in GROUP_IO:
                 pool = self._group_pool
-            elif key in BLOCKING or (key == 0 and body.acks == -1):
+            elif key in BLOCKING or (key == 0 and data_plane.produce_may_block(body)):
                 pool = self._io_pool
             elif heavy or key in STORE_SIZED or (key == 3 and _all_topics(header, body)):
                 pool = self.cpu_pool             # (a heavy Metadata creates its topics there)

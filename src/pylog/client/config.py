@@ -71,8 +71,10 @@ CONSUMER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "returns as soon as any record is available.", at_least(0)),
     ConfigDef("partition.assignment.strategy", "list", ("range",), "Assignors for groups: "
               "range, roundrobin.", None),
-    ConfigDef("isolation.level", "str", "read_uncommitted", "read_uncommitted only (no "
-              "transactions yet).", one_of("read_uncommitted")),
+    ConfigDef("isolation.level", "str", "read_uncommitted", "read_uncommitted (every record "
+              "below the high watermark) or read_committed (below the last stable offset, "
+              "aborted transactions' records skipped); Kafka's Java default.",
+              one_of("read_uncommitted", "read_committed")),
     ConfigDef("check.crcs", "bool", True, "Validate batch CRCs when reading."),
 )
 

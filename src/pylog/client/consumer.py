@@ -11,6 +11,13 @@ returns the same records as one ``pyarrow.RecordBatch``, decoded in C.
 Positions start at the committed offset of the group, else at
 ``auto.offset.reset``; commits go to the store's ``__consumer_offsets``.
 
+``isolation.level=read_committed`` reads as Kafka's consumer does: each
+partition below its last stable offset only, and the records of aborted
+transactions skipped, batch by batch, by the aborted transactions the log
+returns with each read (``Log.read_committed``); ``poll_arrow`` skips them in
+C (``decode_arrow(aborted_transactions=...)``). "latest" (reset, seek_to_end,
+end_offsets) is the last stable offset there.
+
 A Consumer is used from one thread at a time (as Kafka's); several
 Consumers of one group may run in several threads.
 """
@@ -103,6 +110,7 @@ class Consumer:
         self._fetch_max = c.fetch_max_bytes
         self._partition_max = c.max_partition_fetch_bytes
         self._validate = c.check_crcs
+        self._read_committed = c.isolation_level == "read_committed"
         self._strategies = tuple(c.partition_assignment_strategy)
         self._event = threading.Event()
         self._arrow_record_bytes = 0.0    # stored bytes per record, as poll_arrow last saw
@@ -260,11 +268,15 @@ class Consumer:
                 topic_partition=tuple(tp))
         self._set_position(tp, self._reset_position(tp, log))
 
+    def _end(self, log) -> int:
+        """Where "latest" is: the log end, or for read_committed the last stable offset."""
+        return log.last_stable_offset if self._read_committed else log.log_end_offset
+
     def _reset_position(self, tp: TopicPartition, log) -> int:
         if self._reset == "earliest":
             return log.log_start_offset
         if self._reset == "latest":
-            return log.log_end_offset
+            return self._end(log)
         raise NoOffsetForPartitionError(f"no valid position for {tp} and auto.offset.reset is none")
 
     def position(self, partition) -> int:
@@ -300,7 +312,7 @@ class Consumer:
 
     def seek_to_end(self, *partitions) -> None:
         for tp in self._targets(partitions):
-            self._set_position(tp, self.store.log(tp.topic, tp.partition).log_end_offset)
+            self._set_position(tp, self._end(self.store.log(tp.topic, tp.partition)))
 
     def _targets(self, partitions: tuple) -> list[TopicPartition]:
         """seek_to_*(): no argument means every assigned partition; one list means its items."""
@@ -325,8 +337,7 @@ class Consumer:
                 for tp in map(_tp, partitions)}
 
     def end_offsets(self, partitions) -> dict[TopicPartition, int]:
-        return {tp: self.store.log(tp.topic, tp.partition).log_end_offset
-                for tp in map(_tp, partitions)}
+        return {tp: self._end(self.store.log(tp.topic, tp.partition)) for tp in map(_tp, partitions)}
 
     def pause(self, *partitions) -> None:
         """Stops fetching from `partitions` (positions are kept) until resume()."""
@@ -463,9 +474,10 @@ class Consumer:
 
     def _slices(self, mine: list[TopicPartition], positions: dict[TopicPartition, int],
                 byte_cap: int | None = None):
-        """(tp, position, FileSlice) for the partitions with data, round robin from a
-        different partition each poll, within fetch.max.bytes and `byte_cap` (at least
-        one slice, of at least one batch)."""
+        """(tp, position, FileSlice, aborted transactions) for the partitions with data,
+        round robin from a different partition each poll, within fetch.max.bytes and
+        `byte_cap` (at least one slice, of at least one batch). The aborted transactions
+        are None for read_uncommitted; read_committed reads below the last stable offset."""
         budget = self._fetch_max if byte_cap is None else min(self._fetch_max, byte_cap)
         if not mine:
             return
@@ -484,8 +496,13 @@ class Consumer:
             if position > log.log_end_offset:
                 self._out_of_range(tp, log, position)
                 continue
+            aborted = None
             try:
-                slice_ = log.read(position, max(min(self._partition_max, budget), 1))
+                if self._read_committed:
+                    slice_, aborted, _ = log.read_committed(
+                        position, max(min(self._partition_max, budget), 1))
+                else:
+                    slice_ = log.read(position, max(min(self._partition_max, budget), 1))
             except OffsetOutOfRangeError:
                 self._out_of_range(tp, log, position)
                 continue
@@ -493,20 +510,23 @@ class Consumer:
                 continue
             budget -= slice_.size
             first = False
-            yield tp, position, slice_
+            yield tp, position, slice_, aborted
 
     def _fetch_records(self, mine, positions, max_records):
         fetches: list[_Fetch] = []
         out: list[ConsumerRecord] = []
-        for tp, position, slice_ in self._slices(mine, positions):
+        for tp, position, slice_, aborted in self._slices(mine, positions):
             if len(out) >= max_records:
                 break
             topic, partition = tp
             before = len(out)
             next_position = position
+            skip = _AbortedBatches(aborted) if aborted else None
             for batch in iter_batches(slice_.read(), validate=self._validate):
                 full = True
-                if not batch.is_control:
+                if skip is not None and skip(batch):
+                    pass            # an aborted transaction's: skipped whole, as Kafka's consumer
+                elif not batch.is_control:
                     for r in batch.records():
                         if r.offset < position:
                             continue
@@ -538,21 +558,24 @@ class Consumer:
         # nothing and read again by the next poll.
         cap = int(max_records * self._arrow_record_bytes * 1.25) + 16384 \
             if self._arrow_record_bytes else None
-        for tp, position, slice_ in self._slices(mine, positions, cap):
-            picked.append((tp, position, slice_))
+        for tp, position, slice_, aborted in self._slices(mine, positions, cap):
+            picked.append((tp, position, slice_, aborted))
             estimate += slice_.last_offset - max(position, slice_.first_offset) + 1
             if estimate >= max_records:
                 break
         if not picked:
             return [], None
-        view = self._scratch_view(sum(s.size for _, _, s in picked))
+        view = self._scratch_view(sum(s.size for _, _, s, _ in picked))
         at = 0
-        for _, _, s in picked:
+        for _, _, s, _ in picked:
             at += s.readinto(view[at:at + s.size])
+        if any(aborted for *_, aborted in picked):
+            # Aborted transactions are a partition's: each slice decodes on its own.
+            return self._fetch_arrow_by_offsets(picked, view, max_records)
         body = decode_arrow(view, validate=self._validate)
         if body.num_rows:
             self._arrow_record_bytes = len(view) / body.num_rows
-        counts = [s.last_offset - s.first_offset + 1 for _, _, s in picked]
+        counts = [s.last_offset - s.first_offset + 1 for _, _, s, _ in picked]
         if sum(counts) != body.num_rows:
             # Offset gaps or control batches: cut each slice by its offsets instead.
             return self._fetch_arrow_by_offsets(picked, view, max_records)
@@ -561,7 +584,7 @@ class Consumer:
         row = taken_to = 0          # taken_to: end of the rows taken so far, if contiguous
         contiguous = True
         left = max_records
-        for (tp, position, s), count in zip(picked, counts):
+        for (tp, position, s, _), count in zip(picked, counts):
             skip = max(position - s.first_offset, 0)     # records before the position
             take = min(count - skip, left)
             if take > 0:
@@ -593,14 +616,15 @@ class Consumer:
         parts = []
         at = 0
         left = max_records
-        for tp, position, s in picked:
-            rb = decode_arrow(view[at:at + s.size], validate=self._validate)
+        for tp, position, s, aborted in picked:
+            rb = decode_arrow(view[at:at + s.size], validate=self._validate,
+                              aborted_transactions=aborted)
             at += s.size
             lo = int((rb.column(0).to_numpy() < position).sum())
             whole = rb.num_rows - lo <= left
             rb = rb.slice(lo, left)
             next_position = int(rb.column(0)[rb.num_rows - 1].as_py()) + 1 if rb.num_rows else position
-            if whole:                  # past control batches and offset gaps too
+            if whole:                  # past control batches, aborted ones and offset gaps too
                 next_position = max(next_position, s.last_offset + 1)
             if next_position > position:
                 fetches.append(_Fetch(tp, next_position, rb.num_rows))
@@ -671,6 +695,34 @@ class Consumer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _AbortedBatches:
+    """read_committed over one read of one partition, batch by batch (Kafka's
+    CompletedFetch): ``self(batch)`` is True for a batch of an aborted transaction.
+    From an aborted transaction's first offset on, its producer's transactional
+    batches are skipped until its ABORT marker. (poll_arrow does this in C.)"""
+
+    __slots__ = ("queue", "next", "open")
+
+    def __init__(self, aborted) -> None:
+        self.queue = sorted((t.first_offset, t.producer_id) for t in aborted)
+        self.next = 0
+        self.open: set[int] = set()
+
+    def __call__(self, batch) -> bool:
+        pid = batch.producer_id
+        if pid < 0:
+            return False
+        queue, last = self.queue, batch.last_offset
+        while self.next < len(queue) and queue[self.next][0] <= last:
+            self.open.add(queue[self.next][1])
+            self.next += 1
+        if batch.is_control:
+            if batch.control_type == "abort":
+                self.open.discard(pid)
+            return False
+        return batch.is_transactional and pid in self.open
 
 
 _INT32 = pa.int32()

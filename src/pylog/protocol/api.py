@@ -138,7 +138,8 @@ def unsupported_version_response(header: RequestHeader, frame, max_elements: int
             r.skip_tagged_fields()
         request = req_cls.read(r, version)
         return resp_cls(responses=[m.ProduceResponseTopicProduceResponse(
-            name=t.name, partition_responses=[m.ProduceResponsePartitionProduceResponse(
+            name=t.name, topic_id=t.topic_id,       # v13+: topics by id
+            partition_responses=[m.ProduceResponsePartitionProduceResponse(
                 index=p.index, error_code=UNSUPPORTED_VERSION) for p in t.partition_data])
             for t in request.topic_data])
     return None

@@ -152,11 +152,15 @@ class ProtocolClient:
         return self.request(0, req, version).responses[0].partition_responses[0]
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
-              max_wait_ms: int = 0, min_bytes: int = 1):
+              max_wait_ms: int = 0, min_bytes: int = 1, isolation_level: int = 0):
         """One partition's FetchResponse partition data; ``records`` holds raw batches
-        (the last one may be partial, as Kafka allows)."""
+        (the last one may be partial, as Kafka allows). ``isolation_level`` 1 is
+        read_committed: records below the last stable offset, and the aborted
+        transactions among them in ``aborted_transactions`` (producer_id, first_offset),
+        which ``decode_arrow(aborted_transactions=...)`` skips."""
         req = m.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-                             max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                             max_bytes=max_bytes, isolation_level=isolation_level, session_id=0,
+                             session_epoch=-1,
                              topics=[m.FetchRequestFetchTopic(topic=topic, partitions=[
                                  m.FetchRequestFetchPartition(partition=partition, fetch_offset=offset,
                                                               partition_max_bytes=max_bytes,
@@ -164,9 +168,12 @@ class ProtocolClient:
                                                               log_start_offset=-1)])])
         return self.request(1, req).responses[0].partitions[0]
 
-    def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
-        """ListOffsets: -2 earliest, -1 latest, or the first offset at or after `timestamp`."""
-        req = m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequestListOffsetsTopic(
+    def list_offset(self, topic: str, partition: int, timestamp: int,
+                    isolation_level: int = 0) -> int:
+        """ListOffsets: -2 earliest, -1 latest (the last stable offset with
+        ``isolation_level`` 1, read_committed), or the first offset at or after `timestamp`."""
+        req = m.ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level,
+                                   topics=[m.ListOffsetsRequestListOffsetsTopic(
             name=topic, partitions=[m.ListOffsetsRequestListOffsetsPartition(
                 partition_index=partition, timestamp=timestamp)])])
         part = self.request(2, req).topics[0].partitions[0]

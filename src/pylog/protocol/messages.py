@@ -38,16 +38,17 @@ class ProduceRequestPartitionProduceData(Struct):
 
 
 class ProduceRequestTopicProduceData(Struct):
-    __slots__ = ('name', 'partition_data')
-    _FIELDS = (('name', ''), ('partition_data', []), )
+    __slots__ = ('name', 'topic_id', 'partition_data')
+    _FIELDS = (('name', ''), ('topic_id', ZERO_UUID), ('partition_data', []), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partition_data', '[]struct', 'ProduceRequestPartitionProduceData', (0, 32768), None, None), )
+    _SCHEMA = (('name', 'string', None, (0, 12), None, None), ('topic_id', 'uuid', None, (13, 32768), None, None), ('partition_data', '[]struct', 'ProduceRequestPartitionProduceData', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
         self = cls.__new__(cls)
         flex = v >= 9
-        self.name = r.string(flex)
+        self.name = r.string(flex) if v <= 12 else ''
+        self.topic_id = r.uuid() if v >= 13 else ZERO_UUID
         self.partition_data = r.struct_array(flex, ProduceRequestPartitionProduceData, v)
         if flex:
             r.skip_tagged_fields()
@@ -55,17 +56,20 @@ class ProduceRequestTopicProduceData(Struct):
 
     def write(self, w, v):
         flex = v >= 9
-        w.string(self.name, flex)
+        if v <= 12:
+            w.string(self.name, flex)
+        if v >= 13:
+            w.uuid(self.topic_id)
         w.struct_array(self.partition_data, flex, v)
         if flex:
             w.empty_tagged_fields()
 
 
 class ProduceRequest(Struct):
-    """ProduceRequest (api key 0, versions 0-11, flexible 9+): Apache Kafka 3.9 (shared/reference), sha256 debf07b9b9e187ac."""
+    """ProduceRequest (api key 0, versions 0-13, flexible 9+): Apache Kafka 4.1.0, versions 0-2 from 3.9.0, sha256 779c104bdd175373 / debf07b9b9e187ac."""
 
     API_KEY = 0
-    VERSIONS = (0, 11)
+    VERSIONS = (0, 13)
     FLEXIBLE = 9
     __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
     _FIELDS = (('transactional_id', None), ('acks', 0), ('timeout_ms', 0), ('topic_data', []), )
@@ -194,16 +198,17 @@ class ProduceResponsePartitionProduceResponse(Struct):
 
 
 class ProduceResponseTopicProduceResponse(Struct):
-    __slots__ = ('name', 'partition_responses')
-    _FIELDS = (('name', ''), ('partition_responses', []), )
+    __slots__ = ('name', 'topic_id', 'partition_responses')
+    _FIELDS = (('name', ''), ('topic_id', ZERO_UUID), ('partition_responses', []), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partition_responses', '[]struct', 'ProduceResponsePartitionProduceResponse', (0, 32768), None, None), )
+    _SCHEMA = (('name', 'string', None, (0, 12), None, None), ('topic_id', 'uuid', None, (13, 32768), None, None), ('partition_responses', '[]struct', 'ProduceResponsePartitionProduceResponse', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
         self = cls.__new__(cls)
         flex = v >= 9
-        self.name = r.string(flex)
+        self.name = r.string(flex) if v <= 12 else ''
+        self.topic_id = r.uuid() if v >= 13 else ZERO_UUID
         self.partition_responses = r.struct_array(flex, ProduceResponsePartitionProduceResponse, v)
         if flex:
             r.skip_tagged_fields()
@@ -211,7 +216,10 @@ class ProduceResponseTopicProduceResponse(Struct):
 
     def write(self, w, v):
         flex = v >= 9
-        w.string(self.name, flex)
+        if v <= 12:
+            w.string(self.name, flex)
+        if v >= 13:
+            w.uuid(self.topic_id)
         w.struct_array(self.partition_responses, flex, v)
         if flex:
             w.empty_tagged_fields()
@@ -250,10 +258,10 @@ class ProduceResponseNodeEndpoint(Struct):
 
 
 class ProduceResponse(Struct):
-    """ProduceResponse (api key 0, versions 0-11, flexible 9+): Apache Kafka 3.9 (shared/reference), sha256 b1c01c1cba74b7cc."""
+    """ProduceResponse (api key 0, versions 0-13, flexible 9+): Apache Kafka 4.1.0, versions 0-2 from 3.9.0, sha256 ea483c690ec06f83 / b1c01c1cba74b7cc."""
 
     API_KEY = 0
-    VERSIONS = (0, 11)
+    VERSIONS = (0, 13)
     FLEXIBLE = 9
     __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints')
     _FIELDS = (('responses', []), ('throttle_time_ms', 0), ('node_endpoints', []), )
@@ -314,10 +322,10 @@ class FetchRequestReplicaState(Struct):
 
 
 class FetchRequestFetchPartition(Struct):
-    __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id')
-    _FIELDS = (('partition', 0), ('current_leader_epoch', -1), ('fetch_offset', 0), ('last_fetched_epoch', -1), ('log_start_offset', -1), ('partition_max_bytes', 0), ('replica_directory_id', ZERO_UUID), )
+    __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'high_watermark')
+    _FIELDS = (('partition', 0), ('current_leader_epoch', -1), ('fetch_offset', 0), ('last_fetched_epoch', -1), ('log_start_offset', -1), ('partition_max_bytes', 0), ('replica_directory_id', ZERO_UUID), ('high_watermark', 9223372036854775807), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('partition', 'int32', None, (0, 32768), None, None), ('current_leader_epoch', 'int32', None, (9, 32768), None, None), ('fetch_offset', 'int64', None, (0, 32768), None, None), ('last_fetched_epoch', 'int32', None, (12, 32768), None, None), ('log_start_offset', 'int64', None, (5, 32768), None, None), ('partition_max_bytes', 'int32', None, (0, 32768), None, None), ('replica_directory_id', 'uuid', None, (17, 32768), None, (17, 32768)), )
+    _SCHEMA = (('partition', 'int32', None, (0, 32768), None, None), ('current_leader_epoch', 'int32', None, (9, 32768), None, None), ('fetch_offset', 'int64', None, (0, 32768), None, None), ('last_fetched_epoch', 'int32', None, (12, 32768), None, None), ('log_start_offset', 'int64', None, (5, 32768), None, None), ('partition_max_bytes', 'int32', None, (0, 32768), None, None), ('replica_directory_id', 'uuid', None, (17, 32768), None, (17, 32768)), ('high_watermark', 'int64', None, (18, 32768), None, (18, 32768)), )
 
     @classmethod
     def read(cls, r, v):
@@ -330,10 +338,13 @@ class FetchRequestFetchPartition(Struct):
         self.log_start_offset = r.int64() if v >= 5 else -1
         self.partition_max_bytes = r.int32()
         self.replica_directory_id = ZERO_UUID
+        self.high_watermark = 9223372036854775807
         if flex:
             for tag, sub in r.tagged_fields():
                 if tag == 0 and v >= 17:
                     self.replica_directory_id = sub.uuid()
+                if tag == 1 and v >= 18:
+                    self.high_watermark = sub.int64()
         return self
 
     def write(self, w, v):
@@ -353,6 +364,10 @@ class FetchRequestFetchPartition(Struct):
                 sub = w.sub()
                 sub.uuid(self.replica_directory_id)
                 tags.append((0, sub))
+            if v >= 18 and self.high_watermark != 9223372036854775807:
+                sub = w.sub()
+                sub.int64(self.high_watermark)
+                tags.append((1, sub))
             w.tagged_fields(tags)
 
 
@@ -414,10 +429,10 @@ class FetchRequestForgottenTopic(Struct):
 
 
 class FetchRequest(Struct):
-    """FetchRequest (api key 1, versions 0-17, flexible 12+): Apache Kafka 3.9 (shared/reference), sha256 556074dc9896bd9f."""
+    """FetchRequest (api key 1, versions 0-18, flexible 12+): Apache Kafka 4.1.0, versions 0-3 from 3.9.0, sha256 cff74a782123765a / 556074dc9896bd9f."""
 
     API_KEY = 1
-    VERSIONS = (0, 17)
+    VERSIONS = (0, 18)
     FLEXIBLE = 12
     __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
     _FIELDS = (('cluster_id', None), ('replica_id', -1), ('replica_state', None), ('max_wait_ms', 0), ('min_bytes', 0), ('max_bytes', 2147483647), ('isolation_level', 0), ('session_id', 0), ('session_epoch', -1), ('topics', []), ('forgotten_topics_data', []), ('rack_id', ''), )
@@ -705,10 +720,10 @@ class FetchResponseNodeEndpoint(Struct):
 
 
 class FetchResponse(Struct):
-    """FetchResponse (api key 1, versions 0-17, flexible 12+): Apache Kafka 3.9 (shared/reference), sha256 61d3e92615763f6c."""
+    """FetchResponse (api key 1, versions 0-18, flexible 12+): Apache Kafka 4.1.0, versions 0-3 from 3.9.0, sha256 102c7b46666469d2 / 61d3e92615763f6c."""
 
     API_KEY = 1
-    VERSIONS = (0, 17)
+    VERSIONS = (0, 18)
     FLEXIBLE = 12
     __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('session_id', 0), ('responses', []), ('node_endpoints', []), )
@@ -803,15 +818,15 @@ class ListOffsetsRequestListOffsetsTopic(Struct):
 
 
 class ListOffsetsRequest(Struct):
-    """ListOffsetsRequest (api key 2, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 a620b1209703bad3."""
+    """ListOffsetsRequest (api key 2, versions 0-10, flexible 6+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 85cb56e6a662177f / a620b1209703bad3."""
 
     API_KEY = 2
-    VERSIONS = (0, 9)
+    VERSIONS = (0, 10)
     FLEXIBLE = 6
-    __slots__ = ('replica_id', 'isolation_level', 'topics')
-    _FIELDS = (('replica_id', 0), ('isolation_level', 0), ('topics', []), )
+    __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
+    _FIELDS = (('replica_id', 0), ('isolation_level', 0), ('topics', []), ('timeout_ms', 0), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('replica_id', 'int32', None, (0, 32768), None, None), ('isolation_level', 'int8', None, (2, 32768), None, None), ('topics', '[]struct', 'ListOffsetsRequestListOffsetsTopic', (0, 32768), None, None), )
+    _SCHEMA = (('replica_id', 'int32', None, (0, 32768), None, None), ('isolation_level', 'int8', None, (2, 32768), None, None), ('topics', '[]struct', 'ListOffsetsRequestListOffsetsTopic', (0, 32768), None, None), ('timeout_ms', 'int32', None, (10, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -820,6 +835,7 @@ class ListOffsetsRequest(Struct):
         self.replica_id = r.int32()
         self.isolation_level = r.int8() if v >= 2 else 0
         self.topics = r.struct_array(flex, ListOffsetsRequestListOffsetsTopic, v)
+        self.timeout_ms = r.int32() if v >= 10 else 0
         if flex:
             r.skip_tagged_fields()
         return self
@@ -830,6 +846,8 @@ class ListOffsetsRequest(Struct):
         if v >= 2:
             w.int8(self.isolation_level)
         w.struct_array(self.topics, flex, v)
+        if v >= 10:
+            w.int32(self.timeout_ms)
         if flex:
             w.empty_tagged_fields()
 
@@ -895,10 +913,10 @@ class ListOffsetsResponseListOffsetsTopicResponse(Struct):
 
 
 class ListOffsetsResponse(Struct):
-    """ListOffsetsResponse (api key 2, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 a908f54a1031b636."""
+    """ListOffsetsResponse (api key 2, versions 0-10, flexible 6+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 0d767cfe74c80d56 / a908f54a1031b636."""
 
     API_KEY = 2
-    VERSIONS = (0, 9)
+    VERSIONS = (0, 10)
     FLEXIBLE = 6
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = (('throttle_time_ms', 0), ('topics', []), )
@@ -950,10 +968,10 @@ class MetadataRequestMetadataRequestTopic(Struct):
 
 
 class MetadataRequest(Struct):
-    """MetadataRequest (api key 3, versions 0-12, flexible 9+): Apache Kafka 3.9 (shared/reference), sha256 267084e9e9062885."""
+    """MetadataRequest (api key 3, versions 0-13, flexible 9+): Apache Kafka 4.1.0, sha256 4dd85dfe9585b9f5."""
 
     API_KEY = 3
-    VERSIONS = (0, 12)
+    VERSIONS = (0, 13)
     FLEXIBLE = 9
     __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
     _FIELDS = (('topics', []), ('allow_auto_topic_creation', True), ('include_cluster_authorized_operations', False), ('include_topic_authorized_operations', False), )
@@ -1086,15 +1104,15 @@ class MetadataResponseMetadataResponseTopic(Struct):
 
 
 class MetadataResponse(Struct):
-    """MetadataResponse (api key 3, versions 0-12, flexible 9+): Apache Kafka 3.9 (shared/reference), sha256 e55b72b04ac38389."""
+    """MetadataResponse (api key 3, versions 0-13, flexible 9+): Apache Kafka 4.1.0, sha256 482b7171b2c41172."""
 
     API_KEY = 3
-    VERSIONS = (0, 12)
+    VERSIONS = (0, 13)
     FLEXIBLE = 9
-    __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations')
-    _FIELDS = (('throttle_time_ms', 0), ('brokers', []), ('cluster_id', None), ('controller_id', -1), ('topics', []), ('cluster_authorized_operations', -2147483648), )
+    __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code')
+    _FIELDS = (('throttle_time_ms', 0), ('brokers', []), ('cluster_id', None), ('controller_id', -1), ('topics', []), ('cluster_authorized_operations', -2147483648), ('error_code', 0), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('throttle_time_ms', 'int32', None, (3, 32768), None, None), ('brokers', '[]struct', 'MetadataResponseMetadataResponseBroker', (0, 32768), None, None), ('cluster_id', 'string', None, (2, 32768), (2, 32768), None), ('controller_id', 'int32', None, (1, 32768), None, None), ('topics', '[]struct', 'MetadataResponseMetadataResponseTopic', (0, 32768), None, None), ('cluster_authorized_operations', 'int32', None, (8, 10), None, None), )
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (3, 32768), None, None), ('brokers', '[]struct', 'MetadataResponseMetadataResponseBroker', (0, 32768), None, None), ('cluster_id', 'string', None, (2, 32768), (2, 32768), None), ('controller_id', 'int32', None, (1, 32768), None, None), ('topics', '[]struct', 'MetadataResponseMetadataResponseTopic', (0, 32768), None, None), ('cluster_authorized_operations', 'int32', None, (8, 10), None, None), ('error_code', 'int16', None, (13, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -1106,6 +1124,7 @@ class MetadataResponse(Struct):
         self.controller_id = r.int32() if v >= 1 else -1
         self.topics = r.struct_array(flex, MetadataResponseMetadataResponseTopic, v)
         self.cluster_authorized_operations = r.int32() if v >= 8 and v <= 10 else -2147483648
+        self.error_code = r.int16() if v >= 13 else 0
         if flex:
             r.skip_tagged_fields()
         return self
@@ -1122,6 +1141,8 @@ class MetadataResponse(Struct):
         w.struct_array(self.topics, flex, v)
         if v >= 8 and v <= 10:
             w.int32(self.cluster_authorized_operations)
+        if v >= 13:
+            w.int16(self.error_code)
         if flex:
             w.empty_tagged_fields()
 
@@ -1159,16 +1180,17 @@ class OffsetCommitRequestOffsetCommitRequestPartition(Struct):
 
 
 class OffsetCommitRequestOffsetCommitRequestTopic(Struct):
-    __slots__ = ('name', 'partitions')
-    _FIELDS = (('name', ''), ('partitions', []), )
+    __slots__ = ('name', 'topic_id', 'partitions')
+    _FIELDS = (('name', ''), ('topic_id', ZERO_UUID), ('partitions', []), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'OffsetCommitRequestOffsetCommitRequestPartition', (0, 32768), None, None), )
+    _SCHEMA = (('name', 'string', None, (0, 9), None, None), ('topic_id', 'uuid', None, (10, 32768), None, None), ('partitions', '[]struct', 'OffsetCommitRequestOffsetCommitRequestPartition', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
         self = cls.__new__(cls)
         flex = v >= 8
-        self.name = r.string(flex)
+        self.name = r.string(flex) if v <= 9 else ''
+        self.topic_id = r.uuid() if v >= 10 else ZERO_UUID
         self.partitions = r.struct_array(flex, OffsetCommitRequestOffsetCommitRequestPartition, v)
         if flex:
             r.skip_tagged_fields()
@@ -1176,17 +1198,20 @@ class OffsetCommitRequestOffsetCommitRequestTopic(Struct):
 
     def write(self, w, v):
         flex = v >= 8
-        w.string(self.name, flex)
+        if v <= 9:
+            w.string(self.name, flex)
+        if v >= 10:
+            w.uuid(self.topic_id)
         w.struct_array(self.partitions, flex, v)
         if flex:
             w.empty_tagged_fields()
 
 
 class OffsetCommitRequest(Struct):
-    """OffsetCommitRequest (api key 8, versions 0-9, flexible 8+): Apache Kafka 3.9 (shared/reference), sha256 1e4c542910ec4ecd."""
+    """OffsetCommitRequest (api key 8, versions 0-10, flexible 8+): Apache Kafka 4.1.0, versions 0-1 from 3.9.0, sha256 8dfb6ab063329873 / 1e4c542910ec4ecd."""
 
     API_KEY = 8
-    VERSIONS = (0, 9)
+    VERSIONS = (0, 10)
     FLEXIBLE = 8
     __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics')
     _FIELDS = (('group_id', ''), ('generation_id_or_member_epoch', -1), ('member_id', ''), ('group_instance_id', None), ('retention_time_ms', -1), ('topics', []), )
@@ -1248,16 +1273,17 @@ class OffsetCommitResponseOffsetCommitResponsePartition(Struct):
 
 
 class OffsetCommitResponseOffsetCommitResponseTopic(Struct):
-    __slots__ = ('name', 'partitions')
-    _FIELDS = (('name', ''), ('partitions', []), )
+    __slots__ = ('name', 'topic_id', 'partitions')
+    _FIELDS = (('name', ''), ('topic_id', ZERO_UUID), ('partitions', []), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'OffsetCommitResponseOffsetCommitResponsePartition', (0, 32768), None, None), )
+    _SCHEMA = (('name', 'string', None, (0, 9), None, None), ('topic_id', 'uuid', None, (10, 32768), None, None), ('partitions', '[]struct', 'OffsetCommitResponseOffsetCommitResponsePartition', (0, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
         self = cls.__new__(cls)
         flex = v >= 8
-        self.name = r.string(flex)
+        self.name = r.string(flex) if v <= 9 else ''
+        self.topic_id = r.uuid() if v >= 10 else ZERO_UUID
         self.partitions = r.struct_array(flex, OffsetCommitResponseOffsetCommitResponsePartition, v)
         if flex:
             r.skip_tagged_fields()
@@ -1265,17 +1291,20 @@ class OffsetCommitResponseOffsetCommitResponseTopic(Struct):
 
     def write(self, w, v):
         flex = v >= 8
-        w.string(self.name, flex)
+        if v <= 9:
+            w.string(self.name, flex)
+        if v >= 10:
+            w.uuid(self.topic_id)
         w.struct_array(self.partitions, flex, v)
         if flex:
             w.empty_tagged_fields()
 
 
 class OffsetCommitResponse(Struct):
-    """OffsetCommitResponse (api key 8, versions 0-9, flexible 8+): Apache Kafka 3.9 (shared/reference), sha256 7bf57ce10cfa0d30."""
+    """OffsetCommitResponse (api key 8, versions 0-10, flexible 8+): Apache Kafka 4.1.0, versions 0-1 from 3.9.0, sha256 6cc52093ca2378d1 / 7bf57ce10cfa0d30."""
 
     API_KEY = 8
-    VERSIONS = (0, 9)
+    VERSIONS = (0, 10)
     FLEXIBLE = 8
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = (('throttle_time_ms', 0), ('topics', []), )
@@ -1328,16 +1357,17 @@ class OffsetFetchRequestOffsetFetchRequestTopic(Struct):
 
 
 class OffsetFetchRequestOffsetFetchRequestTopics(Struct):
-    __slots__ = ('name', 'partition_indexes')
-    _FIELDS = (('name', ''), ('partition_indexes', []), )
+    __slots__ = ('name', 'topic_id', 'partition_indexes')
+    _FIELDS = (('name', ''), ('topic_id', ZERO_UUID), ('partition_indexes', []), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('name', 'string', None, (8, 32768), None, None), ('partition_indexes', '[]int32', None, (8, 32768), None, None), )
+    _SCHEMA = (('name', 'string', None, (8, 9), None, None), ('topic_id', 'uuid', None, (10, 32768), None, None), ('partition_indexes', '[]int32', None, (8, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
         self = cls.__new__(cls)
         flex = v >= 6
-        self.name = r.string(flex) if v >= 8 else ''
+        self.name = r.string(flex) if v >= 8 and v <= 9 else ''
+        self.topic_id = r.uuid() if v >= 10 else ZERO_UUID
         self.partition_indexes = r.array(flex, r.int32) if v >= 8 else []
         if flex:
             r.skip_tagged_fields()
@@ -1345,8 +1375,10 @@ class OffsetFetchRequestOffsetFetchRequestTopics(Struct):
 
     def write(self, w, v):
         flex = v >= 6
-        if v >= 8:
+        if v >= 8 and v <= 9:
             w.string(self.name, flex)
+        if v >= 10:
+            w.uuid(self.topic_id)
         if v >= 8:
             w.array(self.partition_indexes, flex, w.int32)
         if flex:
@@ -1386,10 +1418,10 @@ class OffsetFetchRequestOffsetFetchRequestGroup(Struct):
 
 
 class OffsetFetchRequest(Struct):
-    """OffsetFetchRequest (api key 9, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 669787913bb8bbf9."""
+    """OffsetFetchRequest (api key 9, versions 0-10, flexible 6+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 4d898429626998ea / 669787913bb8bbf9."""
 
     API_KEY = 9
-    VERSIONS = (0, 9)
+    VERSIONS = (0, 10)
     FLEXIBLE = 6
     __slots__ = ('group_id', 'topics', 'groups', 'require_stable')
     _FIELDS = (('group_id', ''), ('topics', []), ('groups', []), ('require_stable', False), )
@@ -1519,16 +1551,17 @@ class OffsetFetchResponseOffsetFetchResponsePartitions(Struct):
 
 
 class OffsetFetchResponseOffsetFetchResponseTopics(Struct):
-    __slots__ = ('name', 'partitions')
-    _FIELDS = (('name', ''), ('partitions', []), )
+    __slots__ = ('name', 'topic_id', 'partitions')
+    _FIELDS = (('name', ''), ('topic_id', ZERO_UUID), ('partitions', []), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('name', 'string', None, (8, 32768), None, None), ('partitions', '[]struct', 'OffsetFetchResponseOffsetFetchResponsePartitions', (8, 32768), None, None), )
+    _SCHEMA = (('name', 'string', None, (8, 9), None, None), ('topic_id', 'uuid', None, (10, 32768), None, None), ('partitions', '[]struct', 'OffsetFetchResponseOffsetFetchResponsePartitions', (8, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
         self = cls.__new__(cls)
         flex = v >= 6
-        self.name = r.string(flex) if v >= 8 else ''
+        self.name = r.string(flex) if v >= 8 and v <= 9 else ''
+        self.topic_id = r.uuid() if v >= 10 else ZERO_UUID
         self.partitions = r.struct_array(flex, OffsetFetchResponseOffsetFetchResponsePartitions, v) if v >= 8 else []
         if flex:
             r.skip_tagged_fields()
@@ -1536,8 +1569,10 @@ class OffsetFetchResponseOffsetFetchResponseTopics(Struct):
 
     def write(self, w, v):
         flex = v >= 6
-        if v >= 8:
+        if v >= 8 and v <= 9:
             w.string(self.name, flex)
+        if v >= 10:
+            w.uuid(self.topic_id)
         if v >= 8:
             w.struct_array(self.partitions, flex, v)
         if flex:
@@ -1574,10 +1609,10 @@ class OffsetFetchResponseOffsetFetchResponseGroup(Struct):
 
 
 class OffsetFetchResponse(Struct):
-    """OffsetFetchResponse (api key 9, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 295d695c71953a99."""
+    """OffsetFetchResponse (api key 9, versions 0-10, flexible 6+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 a50da1ce96ebb271 / 295d695c71953a99."""
 
     API_KEY = 9
-    VERSIONS = (0, 9)
+    VERSIONS = (0, 10)
     FLEXIBLE = 6
     __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups')
     _FIELDS = (('throttle_time_ms', 0), ('topics', []), ('error_code', 0), ('groups', []), )
@@ -1611,7 +1646,7 @@ class OffsetFetchResponse(Struct):
 
 
 class FindCoordinatorRequest(Struct):
-    """FindCoordinatorRequest (api key 10, versions 0-6, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 b18c0b1652e3b8b2."""
+    """FindCoordinatorRequest (api key 10, versions 0-6, flexible 3+): Apache Kafka 4.1.0, sha256 e625da58202598e4."""
 
     API_KEY = 10
     VERSIONS = (0, 6)
@@ -1683,7 +1718,7 @@ class FindCoordinatorResponseCoordinator(Struct):
 
 
 class FindCoordinatorResponse(Struct):
-    """FindCoordinatorResponse (api key 10, versions 0-6, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 0c25a37cdbc3e570."""
+    """FindCoordinatorResponse (api key 10, versions 0-6, flexible 3+): Apache Kafka 4.1.0, sha256 c4e05c28263f53d0."""
 
     API_KEY = 10
     VERSIONS = (0, 6)
@@ -1753,7 +1788,7 @@ class JoinGroupRequestJoinGroupRequestProtocol(Struct):
 
 
 class JoinGroupRequest(Struct):
-    """JoinGroupRequest (api key 11, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 12672598946fbc61."""
+    """JoinGroupRequest (api key 11, versions 0-9, flexible 6+): Apache Kafka 4.1.0, sha256 d61f9667c79f4ec0."""
 
     API_KEY = 11
     VERSIONS = (0, 9)
@@ -1824,7 +1859,7 @@ class JoinGroupResponseJoinGroupResponseMember(Struct):
 
 
 class JoinGroupResponse(Struct):
-    """JoinGroupResponse (api key 11, versions 0-9, flexible 6+): Apache Kafka 3.9 (shared/reference), sha256 39ddaf75e2226361."""
+    """JoinGroupResponse (api key 11, versions 0-9, flexible 6+): Apache Kafka 4.1.0, sha256 ef1a27d537c2460b."""
 
     API_KEY = 11
     VERSIONS = (0, 9)
@@ -1870,7 +1905,7 @@ class JoinGroupResponse(Struct):
 
 
 class HeartbeatRequest(Struct):
-    """HeartbeatRequest (api key 12, versions 0-4, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 48bdec68d3f1937e."""
+    """HeartbeatRequest (api key 12, versions 0-4, flexible 4+): Apache Kafka 4.1.0, sha256 6ed614f2ad68e2d7."""
 
     API_KEY = 12
     VERSIONS = (0, 4)
@@ -1904,7 +1939,7 @@ class HeartbeatRequest(Struct):
 
 
 class HeartbeatResponse(Struct):
-    """HeartbeatResponse (api key 12, versions 0-4, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 adf2e14be527af92."""
+    """HeartbeatResponse (api key 12, versions 0-4, flexible 4+): Apache Kafka 4.1.0, sha256 adf2e14be527af92."""
 
     API_KEY = 12
     VERSIONS = (0, 4)
@@ -1963,7 +1998,7 @@ class LeaveGroupRequestMemberIdentity(Struct):
 
 
 class LeaveGroupRequest(Struct):
-    """LeaveGroupRequest (api key 13, versions 0-5, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 b3ec4b4da21646f8."""
+    """LeaveGroupRequest (api key 13, versions 0-5, flexible 4+): Apache Kafka 4.1.0, sha256 e551ed6d237e705f."""
 
     API_KEY = 13
     VERSIONS = (0, 5)
@@ -2025,7 +2060,7 @@ class LeaveGroupResponseMemberResponse(Struct):
 
 
 class LeaveGroupResponse(Struct):
-    """LeaveGroupResponse (api key 13, versions 0-5, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 f996eb5731bd5a19."""
+    """LeaveGroupResponse (api key 13, versions 0-5, flexible 4+): Apache Kafka 4.1.0, sha256 f996eb5731bd5a19."""
 
     API_KEY = 13
     VERSIONS = (0, 5)
@@ -2082,7 +2117,7 @@ class SyncGroupRequestSyncGroupRequestAssignment(Struct):
 
 
 class SyncGroupRequest(Struct):
-    """SyncGroupRequest (api key 14, versions 0-5, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 5b47339a482cc7e1."""
+    """SyncGroupRequest (api key 14, versions 0-5, flexible 4+): Apache Kafka 4.1.0, sha256 fe9905556fadb4d4."""
 
     API_KEY = 14
     VERSIONS = (0, 5)
@@ -2124,7 +2159,7 @@ class SyncGroupRequest(Struct):
 
 
 class SyncGroupResponse(Struct):
-    """SyncGroupResponse (api key 14, versions 0-5, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 436e571c5ec73ea8."""
+    """SyncGroupResponse (api key 14, versions 0-5, flexible 4+): Apache Kafka 4.1.0, sha256 436e571c5ec73ea8."""
 
     API_KEY = 14
     VERSIONS = (0, 5)
@@ -2162,10 +2197,10 @@ class SyncGroupResponse(Struct):
 
 
 class DescribeGroupsRequest(Struct):
-    """DescribeGroupsRequest (api key 15, versions 0-5, flexible 5+): Apache Kafka 3.9 (shared/reference), sha256 2587e840ec295cbf."""
+    """DescribeGroupsRequest (api key 15, versions 0-6, flexible 5+): Apache Kafka 4.1.0, sha256 c53932307d18e072."""
 
     API_KEY = 15
-    VERSIONS = (0, 5)
+    VERSIONS = (0, 6)
     FLEXIBLE = 5
     __slots__ = ('groups', 'include_authorized_operations')
     _FIELDS = (('groups', []), ('include_authorized_operations', False), )
@@ -2225,16 +2260,17 @@ class DescribeGroupsResponseDescribedGroupMember(Struct):
 
 
 class DescribeGroupsResponseDescribedGroup(Struct):
-    __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
-    _FIELDS = (('error_code', 0), ('group_id', ''), ('group_state', ''), ('protocol_type', ''), ('protocol_data', ''), ('members', []), ('authorized_operations', -2147483648), )
+    __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
+    _FIELDS = (('error_code', 0), ('error_message', None), ('group_id', ''), ('group_state', ''), ('protocol_type', ''), ('protocol_data', ''), ('members', []), ('authorized_operations', -2147483648), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('group_id', 'string', None, (0, 32768), None, None), ('group_state', 'string', None, (0, 32768), None, None), ('protocol_type', 'string', None, (0, 32768), None, None), ('protocol_data', 'string', None, (0, 32768), None, None), ('members', '[]struct', 'DescribeGroupsResponseDescribedGroupMember', (0, 32768), None, None), ('authorized_operations', 'int32', None, (3, 32768), None, None), )
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (6, 32768), (6, 32768), None), ('group_id', 'string', None, (0, 32768), None, None), ('group_state', 'string', None, (0, 32768), None, None), ('protocol_type', 'string', None, (0, 32768), None, None), ('protocol_data', 'string', None, (0, 32768), None, None), ('members', '[]struct', 'DescribeGroupsResponseDescribedGroupMember', (0, 32768), None, None), ('authorized_operations', 'int32', None, (3, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
         self = cls.__new__(cls)
         flex = v >= 5
         self.error_code = r.int16()
+        self.error_message = r.string(flex, v >= 6) if v >= 6 else None
         self.group_id = r.string(flex)
         self.group_state = r.string(flex)
         self.protocol_type = r.string(flex)
@@ -2248,6 +2284,8 @@ class DescribeGroupsResponseDescribedGroup(Struct):
     def write(self, w, v):
         flex = v >= 5
         w.int16(self.error_code)
+        if v >= 6:
+            w.string(self.error_message, flex)
         w.string(self.group_id, flex)
         w.string(self.group_state, flex)
         w.string(self.protocol_type, flex)
@@ -2260,10 +2298,10 @@ class DescribeGroupsResponseDescribedGroup(Struct):
 
 
 class DescribeGroupsResponse(Struct):
-    """DescribeGroupsResponse (api key 15, versions 0-5, flexible 5+): Apache Kafka 3.9 (shared/reference), sha256 b7aa542d4d70a64a."""
+    """DescribeGroupsResponse (api key 15, versions 0-6, flexible 5+): Apache Kafka 4.1.0, sha256 8daf78a7c5b86b11."""
 
     API_KEY = 15
-    VERSIONS = (0, 5)
+    VERSIONS = (0, 6)
     FLEXIBLE = 5
     __slots__ = ('throttle_time_ms', 'groups')
     _FIELDS = (('throttle_time_ms', 0), ('groups', []), )
@@ -2290,7 +2328,7 @@ class DescribeGroupsResponse(Struct):
 
 
 class ListGroupsRequest(Struct):
-    """ListGroupsRequest (api key 16, versions 0-5, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 ba9c5fd83599271a."""
+    """ListGroupsRequest (api key 16, versions 0-5, flexible 3+): Apache Kafka 4.1.0, sha256 9880c69e7e8c606f."""
 
     API_KEY = 16
     VERSIONS = (0, 5)
@@ -2351,7 +2389,7 @@ class ListGroupsResponseListedGroup(Struct):
 
 
 class ListGroupsResponse(Struct):
-    """ListGroupsResponse (api key 16, versions 0-5, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 28a567ce13fe7728."""
+    """ListGroupsResponse (api key 16, versions 0-5, flexible 3+): Apache Kafka 4.1.0, sha256 28a567ce13fe7728."""
 
     API_KEY = 16
     VERSIONS = (0, 5)
@@ -2383,7 +2421,7 @@ class ListGroupsResponse(Struct):
 
 
 class SaslHandshakeRequest(Struct):
-    """SaslHandshakeRequest (api key 17, versions 0-1, flexible none): Apache Kafka 3.9 (shared/reference), sha256 bb40db5d6da02051."""
+    """SaslHandshakeRequest (api key 17, versions 0-1, flexible none): Apache Kafka 4.1.0, sha256 2316215be78ce0bc."""
 
     API_KEY = 17
     VERSIONS = (0, 1)
@@ -2406,7 +2444,7 @@ class SaslHandshakeRequest(Struct):
 
 
 class SaslHandshakeResponse(Struct):
-    """SaslHandshakeResponse (api key 17, versions 0-1, flexible none): Apache Kafka 3.9 (shared/reference), sha256 a7aa00f2fa01ecf3."""
+    """SaslHandshakeResponse (api key 17, versions 0-1, flexible none): Apache Kafka 4.1.0, sha256 a7aa00f2fa01ecf3."""
 
     API_KEY = 17
     VERSIONS = (0, 1)
@@ -2431,7 +2469,7 @@ class SaslHandshakeResponse(Struct):
 
 
 class ApiVersionsRequest(Struct):
-    """ApiVersionsRequest (api key 18, versions 0-4, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 f4d14637bf39f3f4."""
+    """ApiVersionsRequest (api key 18, versions 0-4, flexible 3+): Apache Kafka 4.1.0, sha256 7bf47ae26c37fa46."""
 
     API_KEY = 18
     VERSIONS = (0, 4)
@@ -2546,7 +2584,7 @@ class ApiVersionsResponseFinalizedFeatureKey(Struct):
 
 
 class ApiVersionsResponse(Struct):
-    """ApiVersionsResponse (api key 18, versions 0-4, flexible 3+): Apache Kafka 3.9 (shared/reference), sha256 24bf9b4d3b1f25e4."""
+    """ApiVersionsResponse (api key 18, versions 0-4, flexible 3+): Apache Kafka 4.1.0, sha256 49c1f9064680f2d2."""
 
     API_KEY = 18
     VERSIONS = (0, 4)
@@ -2685,7 +2723,7 @@ class CreateTopicsRequestCreatableTopic(Struct):
 
 
 class CreateTopicsRequest(Struct):
-    """CreateTopicsRequest (api key 19, versions 0-7, flexible 5+): Apache Kafka 3.9 (shared/reference), sha256 b6f7a280aa406bd1."""
+    """CreateTopicsRequest (api key 19, versions 0-7, flexible 5+): Apache Kafka 4.1.0, versions 0-1 from 3.9.0, sha256 decf707610f04693 / b6f7a280aa406bd1."""
 
     API_KEY = 19
     VERSIONS = (0, 7)
@@ -2799,7 +2837,7 @@ class CreateTopicsResponseCreatableTopicResult(Struct):
 
 
 class CreateTopicsResponse(Struct):
-    """CreateTopicsResponse (api key 19, versions 0-7, flexible 5+): Apache Kafka 3.9 (shared/reference), sha256 ed03f59fb9bf4bd7."""
+    """CreateTopicsResponse (api key 19, versions 0-7, flexible 5+): Apache Kafka 4.1.0, versions 0-1 from 3.9.0, sha256 d41587291449d365 / ed03f59fb9bf4bd7."""
 
     API_KEY = 19
     VERSIONS = (0, 7)
@@ -2855,7 +2893,7 @@ class DeleteTopicsRequestDeleteTopicState(Struct):
 
 
 class DeleteTopicsRequest(Struct):
-    """DeleteTopicsRequest (api key 20, versions 0-6, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 2a45fb1f77d6aa0e."""
+    """DeleteTopicsRequest (api key 20, versions 0-6, flexible 4+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 0b65293e9f8e2ca7 / 2a45fb1f77d6aa0e."""
 
     API_KEY = 20
     VERSIONS = (0, 6)
@@ -2918,7 +2956,7 @@ class DeleteTopicsResponseDeletableTopicResult(Struct):
 
 
 class DeleteTopicsResponse(Struct):
-    """DeleteTopicsResponse (api key 20, versions 0-6, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 c35d2b938168802f."""
+    """DeleteTopicsResponse (api key 20, versions 0-6, flexible 4+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 280988d68ecb4cc7 / c35d2b938168802f."""
 
     API_KEY = 20
     VERSIONS = (0, 6)
@@ -2996,7 +3034,7 @@ class DeleteRecordsRequestDeleteRecordsTopic(Struct):
 
 
 class DeleteRecordsRequest(Struct):
-    """DeleteRecordsRequest (api key 21, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 f674928482624112."""
+    """DeleteRecordsRequest (api key 21, versions 0-2, flexible 2+): Apache Kafka 4.1.0, sha256 d0803d9643a3d9e5."""
 
     API_KEY = 21
     VERSIONS = (0, 2)
@@ -3075,7 +3113,7 @@ class DeleteRecordsResponseDeleteRecordsTopicResult(Struct):
 
 
 class DeleteRecordsResponse(Struct):
-    """DeleteRecordsResponse (api key 21, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 10fef81bec382f3a."""
+    """DeleteRecordsResponse (api key 21, versions 0-2, flexible 2+): Apache Kafka 4.1.0, sha256 10fef81bec382f3a."""
 
     API_KEY = 21
     VERSIONS = (0, 2)
@@ -3104,15 +3142,15 @@ class DeleteRecordsResponse(Struct):
 
 
 class InitProducerIdRequest(Struct):
-    """InitProducerIdRequest (api key 22, versions 0-5, flexible 2+): Apache Kafka 3.9 (shared/reference), sha256 507c392fff20b363."""
+    """InitProducerIdRequest (api key 22, versions 0-6, flexible 2+): Apache Kafka 4.1.0, sha256 bf3876370fff616f."""
 
     API_KEY = 22
-    VERSIONS = (0, 5)
+    VERSIONS = (0, 6)
     FLEXIBLE = 2
-    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch')
-    _FIELDS = (('transactional_id', ''), ('transaction_timeout_ms', 0), ('producer_id', -1), ('producer_epoch', -1), )
+    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn')
+    _FIELDS = (('transactional_id', ''), ('transaction_timeout_ms', 0), ('producer_id', -1), ('producer_epoch', -1), ('enable2_pc', False), ('keep_prepared_txn', False), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('transactional_id', 'string', None, (0, 32768), (0, 32768), None), ('transaction_timeout_ms', 'int32', None, (0, 32768), None, None), ('producer_id', 'int64', None, (3, 32768), None, None), ('producer_epoch', 'int16', None, (3, 32768), None, None), )
+    _SCHEMA = (('transactional_id', 'string', None, (0, 32768), (0, 32768), None), ('transaction_timeout_ms', 'int32', None, (0, 32768), None, None), ('producer_id', 'int64', None, (3, 32768), None, None), ('producer_epoch', 'int16', None, (3, 32768), None, None), ('enable2_pc', 'bool', None, (6, 32768), None, None), ('keep_prepared_txn', 'bool', None, (6, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3122,6 +3160,8 @@ class InitProducerIdRequest(Struct):
         self.transaction_timeout_ms = r.int32()
         self.producer_id = r.int64() if v >= 3 else -1
         self.producer_epoch = r.int16() if v >= 3 else -1
+        self.enable2_pc = r.bool() if v >= 6 else False
+        self.keep_prepared_txn = r.bool() if v >= 6 else False
         if flex:
             r.skip_tagged_fields()
         return self
@@ -3134,20 +3174,24 @@ class InitProducerIdRequest(Struct):
             w.int64(self.producer_id)
         if v >= 3:
             w.int16(self.producer_epoch)
+        if v >= 6:
+            w.bool(self.enable2_pc)
+        if v >= 6:
+            w.bool(self.keep_prepared_txn)
         if flex:
             w.empty_tagged_fields()
 
 
 class InitProducerIdResponse(Struct):
-    """InitProducerIdResponse (api key 22, versions 0-5, flexible 2+): Apache Kafka 3.9 (shared/reference), sha256 df410a83a47741cb."""
+    """InitProducerIdResponse (api key 22, versions 0-6, flexible 2+): Apache Kafka 4.1.0, sha256 ff2ff1dba9b78cfd."""
 
     API_KEY = 22
-    VERSIONS = (0, 5)
+    VERSIONS = (0, 6)
     FLEXIBLE = 2
-    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch')
-    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('producer_id', -1), ('producer_epoch', 0), )
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'ongoing_txn_producer_id', 'ongoing_txn_producer_epoch')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('producer_id', -1), ('producer_epoch', 0), ('ongoing_txn_producer_id', -1), ('ongoing_txn_producer_epoch', -1), )
     # (field, kind, struct class, versions, nullable versions, tagged versions)
-    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('producer_id', 'int64', None, (0, 32768), None, None), ('producer_epoch', 'int16', None, (0, 32768), None, None), )
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('producer_id', 'int64', None, (0, 32768), None, None), ('producer_epoch', 'int16', None, (0, 32768), None, None), ('ongoing_txn_producer_id', 'int64', None, (6, 32768), None, None), ('ongoing_txn_producer_epoch', 'int16', None, (6, 32768), None, None), )
 
     @classmethod
     def read(cls, r, v):
@@ -3157,6 +3201,8 @@ class InitProducerIdResponse(Struct):
         self.error_code = r.int16()
         self.producer_id = r.int64()
         self.producer_epoch = r.int16()
+        self.ongoing_txn_producer_id = r.int64() if v >= 6 else -1
+        self.ongoing_txn_producer_epoch = r.int16() if v >= 6 else -1
         if flex:
             r.skip_tagged_fields()
         return self
@@ -3167,6 +3213,10 @@ class InitProducerIdResponse(Struct):
         w.int16(self.error_code)
         w.int64(self.producer_id)
         w.int16(self.producer_epoch)
+        if v >= 6:
+            w.int64(self.ongoing_txn_producer_id)
+        if v >= 6:
+            w.int16(self.ongoing_txn_producer_epoch)
         if flex:
             w.empty_tagged_fields()
 
@@ -3198,7 +3248,7 @@ class DescribeConfigsRequestDescribeConfigsResource(Struct):
 
 
 class DescribeConfigsRequest(Struct):
-    """DescribeConfigsRequest (api key 32, versions 0-4, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 a3bc0e60249d6f52."""
+    """DescribeConfigsRequest (api key 32, versions 0-4, flexible 4+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 bd86826b445fb070 / a3bc0e60249d6f52."""
 
     API_KEY = 32
     VERSIONS = (0, 4)
@@ -3333,7 +3383,7 @@ class DescribeConfigsResponseDescribeConfigsResult(Struct):
 
 
 class DescribeConfigsResponse(Struct):
-    """DescribeConfigsResponse (api key 32, versions 0-4, flexible 4+): Apache Kafka 3.9 (shared/reference), sha256 495c457b448e5ef4."""
+    """DescribeConfigsResponse (api key 32, versions 0-4, flexible 4+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 b757a8100024f92f / 495c457b448e5ef4."""
 
     API_KEY = 32
     VERSIONS = (0, 4)
@@ -3412,7 +3462,7 @@ class AlterConfigsRequestAlterConfigsResource(Struct):
 
 
 class AlterConfigsRequest(Struct):
-    """AlterConfigsRequest (api key 33, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 c5d0cd20bb6be791."""
+    """AlterConfigsRequest (api key 33, versions 0-2, flexible 2+): Apache Kafka 4.1.0, sha256 c5d0cd20bb6be791."""
 
     API_KEY = 33
     VERSIONS = (0, 2)
@@ -3469,7 +3519,7 @@ class AlterConfigsResponseAlterConfigsResourceResponse(Struct):
 
 
 class AlterConfigsResponse(Struct):
-    """AlterConfigsResponse (api key 33, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 fee278e79937d341."""
+    """AlterConfigsResponse (api key 33, versions 0-2, flexible 2+): Apache Kafka 4.1.0, sha256 fee278e79937d341."""
 
     API_KEY = 33
     VERSIONS = (0, 2)
@@ -3546,7 +3596,7 @@ class CreatePartitionsRequestCreatePartitionsTopic(Struct):
 
 
 class CreatePartitionsRequest(Struct):
-    """CreatePartitionsRequest (api key 37, versions 0-3, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 e9b75b435d55eae3."""
+    """CreatePartitionsRequest (api key 37, versions 0-3, flexible 2+): Apache Kafka 4.1.0, sha256 e9b75b435d55eae3."""
 
     API_KEY = 37
     VERSIONS = (0, 3)
@@ -3603,7 +3653,7 @@ class CreatePartitionsResponseCreatePartitionsTopicResult(Struct):
 
 
 class CreatePartitionsResponse(Struct):
-    """CreatePartitionsResponse (api key 37, versions 0-3, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 e48d7a78708f10c8."""
+    """CreatePartitionsResponse (api key 37, versions 0-3, flexible 2+): Apache Kafka 4.1.0, sha256 e48d7a78708f10c8."""
 
     API_KEY = 37
     VERSIONS = (0, 3)
@@ -3632,7 +3682,7 @@ class CreatePartitionsResponse(Struct):
 
 
 class DeleteGroupsRequest(Struct):
-    """DeleteGroupsRequest (api key 42, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 1427de37d3b0026b."""
+    """DeleteGroupsRequest (api key 42, versions 0-2, flexible 2+): Apache Kafka 4.1.0, sha256 1427de37d3b0026b."""
 
     API_KEY = 42
     VERSIONS = (0, 2)
@@ -3683,7 +3733,7 @@ class DeleteGroupsResponseDeletableGroupResult(Struct):
 
 
 class DeleteGroupsResponse(Struct):
-    """DeleteGroupsResponse (api key 42, versions 0-2, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 efae1a3bee93c02e."""
+    """DeleteGroupsResponse (api key 42, versions 0-2, flexible 2+): Apache Kafka 4.1.0, sha256 efae1a3bee93c02e."""
 
     API_KEY = 42
     VERSIONS = (0, 2)
@@ -3764,7 +3814,7 @@ class IncrementalAlterConfigsRequestAlterConfigsResource(Struct):
 
 
 class IncrementalAlterConfigsRequest(Struct):
-    """IncrementalAlterConfigsRequest (api key 44, versions 0-1, flexible 1+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 04647313728edab5."""
+    """IncrementalAlterConfigsRequest (api key 44, versions 0-1, flexible 1+): Apache Kafka 4.1.0, sha256 04647313728edab5."""
 
     API_KEY = 44
     VERSIONS = (0, 1)
@@ -3821,7 +3871,7 @@ class IncrementalAlterConfigsResponseAlterConfigsResourceResponse(Struct):
 
 
 class IncrementalAlterConfigsResponse(Struct):
-    """IncrementalAlterConfigsResponse (api key 44, versions 0-1, flexible 1+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 0f493130b3bddfa6."""
+    """IncrementalAlterConfigsResponse (api key 44, versions 0-1, flexible 1+): Apache Kafka 4.1.0, sha256 0f493130b3bddfa6."""
 
     API_KEY = 44
     VERSIONS = (0, 1)
@@ -3850,7 +3900,7 @@ class IncrementalAlterConfigsResponse(Struct):
 
 
 class SaslAuthenticateRequest(Struct):
-    """SaslAuthenticateRequest (api key 36, versions 0-2, flexible 2+): Apache Kafka 3.9 (shared/reference), sha256 2ee45009f7f8340c."""
+    """SaslAuthenticateRequest (api key 36, versions 0-2, flexible 2+): Apache Kafka 4.1.0, sha256 07918241bd578115."""
 
     API_KEY = 36
     VERSIONS = (0, 2)
@@ -3877,7 +3927,7 @@ class SaslAuthenticateRequest(Struct):
 
 
 class SaslAuthenticateResponse(Struct):
-    """SaslAuthenticateResponse (api key 36, versions 0-2, flexible 2+): Apache Kafka 3.9 (shared/reference), sha256 136e0a0f5fe90106."""
+    """SaslAuthenticateResponse (api key 36, versions 0-2, flexible 2+): Apache Kafka 4.1.0, sha256 136e0a0f5fe90106."""
 
     API_KEY = 36
     VERSIONS = (0, 2)
@@ -3933,7 +3983,7 @@ class DescribeUserScramCredentialsRequestUserName(Struct):
 
 
 class DescribeUserScramCredentialsRequest(Struct):
-    """DescribeUserScramCredentialsRequest (api key 50, versions 0, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 e3551378a9f2d59f."""
+    """DescribeUserScramCredentialsRequest (api key 50, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 e3551378a9f2d59f."""
 
     API_KEY = 50
     VERSIONS = (0, 0)
@@ -4012,7 +4062,7 @@ class DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult(Str
 
 
 class DescribeUserScramCredentialsResponse(Struct):
-    """DescribeUserScramCredentialsResponse (api key 50, versions 0, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 2ead5ef7c1fc9254."""
+    """DescribeUserScramCredentialsResponse (api key 50, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 2ead5ef7c1fc9254."""
 
     API_KEY = 50
     VERSIONS = (0, 0)
@@ -4099,7 +4149,7 @@ class AlterUserScramCredentialsRequestScramCredentialUpsertion(Struct):
 
 
 class AlterUserScramCredentialsRequest(Struct):
-    """AlterUserScramCredentialsRequest (api key 51, versions 0, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 fcf7ca27e8028316."""
+    """AlterUserScramCredentialsRequest (api key 51, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 fcf7ca27e8028316."""
 
     API_KEY = 51
     VERSIONS = (0, 0)
@@ -4154,7 +4204,7 @@ class AlterUserScramCredentialsResponseAlterUserScramCredentialsResult(Struct):
 
 
 class AlterUserScramCredentialsResponse(Struct):
-    """AlterUserScramCredentialsResponse (api key 51, versions 0, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 f9bba249467a5f49."""
+    """AlterUserScramCredentialsResponse (api key 51, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 f9bba249467a5f49."""
 
     API_KEY = 51
     VERSIONS = (0, 0)
@@ -4183,7 +4233,7 @@ class AlterUserScramCredentialsResponse(Struct):
 
 
 class DescribeClusterRequest(Struct):
-    """DescribeClusterRequest (api key 60, versions 0-2, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 821b86c736d98bdd."""
+    """DescribeClusterRequest (api key 60, versions 0-2, flexible 0+): Apache Kafka 4.1.0, sha256 821b86c736d98bdd."""
 
     API_KEY = 60
     VERSIONS = (0, 2)
@@ -4247,7 +4297,7 @@ class DescribeClusterResponseDescribeClusterBroker(Struct):
 
 
 class DescribeClusterResponse(Struct):
-    """DescribeClusterResponse (api key 60, versions 0-2, flexible 0+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 04a23344c659434c."""
+    """DescribeClusterResponse (api key 60, versions 0-2, flexible 0+): Apache Kafka 4.1.0, sha256 b7e6d291b1bcef76."""
 
     API_KEY = 60
     VERSIONS = (0, 2)
@@ -4300,7 +4350,7 @@ class CreateAclsRequestAclCreation(Struct):
         flex = v >= 2
         self.resource_type = r.int8()
         self.resource_name = r.string(flex)
-        self.resource_pattern_type = r.int8()
+        self.resource_pattern_type = r.int8() if v >= 1 else 3
         self.principal = r.string(flex)
         self.host = r.string(flex)
         self.operation = r.int8()
@@ -4313,7 +4363,8 @@ class CreateAclsRequestAclCreation(Struct):
         flex = v >= 2
         w.int8(self.resource_type)
         w.string(self.resource_name, flex)
-        w.int8(self.resource_pattern_type)
+        if v >= 1:
+            w.int8(self.resource_pattern_type)
         w.string(self.principal, flex)
         w.string(self.host, flex)
         w.int8(self.operation)
@@ -4323,10 +4374,10 @@ class CreateAclsRequestAclCreation(Struct):
 
 
 class CreateAclsRequest(Struct):
-    """CreateAclsRequest (api key 30, versions 1-3, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 75add36b48154d65."""
+    """CreateAclsRequest (api key 30, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 75add36b48154d65 / 4c12853883f8e8f0."""
 
     API_KEY = 30
-    VERSIONS = (1, 3)
+    VERSIONS = (0, 3)
     FLEXIBLE = 2
     __slots__ = ('creations',)
     _FIELDS = (('creations', []), )
@@ -4374,10 +4425,10 @@ class CreateAclsResponseAclCreationResult(Struct):
 
 
 class CreateAclsResponse(Struct):
-    """CreateAclsResponse (api key 30, versions 1-3, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 278d972a9379ea10."""
+    """CreateAclsResponse (api key 30, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 278d972a9379ea10 / 34aea24ee8bf6211."""
 
     API_KEY = 30
-    VERSIONS = (1, 3)
+    VERSIONS = (0, 3)
     FLEXIBLE = 2
     __slots__ = ('throttle_time_ms', 'results')
     _FIELDS = (('throttle_time_ms', 0), ('results', []), )
@@ -4403,10 +4454,10 @@ class CreateAclsResponse(Struct):
 
 
 class DescribeAclsRequest(Struct):
-    """DescribeAclsRequest (api key 29, versions 1-3, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 7f0c08b18fa846f0."""
+    """DescribeAclsRequest (api key 29, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 7f0c08b18fa846f0 / e38fb7269935d285."""
 
     API_KEY = 29
-    VERSIONS = (1, 3)
+    VERSIONS = (0, 3)
     FLEXIBLE = 2
     __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
     _FIELDS = (('resource_type_filter', 0), ('resource_name_filter', ''), ('pattern_type_filter', 3), ('principal_filter', ''), ('host_filter', ''), ('operation', 0), ('permission_type', 0), )
@@ -4419,7 +4470,7 @@ class DescribeAclsRequest(Struct):
         flex = v >= 2
         self.resource_type_filter = r.int8()
         self.resource_name_filter = r.string(flex, True)
-        self.pattern_type_filter = r.int8()
+        self.pattern_type_filter = r.int8() if v >= 1 else 3
         self.principal_filter = r.string(flex, True)
         self.host_filter = r.string(flex, True)
         self.operation = r.int8()
@@ -4432,7 +4483,8 @@ class DescribeAclsRequest(Struct):
         flex = v >= 2
         w.int8(self.resource_type_filter)
         w.string(self.resource_name_filter, flex)
-        w.int8(self.pattern_type_filter)
+        if v >= 1:
+            w.int8(self.pattern_type_filter)
         w.string(self.principal_filter, flex)
         w.string(self.host_filter, flex)
         w.int8(self.operation)
@@ -4481,7 +4533,7 @@ class DescribeAclsResponseDescribeAclsResource(Struct):
         flex = v >= 2
         self.resource_type = r.int8()
         self.resource_name = r.string(flex)
-        self.pattern_type = r.int8()
+        self.pattern_type = r.int8() if v >= 1 else 3
         self.acls = r.struct_array(flex, DescribeAclsResponseAclDescription, v)
         if flex:
             r.skip_tagged_fields()
@@ -4491,17 +4543,18 @@ class DescribeAclsResponseDescribeAclsResource(Struct):
         flex = v >= 2
         w.int8(self.resource_type)
         w.string(self.resource_name, flex)
-        w.int8(self.pattern_type)
+        if v >= 1:
+            w.int8(self.pattern_type)
         w.struct_array(self.acls, flex, v)
         if flex:
             w.empty_tagged_fields()
 
 
 class DescribeAclsResponse(Struct):
-    """DescribeAclsResponse (api key 29, versions 1-3, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 22c882738281e322."""
+    """DescribeAclsResponse (api key 29, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 22c882738281e322 / b31b2e5f189b76ae."""
 
     API_KEY = 29
-    VERSIONS = (1, 3)
+    VERSIONS = (0, 3)
     FLEXIBLE = 2
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources')
     _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', ''), ('resources', []), )
@@ -4542,7 +4595,7 @@ class DeleteAclsRequestDeleteAclsFilter(Struct):
         flex = v >= 2
         self.resource_type_filter = r.int8()
         self.resource_name_filter = r.string(flex, True)
-        self.pattern_type_filter = r.int8()
+        self.pattern_type_filter = r.int8() if v >= 1 else 3
         self.principal_filter = r.string(flex, True)
         self.host_filter = r.string(flex, True)
         self.operation = r.int8()
@@ -4555,7 +4608,8 @@ class DeleteAclsRequestDeleteAclsFilter(Struct):
         flex = v >= 2
         w.int8(self.resource_type_filter)
         w.string(self.resource_name_filter, flex)
-        w.int8(self.pattern_type_filter)
+        if v >= 1:
+            w.int8(self.pattern_type_filter)
         w.string(self.principal_filter, flex)
         w.string(self.host_filter, flex)
         w.int8(self.operation)
@@ -4565,10 +4619,10 @@ class DeleteAclsRequestDeleteAclsFilter(Struct):
 
 
 class DeleteAclsRequest(Struct):
-    """DeleteAclsRequest (api key 31, versions 1-3, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 f975822db7df4883."""
+    """DeleteAclsRequest (api key 31, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 7292df965548aeac / be8723c8500f8f2f."""
 
     API_KEY = 31
-    VERSIONS = (1, 3)
+    VERSIONS = (0, 3)
     FLEXIBLE = 2
     __slots__ = ('filters',)
     _FIELDS = (('filters', []), )
@@ -4605,7 +4659,7 @@ class DeleteAclsResponseDeleteAclsMatchingAcl(Struct):
         self.error_message = r.string(flex, True)
         self.resource_type = r.int8()
         self.resource_name = r.string(flex)
-        self.pattern_type = r.int8()
+        self.pattern_type = r.int8() if v >= 1 else 3
         self.principal = r.string(flex)
         self.host = r.string(flex)
         self.operation = r.int8()
@@ -4620,7 +4674,8 @@ class DeleteAclsResponseDeleteAclsMatchingAcl(Struct):
         w.string(self.error_message, flex)
         w.int8(self.resource_type)
         w.string(self.resource_name, flex)
-        w.int8(self.pattern_type)
+        if v >= 1:
+            w.int8(self.pattern_type)
         w.string(self.principal, flex)
         w.string(self.host, flex)
         w.int8(self.operation)
@@ -4656,10 +4711,10 @@ class DeleteAclsResponseDeleteAclsFilterResult(Struct):
 
 
 class DeleteAclsResponse(Struct):
-    """DeleteAclsResponse (api key 31, versions 1-3, flexible 2+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 a08d034c62d9461c."""
+    """DeleteAclsResponse (api key 31, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 a08d034c62d9461c / 416a8821642bdfe4."""
 
     API_KEY = 31
-    VERSIONS = (1, 3)
+    VERSIONS = (0, 3)
     FLEXIBLE = 2
     __slots__ = ('throttle_time_ms', 'filter_results')
     _FIELDS = (('throttle_time_ms', 0), ('filter_results', []), )
@@ -4711,7 +4766,7 @@ class DescribeClientQuotasRequestComponentData(Struct):
 
 
 class DescribeClientQuotasRequest(Struct):
-    """DescribeClientQuotasRequest (api key 48, versions 0-1, flexible 1+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 16451280b34bfdb2."""
+    """DescribeClientQuotasRequest (api key 48, versions 0-1, flexible 1+): Apache Kafka 4.1.0, sha256 16451280b34bfdb2."""
 
     API_KEY = 48
     VERSIONS = (0, 1)
@@ -4812,7 +4867,7 @@ class DescribeClientQuotasResponseEntryData(Struct):
 
 
 class DescribeClientQuotasResponse(Struct):
-    """DescribeClientQuotasResponse (api key 48, versions 0-1, flexible 1+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 8835639bb0223508."""
+    """DescribeClientQuotasResponse (api key 48, versions 0-1, flexible 1+): Apache Kafka 4.1.0, sha256 8835639bb0223508."""
 
     API_KEY = 48
     VERSIONS = (0, 1)
@@ -4919,7 +4974,7 @@ class AlterClientQuotasRequestEntryData(Struct):
 
 
 class AlterClientQuotasRequest(Struct):
-    """AlterClientQuotasRequest (api key 49, versions 0-1, flexible 1+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 195bd3af15a5d910."""
+    """AlterClientQuotasRequest (api key 49, versions 0-1, flexible 1+): Apache Kafka 4.1.0, sha256 195bd3af15a5d910."""
 
     API_KEY = 49
     VERSIONS = (0, 1)
@@ -4998,7 +5053,7 @@ class AlterClientQuotasResponseEntryData(Struct):
 
 
 class AlterClientQuotasResponse(Struct):
-    """AlterClientQuotasResponse (api key 49, versions 0-1, flexible 1+): Apache Kafka 4.x via kafka-python 3.0.12, sha256 db655393cbc6485b."""
+    """AlterClientQuotasResponse (api key 49, versions 0-1, flexible 1+): Apache Kafka 4.1.0, sha256 db655393cbc6485b."""
 
     API_KEY = 49
     VERSIONS = (0, 1)
@@ -5049,7 +5104,7 @@ class ConsumerProtocolSubscriptionTopicPartition(Struct):
 
 
 class ConsumerProtocolSubscription(Struct):
-    """ConsumerProtocolSubscription (api key -, versions 0-3, flexible none): Apache Kafka 3.9 (shared/reference), sha256 87a2a7af893816db."""
+    """ConsumerProtocolSubscription (api key -, versions 0-3, flexible none): Apache Kafka 4.1.0, sha256 ea96bcaa93b34b36."""
 
     API_KEY = -1
     VERSIONS = (0, 3)
@@ -5103,7 +5158,7 @@ class ConsumerProtocolAssignmentTopicPartition(Struct):
 
 
 class ConsumerProtocolAssignment(Struct):
-    """ConsumerProtocolAssignment (api key -, versions 0-3, flexible none): Apache Kafka 3.9 (shared/reference), sha256 a886262542c654af."""
+    """ConsumerProtocolAssignment (api key -, versions 0-3, flexible none): Apache Kafka 4.1.0, sha256 1e9a6814d0c461c7."""
 
     API_KEY = -1
     VERSIONS = (0, 3)

@@ -16,6 +16,16 @@ id     name    bytes on disk (what Kafka's Java client writes)
 
 Each library releases the GIL while it (de)compresses. Compressor objects
 are not shared between threads.
+
+What a client sends is decompressed in bounded pieces (``decompress_pieces``),
+never whole, and never into a buffer sized by a length the data claims
+before that length is proven (docs/FORMAT.md, section 10, "Bounds of a
+client batch"):
+a gzip, LZ4 or zstd piece holds at most ``PIECE_BYTES``; a snappy block is
+decoded only when the length it claims is within what its bytes can expand
+to (``SNAPPY_MAX_EXPANSION``); a zstd frame may ask for a window of at most
+``ZSTD_MAX_WINDOW``. ``compressor`` writes a stream piece by piece, with the
+framing ``compress`` gives.
 """
 
 from __future__ import annotations
@@ -26,12 +36,13 @@ import threading
 import cramjam
 import lz4.frame
 import zstandard
-from isal import igzip
+from isal import igzip, isal_zlib
 
-from pylog.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from pylog.errors import CorruptRecordError, MessageTooLargeError, UnsupportedCompressionTypeError
 
-__all__ = ["NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CODECS", "codec_id", "codec_name",
-           "compress", "decompress"]
+__all__ = ["NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CODECS", "PIECE_BYTES", "SNAPPY_MAX_EXPANSION",
+           "ZSTD_MAX_WINDOW", "codec_id", "codec_name", "compress", "compressor", "decompress",
+           "decompress_pieces"]
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODECS = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
@@ -42,6 +53,17 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, min compatible 1
 _XERIAL_BLOCK = 32 * 1024                                  # snappy-java DEFAULT_BLOCK_SIZE
 _INT32 = struct.Struct(">i")
+
+#: The most bytes one piece of ``decompress_pieces`` holds (gzip, LZ4, zstd;
+#: snappy pieces are whole blocks, joined up to this size).
+PIECE_BYTES = 256 * 1024
+#: A raw snappy block decodes to at most 64/3 of its size: its densest
+#: element, a 3-byte copy, writes 64 bytes. A block claiming more is corrupt.
+SNAPPY_MAX_EXPANSION = 64 / 3
+#: The largest zstd window accepted (2^23: what levels 1-19 use; Kafka's
+#: producers use level 3 by default). The decoder allocates the window a
+#: frame asks for, so a frame may not ask for more.
+ZSTD_MAX_WINDOW = 1 << 23
 
 _local = threading.local()
 
@@ -86,6 +108,13 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     return dec
 
 
+def _zstd_bounded_decompressor() -> zstandard.ZstdDecompressor:
+    dec = getattr(_local, "zstd_bounded", None)
+    if dec is None:
+        dec = _local.zstd_bounded = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+    return dec
+
+
 def _snappy_compress(data) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER]
@@ -96,15 +125,21 @@ def _snappy_compress(data) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data) -> bytes:
-    view = memoryview(data)
-    if bytes(view[:8]) != XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
+def _snappy_claim(block) -> int:
+    """The decoded length a raw snappy block claims, once proven possible:
+    at most SNAPPY_MAX_EXPANSION times its size."""
+    claim = cramjam.snappy.decompress_raw_len(block)
+    if claim > len(block) * SNAPPY_MAX_EXPANSION:
+        raise ValueError(f"snappy block of {len(block)} bytes claims {claim} decoded bytes, more "
+                         f"than snappy can expand it to ({int(len(block) * SNAPPY_MAX_EXPANSION)})")
+    return claim
+
+
+def _xerial_blocks(view):
+    """The raw blocks of a xerial snappy stream (a memoryview), in order."""
     if len(view) < 16:
         raise ValueError("xerial snappy header is truncated")
-    # Find the blocks and their decompressed lengths first, then decompress each
-    # straight into its place in one output buffer.
-    pos, blocks, total = 16, [], 0
+    pos = 16
     while pos < len(view):
         if pos + 4 > len(view):
             raise ValueError(f"xerial snappy block length truncated at byte {pos}")
@@ -112,11 +147,22 @@ def _snappy_decompress(data) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(view):
             raise ValueError(f"xerial snappy block of {size} bytes at byte {pos - 4} overruns the data")
-        block = view[pos:pos + size]
-        length = cramjam.snappy.decompress_raw_len(block)
+        yield view[pos:pos + size]
+        pos += size
+
+
+def _snappy_decompress(data) -> bytes:
+    view = memoryview(data)
+    if bytes(view[:8]) != XERIAL_MAGIC:
+        _snappy_claim(view)
+        return bytes(cramjam.snappy.decompress_raw(view))
+    # Each block's proven length first, then each block decompressed straight
+    # into its place in one output buffer.
+    blocks, total = [], 0
+    for block in _xerial_blocks(view):
+        length = _snappy_claim(block)
         blocks.append((block, total, length))
         total += length
-        pos += size
     if len(blocks) == 1:
         return bytes(cramjam.snappy.decompress_raw(blocks[0][0]))
     out = bytearray(total)
@@ -125,6 +171,205 @@ def _snappy_decompress(data) -> bytes:
         if cramjam.snappy.decompress_raw_into(block, target[start:start + length]) != length:
             raise ValueError(f"xerial snappy block at byte {start} decompressed short")
     return bytes(out)       # the decoders hold bytes; one copy instead of one per block
+
+
+def _snappy_pieces(view, piece_bytes: int):
+    """Decoded xerial blocks joined into pieces of up to piece_bytes (a block
+    claiming more is a piece of its own, its claim proven); raw snappy: one
+    piece."""
+    if bytes(view[:8]) != XERIAL_MAGIC:
+        _snappy_claim(view)
+        yield cramjam.snappy.decompress_raw(view)
+        return
+    blocks = [(block, _snappy_claim(block)) for block in _xerial_blocks(view)]
+    if len(blocks) == 1:
+        yield cramjam.snappy.decompress_raw(blocks[0][0])
+        return
+    left = sum(length for _, length in blocks)        # proven: at most 64/3 of the data
+    out, fill = None, 0
+    for block, length in blocks:
+        if out is not None and fill + length > len(out):
+            yield memoryview(out)[:fill]
+            out = None
+        if length > piece_bytes:
+            yield cramjam.snappy.decompress_raw(block)
+        else:
+            if out is None:
+                out, fill = bytearray(min(piece_bytes, left)), 0
+            if cramjam.snappy.decompress_raw_into(block, memoryview(out)[fill:fill + length]) != length:
+                raise ValueError(f"xerial snappy block decompressed short of its {length} bytes")
+            fill += length
+        left -= length
+    if out is not None and fill:
+        yield memoryview(out)[:fill]
+
+
+def _gzip_pieces(data, piece_bytes: int):
+    """One gzip member after another (zero padding between them skipped, as
+    igzip.decompress does), piece_bytes at most at a time."""
+    tail = data
+    # The first piece is asked for at the size the (last) member's trailer
+    # states, when smaller: the output buffer then grows no more than it must.
+    # A false size costs a smaller first piece, nothing else.
+    want = min(piece_bytes, int.from_bytes(memoryview(data)[-4:], "little") + 1) \
+        if len(data) >= 18 else piece_bytes
+    while True:
+        member = isal_zlib.decompressobj(wbits=31)
+        while not member.eof:
+            piece = member.decompress(tail, want)
+            want = piece_bytes
+            if piece:
+                yield piece
+            elif not member.eof and len(member.unconsumed_tail) == len(tail):
+                raise ValueError("gzip stream ended before the end of its member")
+            tail = member.unconsumed_tail
+        rest = member.unused_data.lstrip(b"\0")
+        if not rest:
+            return
+        tail = rest
+
+
+def _lz4_pieces(data, piece_bytes: int):
+    """One LZ4 frame (bytes after its end mark are ignored, as lz4.frame.decompress does)."""
+    context = lz4.frame.create_decompression_context()
+    rest = memoryview(data)
+    while True:
+        piece, used, end = lz4.frame.decompress_chunk(context, rest, max_length=piece_bytes)
+        if piece:
+            yield piece
+        if end:
+            return
+        if not piece and not used:
+            raise ValueError("LZ4 frame incomplete")
+        rest = rest[used:]
+
+
+def _zstd_pieces(data, piece_bytes: int):
+    dctx = _zstd_bounded_decompressor()
+    size = zstandard.frame_content_size(data)
+    if 0 <= size <= piece_bytes:
+        # One frame that states a size within a piece (pylog's and librdkafka's
+        # batches): decoded at once, into that size, which zstd holds it to.
+        # More frames after it: the stream reader below takes them all.
+        try:
+            whole = dctx.decompress(data, allow_extra_data=False)
+        except zstandard.ZstdError:
+            whole = None
+        if whole is not None:
+            yield whole
+            return
+    # Each read allocates the buffer it asks for whole: after a short read only
+    # one byte is asked for, to see whether data is left.
+    want = piece_bytes
+    reader = dctx.stream_reader(data, read_across_frames=True)
+    while True:
+        piece = reader.read(want)
+        if len(piece) < want:
+            if piece:
+                yield piece
+            piece = reader.read(1)
+            if not piece:
+                return
+        yield piece
+        want = piece_bytes
+
+
+def decompress_pieces(codec: int, data, piece_bytes: int | None = None):
+    """Yields the decompressed bytes of ``data`` (a batch's records section)
+    in order, in buffers of at most ``piece_bytes`` (default PIECE_BYTES;
+    snappy: see _snappy_pieces), each decompressed only when the one before
+    has been taken. Raises CorruptRecordError on bad input, when it is met."""
+    piece_bytes = piece_bytes or PIECE_BYTES
+    try:
+        if codec == GZIP:
+            yield from _gzip_pieces(data, piece_bytes)
+        elif codec == SNAPPY:
+            yield from _snappy_pieces(memoryview(data), piece_bytes)
+        elif codec == LZ4:
+            yield from _lz4_pieces(data, piece_bytes)
+        elif codec == ZSTD:
+            yield from _zstd_pieces(data, piece_bytes)
+        elif codec == NONE:
+            yield data
+        else:
+            raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
+    except UnsupportedCompressionTypeError:
+        raise
+    except Exception as exc:  # each library has its own error types
+        raise CorruptRecordError(f"{codec_name(codec)} records section does not decompress: {exc}") from exc
+
+
+class _XerialWriter:
+    """snappy's xerial framing, written piece by piece: 32 KiB input blocks, as _snappy_compress."""
+
+    def __init__(self) -> None:
+        self._held = b""
+        self._started = False
+
+    def compress(self, data) -> bytes:
+        data = self._held + bytes(data) if self._held else memoryview(data)
+        end = len(data) - len(data) % _XERIAL_BLOCK
+        self._held = bytes(data[end:])
+        return self._blocks(data[:end])
+
+    def flush(self) -> bytes:
+        held, self._held = self._held, b""
+        return self._blocks(held) if held or not self._started else b""
+
+    def _blocks(self, data) -> bytes:
+        parts = [] if self._started else [_XERIAL_HEADER]
+        self._started = True
+        for start in range(0, len(data), _XERIAL_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(data[start:start + _XERIAL_BLOCK]))
+            parts.append(_INT32.pack(len(block)))
+            parts.append(block)
+        return b"".join(parts)
+
+
+class _Lz4Writer:
+    """The LZ4 frame compress() writes, piece by piece."""
+
+    def __init__(self, level: int) -> None:
+        self._frame = lz4.frame.LZ4FrameCompressor(
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False, compression_level=level,
+            content_checksum=False)
+        self._head = self._frame.begin()
+
+    def compress(self, data) -> bytes:
+        head, self._head = self._head, b""
+        return head + self._frame.compress(data)
+
+    def flush(self) -> bytes:
+        head, self._head = self._head, b""
+        return head + self._frame.flush()
+
+
+class _Plain:
+    @staticmethod
+    def compress(data) -> bytes:
+        return bytes(data)
+
+    @staticmethod
+    def flush() -> bytes:
+        return b""
+
+
+def compressor(codec: int, level: int | None = None):
+    """A writer of codec ``codec``'s stream, fed piece by piece: ``compress(data)``
+    and, at the end, ``flush()`` return the stream's next bytes; joined, they
+    decompress to the data fed, with compress()'s framing (a zstd frame without
+    its content size, unknown when it starts)."""
+    if codec == GZIP:
+        return isal_zlib.compressobj(2 if level is None else level, isal_zlib.DEFLATED, 31)
+    if codec == SNAPPY:
+        return _XerialWriter()
+    if codec == LZ4:
+        return _Lz4Writer(0 if level is None else level)
+    if codec == ZSTD:
+        return zstandard.ZstdCompressor(level=3 if level is None else level).compressobj()
+    if codec == NONE:
+        return _Plain()
+    raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
 
 
 def compress(codec: int, data, level: int | None = None) -> bytes:
@@ -145,8 +390,19 @@ def compress(codec: int, data, level: int | None = None) -> bytes:
     raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
 
 
-def decompress(codec: int, data) -> bytes:
-    """Decompresses a batch's records section; raises CorruptRecordError on bad input."""
+def decompress(codec: int, data, max_bytes: int | None = None) -> bytes:
+    """Decompresses a batch's records section; raises CorruptRecordError on bad input.
+    With ``max_bytes``, decompresses in pieces and raises MessageTooLargeError as
+    soon as the output would exceed it."""
+    if max_bytes is not None:
+        pieces, total = [], 0
+        for piece in decompress_pieces(codec, data, min(PIECE_BYTES, max_bytes + 1)):
+            total += len(piece)
+            if total > max_bytes:
+                raise MessageTooLargeError(
+                    f"{codec_name(codec)} data decompresses to more than {max_bytes} bytes")
+            pieces.append(piece)
+        return b"".join(pieces)
     try:
         if codec == GZIP:
             return igzip.decompress(data)

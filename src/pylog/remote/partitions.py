@@ -123,6 +123,11 @@ class RemotePartition:
     def log_end_offset(self) -> int:
         return self._list(-1)
 
+    def last_stable_offset(self) -> int:
+        """The end a read_committed reader reads to (ListOffsets latest, read_committed)."""
+        with self._client() as client:
+            return client.list_offset(self.topic, self.partition, -1, isolation_level=1)
+
     def segment_bases(self) -> list[int]:
         return []                             # not visible remotely: tasks split at midpoints
 
@@ -133,13 +138,16 @@ class RemotePartition:
         return offset if start is None else max(offset, start)
 
     def read_arrow(self, start: int, end: int, max_bytes: int = FETCH_BYTES,
-                   timestamp_type: bool = True):
-        """Decoder batches of [start, end), fetched from the leader."""
+                   timestamp_type: bool = True, isolation_level: str = "read_uncommitted"):
+        """Decoder batches of [start, end), fetched from the leader. read_committed
+        fetches below the last stable offset and skips aborted transactions' records
+        (the response's aborted_transactions, in C)."""
+        committed = isolation_level == "read_committed"
         offset = start
         with self._client() as client:
             while offset < end:
                 part = client.fetch(self.topic, self.partition, offset, max_bytes=max_bytes,
-                                    max_wait_ms=500)
+                                    max_wait_ms=500, isolation_level=int(committed))
                 if part.error_code == _OFFSET_OUT_OF_RANGE:
                     raise OffsetOutOfRangeError(
                         f"{self.topic}-{self.partition}: offset {offset} is out of range at "
@@ -158,7 +166,9 @@ class RemotePartition:
                             f"for but the log ends at {part.high_watermark}", offset=offset)
                     continue                  # nothing yet (or a batch larger than max_bytes)
                 rows = decode_arrow(memoryview(records)[:scanned.valid_bytes],
-                                    timestamp_type=timestamp_type)
+                                    timestamp_type=timestamp_type,
+                                    aborted_transactions=part.aborted_transactions
+                                    if committed else None)
                 if rows.num_rows:
                     yield slice_offsets(rows, offset, end)
                 offset = scanned.last_offset + 1

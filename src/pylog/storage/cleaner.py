@@ -25,7 +25,19 @@ One cleaning of one log:
    re-encoded with its own base offset, last offset, producer id, epoch, base sequence
    and codec (Kafka's ``overrideLastOffset``: an idempotent producer's sequences stay
    valid); an emptied batch that is its producer's last one stays as an empty header.
-   Control batches are kept. Offsets never change.
+   Offsets never change.
+
+   **Transactions** (Kafka's rules, LogCleaner.scala's header): nothing at or past the
+   log's last stable offset is cleaned (every transaction the cleaner sees is decided,
+   so the ``.txnindex`` names the aborted ones ahead of time); an aborted transaction's
+   records are dropped at once, whatever their keys (and never enter the offset map);
+   a marker stays while records of its transaction are still in the log, and goes once
+   they are all gone and its segment was cleaned more than ``delete.retention.ms`` ago
+   (the tombstones' horizon); the last batch of each producer the log knows is kept (as
+   an empty header when it loses every record), and so is its last marker when that is
+   its last record (it holds the producer's epoch, for fencing). An aborted
+   transaction's ``.txnindex`` entry follows its marker into the cleaned segment while
+   records of it were still read in that pass (Kafka's CleanedTransactionMetadata).
 4. **Swap**, crash-safe at every step: the ``.cleaned`` files and their indexes are
    fsynced and renamed ``.swap``; then, under the log's lock, the old segments' files
    are renamed ``.deleted`` and the ``.swap`` files take their final names. At startup
@@ -56,6 +68,7 @@ from pylog.record import decode_arrow, encode_batch, iter_batches, with_header_f
 
 from . import files
 from .segment import INT32_MAX
+from .transaction_index import AbortedTxn
 
 OFFSET_ENTRY_BYTES = 8      # an offset index entry: relative offset, position
 TIME_ENTRY_BYTES = 12       # a time index entry: timestamp, relative offset
@@ -169,15 +182,19 @@ class OffsetMap:
         return self._sorted[at] == offsets
 
 
-def cleanable_range(segments, first_dirty: int, now: int, min_lag_ms: int):
+def cleanable_range(segments, first_dirty: int, now: int, min_lag_ms: int,
+                    last_stable_offset: int | None = None):
     """(clean segments, dirty segments) below the active one: clean ones end at
-    `first_dirty`; dirty ones stop at the first segment younger than the lag."""
+    `first_dirty`; dirty ones stop at the first segment younger than the lag, and at
+    the segment holding the last stable offset (Kafka never cleans past the LSO)."""
     clean, dirty = [], []
     for segment in segments[:-1]:                      # never the active segment
         if segment.next_offset <= first_dirty:
             clean.append(segment)
         elif min_lag_ms > 0 and now - segment.largest_timestamp < min_lag_ms:
             break                                      # (as Kafka: no check when the lag is 0)
+        elif last_stable_offset is not None and segment.next_offset > last_stable_offset:
+            break                                      # holds undecided records
         else:
             dirty.append(segment)
     return clean, dirty
@@ -211,6 +228,65 @@ def _groups(segments, max_bytes: int, max_index_bytes: int):
         time_entries += times
     if group:
         yield group
+
+
+class _CleanedTransactions:
+    """Kafka's CleanedTransactionMetadata: the transactions a cleaning pass is inside
+    as it reads the log in offset order, carried from segment to segment. It decides
+    which batches belong to aborted transactions (dropped) and which markers may go,
+    and collects the ``.txnindex`` entries of the group being written."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[int, int, AbortedTxn]] = []   # (first offset, pid, entry)
+        self.known: set[tuple[int, int]] = set()
+        self.aborted_open: dict[int, list] = {}     # pid -> [entry, last batch offset read]
+        self.committed_open: set[int] = set()       # pids whose committed records were read
+        self.index: list[AbortedTxn] = []           # the group's cleaned .txnindex
+
+    def add(self, aborted) -> None:
+        for txn in aborted:
+            if (txn.producer_id, txn.first_offset) not in self.known:
+                self.known.add((txn.producer_id, txn.first_offset))
+                self.pending.append((txn.first_offset, txn.producer_id, txn))
+        self.pending.sort(reverse=True)             # the next to start last: pop() takes it
+
+    def _reach(self, offset: int) -> None:
+        while self.pending and self.pending[-1][0] <= offset:
+            _, pid, txn = self.pending.pop()
+            self.aborted_open.setdefault(pid, [txn, None])
+
+    def on_batch(self, batch) -> bool:
+        """True when `batch` (data) belongs to an aborted transaction."""
+        self._reach(batch.last_offset)
+        if not batch.is_transactional:
+            return False
+        state = self.aborted_open.get(batch.producer_id)
+        if state is not None:
+            state[1] = batch.last_offset
+            return True
+        self.committed_open.add(batch.producer_id)
+        return False
+
+    def on_control(self, batch) -> bool:
+        """True when the marker `batch` may be discarded: no record of its transaction
+        was read in this pass (they are all gone). A kept ABORT marker keeps its entry."""
+        self._reach(batch.last_offset)
+        if batch.records_count == 0:
+            return True                             # emptied by an earlier cleaning
+        pid = batch.producer_id
+        kind = batch.control_type
+        if kind == "abort":
+            state = self.aborted_open.pop(pid, None)
+            if state is not None and state[1] is not None:
+                self.index.append(state[0])
+                return False
+            return True
+        if kind == "commit":
+            if pid in self.committed_open:
+                self.committed_open.discard(pid)
+                return False
+            return True
+        return False
 
 
 def _empty_batch(batch) -> bytes:
@@ -299,23 +375,50 @@ def _with_segment(segment, fn):
         mapped.close()
 
 
-def _map_segment(view, offset_map: OffsetMap, have_some: bool) -> bool:
-    """Adds a segment's keys to the map; False (nothing added) when they do not fit
-    (the first segment of a pass always goes in, so every pass makes progress)."""
+def _map_segment(view, offset_map: OffsetMap, have_some: bool, aborted) -> bool:
+    """Adds a segment's keys to the map, an aborted transaction's records left out;
+    False (nothing added) when they do not fit (the first segment of a pass always goes
+    in, so every pass makes progress)."""
     if not len(view):
         return True
-    rows = decode_arrow(view, validate=False)      # the rewrite pass checks every CRC
+    # The rewrite pass checks every CRC.
+    rows = decode_arrow(view, validate=False, aborted_transactions=aborted)
     return offset_map.add(rows.column("key"), rows.column("offset").to_numpy(), must=not have_some)
 
 
-def _rewrite_segment(view, out, offset_map: OffsetMap, producers: dict[int, int], clean: bool,
-                     tombstones_expire: bool, stats: CleanerStats) -> None:
+def _producer_last(batch, producers: dict[int, tuple[int, int]]) -> bool:
+    """Kafka's isBatchLastRecordOfProducer: the batch holding a producer's last data
+    offset, or, for a producer whose last record is a marker, that marker."""
+    last = producers.get(batch.producer_id)
+    if last is None:
+        return False
+    if last[0] >= 0:
+        return batch.last_offset == last[0]
+    return batch.is_control and batch.producer_epoch == last[1]
+
+
+def _rewrite_segment(view, out, offset_map: OffsetMap, producers: dict[int, tuple[int, int]],
+                     clean: bool, tombstones_expire: bool, stats: CleanerStats,
+                     txns: _CleanedTransactions) -> None:
     """Writes the batches of one segment that keep records (see the module docs)."""
     if not len(view):
         return
     rows = decode_arrow(view)
     offsets = rows.column("offset").to_numpy()
     keep = offset_map.kept(rows.column("key"), offsets, clean)
+    # Transactions first, batch by batch in offset order (a header walk): an aborted
+    # transaction's records go whatever their keys; each marker's fate.
+    batches = list(iter_batches(view))
+    fates: dict[int, bool] = {}                  # control batch index -> discardable
+    row = 0
+    for i, batch in enumerate(batches):
+        if batch.is_control:
+            fates[i] = txns.on_control(batch)
+            continue
+        n = batch.records_count
+        if batch.producer_id >= 0 and txns.on_batch(batch):
+            keep[row:row + n] = False
+        row += n
     if tombstones_expire:
         import pyarrow.compute as pc
         tomb = np.asarray(pc.is_null(rows.column("value")))
@@ -325,19 +428,23 @@ def _rewrite_segment(view, out, offset_map: OffsetMap, producers: dict[int, int]
     stats.records_kept += int(keep.sum())
     survivors = None
     row = 0
-    for batch in iter_batches(view):
+    for i, batch in enumerate(batches):
         if batch.is_control:
-            out.write(batch.raw)
+            # Kept while its transaction has records here, else until the horizon.
+            if not (fates[i] and tombstones_expire):
+                out.write(batch.raw)
+            elif _producer_last(batch, producers):
+                out.write(_empty_batch(batch))       # the producer's epoch, for fencing
             continue
         n = batch.records_count
         k = keep[row:row + n]
-        if k.all():
+        if n and k.all():
             out.write(batch.raw)
         elif k.any():
             if survivors is None:
                 survivors = _Survivors(rows, keep)
             out.write(survivors.encode(batch, row, n))
-        elif batch.producer_id >= 0 and producers.get(batch.producer_id) == batch.last_offset:
+        elif batch.producer_id >= 0 and _producer_last(batch, producers):
             out.write(_empty_batch(batch))           # the producer's last batch: its state
         row += n
 
@@ -351,7 +458,8 @@ def clean_log(lg, first_dirty: int, now: int, dedupe_bytes: int, io_rate: float 
     config = lg.config
     first_dirty = max(first_dirty, lg.log_start_offset)
     segments = lg.segments
-    clean, dirty = cleanable_range(segments, first_dirty, now, config.min_compaction_lag_ms)
+    clean, dirty = cleanable_range(segments, first_dirty, now, config.min_compaction_lag_ms,
+                                   lg.last_stable_offset)
     if not dirty:
         return None
     ratio = dirty_ratio(clean, dirty)
@@ -360,14 +468,18 @@ def clean_log(lg, first_dirty: int, now: int, dedupe_bytes: int, io_rate: float 
     offset_map = OffsetMap(dedupe_bytes)
     mapped = []
     for segment in dirty:
-        if not _with_segment(segment, lambda view: _map_segment(view, offset_map, bool(mapped))):
+        aborted = lg.aborted_transactions(segment.base_offset, segment.next_offset)
+        if not _with_segment(segment, lambda view: _map_segment(view, offset_map, bool(mapped),
+                                                                aborted)):
             break                                       # the rest waits for the next pass
         mapped.append(segment)
         throttle(segment.size)
     offset_map.finish()
     end_offset = mapped[-1].next_offset
-    producers = {pid: entry.batches[-1].last_offset
-                 for pid, entry in lg.producer_state.producers.items() if entry.batches}
+    # Kafka's lastRecordsOfActiveProducers: (last data offset or -1, epoch) per producer.
+    producers = {pid: (entry.batches[-1].last_offset if entry.batches else -1, entry.epoch)
+                 for pid, entry in lg.producer_state.producers.items()}
+    txns = _CleanedTransactions()
     stats = CleanerStats(os.path.basename(lg.path), first_dirty, end_offset, len(clean) + len(mapped),
                          0, 0, 0, 0, 0, 0, offset_map.size, offset_map.size / offset_map.capacity,
                          ratio, 0.0)
@@ -383,7 +495,7 @@ def clean_log(lg, first_dirty: int, now: int, dedupe_bytes: int, io_rate: float 
         tombstones_expire = is_clean and mtime + retention < now
         base = (carried or group)[0].base_offset
         written, size = _rewrite_group(lg, base, group, offset_map, producers, is_clean,
-                                       tombstones_expire, stats, throttle)
+                                       tombstones_expire, stats, throttle, txns)
         following = groups[i + 1][0] if i + 1 < len(groups) else None
         if size == 0 and following is not None and \
                 following[-1].next_offset - 1 - base <= INT32_MAX:
@@ -400,28 +512,39 @@ def clean_log(lg, first_dirty: int, now: int, dedupe_bytes: int, io_rate: float 
     return stats
 
 
-def _rewrite_group(lg, base: int, group, offset_map: OffsetMap, producers: dict[int, int],
-                   clean: bool, tombstones_expire: bool, stats: CleanerStats,
-                   throttle) -> tuple[str, int]:
+def _rewrite_group(lg, base: int, group, offset_map: OffsetMap,
+                   producers: dict[int, tuple[int, int]], clean: bool, tombstones_expire: bool,
+                   stats: CleanerStats, throttle, txns: _CleanedTransactions) -> tuple[str, int]:
     """Writes the kept records of `group` to ``<base>.log.cleaned`` with its indexes
-    (``.index.cleaned``, ``.timeindex.cleaned``), fsynced (`base`: the group's first
-    base offset, or an earlier one whose segments left nothing). Returns the base
-    path of the cleaned files and the bytes written."""
+    (``.index.cleaned``, ``.timeindex.cleaned``, and ``.txnindex.cleaned`` when an
+    aborted transaction's marker stays), fsynced (`base`: the group's first base
+    offset, or an earlier one whose segments left nothing). Returns the base path of
+    the cleaned files and the bytes written."""
     target = files.log_file(lg.path, base) + files.CLEANED_SUFFIX
+    txn_path = files.txn_index_file(lg.path, base) + files.CLEANED_SUFFIX
+    txns.index = []
     try:
         with open(target, "wb") as out:
             for segment in group:
                 stats.bytes_read += segment.size
                 throttle(segment.size)
+                # Kafka collects them over the whole segment: the cleaned index is rebuilt.
+                txns.add(lg.aborted_transactions(segment.base_offset, segment.next_offset))
                 _with_segment(segment, lambda view: _rewrite_segment(
-                    view, out, offset_map, producers, clean, tombstones_expire, stats))
+                    view, out, offset_map, producers, clean, tombstones_expire, stats, txns))
             out.flush()
             os.fsync(out.fileno())
             written = out.tell()
             stats.bytes_written += written
+        if txns.index:
+            with open(txn_path, "wb") as f:
+                f.write(b"".join(t.pack() for t in txns.index))
+                f.flush()
+                os.fsync(f.fileno())
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(target)                 # (a crash leaves it to the next open instead)
+        for path in (target, txn_path):
+            with contextlib.suppress(OSError):
+                os.remove(path)               # (a crash leaves it to the next open instead)
         raise
     # Its indexes, built outside the log's lock.
     config = lg.config
@@ -451,7 +574,7 @@ def _remove_cleaned(lg, base: int) -> None:
     """Drops the ``.cleaned`` files of segment `base` (a crash leaves them to the next
     open, which drops every ``.cleaned`` file)."""
     for name in (files.log_file(lg.path, base), files.index_file(lg.path, base),
-                 files.time_index_file(lg.path, base)):
+                 files.time_index_file(lg.path, base), files.txn_index_file(lg.path, base)):
         with contextlib.suppress(FileNotFoundError):
             os.remove(name + files.CLEANED_SUFFIX)
 
@@ -460,6 +583,8 @@ def _swap(lg, group, log_path: str, mtime: int, stage) -> None:
     """``.cleaned`` -> ``.swap`` -> the final names, replacing `group` in `lg`."""
     base = group[0].base_offset
     names = [log_path, files.index_file(lg.path, base), files.time_index_file(lg.path, base)]
+    if os.path.exists(files.txn_index_file(lg.path, base) + files.CLEANED_SUFFIX):
+        names.append(files.txn_index_file(lg.path, base))
     if stage is not None:
         stage("cleaned-written")
     for name in names:

@@ -13,7 +13,8 @@ __all__ = [
     "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "TXN_INDEX_SUFFIX", "SNAPSHOT_SUFFIX",
     "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "DELETE_DIR_SUFFIX",
     "LOG_STATE_FILE", "filename_prefix_from_offset", "offset_from_filename",
-    "log_file", "index_file", "time_index_file", "partition_dir_name", "parse_partition_dir",
+    "log_file", "index_file", "time_index_file", "txn_index_file", "SEGMENT_FILE_SUFFIXES",
+    "partition_dir_name", "parse_partition_dir",
     "fsync_dir", "make_dirs", "LOCK_FILE", "META_PROPERTIES_FILE", "CLEAN_SHUTDOWN_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE",
     "CLEANER_OFFSET_CHECKPOINT_FILE", "PARTITION_METADATA_FILE",
@@ -28,6 +29,8 @@ SNAPSHOT_SUFFIX = ".snapshot"       # producer state
 DELETED_SUFFIX = ".deleted"         # a segment file scheduled for removal
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+#: The files of one segment (a .txnindex exists only once an aborted transaction ended in it).
+SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 DELETE_DIR_SUFFIX = "-delete"       # a partition dir scheduled for removal
 
 STRAY_DIR_SUFFIX = "-stray"         # a partition dir no topic claims, set aside
@@ -78,6 +81,10 @@ def index_file(directory: str, base_offset: int) -> str:
 
 def time_index_file(directory: str, base_offset: int) -> str:
     return os.path.join(directory, filename_prefix_from_offset(base_offset) + TIME_INDEX_SUFFIX)
+
+
+def txn_index_file(directory: str, base_offset: int) -> str:
+    return os.path.join(directory, filename_prefix_from_offset(base_offset) + TXN_INDEX_SUFFIX)
 
 
 def partition_dir_name(topic: str, partition: int) -> str:

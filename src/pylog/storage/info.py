@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["AppendInfo", "TimestampOffset", "RecoveryReport", "SegmentRecovery"]
+__all__ = ["AppendInfo", "CommittedRead", "TimestampOffset", "RecoveryReport", "SegmentRecovery"]
 
 
 class AppendInfo(NamedTuple):
@@ -21,6 +21,16 @@ class AppendInfo(NamedTuple):
     batches: int
     size: int                       # bytes written
     flushed: bool                   # True if an fsync covering these records completed
+
+
+class CommittedRead(NamedTuple):
+    """A read_committed read (Kafka's FetchDataInfo with abortedTransactions): whole
+    batches below the last stable offset, and the aborted transactions (AbortedTxn:
+    producer id, first offset, ...) that overlap them, whose records a reader skips."""
+
+    records: object                 # a FileSlice
+    aborted_transactions: list
+    last_stable_offset: int
 
 
 @dataclass(frozen=True, slots=True)

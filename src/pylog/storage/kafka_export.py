@@ -7,12 +7,18 @@ pylog's segment files are Kafka's (docs/FORMAT.md), so a topic moves by copying 
 2. :func:`export_topic` locks both sides for the whole copy (each pylog log dir's
    ``.lock`` as a LogManager takes it, so no pylog writer can open the store meanwhile,
    and Kafka's ``.lock`` as Kafka takes it, so Kafka cannot start), checks them, and
-   copies each partition's ``.log``, ``.index`` and ``.timeindex`` files over Kafka's
+   copies each partition's ``.log``, ``.index``, ``.timeindex`` and ``.txnindex`` files over Kafka's
    empty ones, keeping Kafka's ``partition.metadata`` (its topic id) and writing pylog's
    log start offset into Kafka's ``log-start-offset-checkpoint``. Each copied partition's
    end offset is read back from the copied files and must be the one pylog's had;
 3. Kafka starts after its clean shutdown: it checks each copied segment's indexes and
    serves every record at its original offset.
+
+**Transactions.** Each segment's ``.txnindex`` goes with it: Kafka, started after a
+clean shutdown, trusts it and answers read_committed fetches with the aborted
+transactions it names. A partition with a transaction still open is refused: Kafka would
+start with no producer state, so no last stable offset below it, and a read_committed
+consumer would read the open transaction's records.
 
 No producer state is handed over (pylog's ``.snapshot`` files stay behind). The batches
 carry pylog's producer ids (0, 1, 2 ...), and a Kafka cluster allocates ids from 0 too:
@@ -28,7 +34,8 @@ Refused, with the reason: a pylog store that is open or was not shut down cleanl
 tail could hold a torn batch that only pylog's recovery would cut), a Kafka log dir that
 is locked (Kafka running) or was not shut down cleanly (Kafka would then recover the
 copied segments and rebuild producer state from their batches), a Kafka partition dir
-that is missing or already holds records, a partition count that differs.
+that is missing or already holds records, a partition count that differs, a partition
+with an open transaction.
 """
 
 from __future__ import annotations
@@ -49,8 +56,9 @@ from .reader import LogDirsReader, PartitionReader
 
 __all__ = ["ExportError", "ExportReport", "export_topic"]
 
-# Producer-state .snapshot files are not handed over (see the module docstring).
-_SEGMENT_SUFFIXES = (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)
+# Producer-state .snapshot files are not handed over (see the module docstring); the
+# .txnindex files are (Kafka reads aborted transactions from them after a clean start).
+_SEGMENT_SUFFIXES = files.SEGMENT_FILE_SUFFIXES
 
 
 class ExportError(PylogError):
@@ -182,6 +190,15 @@ def _export_locked(reader: LogDirsReader, topic: str, kafka_log_dir: str) -> Exp
             # Read under the store's lock: no writer moves them while the files are copied.
             starts[(topic, p)] = source.log_start_offset()
             end = source.log_end_offset()
+            hanging = source.ongoing_transactions()
+            if hanging:
+                first = hanging[0]
+                raise ExportError(
+                    f"{source.directory} holds {len(hanging)} open transaction(s), the oldest "
+                    f"of producer {first.producer_id} from offset "
+                    f"{first.current_txn_start_offset}: Kafka starts with no producer state "
+                    f"and would serve their records to read_committed consumers as committed; "
+                    f"end them (commit or abort through the coordinator) first")
             _empty(target)                            # Kafka's empty segment 0 and its state
             for name in sorted(os.listdir(source.directory)):
                 if name.endswith(_SEGMENT_SUFFIXES):

@@ -9,7 +9,8 @@ log serves anything.
 2. :func:`load_segments`: open each segment by base offset; a segment is
    recovered (scanned batch by batch, indexes rebuilt) when its index cannot
    be trusted, or, after an unclean shutdown, when it may hold data past the
-   recovery point. Only a segment that may hold unflushed data (or the last
+   recovery point (its ``.txnindex`` is then rebuilt by the Log from the
+   markers, with the producer state: ``LoadedSegments.txn_rebuild``). Only a segment that may hold unflushed data (or the last
    one) is truncated at its first invalid batch, and only then are the
    segments after it deleted. An inactive segment below the recovery point
    (or of a cleanly shut down log) whose index is damaged gets its index
@@ -60,6 +61,10 @@ class LoadedSegments:
     deleted: int = 0
     bytes_deleted: int = 0
     holes: list[tuple[int, int]] = field(default_factory=list)    # [first, end) missing
+    # Segments whose .txnindex the Log rebuilds from their markers: those that may hold
+    # unflushed data (recovered and possibly truncated) and any whose .txnindex is torn.
+    txn_rebuild: list[int] = field(default_factory=list)
+    txn_indexes: set[int] = field(default_factory=set)    # segments with a .txnindex file
 
 
 def remove_temporary_files(path: str) -> None:
@@ -82,7 +87,7 @@ def remove_temporary_files(path: str) -> None:
     names = os.listdir(path)
     logs = {n[: -len(files.LOG_SUFFIX)] for n in names if n.endswith(files.LOG_SUFFIX)}
     for name in sorted(names):
-        if name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)):
+        if name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)):
             if name.rsplit(".", 1)[0] not in logs:
                 # Kafka's LogLoader too: its .log is gone (a crash while deleting the
                 # segment, or a removed file: then its offsets are a hole, see find_holes).
@@ -111,9 +116,9 @@ def _complete_swap(path: str, name: str) -> None:
 
 
 def delete_segment_files(path: str, base: int) -> None:
-    """Removes the ``.log``, ``.index`` and ``.timeindex`` of segment `base` now."""
+    """Removes the ``.log``, ``.index``, ``.timeindex`` and ``.txnindex`` of segment `base` now."""
     for name in (files.log_file(path, base), files.index_file(path, base),
-                 files.time_index_file(path, base)):
+                 files.time_index_file(path, base), files.txn_index_file(path, base)):
         if os.path.exists(name):
             os.remove(name)
 
@@ -123,9 +128,12 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
     """Opens every segment of the partition dir `path`, recovering those that need it.
     Inactive segments come back with their files closed (LogSegment.log reopens); on an
     error every segment opened so far is closed."""
-    bases = sorted(b for b in (files.offset_from_filename(n) for n in os.listdir(path)
+    names = os.listdir(path)
+    bases = sorted(b for b in (files.offset_from_filename(n) for n in names
                                if n.endswith(files.LOG_SUFFIX)) if b is not None)
     out = LoadedSegments()
+    out.txn_indexes = {b for b in (files.offset_from_filename(n) for n in names
+                                   if n.endswith(files.TXN_INDEX_SUFFIX)) if b is not None}
     truncated_at: int | None = None
     try:
         for i, base in enumerate(bases):
@@ -165,6 +173,9 @@ def load_segments(path: str, config: LogConfig, now: int, recovery_point: int,
                                 result.error or result.reason)
                 if result.truncated_bytes and next_base is not None:
                     truncated_at = segment.next_offset   # everything after it is dropped
+            if (must_recover and not durable) or \
+                    (base in out.txn_indexes and not segment.txn_index_whole()):
+                out.txn_rebuild.append(base)
             if next_base is not None:
                 segment.release_handles()     # inactive: files reopen on first use
             out.segments.append(segment)

@@ -33,9 +33,11 @@ TARGET_CODECS = {"producer": -1, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4
 
 
 def validate_append(batches, config: LogConfig, next_offset: int, leader_epoch: int, now: int,
-                    origin: str) -> PreparedAppend:
+                    origin: str, *, converted: bool = False) -> PreparedAppend:
     """Validates `batches` for a log whose next offset is `next_offset` (see the module doc).
-    Raises the errors of prepare_append and convert_client_batches; writes nothing."""
+    Raises the errors of prepare_append and convert_client_batches; writes nothing.
+    `converted`: convert_client_batches has run on `batches` already (Log.append runs
+    it before taking the log's lock)."""
     before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
     min_ts = now - before if before < LONG_MAX and now - before > -LONG_MAX else -LONG_MAX - 1
@@ -45,22 +47,25 @@ def validate_append(batches, config: LogConfig, next_offset: int, leader_epoch: 
 
     try:
         return _prepare(batches, config, next_offset, leader_epoch, origin, min_ts, max_ts, lat,
-                        require_keys, config.pylog_validate_records and origin != "producer")
+                        require_keys, config.pylog_validate_records and origin != "producer",
+                        converted)
     except InvalidRecordError as exc:
         if "magic" not in str(exc):
             raise
     from pylog.record import upconvert
-    return _prepare(upconvert(batches), config, next_offset, leader_epoch, origin, min_ts, max_ts,
+    batches = upconvert(batches, max_inner_bytes=config.max_message_bytes)
+    return _prepare(batches, config, next_offset, leader_epoch, origin, min_ts, max_ts,
                     lat, require_keys, config.pylog_validate_records)
 
 
 def _prepare(data, config: LogConfig, next_offset: int, leader_epoch: int, origin: str,
              min_ts: int, max_ts: int, lat: int, require_keys: bool,
-             validate_records: bool) -> PreparedAppend:
-    if origin != "coordinator":
+             validate_records: bool, converted: bool = False) -> PreparedAppend:
+    if origin != "coordinator" and not converted:
         data = convert_client_batches(
             data, TARGET_CODECS[config.compression_type], require_keys=require_keys,
-            min_timestamp=min_ts, max_timestamp=max_ts, validate=validate_records)
+            min_timestamp=min_ts, max_timestamp=max_ts, validate=validate_records,
+            max_message_bytes=config.max_message_bytes)
     return prepare_append(data, next_offset, leader_epoch=leader_epoch, log_append_time=lat,
                           max_batch_size=config.max_message_bytes, min_timestamp=min_ts,
                           max_timestamp=max_ts, allow_control=origin == "coordinator",

@@ -212,7 +212,8 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials, A
                         and now - active.rolling_based_timestamp > max_lag:
                     lg.roll()                      # max.compaction.lag.ms: make it cleanable
                 clean, dirty = cleanable_range(lg.segments, first_dirty, now,
-                                               config.min_compaction_lag_ms)
+                                               config.min_compaction_lag_ms,
+                                               lg.last_stable_offset)
                 if not dirty:
                     continue
                 ratio = dirty_ratio(clean, dirty)

@@ -14,6 +14,11 @@ offset-index entry): a batch still being written is past it. Batches read
 are CRC-checked by the decoder; a bad CRC below that end is corruption, not a
 write in progress, and raises CorruptRecordError.
 
+**Transactions.** :meth:`PartitionReader.last_stable_offset` rebuilds the producer
+state read-only (the newest snapshot at or below the end, then the batch headers after
+it: no file is written), and ``read_arrow(isolation_level="read_committed")`` reads
+below it, skipping the aborted transactions that the ``.txnindex`` files name (in C).
+
 **Rolls and deletes under the reader.** Segment lists are re-read when a file
 is missing; a descriptor already open stays readable after the writer unlinks
 it. An offset below the first remaining segment (or the checkpointed log start
@@ -28,12 +33,14 @@ import struct
 from collections.abc import Iterable, Iterator
 
 from pylog._core.storage import LogFile
-from pylog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from pylog.errors import CorruptRecordError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 
 from . import files
 from .checkpoints import read_offset_checkpoint
+from .producer_state import ProducerInfo, ProducerStateManager, replay_batches
 from .segment_check import entry_is_wrong
 from .topics import TopicTable
+from .transaction_index import ENTRY_SIZE, AbortedTxn, parse_entries
 
 __all__ = ["LogDirsReader", "PartitionReader", "NotALogDirError", "index_entries"]
 
@@ -262,6 +269,72 @@ class PartitionReader:
             return last + 1 if last >= 0 else bases[-1]
         raise OSError(f"{self.directory}: segments kept changing while the end was read")
 
+    def _producer_state(self, end: int) -> ProducerStateManager:
+        """The producer table as of offset `end`, rebuilt without writing anything: the
+        newest readable snapshot at or below it, then the headers after it."""
+        state = ProducerStateManager(self.directory)
+        start = self.log_start_offset()
+        for offset in reversed([o for o in state.snapshot_offsets() if o <= end]):
+            try:
+                state.read_snapshot(offset)
+                start = offset
+                break
+            except (CorruptRecordError, OSError):
+                state.clear()
+        for base in self.segment_bases():
+            if base >= end:
+                break
+            lf = self._open(base)
+            if lf is None:
+                continue
+            try:
+                state.replay(b for b in replay_batches(lf, lf.size, start) if b[0] < end)
+            finally:
+                lf.close()
+        return state
+
+    def ongoing_transactions(self) -> list[ProducerInfo]:
+        """The producers whose transaction is open at the consistent end, oldest first."""
+        infos = self._producer_state(self.log_end_offset()).describe()
+        return sorted((p for p in infos if p.current_txn_start_offset >= 0),
+                      key=lambda p: p.current_txn_start_offset)
+
+    def last_stable_offset(self) -> int:
+        """Where a read_committed reader stops: the first offset of the oldest open
+        transaction (not below the log start), else the consistent end."""
+        end = self.log_end_offset()
+        first = self._producer_state(end).first_unstable_offset
+        return end if first < 0 else min(max(first, self.log_start_offset()), end)
+
+    def aborted_transactions(self, start: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start, upper_bound), from the .txnindex
+        files of the segment holding `start` on (Kafka's collectAbortedTransactions)."""
+        try:
+            names = set(os.listdir(self.directory))
+        except FileNotFoundError:
+            return []
+        bases = self.segment_bases()
+        floor = max([b for b in bases if b <= start], default=bases[0] if bases else 0)
+        out: list[AbortedTxn] = []
+        for base in bases:
+            name = f"{files.filename_prefix_from_offset(base)}{files.TXN_INDEX_SUFFIX}"
+            if base < floor or name not in names:
+                continue
+            path = os.path.join(self.directory, name)
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            # The owner may be appending an entry: a partial one at the end is not read.
+            entries = parse_entries(data[:len(data) - len(data) % ENTRY_SIZE], path, base)
+            for txn in entries:
+                if txn.last_offset >= start and txn.first_offset < upper_bound:
+                    out.append(txn)
+                if txn.last_stable_offset >= upper_bound:
+                    return out
+        return out
+
     def offset_for_timestamp(self, timestamp: int, start: int | None = None) -> int | None:
         """The first offset at or after ``start`` whose timestamp is >= ``timestamp``
         (Kafka's offsetsForTimes), or None when every record is older."""
@@ -294,12 +367,18 @@ class PartitionReader:
         return None
 
     def read_arrow(self, start: int, end: int, max_bytes: int = 8 << 20,
-                   timestamp_type: bool = True) -> Iterator:
+                   timestamp_type: bool = True,
+                   isolation_level: str = "read_uncommitted") -> Iterator:
         """The records with offsets in [start, end) as pyarrow RecordBatches of the C
         decoder (``pylog.record.decode_arrow`` columns), about ``max_bytes`` of batches
         each. Raises OffsetOutOfRangeError when ``start`` was deleted, and when a
-        segment the range needs disappears before it is opened."""
+        segment the range needs disappears before it is opened. read_committed reads
+        below the last stable offset only (plan ranges with :meth:`last_stable_offset`)
+        and skips aborted transactions' records."""
         from pylog.record import decode_arrow, slice_offsets
+        committed = isolation_level == "read_committed"
+        if committed:
+            end = min(end, self.last_stable_offset())
         if start >= end:
             return
         first = self.log_start_offset()
@@ -343,7 +422,9 @@ class PartitionReader:
                         if info is None:
                             break     # this segment holds nothing more
                     spos, epos, _first, last, _n = info
-                    rows = decode_arrow(lf.read(spos, epos - spos), timestamp_type=timestamp_type)
+                    aborted = self.aborted_transactions(target, last + 1) if committed else None
+                    rows = decode_arrow(lf.read(spos, epos - spos), timestamp_type=timestamp_type,
+                                        aborted_transactions=aborted)
                     yield slice_offsets(rows, target, end)
                     target, pos = last + 1, epos
             finally:

@@ -1,4 +1,4 @@
-"""LogSegment: one .log file and its .index and .timeindex (docs/FORMAT.md, sections 8-10).
+"""LogSegment: one .log file and its .index, .timeindex and .txnindex (docs/FORMAT.md, sections 8-10).
 
 A segment holds a contiguous run of batches whose offsets start at its base
 offset. The last segment of a log is active (appends go there, its indexes
@@ -35,6 +35,8 @@ from .config import LogConfig
 from .file_slice import FileSlice
 from .info import SegmentRecovery
 from .segment_check import entry_is_wrong
+from .transaction_index import ENTRY_SIZE as TXN_ENTRY_SIZE
+from .transaction_index import TransactionIndex
 
 __all__ = ["IndexEntryError", "LogSegment"]
 
@@ -118,7 +120,8 @@ class LogSegment(SegmentState):
     # rolling_based_timestamp, created_ms, bytes_since_index_entry,
     # roll_jitter_ms, flushed_size and the three files (_log, _offset_index,
     # _time_index).
-    __slots__ = ("directory", "_size", "dropped_size", "write_behind_size", "active", "deleted")
+    __slots__ = ("directory", "_size", "dropped_size", "write_behind_size", "active", "deleted",
+                 "_txn_index")
 
     def __init__(self, directory: str, base_offset: int, log: LogFile, offset_index: OffsetIndex,
                  time_index: TimeIndex, config: LogConfig, created_ms: int) -> None:
@@ -142,6 +145,7 @@ class LogSegment(SegmentState):
         self.write_behind_size = 0              # bytes handed to sync_file_range
         self.active = False
         self.deleted = False                    # its files were renamed to *.deleted
+        self._txn_index: TransactionIndex | None = None
 
     # ------------------------------------------------------------------ open
 
@@ -376,6 +380,27 @@ class LogSegment(SegmentState):
         return index
 
     @property
+    def txn_index(self) -> TransactionIndex:
+        """The segment's aborted transactions (``.txnindex``; read on first use, held
+        in memory, no descriptor kept)."""
+        index = self._txn_index
+        if index is None:
+            path = files.txn_index_file(self.directory, self.base_offset)
+            if self.deleted:
+                path += files.DELETED_SUFFIX
+            index = self._txn_index = TransactionIndex(path, self.base_offset)
+        return index
+
+    def txn_index_whole(self) -> bool:
+        """False when the ``.txnindex`` is not a whole number of entries (torn or
+        damaged: recovery rebuilds it). One stat; the entries are read on first use."""
+        try:
+            size = os.stat(files.txn_index_file(self.directory, self.base_offset)).st_size
+        except FileNotFoundError:
+            return True
+        return size % TXN_ENTRY_SIZE == 0
+
+    @property
     def handles_open(self) -> bool:
         return self._log is not None or self._offset_index is not None or \
             self._time_index is not None
@@ -471,6 +496,8 @@ class LogSegment(SegmentState):
         if indexes:
             self.offset_index.flush()
             self.time_index.flush()
+            if self._txn_index is not None:
+                self._txn_index.flush()
         self.flushed_size = max(self.flushed_size, size)
         if self.config.pylog_flush_fadvise_dontneed and self.flushed_size > self.dropped_size:
             # Behind every flush, however it came (flush.messages syncs with the
@@ -494,6 +521,7 @@ class LogSegment(SegmentState):
         position = info[0]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.log.truncate(position)
         if self.active:
             self.make_active()
@@ -640,13 +668,19 @@ class LogSegment(SegmentState):
 
     def rename_to_deleted(self) -> list[str]:
         """Renames the segment's files to *.deleted; returns the new paths."""
+        if self._txn_index is not None:
+            self._txn_index.entries()           # kept in memory: readers of it go on
         self.deleted = True
         renamed = []
         for path in (self.path, files.index_file(self.directory, self.base_offset),
-                     files.time_index_file(self.directory, self.base_offset)):
+                     files.time_index_file(self.directory, self.base_offset),
+                     files.txn_index_file(self.directory, self.base_offset)):
             if os.path.exists(path):
                 os.replace(path, path + files.DELETED_SUFFIX)
                 renamed.append(path + files.DELETED_SUFFIX)
+        if self._txn_index is not None:
+            self._txn_index.path = files.txn_index_file(self.directory, self.base_offset) + \
+                files.DELETED_SUFFIX
         return renamed
 
     def __repr__(self) -> str:

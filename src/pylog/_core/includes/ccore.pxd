@@ -161,6 +161,15 @@ cdef extern from "records.h" nogil:
     int pylog_records_validate(const char *recs, int64_t len, int32_t count, int64_t base_timestamp,
                                int require_keys, int64_t *min_timestamp, int64_t *max_timestamp,
                                pylog_status *st)
+    ctypedef struct pylog_records_walk:
+        int32_t count
+        int32_t next
+        int64_t min_timestamp
+        int64_t max_timestamp
+    void pylog_records_walk_init(pylog_records_walk *w, int32_t count, int64_t base_timestamp,
+                                 int require_keys, int64_t max_record_bytes)
+    int pylog_records_walk_piece(pylog_records_walk *w, const char *recs, int64_t len, int last,
+                                 int64_t *used, pylog_status *st)
     ctypedef struct pylog_parsed_record:
         pass
     int pylog_records_measure(const char *recs, int64_t length, int32_t count,
