@@ -82,6 +82,9 @@ MESSAGES = [
     "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeUserScramCredentials",
     "AlterUserScramCredentials", "DescribeCluster",
     "CreateAcls", "DescribeAcls", "DeleteAcls", "DescribeClientQuotas", "AlterClientQuotas",
+    # Transactions (coordinator/transactions.py, broker/transactions.py)
+    "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit",
+    "DescribeProducers", "DescribeTransactions", "ListTransactions",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

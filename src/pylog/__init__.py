@@ -42,6 +42,16 @@ def io_engine(kind: str = "auto") -> str:
     return default_engine(kind).why
 
 
+def tls_engine(ktls: bool = True) -> str:
+    """Which record layer the broker's TLS listeners use, and why: kernel TLS, which
+    keeps Fetch zero-copy (``"kTLS (kernel TLS (the tls module) with OpenSSL 3.0.x):
+    ..."``), or OpenSSL in user space, copying (``"user space (OpenSSL 3.0.x): no kTLS:
+    the kernel has no TLS upper layer: ..."``). ``ktls``: the broker's
+    ``pylog.ssl.ktls.enable``."""
+    from .broker.tls import tls_engine as engine
+    return engine(ktls)
+
+
 def __getattr__(name: str):
     # The broker (and its generated protocol codec) loads on first use only.
     if name == "Broker":
@@ -74,6 +84,7 @@ __all__ = [
     "crc32c_implementation",
     "errors",
     "io_engine",
+    "tls_engine",
     "open",
     "records",
 ]

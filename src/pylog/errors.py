@@ -42,6 +42,10 @@ __all__ = [
     "InvalidTxnStateError",
     "TransactionCoordinatorFencedError",
     "KafkaStorageError",
+    "InvalidProducerIdMappingError",
+    "InvalidTransactionTimeoutError",
+    "ConcurrentTransactionsError",
+    "ProducerFencedError",
     "UnsupportedCompressionTypeError",
     "InvalidRecordError",
     "UnsupportedSaslMechanismError",
@@ -262,6 +266,35 @@ class TransactionCoordinatorFencedError(KafkaError):
     seen: a zombie coordinator (Kafka TRANSACTION_COORDINATOR_FENCED)."""
 
     code = 52
+
+
+class InvalidProducerIdMappingError(KafkaError):
+    """The producer id a transactional request names is not the one the coordinator
+    holds for its transactional id (Kafka INVALID_PRODUCER_ID_MAPPING)."""
+
+    code = 49
+
+
+class InvalidTransactionTimeoutError(KafkaError, ValueError):
+    """transaction.timeout.ms is not in (0, transaction.max.timeout.ms] (Kafka
+    INVALID_TRANSACTION_TIMEOUT)."""
+
+    code = 50
+
+
+class ConcurrentTransactionsError(KafkaError):
+    """The transaction is completing (markers being written): retry (Kafka
+    CONCURRENT_TRANSACTIONS)."""
+
+    code = 51
+    retriable = True
+
+
+class ProducerFencedError(KafkaError):
+    """A newer producer with the same transactional id has been initialized: this one
+    is a zombie (Kafka PRODUCER_FENCED)."""
+
+    code = 90
 
 
 class KafkaStorageError(KafkaError, OSError):

@@ -3,7 +3,8 @@
 ``pylog.open(dirs)`` and ``pylog.LogManager(dirs)`` return this class. It is
 :class:`pylog.storage.LogManager` (log dirs, topics, partitions, background
 work) with the store's one :class:`~pylog.coordinator.GroupCoordinator`
-attached (``store.coordinator``), and the coordinator's offset methods
+attached (``store.coordinator``) and its transaction coordinator
+(``store.transactions``, :mod:`pylog.coordinator.transactions`), and the coordinator's offset methods
 (``commit_offsets``, ``committed``, ...) offered on the store itself.
 
 Why a layer of its own: committed offsets live in a topic of the store, but
@@ -20,6 +21,7 @@ from typing import Any
 
 from pylog.common.topic_partition import TopicPartition
 from pylog.coordinator import GroupCoordinator, OffsetAndMetadata
+from pylog.coordinator.transactions import TransactionCoordinator
 from pylog.storage import LogManager as StorageLogManager
 
 __all__ = ["LogManager", "open"]
@@ -34,12 +36,16 @@ class LogManager(StorageLogManager):
     """
 
     coordinator: GroupCoordinator
+    transactions: TransactionCoordinator
 
     def __init__(self, log_dirs: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
                  config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(log_dirs, config, **kwargs)
         try:
             self.coordinator = GroupCoordinator(self)
+            # After the groups: recovery completes prepared transactions, whose
+            # markers in __consumer_offsets make pending offsets committed.
+            self.transactions = TransactionCoordinator(self)
         except BaseException:
             self.close()
             raise

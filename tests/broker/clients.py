@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import subprocess
+import threading
 import time
 import uuid
 from typing import NamedTuple
@@ -106,20 +108,22 @@ PRODUCERS = {"kcat": _kcat_produce, "confluent": _confluent_produce,
 # ================================================================== consume
 
 def consume(client: str, bootstrap: str, topic: str, count: int, partition: int = 0,
-            offset: int | str = "beginning", timeout: float = 30) -> list[Rec]:
+            offset: int | str = "beginning", timeout: float = 30, **extra) -> list[Rec]:
     """`count` records of one partition from `offset` (an int, "beginning", or
-    ("timestamp", ms)), by assignment (no group)."""
-    return CONSUMERS[client](bootstrap, topic, count, partition, offset, timeout)[:count]
+    ("timestamp", ms)), by assignment (no group). `extra`: the client's own settings
+    (as for produce)."""
+    return CONSUMERS[client](bootstrap, topic, count, partition, offset, timeout, extra)[:count]
 
 
-def _kcat_consume(bootstrap, topic, count, partition, offset, timeout):
+def _kcat_consume(bootstrap, topic, count, partition, offset, timeout, extra):
     from .conftest import need_kcat
     if isinstance(offset, tuple):
         where = f"s@{offset[1]}"
     else:
         where = str(offset)
+    settings = [arg for k, v in extra.items() for arg in ("-X", f"{k}={v}")]
     out = subprocess.run([need_kcat(), "-C", "-b", bootstrap, "-t", topic, "-p", str(partition),
-                          "-o", where, "-c", str(count), "-e", "-J", "-q"],
+                          "-o", where, "-c", str(count), "-e", "-J", "-q", *settings],
                          check=True, timeout=timeout, capture_output=True).stdout
     recs = []
     for line in out.decode().splitlines():
@@ -132,10 +136,10 @@ def _kcat_consume(bootstrap, topic, count, partition, offset, timeout):
     return recs
 
 
-def _confluent_consume(bootstrap, topic, count, partition, offset, timeout):
+def _confluent_consume(bootstrap, topic, count, partition, offset, timeout, extra):
     import confluent_kafka as ck
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                     "enable.auto.commit": False})
+                     "enable.auto.commit": False, **extra})
     try:
         if isinstance(offset, tuple):
             found = c.offsets_for_times([ck.TopicPartition(topic, partition, offset[1])], 10)
@@ -157,9 +161,9 @@ def _confluent_consume(bootstrap, topic, count, partition, offset, timeout):
         c.close()
 
 
-def _kafka_python_consume(bootstrap, topic, count, partition, offset, timeout):
+def _kafka_python_consume(bootstrap, topic, count, partition, offset, timeout, extra):
     from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **extra)
     try:
         tp = TopicPartition(topic, partition)
         c.assign([tp])
@@ -180,12 +184,12 @@ def _kafka_python_consume(bootstrap, topic, count, partition, offset, timeout):
         c.close()
 
 
-def _aiokafka_consume(bootstrap, topic, count, partition, offset, timeout):
+def _aiokafka_consume(bootstrap, topic, count, partition, offset, timeout, extra):
     import aiokafka
     from aiokafka.structs import TopicPartition
 
     async def run():
-        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **extra)
         await c.start()
         try:
             tp = TopicPartition(topic, partition)
@@ -211,6 +215,68 @@ def _aiokafka_consume(bootstrap, topic, count, partition, offset, timeout):
 
 CONSUMERS = {"kcat": _kcat_consume, "confluent": _confluent_consume,
              "kafka-python": _kafka_python_consume, "aiokafka": _aiokafka_consume}
+
+
+def attempt_produce(client: str, bootstrap: str, topic: str, **extra) -> str:
+    """`client` tries to produce one record to partition 0 of `topic` (a few seconds'
+    timeouts): what it reported, empty if it produced. For connections that must fail."""
+    if client == "kcat":
+        run = subprocess.run([_kcat(), "-P", "-b", bootstrap, "-t", topic, "-p", "0",
+                              "-m", "6", "-X", "message.timeout.ms=5000",
+                              *[a for k, v in extra.items() for a in ("-X", f"{k}={v}")]],
+                             input=b"v\n", capture_output=True, timeout=60)
+        return run.stderr.decode() if run.returncode or b"SSL" in run.stderr else ""
+    if client == "confluent":
+        import confluent_kafka as ck
+        errors: list[str] = []
+        producer = ck.Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 5000,
+                                "error_cb": lambda e: errors.append(str(e)), **extra})
+        producer.produce(topic, b"v", partition=0,
+                         on_delivery=lambda err, msg: errors.append(str(err)) if err else None)
+        producer.flush(15)
+        return "; ".join(errors)
+    if client == "kafka-python":
+        from kafka import KafkaProducer
+        # Its log records' tracebacks would keep the failed handshakes' sockets alive past
+        # the caller's collection (a captured record lives to the test's end): none made.
+        kafka_log = logging.getLogger("kafka")
+        level = kafka_log.level
+        kafka_log.setLevel(logging.CRITICAL + 1)
+        try:
+            producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(2, 6),
+                                     max_block_ms=5000, request_timeout_ms=5000, **extra)
+            try:
+                producer.send(topic, b"v", partition=0).get(15)
+                return ""
+            except Exception as exc:          # noqa: BLE001 - what it reports is the point
+                return repr(exc)
+            finally:
+                producer.close(0)
+                # Its network thread outlives close(0), holding the last socket: wait for it.
+                for thread in threading.enumerate():
+                    if thread.name.startswith("kafka-python-producer"):
+                        thread.join(15)
+        finally:
+            kafka_log.setLevel(level)
+
+    async def run() -> str:
+        import aiokafka
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=5000,
+                                             **extra)
+        try:
+            await producer.start()
+            await producer.send_and_wait(topic, b"v", partition=0)
+            return ""
+        except Exception as exc:          # noqa: BLE001
+            return repr(exc)
+        finally:
+            await producer.stop()
+    return asyncio.run(run())
+
+
+def _kcat() -> str:
+    from .conftest import need_kcat
+    return need_kcat()
 
 
 def stored(store, topic: str, partition: int = 0) -> list[Rec]:

@@ -41,3 +41,10 @@ def need_kcat() -> str:
     if path is None:
         pytest.skip("kcat is not installed (apt-get install kcat; tools/setup.sh does it as root)")
     return path
+
+
+@pytest.fixture(scope="session")
+def tls_certs(tmp_path_factory):
+    """A CA, broker and client certificates made by openssl for this run (tls_certs.py)."""
+    from .tls_certs import make_certs
+    return make_certs(tmp_path_factory.mktemp("certs"))

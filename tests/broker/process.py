@@ -14,10 +14,12 @@ import time
 
 
 class ServeProcess:
-    """``pylog serve`` on a free port; ``overrides`` are ``key=value`` broker configs,
+    """``pylog serve`` on a free port (``listen``: Kafka's listeners, the first one's
+    address is :attr:`bootstrap`); ``overrides`` are ``key=value`` broker configs,
     ``nofile`` the child's open-files limit, soft and hard (``ulimit -n``), ``preexec_fn``
-    runs in the child before it starts (e.g. resource.setrlimit), ``listen`` the listener
-    (``SASL_PLAINTEXT://127.0.0.1:0`` for a SASL one)."""
+    runs in the child before it starts (e.g. resource.setrlimit), ``listen`` the listeners
+    (``SASL_PLAINTEXT://127.0.0.1:0`` for a SASL one; :attr:`listeners` has each one's
+    address by name)."""
 
     def __init__(self, log_dirs: str, *overrides: str, nofile: int | None = None,
                  preexec_fn=None, listen: str = "127.0.0.1:0") -> None:
@@ -46,6 +48,9 @@ class ServeProcess:
             self._drain.join(10)
             raise RuntimeError(f"pylog serve did not start: {line!r} {''.join(self._err)}")
         self.bootstrap = f"{found.group(1)}:{found.group(2)}"
+        #: Each listener's advertised host:port by name (serve's "listeners:" line).
+        self.listeners = dict(re.findall(r"(\w[\w-]*)://\S+ \(\w+, advertised as (\S+?)\)",
+                                         self.proc.stdout.readline()))
         self.pid = self.proc.pid
 
     def status(self, field: str) -> int:

@@ -248,7 +248,7 @@ def test_serve_exposes_prometheus_metrics(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert "serving" in proc.stdout.readline()
-        url = proc.stdout.readline().split()[-1]
+        url = next(line for line in proc.stdout if line.startswith("metrics on")).split()[-1]
         text = urllib.request.urlopen(url, timeout=10).read().decode()
         assert "kafka_server_replicamanager_partitioncount" in text
         assert "kafka_log_logmanager_offlinelogdirectorycount 0.0" in text
@@ -285,7 +285,7 @@ def test_serve_and_bootstrap_errors_name_the_address(tmp_path):
     import socket
 
     bad = run("serve", "--log-dirs", str(tmp_path / "never"), "--listen", "9092x", check=False)
-    assert bad.returncode == 2 and "listeners = '9092x': expected host:port" in bad.stderr
+    assert bad.returncode == 2 and "listeners = '9092x': '9092x' is not host:port" in bad.stderr
     assert not (tmp_path / "never").exists(), "the store was opened before the address was checked"
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -294,7 +294,7 @@ def test_serve_and_bootstrap_errors_name_the_address(tmp_path):
         busy = run("serve", "--log-dirs", str(tmp_path / "d"), "--listen", f"127.0.0.1:{port}",
                    "--log-level", "warning", check=False)
     assert busy.returncode == 2, busy.stderr
-    assert f"cannot listen on 127.0.0.1:{port} (listeners): Address already in use" in busy.stderr
+    assert f"cannot listen on 127.0.0.1:{port} (listeners: PLAINTEXT): Address already in use" in busy.stderr
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]            # closed below: nothing listens there

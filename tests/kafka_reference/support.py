@@ -35,6 +35,7 @@ TOOLS = {
     "kafka-dump-log": "kafka.tools.DumpLogSegments",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server": "kafka.Kafka",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 

@@ -2,8 +2,7 @@
 codec, the cooperative-sticky assignor, static membership (group.instance.id: a restart
 within the session takes its partitions back with no rebalance, a second consumer with
 the same instance id fences the first) and read_uncommitted; records byte-identical with
-pylog's Consumer and kafka-python. A transactional producer fails at once (pylog has no
-transactions)."""
+pylog's Consumer and kafka-python. (Transactions: test_java_transactions.py.)"""
 
 from __future__ import annotations
 
@@ -107,17 +106,6 @@ def test_java_consumer_cooperative_sticky_static_member(pylog_broker):
     assert lines[-1] == "DONE 30"
     values = sorted(line.split("\t")[4] for line in lines if line[0].isdigit())
     assert values == sorted(f"from kafka-python {i}" for i in range(90, 120))
-
-
-def test_java_transactional_producer_fails_at_once(pylog_broker):
-    """initTransactions() throws a fatal error within a second or so, instead of retrying
-    a coordinator that never appears until max.block.ms (30 s here)."""
-    store, broker = pylog_broker
-    (line,) = java("transactional", broker.bootstrap_servers, "java-tx")
-    word, exception, ms = line.split()
-    assert (word, exception) == ("FAILED", "org.apache.kafka.common.errors."
-                                           "TransactionalIdAuthorizationException")
-    assert int(ms) < 10_000, line
 
 
 class JavaMember:

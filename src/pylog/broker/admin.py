@@ -115,7 +115,7 @@ def metadata(broker, conn, header, req):
         except Exception as exc:                # noqa: BLE001 - answered per topic
             entry.error_code = error_code(exc)[0]
         topics.append(entry)
-    host, port = broker.advertised
+    host, port = broker.advertised_address(conn.listener)   # as Kafka: this listener's
     response = m.MetadataResponse(
         throttle_time_ms=0, cluster_id=broker.cluster_id, controller_id=broker.node_id,
         brokers=[m.MetadataResponseMetadataResponseBroker(node_id=broker.node_id, host=host,
@@ -127,7 +127,7 @@ def metadata(broker, conn, header, req):
 
 
 def describe_cluster(broker, conn, header, req):
-    host, port = broker.advertised
+    host, port = broker.advertised_address(conn.listener)   # as Kafka: this listener's
     response = m.DescribeClusterResponse(
         throttle_time_ms=0, error_code=NONE, cluster_id=broker.cluster_id,
         controller_id=broker.node_id,

@@ -9,7 +9,6 @@ to its owner, so one properties file configures both.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,31 +19,29 @@ from pylog.common.config import (
     between,
     config_defs,
     normalize_key,
+    one_of,
     subset_of,
     unknown_key,
 )
 from pylog.errors import ConfigError
 from pylog.storage import BROKER_CONFIGS, TOPIC_CONFIGS
 
-__all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "Listener", "ServerConfig", "parse_listener",
-           "read_properties", "split_config", "SASL_MECHANISMS"]
+from .listeners import Listener, resolve_listeners
+
+__all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "LISTENER_PREFIX", "Listener",
+           "ServerConfig", "read_properties", "split_config", "SASL_MECHANISMS"]
 
 #: The SASL mechanisms pylog's broker speaks (Kafka's GSSAPI and OAUTHBEARER it does not).
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-#: Security protocols whose listener pylog can open today (SSL and SASL_SSL need TLS).
-_OPEN_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 
 SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
-              "The address the broker listens on: NAME://host:port, one listener, whose "
-              "security protocol listener.security.protocol.map gives (PLAINTEXT or "
-              "SASL_PLAINTEXT; port 0 picks a free port). Kafka binds every interface by "
-              "default; pylog binds loopback unless told."),
-    ConfigDef("listener.security.protocol.map", "str",
-              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-              "Listener name -> security protocol, as Kafka's (NAME:PROTOCOL,...): the "
-              "listener's name is the scheme of its listeners entry."),
+              "Comma-separated NAME://host:port listeners, e.g. PLAINTEXT://127.0.0.1:9092,"
+              "SSL://:9093; each name's security protocol comes from "
+              "listener.security.protocol.map. An empty host binds every interface; port 0 "
+              "picks a free port; a bare host:port is a PLAINTEXT listener. Kafka binds every "
+              "interface by default; pylog binds loopback unless told."),
     ConfigDef("sasl.enabled.mechanisms", "list", ("SCRAM-SHA-256", "SCRAM-SHA-512"),
               "The SASL mechanisms a SASL listener offers (listener.name.<listener>."
               "sasl.enabled.mechanisms for one listener): PLAIN, SCRAM-SHA-256, "
@@ -97,7 +94,77 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("quota.window.size.seconds", "int32", 1,
               "Client quotas: the time span of each sample (Kafka's default 1 s).", at_least(1)),
     ConfigDef("advertised.listeners", "str", "",
-              "The address Metadata tells clients to connect to (default: the listener's)."),
+              "NAME://host:port per listener: the address Metadata and FindCoordinator give "
+              "the clients connected to that listener (default: the listener's own address; "
+              "port 0: the port it got)."),
+    ConfigDef("listener.security.protocol.map", "str",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "NAME:PROTOCOL pairs: the security protocol of each listener name (PLAINTEXT, "
+              "SSL, SASL_PLAINTEXT or SASL_SSL)."),
+    ConfigDef("inter.broker.listener.name", "str", "",
+              "The listener brokers use among themselves; must name a listener (accepted for "
+              "compatibility: a single node has no other broker)."),
+    ConfigDef("security.inter.broker.protocol", "str", "PLAINTEXT",
+              "The inter-broker listener by protocol; set this or inter.broker.listener.name, "
+              "not both (accepted for compatibility)."),
+    # ---- TLS (SSL and SASL_SSL listeners; listener.name.<name>.ssl.* overrides per
+    # listener). Kafka's keys; pylog reads PEM stores only (see broker/tls.py).
+    ConfigDef("ssl.keystore.type", "str", "JKS",
+              "The key store's format. pylog reads PEM only (ssl.keystore.type=PEM); JKS, "
+              "Kafka's default, and PKCS12 are refused with the PEM keys to use instead."),
+    ConfigDef("ssl.keystore.location", "str", "",
+              "A PEM file holding the broker's private key and its certificate chain."),
+    ConfigDef("ssl.keystore.password", "password", "",
+              "The store's password: not used by PEM stores (set ssl.key.password for an "
+              "encrypted key), refused with them as Kafka refuses it."),
+    ConfigDef("ssl.key.password", "password", "",
+              "The password of an encrypted private key (PEM)."),
+    ConfigDef("ssl.keystore.key", "password", "",
+              "The private key as PEM text (instead of ssl.keystore.location)."),
+    ConfigDef("ssl.keystore.certificate.chain", "password", "",
+              "The certificate chain as PEM text, with ssl.keystore.key."),
+    ConfigDef("ssl.truststore.type", "str", "JKS",
+              "The trust store's format: PEM (JKS and PKCS12 are refused)."),
+    ConfigDef("ssl.truststore.location", "str", "",
+              "A PEM file of the CA certificates that client certificates must chain to."),
+    ConfigDef("ssl.truststore.password", "password", "",
+              "Not used by PEM trust stores (refused with them, as Kafka refuses it)."),
+    ConfigDef("ssl.truststore.certificates", "password", "",
+              "The trusted CA certificates as PEM text (instead of ssl.truststore.location)."),
+    ConfigDef("ssl.client.auth", "str", "none",
+              "Client certificates: required (a client without a trusted one fails the "
+              "handshake), requested (checked when sent) or none.",
+              one_of("required", "requested", "none")),
+    ConfigDef("ssl.enabled.protocols", "list", ("TLSv1.2", "TLSv1.3"),
+              "The TLS versions a client may negotiate (TLSv1.2, TLSv1.3; TLSv1 and TLSv1.1 "
+              "where OpenSSL still allows them)."),
+    ConfigDef("ssl.protocol", "str", "TLSv1.3",
+              "Kafka's SSLContext protocol; the versions offered are ssl.enabled.protocols."),
+    ConfigDef("ssl.cipher.suites", "list", (),
+              "The cipher suites allowed, by IANA name (TLS_AES_256_GCM_SHA384, "
+              "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...) or OpenSSL name; empty: "
+              "OpenSSL's defaults."),
+    ConfigDef("ssl.principal.mapping.rules", "str", "DEFAULT",
+              "Rules mapping a client certificate's distinguished name (RFC 2253) to a "
+              "principal name: RULE:pattern/replacement/[LU] or DEFAULT, as Kafka's."),
+    ConfigDef("ssl.endpoint.identification.algorithm", "str", "https",
+              "Host name checking of the peer: a client setting (accepted for compatibility)."),
+    ConfigDef("ssl.keymanager.algorithm", "str", "SunX509",
+              "A JSSE setting (accepted for compatibility; OpenSSL has no key managers)."),
+    ConfigDef("ssl.trustmanager.algorithm", "str", "PKIX",
+              "A JSSE setting (accepted for compatibility; OpenSSL verifies X.509 chains)."),
+    ConfigDef("ssl.secure.random.implementation", "str", "",
+              "A JSSE setting (accepted for compatibility; OpenSSL seeds itself)."),
+    ConfigDef("pylog.ssl.ktls.enable", "bool", True,
+              "Hand the TLS record layer to the kernel (kTLS) when the kernel and the "
+              "negotiated cipher allow it, so Fetch sends records with sendfile(2) (zero "
+              "copy); false, or without kTLS, records are encrypted in user space "
+              "(pylog.tls_engine() says which and why)."),
+    ConfigDef("pylog.ssl.handshake.timeout.ms", "int32", 10000,
+              "A TLS handshake not finished in this many ms closes the connection "
+              "(connections that never finish cannot hold memory; Kafka's clients give "
+              "up on a connection after socket.connection.setup.timeout.ms, 10 s).",
+              at_least(1)),
     ConfigDef("socket.request.max.bytes", "int32", 104857600,
               "The largest request a client may send; a larger size prefix closes the "
               "connection before anything is allocated.", at_least(1024)),
@@ -156,114 +223,83 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
 DYNAMIC_SERVER_CONFIGS = frozenset({"max.connections"})
 
 
-#: Keys that one listener may set for itself, as Kafka's listener.name.<listener>.<key>,
-#: and those a SASL mechanism may set for itself, listener.name.<listener>.<mechanism>.<key>.
+#: Keys that one listener may set for itself, as Kafka's listener.name.<listener>.<key>
+#: (every ssl.* key, and these), and those a SASL mechanism may set for itself,
+#: listener.name.<listener>.<mechanism>.<key>.
 LISTENER_KEYS = frozenset({"sasl.enabled.mechanisms", "sasl.server.max.receive.size",
                            "connections.max.reauth.ms"})
 MECHANISM_KEYS = frozenset({"sasl.jaas.config", "connections.max.reauth.ms"})
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    """A listener's name (the scheme of its ``listeners`` entry) and security protocol."""
-
-    name: str
-    security_protocol: str
-
-    @property
-    def sasl(self) -> bool:
-        return self.security_protocol.startswith("SASL_")
+#: Kafka's per-listener config prefix: ``listener.name.<listener name>.<key>``.
+LISTENER_PREFIX = "listener.name."
 
 
 class ServerConfig(ConfigMapping):
-    """The validated broker keys (see :data:`SERVER_CONFIGS`), and the listener-prefixed
-    ones (:meth:`for_listener`)."""
+    """The validated broker keys (see :data:`SERVER_CONFIGS`), the listeners they name
+    (:attr:`listeners`, :mod:`pylog.broker.listeners`) and Kafka's per-listener and
+    per-mechanism keys, ``listener.name.<name>.[<mechanism>.]<key>`` (kept under their
+    full names; :meth:`for_listener` resolves them)."""
 
-    __slots__ = ()
+    __slots__ = ("listeners",)
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._values = {name: d.default for name, d in SERVER_CONFIGS.items()}
         prefixed = {}
+        explicit: set[str] = set()
         for key, value in (values or {}).items():
             key = normalize_key(key)
-            if key.startswith("listener.name."):
+            if key.startswith(LISTENER_PREFIX):
                 prefixed[key] = value
                 continue
             if key not in SERVER_CONFIGS:
                 raise unknown_key(key, SERVER_CONFIGS, "broker")
             self._values[key] = SERVER_CONFIGS[key].parse(value, key)
-        parse_listener(self._values["listeners"])
-        if self._values["advertised.listeners"]:
-            parse_listener(self._values["advertised.listeners"], "advertised.listeners")
-        listener = self.listener
+            explicit.add(key)
+        self.listeners = resolve_listeners(self._values, explicit)
         for key, value in prefixed.items():
-            self._values[key] = _listener_key_def(key, listener).parse(value, key)
+            self._values[key] = _listener_key_def(key, self.listeners).parse(value, key)
 
     @property
     def listener(self) -> Listener:
-        """The listener of ``listeners``, its security protocol from the map."""
-        text = self._values["listeners"].strip()
-        name = text.partition("://")[0].strip().upper() if "://" in text else "PLAINTEXT"
-        protocols = {}
-        for item in self._values["listener.security.protocol.map"].split(","):
-            listener, sep, protocol = item.strip().partition(":")
-            if not sep or not listener.strip() or not protocol.strip():
-                raise ConfigError(f"listener.security.protocol.map: {item.strip()!r} is not "
-                                  f"NAME:PROTOCOL")
-            protocols[listener.strip().upper()] = protocol.strip().upper()
-        protocol = protocols.get(name)
-        if protocol is None:
-            raise ConfigError(f"listeners = {text!r}: listener {name} has no security protocol in "
-                              f"listener.security.protocol.map ({self._values['listener.security.protocol.map']})")
-        if protocol not in _OPEN_PROTOCOLS:
-            known = protocol in ("SSL", "SASL_SSL")
-            raise ConfigError(f"listeners = {text!r}: listener {name} is {protocol}; "
-                              + ("pylog has no TLS yet: use PLAINTEXT or SASL_PLAINTEXT" if known else
-                                 "expected one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"))
-        return Listener(name, protocol)
+        """The first listener (the one ``pylog serve --listen host:port`` names)."""
+        return self.listeners[0]
 
     def for_listener(self, key: str, listener: Listener, mechanism: str | None = None) -> Any:
         """`key` for one listener (and SASL mechanism), as Kafka resolves it:
         ``listener.name.<listener>.<mechanism>.<key>``, then
         ``listener.name.<listener>.<key>``, then ``<key>`` (names in lower case)."""
-        prefix = f"listener.name.{listener.name.lower()}."
-        for name in ((prefix + mechanism.lower() + "." + key) if mechanism else None, prefix + key):
-            if name is not None and name in self._values:
-                return self._values[name]
-        return self._values[key]
+        name = self.listener_key(key, listener, mechanism)
+        return self._values[name]
+
+    def listener_key(self, key: str, listener: Listener, mechanism: str | None = None) -> str:
+        """The key `key`'s value comes from for `listener` (and `mechanism`): the most
+        specific one set, to name in errors as the user wrote it."""
+        prefix = listener.config_prefix
+        if mechanism and prefix + mechanism.lower() + "." + key in self._values:
+            return prefix + mechanism.lower() + "." + key
+        if prefix + key in self._values:
+            return prefix + key
+        return key
 
 
-def _listener_key_def(key: str, listener: Listener) -> ConfigDef:
+def _listener_key_def(key: str, listeners: list[Listener]) -> ConfigDef:
     """The definition a ``listener.name.<listener>.[<mechanism>.]<key>`` key takes its
-    type and rule from; ConfigError for another listener or a key no listener sets."""
-    rest = key[len("listener.name."):]
-    name, _, rest = rest.partition(".")
-    if name != listener.name.lower():
+    type and rule from; ConfigError for a listener not in ``listeners`` or a key no
+    listener sets."""
+    name, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+    names = [listener.name.lower() for listener in listeners]
+    if name not in names:
         raise ConfigError(f"{key}: no listener is named {name!r} (listeners has "
-                          f"{listener.name}; listener names are lower case in these keys)")
-    if rest in LISTENER_KEYS:
+                          f"{', '.join(n.upper() for n in names)}; listener names are lower "
+                          f"case in these keys)")
+    if rest in LISTENER_KEYS or (rest.startswith("ssl.") and rest in SERVER_CONFIGS):
         return SERVER_CONFIGS[rest]
     mechanism = next((m for m in SASL_MECHANISMS if rest.startswith(m.lower() + ".")), None)
     if mechanism is not None and rest[len(mechanism) + 1:] in MECHANISM_KEYS:
         return SERVER_CONFIGS[rest[len(mechanism) + 1:]]
     raise ConfigError(f"{key}: not a key a listener sets for itself (listener.name.<listener>. "
-                      f"then one of {', '.join(sorted(LISTENER_KEYS))}, or <mechanism>. then one "
-                      f"of {', '.join(sorted(MECHANISM_KEYS))}, mechanism in lower case: "
-                      f"{', '.join(m.lower() for m in SASL_MECHANISMS)})")
-
-
-def parse_listener(text: str, key: str = "listeners") -> tuple[str, int]:
-    """``NAME://host:port`` (or ``host:port``) -> (host, port)."""
-    value = text.strip()
-    if "," in value:
-        raise ConfigError(f"{key} = {text!r}: pylog serves one listener")
-    if "://" in value:
-        _, _, value = value.partition("://")
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"{key} = {text!r}: expected host:port, e.g. PLAINTEXT://127.0.0.1:9092")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
+                      f"then an ssl.* key or one of {', '.join(sorted(LISTENER_KEYS))}, or "
+                      f"<mechanism>. then one of {', '.join(sorted(MECHANISM_KEYS))}, mechanism "
+                      f"in lower case: {', '.join(m.lower() for m in SASL_MECHANISMS)})")
 
 
 def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -273,7 +309,7 @@ def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
     server, store = {}, {}
     for key, value in values.items():
         name = normalize_key(key)
-        if name in SERVER_CONFIGS or name.startswith("listener.name."):
+        if name in SERVER_CONFIGS or name.startswith(LISTENER_PREFIX):
             server[key] = value
         elif name in store_keys:
             store[key] = value

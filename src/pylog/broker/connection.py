@@ -71,6 +71,8 @@ _UNSUPPORTED_VERSION = 35
 #: event loop (~5-20 us an element: a few ms at most); a bigger one in the CPU pool
 #: (a thread hop, ~0.1 ms, that requests this big can afford).
 LOOP_ELEMENTS = 256
+#: A file region that cannot be sendfile(2)'d goes through the transport in reads of this size.
+COPY_CHUNK = 1 << 20
 
 
 class _CollectorPause:
@@ -118,23 +120,31 @@ collector_pause = _CollectorPause()
 
 
 class Connection:
-    def __init__(self, broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One client connection. ``listener`` is the Listener it came in on (its ``name``
+    and ``security_protocol``); ``principal`` is who it is, Kafka's ``User:<name>``:
+    given by the listener for PLAINTEXT and SSL (``User:ANONYMOUS``, or an SSL
+    listener's client certificate mapped by ssl.principal.mapping.rules), None on a SASL
+    listener until its Authenticator (``sasl``), which sees every frame until then, has
+    authenticated it. ``zero_copy``: file regions may be sendfile(2)'d on the socket
+    (PLAINTEXT, or TLS whose sending the kernel holds); else they are read and written
+    through the transport."""
+
+    def __init__(self, broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 listener=None, principal: str = ANONYMOUS, zero_copy: bool = True) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
+        self.zero_copy = zero_copy
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.peer = f"{peer[0]}:{peer[1]}"
         self.host = peer[0]
-        #: The listener it came in on (name, security protocol), and who it is: Kafka's
-        #: principal, "User:<name>"; None until a SASL listener's connection authenticates
-        #: (its Authenticator, ``sasl``, sees every frame until then).
-        self.listener = broker.listener
+        self.listener = listener if listener is not None else broker.listener
         if self.listener.sasl:
             self.principal: str | None = None
             self.sasl: Authenticator | None = Authenticator(self, broker.sasl_config(self.listener),
                                                             broker.loop.time())
         else:
-            self.principal = ANONYMOUS
+            self.principal = principal
             self.sasl = None
         self.busy = False                  # a request is being handled (graceful shutdown waits)
         self.requests = 0
@@ -333,7 +343,10 @@ class Connection:
             else:
                 self._flush()
                 await self._sent_out()
-                await self._send_region(part)
+                if self.zero_copy:
+                    await self._send_region(part)
+                else:
+                    await self._copy_region(part)
         if self._out and not self._flush_queued:
             self._flush_queued = True
             self.broker.loop.call_soon(self._flush)
@@ -364,6 +377,16 @@ class Connection:
         finally:
             if holding:
                 transport.set_write_buffer_limits()
+
+    async def _copy_region(self, region) -> None:
+        """A file region through the transport, COPY_CHUNK bytes at a time (TLS that
+        OpenSSL encrypts in user space: no sendfile), waiting for the transport between
+        chunks: a connection holds about one chunk of a response at a time."""
+        writer = self.writer
+        for start in range(0, region.size, COPY_CHUNK):
+            writer.write(region.read(start, min(COPY_CHUNK, region.size - start)))
+            await writer.drain()
+        self.broker.stats["fetch_bytes_copied"] += region.size
 
     async def _send_region(self, region) -> None:
         """sendfile(2) of a file region on the transport's socket, whose buffer has

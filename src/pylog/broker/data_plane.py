@@ -1,4 +1,5 @@
-"""Produce, Fetch, ListOffsets, InitProducerId, DeleteRecords: the APIs that move records.
+"""Produce, Fetch, ListOffsets, InitProducerId, DeleteRecords: the APIs that move records
+(InitProducerId with a transactional id, and the other transaction APIs: transactions.py).
 
 Records are never decoded here. Produce hands each partition's bytes (a memoryview of
 the request) to ``Log.append``, which validates them in C and assigns offsets. Fetch
@@ -11,12 +12,14 @@ from __future__ import annotations
 import asyncio
 
 from pylog.common.acl import CLUSTER_NAME, Operation
+from pylog.coordinator.transactions import authorize_transactional_id
 from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
+from . import transactions
 from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed
-from .errors import NO_TRANSACTIONS, NONE, RequestError, codes, error_code
+from .errors import NONE, RequestError, codes, error_code
 
 __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
            "init_producer_id", "delete_records"]
@@ -31,9 +34,10 @@ def produce_may_block(req) -> bool:
     """Whether a Produce request must run off the event loop: acks=all (an fsync);
     a batch compressed, or a legacy (magic 0/1) message set, whose validation
     decompresses (a bounded but unknown amount: docs/FORMAT.md, section 10);
-    or more than LOOP_PRODUCE_MAX_BYTES of records. Reads batch headers only."""
-    if req.acks == -1:
-        return True
+    or more than LOOP_PRODUCE_MAX_BYTES of records; a transactional one (the
+    coordinator's verification). Reads batch headers only."""
+    if req.acks == -1 or req.transactional_id is not None:
+        return True             # (a transactional one may wait on the coordinator's lock)
     total = 0
     for topic in req.topic_data:
         for p in topic.partition_data:
@@ -112,6 +116,25 @@ TOPIC_DENIED = (codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
 _TXN_DENIED = (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
 
 
+def _verify_transactional(broker, conn, transactional_id: str, log, topic: str, partition: int,
+                          records):
+    """KIP-890 part 1, on one node: the guard a transactional batch needs to open its
+    producer's transaction in this partition, given once the coordinator says the
+    partition is in that transaction (None: one is open here, later batches need none).
+    Raises the coordinator's error (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, ...)."""
+    if not authorize_transactional_id(getattr(conn, "principal", None), transactional_id, "WRITE"):
+        raise RequestError(codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                           f"not authorized for transactional id {transactional_id!r}")
+    if len(records) < 61 or records[16] != 2 or not records[22] & 0x10:
+        return None                 # not transactional: the log's producer state judges it
+    pid = int.from_bytes(records[43:51], "big", signed=True)
+    epoch = int.from_bytes(records[51:53], "big", signed=True)
+    guard = log.maybe_start_transaction_verification(pid)
+    if guard is not None:
+        broker.store.transactions.verify_partition(transactional_id, pid, epoch, topic, partition)
+    return guard
+
+
 def produce(broker, conn, header, req):
     """Produce. With an authorizer (Kafka's order): WRITE on the transactional id, if the
     request names one, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition;
@@ -135,17 +158,20 @@ def produce(broker, conn, header, req):
                 problem = _TXN_DENIED if txn_denied else TOPIC_DENIED
             elif acks not in (-1, 0, 1):
                 problem = codes.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
-            elif req.transactional_id is not None:
-                problem = NO_TRANSACTIONS
             elif topic.name in INTERNAL_TOPICS:
                 problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
             else:
-                problem = _check_records(p.records, v) or _check_transactional(p.records) or \
-                    _check_producer_ids(store, p.records)
+                problem = _check_records(p.records, v) or \
+                    (None if req.transactional_id is not None else _check_transactional(p.records)) \
+                    or _check_producer_ids(store, p.records)
             if problem is None:
                 try:
                     log = store.log(topic.name, p.index)
-                    info = log.append(p.records)
+                    guard = None
+                    if req.transactional_id is not None:
+                        guard = _verify_transactional(broker, conn, req.transactional_id, log,
+                                                      topic.name, p.index, p.records)
+                    info = log.append(p.records, verification_guard=guard)
                     resp.base_offset = info.first_offset
                     resp.log_append_time_ms = info.log_append_time
                     resp.log_start_offset = info.log_start_offset
@@ -371,8 +397,7 @@ def init_producer_id(broker, conn, header, req):
         return m.InitProducerIdResponse(error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
                                         producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
-        return m.InitProducerIdResponse(error_code=NO_TRANSACTIONS[0],
-                                        producer_id=-1, producer_epoch=-1)
+        return transactions.init_producer_id(broker, conn, header, req)
     if (req.producer_id == -1) != (req.producer_epoch == -1):
         return m.InitProducerIdResponse(error_code=codes.INVALID_REQUEST, producer_id=-1,
                                         producer_epoch=-1)

@@ -6,7 +6,7 @@ import logging
 
 from pylog.errors import KafkaError
 
-__all__ = ["NONE", "NO_TRANSACTIONS", "RequestError", "error_code", "codes"]
+__all__ = ["NONE", "RequestError", "error_code", "codes"]
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +39,6 @@ class codes:  # noqa: N801 - Kafka's Errors the broker sets itself (the group on
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
     UNKNOWN_TOPIC_ID = 100
-
-
-#: What every request with a transactional id gets until pylog has transactions: the
-#: error librdkafka and Kafka's Java client treat as fatal at once (a Kafka broker whose
-#: authorizer refuses the id answers it too). COORDINATOR_NOT_AVAILABLE, the retriable
-#: alternative, made transactional clients retry until their own timeout.
-NO_TRANSACTIONS = (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                   "pylog does not support transactions: transactional ids are refused "
-                   "(idempotent producers work; docs/COMPATIBILITY.md)")
 
 
 class RequestError(Exception):

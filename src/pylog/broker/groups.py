@@ -26,7 +26,7 @@ from pylog.common.acl import CLUSTER_NAME, Operation
 
 from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed, authorized_operations
 from .authorizer import GROUP as GROUP_RESOURCE
-from .errors import NO_TRANSACTIONS, NONE, codes, error_code
+from .errors import NONE, codes, error_code
 
 __all__ = ["find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
            "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups"]
@@ -36,7 +36,7 @@ GROUP, TRANSACTION = 0, 1
 
 def find_coordinator(broker, conn, header, req):
     v = header.api_version
-    host, port = broker.advertised
+    host, port = broker.advertised_address(conn.listener)   # as Kafka: this listener's
     keys = req.coordinator_keys if v >= 4 else [req.key]
 
     def answer(key: str):
@@ -44,10 +44,12 @@ def find_coordinator(broker, conn, header, req):
             if not allowed(broker, conn, Operation.DESCRIBE, TRANSACTIONAL_ID, key):
                 return (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                         "Transactional Id authorization failed.", -1, "", -1)
-            return (*NO_TRANSACTIONS, -1, "", -1)
+            if not key:
+                return codes.INVALID_REQUEST, "empty transactional id", -1, "", -1
+            return NONE, None, broker.node_id, host, port
         if req.key_type != GROUP:         # Kafka: share groups (2) and any later type
             return (codes.INVALID_REQUEST, f"coordinator type {req.key_type} is not supported "
-                    f"(pylog coordinates consumer groups, type 0)", -1, "", -1)
+                    f"(pylog coordinates consumer groups, type 0, and transactions, type 1)", -1, "", -1)
         if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, key):
             return codes.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", -1, "", -1
         if not key and v < 4:

@@ -1,7 +1,8 @@
 """SASL authentication of a connection (Kafka's SaslServerAuthenticator), and the SASL
 requests on a connection that is not authenticating.
 
-A connection to a SASL listener (SASL_PLAINTEXT) starts unauthenticated: its
+A connection to a SASL listener (SASL_PLAINTEXT, or SASL_SSL once its TLS handshake is
+done) starts unauthenticated: its
 :class:`Authenticator` sees every frame until the exchange completes, and lets through
 only what Kafka's does, in Kafka's order:
 
@@ -48,12 +49,12 @@ from pylog.protocol import messages as m
 
 from .config import Listener, ServerConfig
 from .sasl_mechanisms import PlainServer, ScramServer
+from .tls_principal import ANONYMOUS
 
 __all__ = ["SaslConfig", "Authenticator", "sasl_handshake", "sasl_authenticate", "ANONYMOUS"]
 
 log = logging.getLogger(__name__)
 
-ANONYMOUS = "User:ANONYMOUS"          # Kafka's KafkaPrincipal.ANONYMOUS
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 UNSUPPORTED_VERSION = 35

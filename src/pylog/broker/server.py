@@ -25,11 +25,16 @@ accept, hundreds per loop pass: 1.27 M lines at 6 MB/s measured). Out of fds (or
 accept error) the broker stops accepting for ACCEPT_PAUSE_S, leaving the connections
 waiting in the kernel's backlog, and logs one line per ACCEPT_LOG_INTERVAL_S.
 
-Authentication: the listener's security protocol (``listeners`` and
-``listener.security.protocol.map``) is PLAINTEXT or SASL_PLAINTEXT; on a SASL one every
-connection authenticates before its first request (sasl.py; :meth:`Broker.sasl_config`
-checks the listener's SASL keys when the broker is made); a connection that has not
-authenticated in time is closed by its Authenticator's loop timer.
+Listeners (listeners.py): each listener's security protocol (``listeners`` and
+``listener.security.protocol.map``) decides its connections' transport and who they
+are. SSL and SASL_SSL connections handshake TLS on the socket first (bounded by
+pylog.ssl.handshake.timeout.ms), then run over a TlsTransport (tls_transport.py) whose
+directions are the kernel's where kTLS took them. On SSL the principal is the client
+certificate's (ssl.principal.mapping.rules), else ANONYMOUS; on SASL_PLAINTEXT and
+SASL_SSL every connection authenticates before its first request (sasl.py), which
+sets its principal; a connection that has not authenticated in time is closed by its
+Authenticator's loop timer. Every listener's TLS context and SASL settings are checked
+when the broker is made (a bad key fails there, naming it).
 
 Authorization and quotas: with ``authorizer.class.name`` set, every handler checks the
 connection's principal as Kafka's do (authorizer.py, and the checks in each handler
@@ -44,9 +49,11 @@ connections. The store is not closed: it belongs to whoever opened it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections import Counter
@@ -59,10 +66,14 @@ from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import acls, admin, configs, data_plane, groups, quotas, sasl, users
+from . import acls, admin, configs, data_plane, groups, quotas, sasl, transactions, users
 from .authorizer import authorizer_of
-from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, Listener, ServerConfig, parse_listener
+from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig
 from .connection import Connection
+from .listeners import Listener
+from .tls import kernel_directions, ktls_support, server_context, tls_engine
+from .tls_principal import ANONYMOUS, NoMatchingRule, subject_name
+from .tls_transport import TlsTransport, handshake
 
 __all__ = ["Broker"]
 
@@ -81,12 +92,16 @@ HANDLERS = {
     51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
     29: acls.describe_acls, 30: acls.create_acls, 31: acls.delete_acls,
     48: quotas.describe_client_quotas, 49: quotas.alter_client_quotas,
+    24: transactions.add_partitions_to_txn, 25: transactions.add_offsets_to_txn,
+    26: transactions.end_txn, 27: transactions.write_txn_markers,
+    28: transactions.txn_offset_commit, 61: transactions.describe_producers,
+    65: transactions.describe_transactions, 66: transactions.list_transactions,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all or records that take long to validate
 #: (data_plane.produce_may_block), Metadata only when it may create a topic (see handle).
-BLOCKING = {19, 20, 21, 22, 30, 31, 33, 37, 44, 49, 51}
+BLOCKING = {19, 20, 21, 22, 24, 25, 26, 27, 28, 30, 31, 33, 37, 44, 49, 51}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups): the group
 #: pool, which the data plane's fsyncs never fill.
 GROUP_IO = {8, 42}
@@ -99,7 +114,7 @@ GROUP_POOL_THREADS = 2
 #: every offset, DescribeGroups, ListGroups, DescribeConfigs): the CPU pool, as
 #: Metadata for every topic. Each distinct key they name is answered once (see
 #: _distinct_keys), so repeating a key cannot multiply a store-sized answer.
-STORE_SIZED = {9, 15, 16, 32}
+STORE_SIZED = {9, 15, 16, 32, 61, 65, 66}
 
 #: New connections taken per loop pass (Kafka's Processor configures at most 20 per
 #: poll, its ConnectionQueueSize): 1,030 connections opened at once, each with a Fetch,
@@ -118,12 +133,13 @@ class _CoordinatorStopping(Exception):
 class Broker:
     """A Kafka-protocol broker over `store` (a ``pylog.LogManager``).
 
-    ``listen`` is ``host:port`` or ``NAME://host:port`` (port 0: a free port; see
-    :attr:`address`; ``SASL_PLAINTEXT://...`` authenticates clients). ``config`` holds
-    the broker keys of :mod:`pylog.broker.config` (``advertised.listeners``,
-    ``socket.request.max.bytes``, ``connections.max.idle.ms``,
-    ``group.initial.rebalance.delay.ms``, ...), with Kafka's names or underscores.
-    Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
+    ``listen`` is Kafka's ``listeners``: ``host:port`` or ``NAME://host:port,...``
+    (port 0: a free port; see :attr:`listeners` once started); a listener's security
+    protocol (``listener.security.protocol.map``) makes it authenticate clients (SASL),
+    encrypt (TLS) or both. ``config`` holds the broker keys of :mod:`pylog.broker.config`
+    (``advertised.listeners``, ``ssl.*``, ``sasl.*``, ``socket.request.max.bytes``,
+    ``connections.max.idle.ms``, ...), with Kafka's names or underscores. Use as a
+    context manager, or call :meth:`start` and :meth:`shutdown`.
     """
 
     def __init__(self, store, listen: str | None = None, config: Mapping[str, Any] | None = None,
@@ -137,16 +153,33 @@ class Broker:
         #: The broker keys as given (Kafka's STATIC_BROKER_CONFIG); the dynamic ones
         #: (``max.connections``) are the store's, applied by :meth:`_reconfigure`.
         self.static_server_config = {normalize_key(k): v for k, v in values.items()}
-        store.add_reconfigurable({k: SERVER_CONFIGS[k] for k in DYNAMIC_SERVER_CONFIGS},
-                                 self._reconfigure)
         self.node_id = int(store.config["node.id"])
         self.cluster_id = getattr(store, "cluster_id", None) or "pylog-" + str(self.node_id)
         self.stats: Counter = Counter()
         self.request_ms: Counter = Counter()     # request type -> total ms (TotalTimeMs)
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._listener: socket.socket | None = None
-        self._accepting = False            # the listener is the loop's reader
+        #: The listeners, with the ports they got once started (Kafka's ``listeners``).
+        self.listeners: list[Listener] = list(self.server_config.listeners)
+        self._sockets: list[tuple[Listener, socket.socket]] = []   # bound, listening
+        # TLS listeners' contexts (and principal mappers), built now: a bad ssl.* key
+        # fails the construction, before anything listens.
+        self.ktls = self.server_config["pylog.ssl.ktls.enable"] and ktls_support().available
+        self._tls = {listener.name: server_context(self.server_config, listener, self.ktls)
+                     for listener in self.listeners if listener.tls}
+        #: Which record layer the TLS listeners use, and why (pylog.tls_engine()).
+        self.tls_engine = tls_engine(self.server_config["pylog.ssl.ktls.enable"]) \
+            if self._tls else None
+        # SASL listeners' settings, checked now too.
+        self._sasl_configs: dict[str, sasl.SaslConfig] = {}
+        for listener in self.listeners:
+            if listener.sasl:
+                self.sasl_config(listener)
+        # Registered once the keys are known good (a refused config leaves nothing behind).
+        store.add_reconfigurable({k: SERVER_CONFIGS[k] for k in DYNAMIC_SERVER_CONFIGS},
+                                 self._reconfigure)
+        self._tls_handshakes = 0           # TLS connections in their handshake
+        self._accepting = False            # the listeners are the loop's readers
         self._accept_failures = 0          # since the last log line about them
         self._accept_logged = -ACCEPT_LOG_INTERVAL_S
         self._handshakes: set[asyncio.Task] = set()   # accepted sockets being wrapped
@@ -162,12 +195,9 @@ class Broker:
         # Pure-Python work too big for the loop (see handle): two threads, since the GIL
         # runs one at a time; the loop keeps its turn every switch interval.
         self.cpu_pool = ThreadPoolExecutor(2, thread_name_prefix="pylog-broker-cpu")
-        self.address: tuple[str, int] = parse_listener(self.server_config["listeners"])
-        #: The listener (name, security protocol); a SASL one's settings are checked now.
-        self.listener: Listener = self.server_config.listener
-        self._sasl_configs: dict[str, sasl.SaslConfig] = {}
-        if self.listener.sasl:
-            self.sasl_config(self.listener)
+        first = self.listeners[0]
+        #: The first listener's bound address (host, port).
+        self.address: tuple[str, int] = (first.host or "0.0.0.0", first.port)
         #: Kafka's StandardAuthorizer over the store's ACLs, or None (authorizer.class.name
         #: empty: every request allowed); the quota managers (quotas.py).
         self.authorizer = authorizer_of(self.server_config, store)
@@ -176,15 +206,18 @@ class Broker:
     # ========================================================== lifecycle
 
     def start(self) -> Broker:
-        host, port = self.address
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(self.server_config["socket.listen.backlog.size"])
-        sock.setblocking(False)
-        self._listener = sock
-        self.address = sock.getsockname()[:2]
+        try:
+            for i, listener in enumerate(self.listeners):
+                sock = self._listen(listener)
+                self.listeners[i] = listener = dataclasses.replace(
+                    listener, port=sock.getsockname()[1])
+                self._sockets.append((listener, sock))
+        except BaseException:
+            for _, sock in self._sockets:
+                sock.close()
+            self._sockets.clear()
+            raise
+        self.address = self._sockets[0][1].getsockname()[:2]
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
         failure: list[BaseException] = []
@@ -207,25 +240,72 @@ class Broker:
         ready.wait()
         if failure:
             raise failure[0]
-        log.info("pylog broker (node %d) listening on %s:%d, advertised as %s:%d",
-                 self.node_id, *self.address, *self.advertised)
+        log.info("pylog broker (node %d) listening on %s", self.node_id, ", ".join(
+            "%s (%s, advertised as %s:%d)" % (listener, listener.security_protocol,
+                                              *self.advertised_address(listener))
+            for listener in self.listeners))
+        if self.tls_engine is not None:
+            # Once at start-up: whether TLS fetches stay zero-copy (kTLS) or are copied.
+            (log.info if self.ktls else log.warning)("TLS listeners: %s", self.tls_engine)
         return self
+
+    def _listen(self, listener: Listener) -> socket.socket:
+        """A listening socket for `listener` (an empty host: every interface)."""
+        host = listener.host or "0.0.0.0"
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, listener.port))
+            sock.listen(self.server_config["socket.listen.backlog.size"])
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            # "Address already in use" alone does not say which address.
+            raise type(exc)(exc.errno, f"cannot listen on {host}:{listener.port} (listeners: "
+                                       f"{listener.name}): {exc.strerror or exc}") from exc
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    @property
+    def listener(self) -> Listener:
+        """The first listener (with the port it got once started)."""
+        return self.listeners[0]
+
+    def listener_named(self, name: str) -> Listener:
+        """The listener named `name` (case-insensitive)."""
+        for listener in self.listeners:
+            if listener.name == name.upper():
+                return listener
+        raise KeyError(f"no listener named {name!r} (listeners: "
+                       f"{', '.join(str(listener) for listener in self.listeners)})")
+
+    def advertised_address(self, listener: Listener) -> tuple[str, int]:
+        """(host, port) that Metadata gives the clients of `listener`: its entry in
+        advertised.listeners, else its own address (loopback for every interface)."""
+        host = listener.advertised_host
+        if host is None:
+            host = "127.0.0.1" if listener.host in ("", "0.0.0.0", "::") else listener.host
+        return host, listener.advertised_port or listener.port
 
     @property
     def advertised(self) -> tuple[str, int]:
-        text = self.server_config["advertised.listeners"]
-        if text:
-            return parse_listener(text, "advertised.listeners")
-        host, port = self.address
-        return ("127.0.0.1" if host in ("0.0.0.0", "::") else host), port
+        """The first listener's advertised (host, port)."""
+        return self.advertised_address(self.listeners[0])
 
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port`` for clients' ``bootstrap.servers``."""
+        """``host:port`` for clients' ``bootstrap.servers``: the first listener's."""
         return "%s:%d" % self.advertised
 
+    def bootstrap(self, listener: str) -> str:
+        """``host:port`` of the listener named `listener` (advertised)."""
+        return "%s:%d" % self.advertised_address(self.listener_named(listener))
+
     def __enter__(self) -> Broker:
-        return self.start() if self._listener is None else self
+        return self.start() if not self._sockets else self
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
@@ -270,6 +350,8 @@ class Broker:
                     connections = list(self._connections)
                 for c in connections:
                     c.close_on_loop()
+                for task in list(self._handshakes):
+                    task.cancel()              # TLS handshakes in progress
                 await asyncio.sleep(0)
             try:
                 asyncio.run_coroutine_threadsafe(close_all(), loop).result(max(0.1, deadline - time.monotonic()))
@@ -278,8 +360,8 @@ class Broker:
             loop.call_soon_threadsafe(loop.stop)
         if self._loop_thread is not None:
             self._loop_thread.join(max(0.1, deadline - time.monotonic()))
-        if self._listener is not None:
-            self._listener.close()
+        for _, sock in self._sockets:
+            sock.close()
         self._io_pool.shutdown(wait=False, cancel_futures=True)
         self._group_pool.shutdown(wait=False, cancel_futures=True)
         self.cpu_pool.shutdown(wait=False, cancel_futures=True)
@@ -290,23 +372,25 @@ class Broker:
     # ========================================================= connections
 
     def _start_accepting(self) -> None:
-        """Makes the listener the loop's reader (on the loop)."""
+        """Makes the listeners the loop's readers (on the loop)."""
         if not self.stopping and not self._accepting:
-            self.loop.add_reader(self._listener.fileno(), self._accept)
+            for listener, sock in self._sockets:
+                self.loop.add_reader(sock.fileno(), self._accept, listener, sock)
             self._accepting = True
 
     def _stop_accepting(self) -> None:
         if self._accepting:
-            self.loop.remove_reader(self._listener.fileno())
+            for _, sock in self._sockets:
+                self.loop.remove_reader(sock.fileno())
             self._accepting = False
 
-    def _accept(self) -> None:
-        """The listener is readable: accepts the waiting connections, at most
+    def _accept(self, listener: Listener, listening: socket.socket) -> None:
+        """A listener is readable: accepts the waiting connections, at most
         NEW_CONNECTIONS_PER_PASS per loop pass (the rest on the next), so a burst of new
         connections and their first requests cannot starve the open ones."""
         for _ in range(min(NEW_CONNECTIONS_PER_PASS, self.server_config["socket.listen.backlog.size"])):
             try:
-                sock, _ = self._listener.accept()
+                sock, _ = listening.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except ConnectionAbortedError:
@@ -315,7 +399,8 @@ class Broker:
                 self._accept_failed(exc)
                 return
             sock.setblocking(False)
-            task = self.loop.create_task(self._wrap(sock))
+            task = self.loop.create_task(self._wrap_tls(sock, listener) if listener.tls
+                                         else self._wrap(sock, listener))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
 
@@ -336,25 +421,85 @@ class Broker:
             self._accept_logged = now
             self._accept_failures = 0
 
-    async def _wrap(self, sock: socket.socket) -> None:
+    async def _wrap(self, sock: socket.socket, listener: Listener) -> None:
         """An accepted socket as asyncio streams, served by _on_connection."""
         loop = self.loop
         reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
-        protocol = asyncio.StreamReaderProtocol(reader, self._on_connection, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(
+            reader, lambda r, w: self._on_connection(r, w, listener), loop=loop)
         try:
             await loop.connect_accepted_socket(lambda: protocol, sock)
         except OSError as exc:
             log.debug("dropping an accepted connection: %s", exc)
             sock.close()
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _wrap_tls(self, sock: socket.socket, listener: Listener) -> None:
+        """An accepted socket of a TLS listener: the handshake on the socket itself
+        (bounded by pylog.ssl.handshake.timeout.ms, and counted against max.connections
+        while it runs), the principal of a client certificate (SSL listeners), then a
+        TlsTransport whose directions are the kernel's where kTLS took them
+        (tls_transport.py), served by _on_connection."""
+        loop, config = self.loop, self.server_config
+        peer = _peer(sock)
+        with self._lock:
+            opened = len(self._connections) + self._tls_handshakes
+        if opened >= config["max.connections"]:
+            log.warning("refusing connection from %s: max.connections (%d) reached", peer,
+                        config["max.connections"])
+            sock.close()
+            return
+        context, mapper = self._tls[listener.name]
+        try:
+            tls = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        except (OSError, ValueError) as exc:
+            log.debug("dropping an accepted connection: %s", exc)
+            sock.close()
+            return
+        self._tls_handshakes += 1
+        try:
+            await handshake(loop, tls, config["pylog.ssl.handshake.timeout.ms"] / 1000)
+        except asyncio.CancelledError:
+            tls.close()
+            raise
+        except (ssl.SSLError, OSError, TimeoutError) as exc:
+            # Kafka: "Failed authentication with <peer> (SSL handshake failed)".
+            self.stats["tls.handshakes.failed"] += 1
+            reason = "no handshake within pylog.ssl.handshake.timeout.ms" \
+                if isinstance(exc, TimeoutError) else getattr(exc, "reason", None) or exc
+            log.info("Failed authentication with %s on %s (SSL handshake failed: %s)", peer,
+                     listener, reason)
+            tls.close()
+            return
+        finally:
+            self._tls_handshakes -= 1
+        principal = ANONYMOUS
+        certificate = tls.getpeercert(binary_form=True)
+        if certificate and listener.security_protocol == "SSL":
+            try:
+                principal = "User:" + mapper.name(subject_name(certificate))
+            except (NoMatchingRule, ValueError) as exc:
+                log.warning("closing connection %s on %s: its certificate gives no principal "
+                            "(ssl.principal.mapping.rules): %s", peer, listener, exc)
+                tls.close()
+                return
+        kernel_tx, kernel_rx = kernel_directions(tls) if self.ktls else (False, False)
+        self.stats["tls.connections.ktls" if kernel_tx else "tls.connections.user_space"] += 1
+        reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(
+            reader, lambda r, w: self._on_connection(r, w, listener, principal, kernel_tx),
+            loop=loop)
+        TlsTransport(loop, tls, protocol, kernel_tx, kernel_rx).start()
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                             listener: Listener, principal: str = ANONYMOUS,
+                             zero_copy: bool = True) -> None:
         with self._lock:
             if len(self._connections) >= self.server_config["max.connections"]:
                 log.warning("refusing connection from %s: max.connections (%d) reached",
                             writer.get_extra_info("peername"), self.server_config["max.connections"])
                 writer.close()
                 return
-            conn = Connection(self, reader, writer)
+            conn = Connection(self, reader, writer, listener, principal, zero_copy)
             self._connections.add(conn)
         sock = writer.get_extra_info("socket")
         if sock is not None:
@@ -537,3 +682,11 @@ def _first_of_each(items: list, key) -> list:
     for item in items:
         seen.setdefault(key(item), item)
     return list(seen.values())
+
+
+def _peer(sock: socket.socket) -> str:
+    try:
+        host, port = sock.getpeername()[:2]
+    except OSError:
+        return "?"
+    return f"{host}:{port}"

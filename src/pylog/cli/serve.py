@@ -18,7 +18,8 @@ __all__ = ["serve"]
                     "kafka-python, aiokafka, Java. SIGTERM or SIGINT shuts down gracefully.")
 @click.option("--log-dirs", metavar="DIR[,DIR...]", help="comma-separated log dirs (Kafka's log.dirs)")
 @click.option("--listen", metavar="HOST:PORT",
-              help="where to listen (default 127.0.0.1:9092; Kafka's listeners)")
+              help="where to listen: HOST:PORT or NAME://HOST:PORT,... (Kafka's listeners; "
+                   "default 127.0.0.1:9092)")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="a server.properties file in Kafka's format")
 @click.option("--override", multiple=True, metavar="KEY=VALUE",
@@ -41,7 +42,6 @@ def serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> i
 def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> int:
     import pylog
     from pylog.broker import ServerConfig, read_properties, split_config
-    from pylog.broker.config import parse_listener
 
     values: dict[str, str] = {}
     if config_file:
@@ -57,7 +57,7 @@ def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> 
     if listen:
         values["listeners"] = listen
     server, store_config = split_config(values)
-    server_config = ServerConfig(server)    # a bad listener fails here, before the store opens
+    ServerConfig(server)    # a bad listener fails here, before the store opens
     # Kafka: log.dirs wins over log.dir.
     dirs = store_config.pop("log.dirs", None), store_config.pop("log.dir", None)
     dirs = dirs[0] or dirs[1]
@@ -70,12 +70,6 @@ def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> 
     store = pylog.open(dirs, **store_config)
     try:
         broker = pylog.Broker(store, config=server).start()
-    except OSError as exc:
-        store.close()
-        # "Address already in use" alone does not say which address.
-        host, port = parse_listener(server_config["listeners"])
-        raise type(exc)(exc.errno, f"cannot listen on {host}:{port} (listeners): "
-                                   f"{exc.strerror or exc}") from exc
     except BaseException:
         store.close()
         raise
@@ -92,6 +86,12 @@ def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> 
         from pylog.metrics import serve_metrics
         metrics, _ = serve_metrics(store, broker, metrics_port)
     print(f"pylog serving {dirs} on {broker.bootstrap_servers}", flush=True)
+    print("listeners: " + ", ".join(
+        "%s (%s, advertised as %s:%d)" % (listener, listener.security_protocol,
+                                          *broker.advertised_address(listener))
+        for listener in broker.listeners), flush=True)
+    if broker.tls_engine is not None:
+        print(f"TLS: {broker.tls_engine}", flush=True)
     if metrics is not None:
         print(f"metrics on http://127.0.0.1:{metrics.server_port}/metrics", flush=True)
     try:

@@ -10,7 +10,8 @@ The password is salted here (a fresh random salt, ``iterations`` as given or Kaf
 (which must not be in use: stop ``pylog serve``, or use ``--bootstrap-server``), with
 ``--bootstrap-server`` in an AlterUserScramCredentials request, as Kafka's admin client
 sends it. ``--command-config`` is a Kafka client properties file (``security.protocol``,
-``sasl.mechanism``, ``sasl.jaas.config``), as Kafka's tools take it. A password left out
+``sasl.mechanism``, ``sasl.jaas.config``; for SSL and SASL_SSL ``ssl.truststore.location``
+and the other keys of pylog.remote.tls), as Kafka's tools take it. A password left out
 of ``--add-config`` is asked for on the terminal (or read from stdin), not echoed.
 """
 
@@ -80,7 +81,7 @@ def _split_configs(text: str) -> list[str]:
 @bootstrap_option()
 @click.option("--command-config", type=click.Path(dir_okay=False, exists=True),
               help="Kafka client properties for --bootstrap-server (security.protocol, "
-                   "sasl.mechanism, sasl.jaas.config)")
+                   "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)")
 @click.option("--alter", "action", flag_value="alter")
 @click.option("--describe", "action", flag_value="describe")
 @click.option("--entity-type", type=click.Choice(["users"]), default="users", show_default=True,
@@ -191,10 +192,12 @@ class _Remote:
         from pylog.broker import read_properties
         from pylog.protocol.client import ProtocolClient
         from pylog.remote.sasl import SaslLogin
+        from pylog.remote.tls import client_ssl_context
         props = read_properties(self.command_config) if self.command_config else {}
-        login = SaslLogin.from_properties(props, self.command_config or "client config")
+        where = self.command_config or "client config"
         self.client = ProtocolClient(self.bootstrap.split(",")[0].strip(), client_id="pylog-users",
-                                     authenticate=login)
+                                     authenticate=SaslLogin.from_properties(props, where),
+                                     ssl_context=client_ssl_context(props, where))
         return self
 
     def __exit__(self, *exc) -> None:

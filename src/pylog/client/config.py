@@ -51,7 +51,11 @@ PRODUCER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("delivery.timeout.ms", "int", 120000, "Upper bound on the time between send() "
               "and completion: a batch still unsent after it fails with KafkaTimeoutError.",
               at_least(0)),
-    ConfigDef("transactional.id", "str", "", "Not supported yet: must be empty."),
+    ConfigDef("transactional.id", "str", "", "Makes the producer transactional "
+              "(init_transactions, begin/commit/abort_transaction); needs idempotence."),
+    ConfigDef("transaction.timeout.ms", "int", 60000, "How long a transaction may stay open "
+              "before the coordinator aborts it (at most the store's "
+              "transaction.max.timeout.ms).", at_least(1)),
 )
 
 CONSUMER_CONFIGS: dict[str, ConfigDef] = config_defs(
@@ -118,8 +122,9 @@ class ClientConfig(ConfigMapping):
             if parsed["enable.idempotence"] and parsed["acks"] != "all":
                 raise ConfigError(f"enable.idempotence = true requires acks = all, not "
                                   f"{parsed['acks']}")
-            if parsed["transactional.id"]:
-                raise ConfigError("transactional.id: transactions are not supported yet")
+            if parsed["transactional.id"] and not parsed["enable.idempotence"]:
+                raise ConfigError("transactional.id needs enable.idempotence = true (and acks = "
+                                  "all), as Kafka's producer")
             if parsed["delivery.timeout.ms"] < parsed["linger.ms"]:
                 raise ConfigError(f"delivery.timeout.ms = {parsed['delivery.timeout.ms']} must be at "
                                   f"least linger.ms ({parsed['linger.ms']})")

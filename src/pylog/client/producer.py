@@ -58,13 +58,14 @@ from pylog._core.producer import (
     take_rows,
 )
 from pylog.errors import (
+    InvalidTxnStateError,
     KafkaStorageError,
     KafkaTimeoutError,
     MessageTooLargeError,
     RecordListTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from pylog.record import encode_batch, encode_groups, with_header_fields
+from pylog.record import encode_batch, encode_groups, mark_transactional, with_header_fields
 
 from .config import ClientConfig
 from .futures import CompletedFuture, RecordFuture, RecordMetadata, complete_batch
@@ -166,7 +167,15 @@ class Producer(ProducerBase):
         self._topics: dict[str, TopicState] = self._acc.topics
         self._attach(self._acc, _callback_adapter, BatchResult, _EncodeFailed, CompletedFuture)
         self._producer_id = self._producer_epoch = -1
-        if c.enable_idempotence:
+        # Transactions (Kafka's names): init_transactions() takes the producer id and
+        # epoch from the store's transaction coordinator; each partition a transaction
+        # writes to is added to it before its first append (_append).
+        self._transactional_id = c.transactional_id or None
+        self._txn: _Transaction | None = None
+        self._txn_ready = False
+        if self._transactional_id is not None:
+            self._acc.idempotent = True       # ids and epoch come in init_transactions()
+        elif c.enable_idempotence:
             # Every batch carries (producer id, epoch, sequence); the log writes a
             # retried batch once and answers with its original offsets.
             self._producer_id, self._producer_epoch = store.init_producer_id()
@@ -247,7 +256,8 @@ class Producer(ProducerBase):
         if self.store.topic_epoch != self._acc.metadata_epoch:
             self._refresh_metadata()
         state = self._topics.get(topic) or self._topic_state(topic)
-        if timestamps is None and headers is None and type(values) is list and (
+        if timestamps is None and headers is None and type(values) is list and \
+                self._transactional_id is None and (
                 partition is None or type(partition) is int and
                 0 <= partition < state.num_partitions):
             # The common case, whole in C (ProducerBase._send_small); None: it
@@ -313,8 +323,11 @@ class Producer(ProducerBase):
             # A call that fits one request with no big chunk (one chunk per
             # partition) is appended by this thread in one pass: its partitions'
             # locks and the producer's lock are taken once for all of them.
+            # A transactional producer's batches all go through the sender (its
+            # _append adds each partition to the transaction first).
+            transactional = self._transactional_id is not None
             direct = self._append_direct(state, work, values, keys, timestamps, headers) \
-                if fits and not any(big) else None
+                if fits and not any(big) and not transactional else None
             for i, (p, chunk) in enumerate(work):
                 # A small chunk, or the last of the call, may go the direct path
                 # (the caller appends it: no hand-off when it waits). A big chunk
@@ -325,7 +338,7 @@ class Producer(ProducerBase):
                 # the hand-off than they gain).
                 if direct is not None:
                     done = direct[i]
-                elif i == len(work) - 1 or not big[i]:
+                elif not transactional and (i == len(work) - 1 or not big[i]):
                     done = self._append_direct(state, [(p, chunk)], values, keys, timestamps,
                                                headers)[0]
                 else:
@@ -759,7 +772,7 @@ class Producer(ProducerBase):
         compression, pid, epoch = self._compression, self._producer_id, self._producer_epoch
         payload = [b.encoded if b.encoded is not None else b.encode(compression, pid, epoch)
                    for b in run]
-        return log.append(payload[0] if len(payload) == 1 else b"".join(payload), origin="producer")
+        return self._append(log, payload[0] if len(payload) == 1 else b"".join(payload))
 
     def _append_split(self, log, batch: ProducerBatch) -> _SplitAppend | None:
         """A batch over the topic's max.message.bytes (or segment.bytes), split as
@@ -796,7 +809,7 @@ class Producer(ProducerBase):
                 run = [(a, b, with_header_fields(
                     data, base_sequence=self._sequence(batch, a, skipped))) for a, b, data in run]
             try:
-                info = log.append(b"".join(data for _, _, data in run), origin="producer")
+                info = self._append(log, b"".join(data for _, _, data in run))
             except Exception as exc:    # noqa: BLE001 - the piece's records fail alone
                 outcome.pieces.append((first, last, -1, -1, exc))
                 skipped += last - first
@@ -805,6 +818,113 @@ class Producer(ProducerBase):
                 outcome.last_offset = info.last_offset
         outcome.failed = skipped
         return outcome
+
+    def _append(self, log, data: bytes):
+        """Appends encoded batches; a transactional producer's are marked transactional
+        (attribute bit 4, per batch header) after their partition joined the open
+        transaction, with the partition's verification guard (KIP-890)."""
+        if self._transactional_id is None:
+            return log.append(data, origin="producer")
+        txn = self._txn
+        if txn is None:
+            raise InvalidTxnStateError(
+                f"transactional producer {self._transactional_id!r}: a record sent outside a "
+                f"transaction (call begin_transaction() before send())")
+        try:
+            tp = tuple(log.topic_partition)
+            coordinator = self.store.transactions
+            if tp not in txn.partitions:
+                coordinator.add_partitions(self._transactional_id, self._producer_id,
+                                           self._producer_epoch, [tp])
+                txn.partitions.add(tp)
+            guard = log.maybe_start_transaction_verification(self._producer_id)
+            if guard is not None:
+                coordinator.verify_partition(self._transactional_id, self._producer_id,
+                                             self._producer_epoch, *tp)
+            return log.append(mark_transactional(data), origin="producer",
+                              verification_guard=guard)
+        except BaseException as exc:
+            txn.error = txn.error or exc        # the transaction can only be aborted now
+            raise
+
+    # ========================================================== transactions
+
+    def _check_transactional(self, what: str) -> None:
+        if self._transactional_id is None:
+            raise InvalidTxnStateError(f"{what}: this producer has no transactional.id")
+        if not self._txn_ready:
+            raise InvalidTxnStateError(f"{what}: call init_transactions() first")
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Registers the transactional id with the store's transaction coordinator
+        (Kafka's initTransactions): a producer id and a new epoch, which fences any
+        earlier producer of the id and aborts a transaction it left open. Before any
+        send."""
+        if self._transactional_id is None:
+            raise InvalidTxnStateError("init_transactions(): this producer has no transactional.id")
+        if self._acc.seq:
+            raise InvalidTxnStateError("init_transactions() must come before any send()")
+        self._producer_id, self._producer_epoch = self.store.transactions.init_producer_id(
+            self._transactional_id, self.config.transaction_timeout_ms,
+            self._producer_id, self._producer_epoch)
+        self._txn_ready = True
+
+    def begin_transaction(self) -> None:
+        """Starts a transaction: the records sent until commit or abort belong to it."""
+        self._check_transactional("begin_transaction()")
+        if self._txn is not None:
+            raise InvalidTxnStateError("begin_transaction(): a transaction is already open")
+        self._txn = _Transaction()
+
+    def send_offsets_to_transaction(self, offsets, group_id) -> None:
+        """Commits consumer offsets as part of the transaction (Kafka's
+        sendOffsetsToTransaction): ``{(topic, partition): next offset}`` for the group
+        `group_id` (a str, or a Consumer's ``group_metadata()``); the group sees them
+        only if the transaction commits."""
+        from pylog.coordinator import OffsetAndMetadata
+        self._check_transactional("send_offsets_to_transaction()")
+        if self._txn is None:
+            raise InvalidTxnStateError("send_offsets_to_transaction(): no transaction is open")
+        group = getattr(group_id, "group_id", group_id)
+        coordinator = self.store.transactions
+        coordinator.add_offsets(self._transactional_id, self._producer_id, self._producer_epoch, group)
+        coordinator.txn_offset_commit(
+            self._transactional_id, group, self._producer_id, self._producer_epoch,
+            {(t, p): o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
+             for (t, p), o in offsets.items()})
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Sends what is pending, then commits: the records become visible to
+        read_committed consumers, the offsets to the group. If a send of the
+        transaction failed, raises it (the transaction must then be aborted)."""
+        self._check_transactional("commit_transaction()")
+        txn = self._txn
+        if txn is None:
+            raise InvalidTxnStateError("commit_transaction(): no transaction is open")
+        self.flush(timeout)
+        if txn.error is not None:
+            raise InvalidTxnStateError(f"commit_transaction(): a send of the transaction failed "
+                                       f"({txn.error}); abort_transaction() it") from txn.error
+        self.store.transactions.end_txn(self._transactional_id, self._producer_id,
+                                        self._producer_epoch, True)
+        self._txn = None
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Aborts the open transaction: what it wrote stays in the log, marked aborted,
+        never seen by read_committed consumers."""
+        self._check_transactional("abort_transaction()")
+        if self._txn is None:
+            raise InvalidTxnStateError("abort_transaction(): no transaction is open")
+        try:
+            self.flush(timeout)
+        except KafkaTimeoutError:
+            raise
+        except Exception:           # noqa: BLE001 - a failed send is what an abort is for
+            pass
+        if self._txn.partitions:
+            self.store.transactions.end_txn(self._transactional_id, self._producer_id,
+                                            self._producer_epoch, False)
+        self._txn = None
 
     def _sequence(self, batch: ProducerBatch, index: int, skipped: int = 0) -> int:
         """The sequence of record `index` of an idempotent batch once `skipped` of its
@@ -939,6 +1059,17 @@ class Producer(ProducerBase):
             for b in group:
                 complete_batch(b, offset, info.log_append_time, error)
                 offset += b.record_count
+
+
+class _Transaction:
+    """The open transaction of a producer: the partitions added to it, the first error
+    of one of its appends."""
+
+    __slots__ = ("partitions", "error")
+
+    def __init__(self) -> None:
+        self.partitions: set[tuple[str, int]] = set()
+        self.error: BaseException | None = None
 
 
 class _SplitAppend:

@@ -42,6 +42,8 @@ from .timer import DeadlineTimer
 from .offsets import (
     OffsetAndMetadata,
     OffsetStore,
+    decode_offset_key,
+    decode_offset_value,
     encode_offset_key,
     encode_offset_value,
     partition_for_group,
@@ -62,6 +64,8 @@ class GroupCoordinator:
     def __init__(self, storage: LogManager) -> None:
         self.storage = storage
         self._offsets = OffsetStore()
+        #: producer id -> group -> offsets of its open transaction (TxnOffsetCommit).
+        self._txn_offsets: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         self._lock = threading.Lock()             # appends to __consumer_offsets, compaction
         self._groups: dict[str, ConsumerGroup] = {}
         self._classic: dict[str, ClassicGroup] = {}
@@ -180,6 +184,56 @@ class GroupCoordinator:
                                  [encode_offset_value(v) for v in entries.values()], now)
             self._offsets.put(group, entries)
 
+    # ------------------------------------------- transactional offset commits
+
+    def offsets_partition(self, group: str) -> TopicPartition:
+        """The ``__consumer_offsets`` partition of `group` (created if need be): what
+        AddOffsetsToTxn adds to a transaction."""
+        self._offsets_log(group)
+        partitions = self.storage.partition_count(OFFSETS_TOPIC)
+        return TopicPartition(OFFSETS_TOPIC, partition_for_group(group, partitions))
+
+    def txn_commit_offsets(self, group: str, producer_id: int, producer_epoch: int,
+                           offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Kafka's TxnOffsetCommit: the offsets go to ``__consumer_offsets`` as one
+        transactional batch of the producer, and become the group's committed offsets
+        only when its transaction commits (:meth:`complete_txn_offsets`); an abort
+        drops them. The caller (the transaction coordinator) has checked that the
+        group's partition is in the producer's transaction."""
+        now = self.storage.clock()
+        entries = {}
+        for (topic, partition), value in offsets.items():
+            count = self.storage.partition_count(topic)
+            if count is None or not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(f"cannot commit an offset for {topic}-{partition}: "
+                                                   f"no such partition")
+            if value.offset < 0:
+                raise ValueError(f"committed offset for {topic}-{partition} must be >= 0, "
+                                 f"not {value.offset}")
+            entries[(topic, partition)] = OffsetAndMetadata(
+                value.offset, value.metadata, value.leader_epoch,
+                value.commit_timestamp if value.commit_timestamp >= 0 else now)
+        if not entries:
+            return
+        with self._lock:
+            lg = self._offsets_log(group)
+            guard = lg.maybe_start_transaction_verification(producer_id)
+            lg.append(encode_batch([encode_offset_value(v) for v in entries.values()],
+                                   [encode_offset_key(group, t, p) for t, p in entries],
+                                   [now] * len(entries), producer_id=producer_id,
+                                   producer_epoch=producer_epoch, transactional=True),
+                      verification_guard=guard)
+            self._txn_offsets.setdefault(producer_id, {}).setdefault(group, {}).update(entries)
+
+    def complete_txn_offsets(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction ended (its markers are written): its pending
+        offsets become committed offsets, or are dropped."""
+        with self._lock:
+            pending = self._txn_offsets.pop(producer_id, {})
+            if committed:
+                for group, entries in pending.items():
+                    self._offsets.put(group, entries)
+
     def _append_offsets(self, group: str, keys: list[bytes], values: list[bytes | None], now: int) -> None:
         # The caller holds _lock.
         lg = self._offsets_log(group)
@@ -234,8 +288,33 @@ class GroupCoordinator:
                 if not batches:
                     break
                 for batch in batches:
-                    if not batch.is_control:
+                    if batch.is_control:
+                        # A transaction's marker: its offsets apply (commit) or go.
+                        pending = self._txn_offsets.pop(batch.producer_id, {})
+                        if _is_commit(batch):
+                            for group, entries in pending.items():
+                                self._offsets.put(group, entries)
+                    elif batch.is_transactional:
+                        # Pending until the marker; still pending at the end: the
+                        # transaction coordinator completes it (complete_txn_offsets).
+                        for record in batch.records():
+                            if record.offset >= offset and record.key is not None \
+                                    and record.value is not None:
+                                parsed = decode_offset_key(record.key)
+                                if parsed is not None:
+                                    self._txn_offsets.setdefault(batch.producer_id, {}).setdefault(
+                                        parsed[0], {})[parsed[1:]] = decode_offset_value(record.value)
+                    else:
                         for record in batch.records():
                             if record.offset >= offset:
                                 self._offsets.apply(record.key, record.value)
                     offset = batch.last_offset + 1
+
+
+def _is_commit(control_batch) -> bool:
+    """Whether a control batch is a COMMIT marker (its record's key: int16 version,
+    int16 type, 1 = COMMIT)."""
+    for record in control_batch.records():
+        key = record.key
+        return key is not None and len(key) >= 4 and key[2:4] == b"\x00\x01"
+    return False

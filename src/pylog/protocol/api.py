@@ -54,7 +54,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     19: (0, 7),     # CreateTopics
     20: (0, 6),     # DeleteTopics
     21: (0, 2),     # DeleteRecords
-    22: (0, 4),     # InitProducerId
+    22: (0, 4),     # InitProducerId (5+: TRANSACTION_ABORTABLE of transactions v2)
+    24: (0, 5),     # AddPartitionsToTxn (4+: batched, verify_only)
+    25: (0, 4),     # AddOffsetsToTxn
+    26: (0, 4),     # EndTxn (5+: transactions v2, not built)
+    27: (1, 1),     # WriteTxnMarkers (ABORT from Kafka's tools; the coordinator writes its own)
+    28: (0, 4),     # TxnOffsetCommit (5+: transactions v2)
     32: (0, 4),     # DescribeConfigs
     33: (0, 2),     # AlterConfigs
     36: (0, 2),     # SaslAuthenticate (ILLEGAL_SASL_STATE on a PLAINTEXT listener, as Kafka)
@@ -69,6 +74,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     31: (1, 3),     # DeleteAcls
     48: (0, 1),     # DescribeClientQuotas
     49: (0, 1),     # AlterClientQuotas
+    61: (0, 0),     # DescribeProducers
+    65: (0, 0),     # DescribeTransactions
+    66: (0, 2),     # ListTransactions
 }
 
 API_VERSIONS_KEY = 18

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import struct
 
 from . import messages as m
@@ -53,12 +54,13 @@ class ProtocolError(Exception):
 
 
 class ProtocolClient:
-    """``ProtocolClient("127.0.0.1:9092")``: requests and responses over one socket.
-    ``authenticate(client)`` runs after ApiVersions, before anything else (a SASL
-    exchange: pylog.remote.sasl.SaslLogin)."""
+    """``ProtocolClient("127.0.0.1:9092")``: requests and responses over one socket;
+    ``ssl_context`` (an ``ssl.SSLContext`` for clients) speaks TLS to an SSL or SASL_SSL
+    listener. ``authenticate(client)`` runs after ApiVersions, before anything else (a
+    SASL exchange: pylog.remote.sasl.SaslLogin)."""
 
     def __init__(self, bootstrap: str, client_id: str = "pylog", timeout: float = 30.0,
-                 authenticate=None) -> None:
+                 authenticate=None, ssl_context: ssl.SSLContext | None = None) -> None:
         host, _, port = bootstrap.rpartition(":")
         if not port.isdigit():
             raise ValueError(f"bootstrap server {bootstrap!r} is not host:port")
@@ -70,6 +72,12 @@ class ProtocolClient:
             raise type(exc)(exc.errno, f"cannot connect to {host}:{port}: "
                                        f"{exc.strerror or exc}") from exc
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:       # an SSL listener: TLS first (checks the broker's name)
+            try:
+                self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host or "127.0.0.1")
+            except BaseException:
+                self.sock.close()
+                raise
         self.client_id = client_id
         self._ids = itertools.count(1)
         self.versions: dict[int, tuple[int, int]] = {18: (0, 0)}
@@ -141,9 +149,10 @@ class ProtocolClient:
         return self.request(3, req)
 
     def produce(self, topic: str, partition: int, records: bytes, acks: int = -1,
-                version: int | None = None):
+                version: int | None = None, transactional_id: str | None = None):
         """Appends record batches; returns the partition's response (base_offset, error)."""
-        req = m.ProduceRequest(acks=acks, timeout_ms=30000, topic_data=[m.ProduceRequestTopicProduceData(
+        req = m.ProduceRequest(acks=acks, timeout_ms=30000, transactional_id=transactional_id,
+                               topic_data=[m.ProduceRequestTopicProduceData(
             name=topic, partition_data=[m.ProduceRequestPartitionProduceData(index=partition,
                                                                               records=records)])])
         if acks == 0:

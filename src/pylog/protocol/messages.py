@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .codec import ZERO_UUID, Struct
 
-__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
+__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
 
 
 class ProduceRequestPartitionProduceData(Struct):
@@ -5081,6 +5081,1073 @@ class AlterClientQuotasResponse(Struct):
             w.empty_tagged_fields()
 
 
+class AddPartitionsToTxnRequestAddPartitionsToTxnTopic(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.name = r.string(flex)
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.string(self.name, flex)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(Struct):
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics')
+    _FIELDS = (('transactional_id', ''), ('producer_id', 0), ('producer_epoch', 0), ('verify_only', False), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('transactional_id', 'string', None, (4, 32768), None, None), ('producer_id', 'int64', None, (4, 32768), None, None), ('producer_epoch', 'int16', None, (4, 32768), None, None), ('verify_only', 'bool', None, (4, 32768), None, None), ('topics', '[]struct', 'AddPartitionsToTxnRequestAddPartitionsToTxnTopic', (4, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.transactional_id = r.string(flex) if v >= 4 else ''
+        self.producer_id = r.int64() if v >= 4 else 0
+        self.producer_epoch = r.int16() if v >= 4 else 0
+        self.verify_only = r.bool() if v >= 4 else False
+        self.topics = r.struct_array(flex, AddPartitionsToTxnRequestAddPartitionsToTxnTopic, v) if v >= 4 else []
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        if v >= 4:
+            w.string(self.transactional_id, flex)
+        if v >= 4:
+            w.int64(self.producer_id)
+        if v >= 4:
+            w.int16(self.producer_epoch)
+        if v >= 4:
+            w.bool(self.verify_only)
+        if v >= 4:
+            w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AddPartitionsToTxnRequest(Struct):
+    """AddPartitionsToTxnRequest (api key 24, versions 0-5, flexible 3+): Apache Kafka 4.1.0, sha256 82bfc612a4604f9a."""
+
+    API_KEY = 24
+    VERSIONS = (0, 5)
+    FLEXIBLE = 3
+    __slots__ = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics')
+    _FIELDS = (('transactions', []), ('v3_and_below_transactional_id', ''), ('v3_and_below_producer_id', 0), ('v3_and_below_producer_epoch', 0), ('v3_and_below_topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('transactions', '[]struct', 'AddPartitionsToTxnRequestAddPartitionsToTxnTransaction', (4, 32768), None, None), ('v3_and_below_transactional_id', 'string', None, (0, 3), None, None), ('v3_and_below_producer_id', 'int64', None, (0, 3), None, None), ('v3_and_below_producer_epoch', 'int16', None, (0, 3), None, None), ('v3_and_below_topics', '[]struct', 'AddPartitionsToTxnRequestAddPartitionsToTxnTopic', (0, 3), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.transactions = r.struct_array(flex, AddPartitionsToTxnRequestAddPartitionsToTxnTransaction, v) if v >= 4 else []
+        self.v3_and_below_transactional_id = r.string(flex) if v <= 3 else ''
+        self.v3_and_below_producer_id = r.int64() if v <= 3 else 0
+        self.v3_and_below_producer_epoch = r.int16() if v <= 3 else 0
+        self.v3_and_below_topics = r.struct_array(flex, AddPartitionsToTxnRequestAddPartitionsToTxnTopic, v) if v <= 3 else []
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        if v >= 4:
+            w.struct_array(self.transactions, flex, v)
+        if v <= 3:
+            w.string(self.v3_and_below_transactional_id, flex)
+        if v <= 3:
+            w.int64(self.v3_and_below_producer_id)
+        if v <= 3:
+            w.int16(self.v3_and_below_producer_epoch)
+        if v <= 3:
+            w.struct_array(self.v3_and_below_topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult(Struct):
+    __slots__ = ('partition_index', 'partition_error_code')
+    _FIELDS = (('partition_index', 0), ('partition_error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('partition_error_code', 'int16', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.partition_index = r.int32()
+        self.partition_error_code = r.int16()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.int32(self.partition_index)
+        w.int16(self.partition_error_code)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult(Struct):
+    __slots__ = ('name', 'results_by_partition')
+    _FIELDS = (('name', ''), ('results_by_partition', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('results_by_partition', '[]struct', 'AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.name = r.string(flex)
+        self.results_by_partition = r.struct_array(flex, AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.string(self.name, flex)
+        w.struct_array(self.results_by_partition, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AddPartitionsToTxnResponseAddPartitionsToTxnResult(Struct):
+    __slots__ = ('transactional_id', 'topic_results')
+    _FIELDS = (('transactional_id', ''), ('topic_results', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('transactional_id', 'string', None, (4, 32768), None, None), ('topic_results', '[]struct', 'AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult', (4, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.transactional_id = r.string(flex) if v >= 4 else ''
+        self.topic_results = r.struct_array(flex, AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult, v) if v >= 4 else []
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        if v >= 4:
+            w.string(self.transactional_id, flex)
+        if v >= 4:
+            w.struct_array(self.topic_results, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AddPartitionsToTxnResponse(Struct):
+    """AddPartitionsToTxnResponse (api key 24, versions 0-5, flexible 3+): Apache Kafka 4.1.0, sha256 b87f6918e2529d31."""
+
+    API_KEY = 24
+    VERSIONS = (0, 5)
+    FLEXIBLE = 3
+    __slots__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('results_by_transaction', []), ('results_by_topic_v3_and_below', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (4, 32768), None, None), ('results_by_transaction', '[]struct', 'AddPartitionsToTxnResponseAddPartitionsToTxnResult', (4, 32768), None, None), ('results_by_topic_v3_and_below', '[]struct', 'AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult', (0, 3), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16() if v >= 4 else 0
+        self.results_by_transaction = r.struct_array(flex, AddPartitionsToTxnResponseAddPartitionsToTxnResult, v) if v >= 4 else []
+        self.results_by_topic_v3_and_below = r.struct_array(flex, AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult, v) if v <= 3 else []
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.int32(self.throttle_time_ms)
+        if v >= 4:
+            w.int16(self.error_code)
+        if v >= 4:
+            w.struct_array(self.results_by_transaction, flex, v)
+        if v <= 3:
+            w.struct_array(self.results_by_topic_v3_and_below, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AddOffsetsToTxnRequest(Struct):
+    """AddOffsetsToTxnRequest (api key 25, versions 0-4, flexible 3+): Apache Kafka 4.1.0, sha256 80976e06e30975af."""
+
+    API_KEY = 25
+    VERSIONS = (0, 4)
+    FLEXIBLE = 3
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id')
+    _FIELDS = (('transactional_id', ''), ('producer_id', 0), ('producer_epoch', 0), ('group_id', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('transactional_id', 'string', None, (0, 32768), None, None), ('producer_id', 'int64', None, (0, 32768), None, None), ('producer_epoch', 'int16', None, (0, 32768), None, None), ('group_id', 'string', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.transactional_id = r.string(flex)
+        self.producer_id = r.int64()
+        self.producer_epoch = r.int16()
+        self.group_id = r.string(flex)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.string(self.transactional_id, flex)
+        w.int64(self.producer_id)
+        w.int16(self.producer_epoch)
+        w.string(self.group_id, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AddOffsetsToTxnResponse(Struct):
+    """AddOffsetsToTxnResponse (api key 25, versions 0-4, flexible 3+): Apache Kafka 4.1.0, sha256 91ed51b7b350656b."""
+
+    API_KEY = 25
+    VERSIONS = (0, 4)
+    FLEXIBLE = 3
+    __slots__ = ('throttle_time_ms', 'error_code')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class EndTxnRequest(Struct):
+    """EndTxnRequest (api key 26, versions 0-5, flexible 3+): Apache Kafka 4.1.0, sha256 23a4639682f1d2bf."""
+
+    API_KEY = 26
+    VERSIONS = (0, 5)
+    FLEXIBLE = 3
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed')
+    _FIELDS = (('transactional_id', ''), ('producer_id', 0), ('producer_epoch', 0), ('committed', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('transactional_id', 'string', None, (0, 32768), None, None), ('producer_id', 'int64', None, (0, 32768), None, None), ('producer_epoch', 'int16', None, (0, 32768), None, None), ('committed', 'bool', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.transactional_id = r.string(flex)
+        self.producer_id = r.int64()
+        self.producer_epoch = r.int16()
+        self.committed = r.bool()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.string(self.transactional_id, flex)
+        w.int64(self.producer_id)
+        w.int16(self.producer_epoch)
+        w.bool(self.committed)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class EndTxnResponse(Struct):
+    """EndTxnResponse (api key 26, versions 0-5, flexible 3+): Apache Kafka 4.1.0, sha256 5b6ad18b4883e33b."""
+
+    API_KEY = 26
+    VERSIONS = (0, 5)
+    FLEXIBLE = 3
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('producer_id', -1), ('producer_epoch', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('producer_id', 'int64', None, (5, 32768), None, None), ('producer_epoch', 'int16', None, (5, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.producer_id = r.int64() if v >= 5 else -1
+        self.producer_epoch = r.int16() if v >= 5 else -1
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        if v >= 5:
+            w.int64(self.producer_id)
+        if v >= 5:
+            w.int16(self.producer_epoch)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class WriteTxnMarkersRequestWritableTxnMarkerTopic(Struct):
+    __slots__ = ('name', 'partition_indexes')
+    _FIELDS = (('name', ''), ('partition_indexes', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partition_indexes', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.name = r.string(flex)
+        self.partition_indexes = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.string(self.name, flex)
+        w.array(self.partition_indexes, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class WriteTxnMarkersRequestWritableTxnMarker(Struct):
+    __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch')
+    _FIELDS = (('producer_id', 0), ('producer_epoch', 0), ('transaction_result', False), ('topics', []), ('coordinator_epoch', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('producer_id', 'int64', None, (0, 32768), None, None), ('producer_epoch', 'int16', None, (0, 32768), None, None), ('transaction_result', 'bool', None, (0, 32768), None, None), ('topics', '[]struct', 'WriteTxnMarkersRequestWritableTxnMarkerTopic', (0, 32768), None, None), ('coordinator_epoch', 'int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.producer_id = r.int64()
+        self.producer_epoch = r.int16()
+        self.transaction_result = r.bool()
+        self.topics = r.struct_array(flex, WriteTxnMarkersRequestWritableTxnMarkerTopic, v)
+        self.coordinator_epoch = r.int32()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.int64(self.producer_id)
+        w.int16(self.producer_epoch)
+        w.bool(self.transaction_result)
+        w.struct_array(self.topics, flex, v)
+        w.int32(self.coordinator_epoch)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class WriteTxnMarkersRequest(Struct):
+    """WriteTxnMarkersRequest (api key 27, versions 0-1, flexible 1+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 5f853b8d6a5ff8e1 / 646099b749fec0f4."""
+
+    API_KEY = 27
+    VERSIONS = (0, 1)
+    FLEXIBLE = 1
+    __slots__ = ('markers',)
+    _FIELDS = (('markers', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('markers', '[]struct', 'WriteTxnMarkersRequestWritableTxnMarker', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.markers = r.struct_array(flex, WriteTxnMarkersRequestWritableTxnMarker, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.struct_array(self.markers, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class WriteTxnMarkersResponseWritableTxnMarkerPartitionResult(Struct):
+    __slots__ = ('partition_index', 'error_code')
+    _FIELDS = (('partition_index', 0), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.partition_index = r.int32()
+        self.error_code = r.int16()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.int32(self.partition_index)
+        w.int16(self.error_code)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class WriteTxnMarkersResponseWritableTxnMarkerTopicResult(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'WriteTxnMarkersResponseWritableTxnMarkerPartitionResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.name = r.string(flex)
+        self.partitions = r.struct_array(flex, WriteTxnMarkersResponseWritableTxnMarkerPartitionResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.string(self.name, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class WriteTxnMarkersResponseWritableTxnMarkerResult(Struct):
+    __slots__ = ('producer_id', 'topics')
+    _FIELDS = (('producer_id', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('producer_id', 'int64', None, (0, 32768), None, None), ('topics', '[]struct', 'WriteTxnMarkersResponseWritableTxnMarkerTopicResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.producer_id = r.int64()
+        self.topics = r.struct_array(flex, WriteTxnMarkersResponseWritableTxnMarkerTopicResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.int64(self.producer_id)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class WriteTxnMarkersResponse(Struct):
+    """WriteTxnMarkersResponse (api key 27, versions 0-1, flexible 1+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 591998743b9b30b1 / b18eb22ca1ff97b3."""
+
+    API_KEY = 27
+    VERSIONS = (0, 1)
+    FLEXIBLE = 1
+    __slots__ = ('markers',)
+    _FIELDS = (('markers', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('markers', '[]struct', 'WriteTxnMarkersResponseWritableTxnMarkerResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.markers = r.struct_array(flex, WriteTxnMarkersResponseWritableTxnMarkerResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.struct_array(self.markers, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class TxnOffsetCommitRequestTxnOffsetCommitRequestPartition(Struct):
+    __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata')
+    _FIELDS = (('partition_index', 0), ('committed_offset', 0), ('committed_leader_epoch', -1), ('committed_metadata', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('committed_offset', 'int64', None, (0, 32768), None, None), ('committed_leader_epoch', 'int32', None, (2, 32768), None, None), ('committed_metadata', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.partition_index = r.int32()
+        self.committed_offset = r.int64()
+        self.committed_leader_epoch = r.int32() if v >= 2 else -1
+        self.committed_metadata = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.int32(self.partition_index)
+        w.int64(self.committed_offset)
+        if v >= 2:
+            w.int32(self.committed_leader_epoch)
+        w.string(self.committed_metadata, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class TxnOffsetCommitRequestTxnOffsetCommitRequestTopic(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'TxnOffsetCommitRequestTxnOffsetCommitRequestPartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.name = r.string(flex)
+        self.partitions = r.struct_array(flex, TxnOffsetCommitRequestTxnOffsetCommitRequestPartition, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.string(self.name, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class TxnOffsetCommitRequest(Struct):
+    """TxnOffsetCommitRequest (api key 28, versions 0-5, flexible 3+): Apache Kafka 4.1.0, sha256 eef4c1eda62ac4cc."""
+
+    API_KEY = 28
+    VERSIONS = (0, 5)
+    FLEXIBLE = 3
+    __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics')
+    _FIELDS = (('transactional_id', ''), ('group_id', ''), ('producer_id', 0), ('producer_epoch', 0), ('generation_id', -1), ('member_id', ''), ('group_instance_id', None), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('transactional_id', 'string', None, (0, 32768), None, None), ('group_id', 'string', None, (0, 32768), None, None), ('producer_id', 'int64', None, (0, 32768), None, None), ('producer_epoch', 'int16', None, (0, 32768), None, None), ('generation_id', 'int32', None, (3, 32768), None, None), ('member_id', 'string', None, (3, 32768), None, None), ('group_instance_id', 'string', None, (3, 32768), (3, 32768), None), ('topics', '[]struct', 'TxnOffsetCommitRequestTxnOffsetCommitRequestTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.transactional_id = r.string(flex)
+        self.group_id = r.string(flex)
+        self.producer_id = r.int64()
+        self.producer_epoch = r.int16()
+        self.generation_id = r.int32() if v >= 3 else -1
+        self.member_id = r.string(flex) if v >= 3 else ''
+        self.group_instance_id = r.string(flex, v >= 3) if v >= 3 else None
+        self.topics = r.struct_array(flex, TxnOffsetCommitRequestTxnOffsetCommitRequestTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.string(self.transactional_id, flex)
+        w.string(self.group_id, flex)
+        w.int64(self.producer_id)
+        w.int16(self.producer_epoch)
+        if v >= 3:
+            w.int32(self.generation_id)
+        if v >= 3:
+            w.string(self.member_id, flex)
+        if v >= 3:
+            w.string(self.group_instance_id, flex)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class TxnOffsetCommitResponseTxnOffsetCommitResponsePartition(Struct):
+    __slots__ = ('partition_index', 'error_code')
+    _FIELDS = (('partition_index', 0), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.partition_index = r.int32()
+        self.error_code = r.int16()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.int32(self.partition_index)
+        w.int16(self.error_code)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class TxnOffsetCommitResponseTxnOffsetCommitResponseTopic(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'TxnOffsetCommitResponseTxnOffsetCommitResponsePartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.name = r.string(flex)
+        self.partitions = r.struct_array(flex, TxnOffsetCommitResponseTxnOffsetCommitResponsePartition, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.string(self.name, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class TxnOffsetCommitResponse(Struct):
+    """TxnOffsetCommitResponse (api key 28, versions 0-5, flexible 3+): Apache Kafka 4.1.0, sha256 2ef40e2c8e436585."""
+
+    API_KEY = 28
+    VERSIONS = (0, 5)
+    FLEXIBLE = 3
+    __slots__ = ('throttle_time_ms', 'topics')
+    _FIELDS = (('throttle_time_ms', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('topics', '[]struct', 'TxnOffsetCommitResponseTxnOffsetCommitResponseTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 3
+        self.throttle_time_ms = r.int32()
+        self.topics = r.struct_array(flex, TxnOffsetCommitResponseTxnOffsetCommitResponseTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 3
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeProducersRequestTopicRequest(Struct):
+    __slots__ = ('name', 'partition_indexes')
+    _FIELDS = (('name', ''), ('partition_indexes', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partition_indexes', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.name = r.string(flex)
+        self.partition_indexes = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.name, flex)
+        w.array(self.partition_indexes, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeProducersRequest(Struct):
+    """DescribeProducersRequest (api key 61, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 b7db1a8154ace225."""
+
+    API_KEY = 61
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('topics',)
+    _FIELDS = (('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topics', '[]struct', 'DescribeProducersRequestTopicRequest', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topics = r.struct_array(flex, DescribeProducersRequestTopicRequest, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeProducersResponseProducerState(Struct):
+    __slots__ = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset')
+    _FIELDS = (('producer_id', 0), ('producer_epoch', 0), ('last_sequence', -1), ('last_timestamp', -1), ('coordinator_epoch', 0), ('current_txn_start_offset', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('producer_id', 'int64', None, (0, 32768), None, None), ('producer_epoch', 'int32', None, (0, 32768), None, None), ('last_sequence', 'int32', None, (0, 32768), None, None), ('last_timestamp', 'int64', None, (0, 32768), None, None), ('coordinator_epoch', 'int32', None, (0, 32768), None, None), ('current_txn_start_offset', 'int64', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.producer_id = r.int64()
+        self.producer_epoch = r.int32()
+        self.last_sequence = r.int32()
+        self.last_timestamp = r.int64()
+        self.coordinator_epoch = r.int32()
+        self.current_txn_start_offset = r.int64()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int64(self.producer_id)
+        w.int32(self.producer_epoch)
+        w.int32(self.last_sequence)
+        w.int64(self.last_timestamp)
+        w.int32(self.coordinator_epoch)
+        w.int64(self.current_txn_start_offset)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeProducersResponsePartitionResponse(Struct):
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'active_producers')
+    _FIELDS = (('partition_index', 0), ('error_code', 0), ('error_message', None), ('active_producers', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('active_producers', '[]struct', 'DescribeProducersResponseProducerState', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.active_producers = r.struct_array(flex, DescribeProducersResponseProducerState, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.active_producers, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeProducersResponseTopicResponse(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'DescribeProducersResponsePartitionResponse', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.name = r.string(flex)
+        self.partitions = r.struct_array(flex, DescribeProducersResponsePartitionResponse, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.name, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeProducersResponse(Struct):
+    """DescribeProducersResponse (api key 61, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 6019232d4144a18a."""
+
+    API_KEY = 61
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'topics')
+    _FIELDS = (('throttle_time_ms', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('topics', '[]struct', 'DescribeProducersResponseTopicResponse', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.topics = r.struct_array(flex, DescribeProducersResponseTopicResponse, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeTransactionsRequest(Struct):
+    """DescribeTransactionsRequest (api key 65, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 c0a31e10bc7525cd."""
+
+    API_KEY = 65
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('transactional_ids',)
+    _FIELDS = (('transactional_ids', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('transactional_ids', '[]string', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.transactional_ids = r.array(flex, lambda: r.string(flex))
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.array(self.transactional_ids, flex, lambda x: w.string(x, flex))
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeTransactionsResponseTopicData(Struct):
+    __slots__ = ('topic', 'partitions')
+    _FIELDS = (('topic', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic', 'string', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic = r.string(flex)
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.topic, flex)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeTransactionsResponseTransactionState(Struct):
+    __slots__ = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics')
+    _FIELDS = (('error_code', 0), ('transactional_id', ''), ('transaction_state', ''), ('transaction_timeout_ms', 0), ('transaction_start_time_ms', 0), ('producer_id', 0), ('producer_epoch', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('transactional_id', 'string', None, (0, 32768), None, None), ('transaction_state', 'string', None, (0, 32768), None, None), ('transaction_timeout_ms', 'int32', None, (0, 32768), None, None), ('transaction_start_time_ms', 'int64', None, (0, 32768), None, None), ('producer_id', 'int64', None, (0, 32768), None, None), ('producer_epoch', 'int16', None, (0, 32768), None, None), ('topics', '[]struct', 'DescribeTransactionsResponseTopicData', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.error_code = r.int16()
+        self.transactional_id = r.string(flex)
+        self.transaction_state = r.string(flex)
+        self.transaction_timeout_ms = r.int32()
+        self.transaction_start_time_ms = r.int64()
+        self.producer_id = r.int64()
+        self.producer_epoch = r.int16()
+        self.topics = r.struct_array(flex, DescribeTransactionsResponseTopicData, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int16(self.error_code)
+        w.string(self.transactional_id, flex)
+        w.string(self.transaction_state, flex)
+        w.int32(self.transaction_timeout_ms)
+        w.int64(self.transaction_start_time_ms)
+        w.int64(self.producer_id)
+        w.int16(self.producer_epoch)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeTransactionsResponse(Struct):
+    """DescribeTransactionsResponse (api key 65, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 d14d889ed117bb0c."""
+
+    API_KEY = 65
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'transaction_states')
+    _FIELDS = (('throttle_time_ms', 0), ('transaction_states', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('transaction_states', '[]struct', 'DescribeTransactionsResponseTransactionState', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.transaction_states = r.struct_array(flex, DescribeTransactionsResponseTransactionState, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.transaction_states, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ListTransactionsRequest(Struct):
+    """ListTransactionsRequest (api key 66, versions 0-2, flexible 0+): Apache Kafka 4.1.0, sha256 b54931d4ab03cf2a."""
+
+    API_KEY = 66
+    VERSIONS = (0, 2)
+    FLEXIBLE = 0
+    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern')
+    _FIELDS = (('state_filters', []), ('producer_id_filters', []), ('duration_filter', -1), ('transactional_id_pattern', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('state_filters', '[]string', None, (0, 32768), None, None), ('producer_id_filters', '[]int64', None, (0, 32768), None, None), ('duration_filter', 'int64', None, (1, 32768), None, None), ('transactional_id_pattern', 'string', None, (2, 32768), (2, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.state_filters = r.array(flex, lambda: r.string(flex))
+        self.producer_id_filters = r.array(flex, r.int64)
+        self.duration_filter = r.int64() if v >= 1 else -1
+        self.transactional_id_pattern = r.string(flex, v >= 2) if v >= 2 else None
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.array(self.state_filters, flex, lambda x: w.string(x, flex))
+        w.array(self.producer_id_filters, flex, w.int64)
+        if v >= 1:
+            w.int64(self.duration_filter)
+        if v >= 2:
+            w.string(self.transactional_id_pattern, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ListTransactionsResponseTransactionState(Struct):
+    __slots__ = ('transactional_id', 'producer_id', 'transaction_state')
+    _FIELDS = (('transactional_id', ''), ('producer_id', 0), ('transaction_state', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('transactional_id', 'string', None, (0, 32768), None, None), ('producer_id', 'int64', None, (0, 32768), None, None), ('transaction_state', 'string', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.transactional_id = r.string(flex)
+        self.producer_id = r.int64()
+        self.transaction_state = r.string(flex)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.transactional_id, flex)
+        w.int64(self.producer_id)
+        w.string(self.transaction_state, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ListTransactionsResponse(Struct):
+    """ListTransactionsResponse (api key 66, versions 0-2, flexible 0+): Apache Kafka 4.1.0, sha256 154abac86cb57d4e."""
+
+    API_KEY = 66
+    VERSIONS = (0, 2)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('unknown_state_filters', []), ('transaction_states', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('unknown_state_filters', '[]string', None, (0, 32768), None, None), ('transaction_states', '[]struct', 'ListTransactionsResponseTransactionState', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.unknown_state_filters = r.array(flex, lambda: r.string(flex))
+        self.transaction_states = r.struct_array(flex, ListTransactionsResponseTransactionState, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.array(self.unknown_state_filters, flex, lambda x: w.string(x, flex))
+        w.struct_array(self.transaction_states, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
 class ConsumerProtocolSubscriptionTopicPartition(Struct):
     __slots__ = ('topic', 'partitions')
     _FIELDS = (('topic', ''), ('partitions', []), )
@@ -5183,5 +6250,5 @@ class ConsumerProtocolAssignment(Struct):
 
 
 # api key -> request class, response class
-REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest}
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse}
+REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest}
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse}

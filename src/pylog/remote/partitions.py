@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from pylog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from pylog.errors import InvalidTxnStateError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pylog.protocol.client import ProtocolClient, ProtocolError
 from pylog.record import decode_arrow, scan_batches, slice_offsets
 
-__all__ = ["RemoteTopics", "RemotePartition", "RemoteProducer", "leaders"]
+__all__ = ["RemoteTopics", "RemotePartition", "RemoteProducer", "RemoteTransaction", "leaders"]
 
 FETCH_BYTES = 8 << 20
 _OFFSET_OUT_OF_RANGE = 1
@@ -179,29 +179,71 @@ class RemoteProducer:
     (at least once, as Spark's Kafka sink), raises on an error code. A batch the broker
     refuses as too large (MESSAGE_TOO_LARGE) is split and its halves sent, as Kafka's
     producer splits one (RecordAccumulator.splitAndReenqueue): the other records are
-    written, and the error is raised for a record too large on its own."""
+    written, and the error is raised for a record too large on its own.
+
+    With ``transactional_id`` it is Kafka's transactional producer (``init_transactions``,
+    ``begin_transaction``, ``send_offsets_to_transaction``, ``commit_transaction``,
+    ``abort_transaction``; :class:`RemoteTransaction`): each batch sent joins the open
+    transaction, stamped with the producer's id, epoch and sequence."""
 
     def __init__(self, leaders: dict[tuple[str, int], str], client_id: str = "pylog",
-                 acks: int = -1) -> None:
+                 acks: int = -1, *, transactional_id: str | None = None,
+                 transaction_timeout_ms: int = 60000, bootstrap: str | None = None) -> None:
         self.leaders = leaders
         self.client_id = client_id
         self.acks = acks
         self.clients: dict[str, ProtocolClient] = {}
+        # Transactions (Kafka's producer API names): see RemoteTransaction.
+        self.txn = None if transactional_id is None else RemoteTransaction(
+            self, transactional_id, transaction_timeout_ms,
+            bootstrap or next(iter(leaders.values()), None))
+
+    def client(self, address: str) -> ProtocolClient:
+        client = self.clients.get(address)
+        if client is None:
+            client = self.clients[address] = ProtocolClient(address, client_id=self.client_id)
+        return client
+
+    # Kafka's transactional producer API, when made with a transactional_id.
+
+    def init_transactions(self) -> None:
+        self._transactional("init_transactions").init()
+
+    def begin_transaction(self) -> None:
+        self._transactional("begin_transaction").begin()
+
+    def send_offsets_to_transaction(self, offsets: dict[tuple[str, int], int], group_id: str) -> None:
+        self._transactional("send_offsets_to_transaction").send_offsets(offsets, group_id)
+
+    def commit_transaction(self) -> None:
+        self._transactional("commit_transaction").end(True)
+
+    def abort_transaction(self) -> None:
+        self._transactional("abort_transaction").end(False)
+
+    def _transactional(self, what: str) -> RemoteTransaction:
+        if self.txn is None:
+            raise InvalidTxnStateError(f"{what}(): this producer has no transactional_id")
+        return self.txn
 
     def send(self, topic: str, partition: int, data: bytes, records: int) -> None:
         leader = self.leaders.get((topic, partition))
         if leader is None:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} has no leader")
-        client = self.clients.get(leader)
-        if client is None:
-            client = self.clients[leader] = ProtocolClient(leader, client_id=self.client_id)
-        response = client.produce(topic, partition, data, acks=self.acks)
+        client = self.client(leader)
+        tid = None
+        if self.txn is not None:
+            data = self.txn.stamp(topic, partition, data, records)
+            tid = self.txn.transactional_id
+        response = client.produce(topic, partition, data, acks=self.acks, transactional_id=tid)
         if response is not None and response.error_code == _MESSAGE_TOO_LARGE and records > 1:
             self._send_split(topic, partition, data)
             return
         if response is not None and response.error_code:
             raise ProtocolError(response.error_code,
                                 f"Produce of {records} records to {topic}-{partition} at {leader}")
+        if tid is not None:
+            self.txn.sent(topic, partition, records)
 
     def _send_split(self, topic: str, partition: int, data: bytes) -> None:
         """Sends the records of a refused batch again in two batches (each split again
@@ -229,3 +271,145 @@ class RemoteProducer:
     def __exit__(self, *exc: object) -> None:
         for client in self.clients.values():
             client.close()
+
+
+#: Kafka's retriable answers of a transaction coordinator: ask again after a pause.
+_COORDINATOR_RETRY = {14, 15, 16, 51}       # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
+
+
+class RemoteTransaction:
+    """A RemoteProducer's transactions over Kafka's wire protocol (against ``pylog
+    serve`` or Kafka): FindCoordinator (type 1), InitProducerId with the transactional
+    id, AddPartitionsToTxn before a partition's first batch of a transaction (v3, the
+    client form), Produce with the transactional id (each batch stamped with the
+    producer id, epoch, its partition's sequence and the transactional attribute),
+    AddOffsetsToTxn and TxnOffsetCommit, EndTxn. Errors raise ProtocolError with Kafka's
+    code (PRODUCER_FENCED: another producer took the id)."""
+
+    def __init__(self, producer: RemoteProducer, transactional_id: str, timeout_ms: int,
+                 bootstrap: str | None) -> None:
+        if not transactional_id:
+            raise ValueError("transactional_id must not be empty")
+        if bootstrap is None:
+            raise ValueError("a transactional RemoteProducer needs bootstrap (or leaders)")
+        self.producer = producer
+        self.transactional_id = transactional_id
+        self.timeout_ms = timeout_ms
+        self.bootstrap = _first(bootstrap)
+        self.producer_id = self.producer_epoch = -1
+        self.sequences: dict[tuple[str, int], int] = {}
+        self.partitions: set[tuple[str, int]] | None = None     # None: no transaction open
+
+    def _coordinator(self, key: str, key_type: int) -> ProtocolClient:
+        from pylog.protocol import messages as m
+        client = self.producer.client(self.bootstrap)
+        resp = client.request(10, m.FindCoordinatorRequest(key=key, key_type=key_type,
+                                                          coordinator_keys=[key]))
+        if client.version(10) >= 4:
+            resp = resp.coordinators[0]
+        if resp.error_code:
+            raise ProtocolError(resp.error_code, f"FindCoordinator for {key!r}")
+        return self.producer.client(f"{resp.host}:{resp.port}")
+
+    def _call(self, key: str, key_type: int, api_key: int, request, error_of, what: str,
+              version: int | None = None):
+        """One coordinator request, asked again (for up to 30 s) while the answer is
+        retriable; raises ProtocolError for any other error."""
+        import time
+        deadline = time.monotonic() + 30
+        while True:
+            client = self._coordinator(key, key_type)
+            resp = client.request(api_key, request,
+                                  None if version is None else min(version, client.version(api_key)))
+            code = error_of(resp)
+            if not code:
+                return resp
+            if code not in _COORDINATOR_RETRY or time.monotonic() > deadline:
+                raise ProtocolError(code, f"{what} of transactional id {self.transactional_id!r}")
+            time.sleep(0.05)
+
+    def init(self) -> None:
+        from pylog.protocol import messages as m
+        resp = self._call(self.transactional_id, 1, 22, m.InitProducerIdRequest(
+            transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch),
+            lambda r: r.error_code, "InitProducerId")
+        self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+        self.sequences = {}
+        self.partitions = None
+
+    def _ready(self, what: str) -> None:
+        if self.producer_id < 0:
+            raise InvalidTxnStateError(f"{what}: call init_transactions() first")
+
+    def begin(self) -> None:
+        self._ready("begin_transaction()")
+        if self.partitions is not None:
+            raise InvalidTxnStateError("begin_transaction(): a transaction is already open")
+        self.partitions = set()
+
+    def stamp(self, topic: str, partition: int, data: bytes, records: int) -> bytes:
+        """The batch as this producer's transactional batch, its partition added to the
+        transaction first."""
+        from pylog.protocol import messages as m
+        from pylog.record import with_header_fields
+        if self.partitions is None:
+            raise InvalidTxnStateError(
+                f"transactional producer {self.transactional_id!r}: a send outside a "
+                f"transaction (call begin_transaction() first)")
+        tp = (topic, partition)
+        if tp not in self.partitions:
+            def errors(resp):
+                return next((p.partition_error_code for t in resp.results_by_topic_v3_and_below
+                             for p in t.results_by_partition if p.partition_error_code), 0)
+            self._call(self.transactional_id, 1, 24, m.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=self.transactional_id,
+                v3_and_below_producer_id=self.producer_id,
+                v3_and_below_producer_epoch=self.producer_epoch,
+                v3_and_below_topics=[m.AddPartitionsToTxnRequestAddPartitionsToTxnTopic(
+                    name=topic, partitions=[partition])]), errors,
+                f"AddPartitionsToTxn {topic}-{partition}", version=3)   # v4+: brokers' batched form
+            self.partitions.add(tp)
+        sequence = self.sequences.get(tp, 0)      # moved on by sent(), once written
+        return with_header_fields(data, producer_id=self.producer_id,
+                                  producer_epoch=self.producer_epoch, base_sequence=sequence,
+                                  transactional=True)
+
+    def sent(self, topic: str, partition: int, records: int) -> None:
+        """A stamped batch was written: the partition's next sequence follows it."""
+        tp = (topic, partition)
+        self.sequences[tp] = (self.sequences.get(tp, 0) + records) % (1 << 31)
+
+    def send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str) -> None:
+        from pylog.protocol import messages as m
+        if self.partitions is None:
+            raise InvalidTxnStateError("send_offsets_to_transaction(): no transaction is open")
+        self._call(self.transactional_id, 1, 25, m.AddOffsetsToTxnRequest(
+            transactional_id=self.transactional_id, producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch, group_id=group_id),
+            lambda r: r.error_code, "AddOffsetsToTxn")
+        by_topic: dict[str, list] = {}
+        for (t, p), offset in sorted(offsets.items()):
+            by_topic.setdefault(t, []).append(
+                m.TxnOffsetCommitRequestTxnOffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=int(offset)))
+        self._call(group_id, 0, 28, m.TxnOffsetCommitRequest(
+            transactional_id=self.transactional_id, group_id=group_id,
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            topics=[m.TxnOffsetCommitRequestTxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                    for t, ps in by_topic.items()]),
+            lambda r: next((p.error_code for t in r.topics for p in t.partitions if p.error_code), 0),
+            "TxnOffsetCommit")
+
+    def end(self, committed: bool) -> None:
+        from pylog.protocol import messages as m
+        what = "commit_transaction()" if committed else "abort_transaction()"
+        self._ready(what)
+        if self.partitions is None:
+            raise InvalidTxnStateError(f"{what}: no transaction is open")
+        if self.partitions or committed:
+            self._call(self.transactional_id, 1, 26, m.EndTxnRequest(
+                transactional_id=self.transactional_id, producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch, committed=committed),
+                lambda r: r.error_code, "EndTxn")
+        self.partitions = None

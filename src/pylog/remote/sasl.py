@@ -2,8 +2,9 @@
 SaslHandshake v1 and SaslAuthenticate, as Kafka's clients speak them.
 
 ``ProtocolClient(bootstrap, authenticate=SaslLogin("SCRAM-SHA-512", "alice", "secret"))``
-authenticates before its first request. :meth:`SaslLogin.from_properties` reads Kafka's
-client keys, as a ``--command-config`` file holds them: ``security.protocol``,
+authenticates before its first request (over TLS too, for SASL_SSL: add
+``ssl_context=``, :mod:`pylog.remote.tls`). :meth:`SaslLogin.from_properties` reads
+Kafka's client keys, as a ``--command-config`` file holds them: ``security.protocol``,
 ``sasl.mechanism`` and ``sasl.jaas.config`` (``...ScramLoginModule required
 username="alice" password="secret";``).
 
@@ -24,6 +25,8 @@ from pylog.common import jaas, scram
 from pylog.errors import ConfigError
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient, ProtocolError
+
+from .tls import security_protocol
 
 __all__ = ["SaslLogin"]
 
@@ -46,13 +49,10 @@ class SaslLogin:
     @classmethod
     def from_properties(cls, props: Mapping[str, str], where: str = "client config") -> SaslLogin | None:
         """From Kafka's client keys; None when ``security.protocol`` is PLAINTEXT (or
-        unset). ConfigError names a key that is missing or wrong."""
-        protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-        if protocol == "PLAINTEXT":
+        unset) or SSL. ConfigError names a key that is missing or wrong."""
+        protocol = security_protocol(props, where)
+        if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
             return None
-        if protocol != "SASL_PLAINTEXT":
-            raise ConfigError(f"{where}: security.protocol = {protocol}: pylog's tools speak "
-                              f"PLAINTEXT and SASL_PLAINTEXT")
         mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()
         if mechanism not in ("PLAIN", *scram.MECHANISMS):
             raise ConfigError(f"{where}: sasl.mechanism = {mechanism}: expected PLAIN, "

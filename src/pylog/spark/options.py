@@ -26,6 +26,7 @@ SOURCE_OPTIONS = {
     "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
     "minpartitions", "maxrecordsperpartition", "failondataloss", "includeheaders",
     "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "filterpushdown",
+    "kafka.isolation.level",
 }
 SINK_OPTIONS = {"path", "kafka.bootstrap.servers", "topic", "kafka.compression.type",
                 "includeheaders"}
@@ -37,7 +38,7 @@ _CANONICAL = {name.lower(): name for name in (
     "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "minPartitions",
     "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "filterPushdown", "topic",
-    "kafka.compression.type", "kafka.bootstrap.servers")}
+    "kafka.compression.type", "kafka.bootstrap.servers", "kafka.isolation.level")}
 
 
 class OptionError(ValueError):
@@ -73,7 +74,8 @@ def _check_known(options: Mapping[str, str], known: set[str], what: str) -> dict
             raise OptionError(
                 f"option {key!r} is not supported: of the Kafka client's options, the pylog "
                 f"{what} takes kafka.bootstrap.servers (remote mode)"
-                + (" and kafka.compression.type" if what == "sink" else "")
+                + (" and kafka.compression.type" if what == "sink" else
+                   " and kafka.isolation.level")
                 + " (no TLS/SASL yet)")
         hint = difflib.get_close_matches(key, sorted(known), n=1)
         suggestion = f"; did you mean {_name(hint[0])!r}?" if hint else ""
@@ -154,6 +156,9 @@ class SourceOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
     filter_pushdown: bool = False
+    #: kafka.isolation.level=read_committed: ranges end at the last stable offset and
+    #: aborted transactions' records are skipped (Spark's Kafka source option).
+    read_committed: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -224,6 +229,11 @@ class SourceOptions:
         out.fail_on_data_loss = _bool(opts, "failondataloss", True)
         out.include_headers = _bool(opts, "includeheaders", False)
         out.filter_pushdown = _bool(opts, "filterpushdown", False)
+        isolation = opts.get("kafka.isolation.level", "read_uncommitted").lower()
+        if isolation not in ("read_uncommitted", "read_committed"):
+            raise OptionError("option 'kafka.isolation.level' must be read_uncommitted or "
+                              f"read_committed, got {opts['kafka.isolation.level']!r}")
+        out.read_committed = isolation == "read_committed"
         out.max_offsets_per_trigger = _int(opts, "maxoffsetspertrigger", 1)
         out.min_offsets_per_trigger = _int(opts, "minoffsetspertrigger", 1)
         if "maxtriggerdelay" in opts:

@@ -75,13 +75,20 @@ def _require_all(key: str, given: dict[str, dict[int, int]], tps: list[TopicPart
             f"{sorted(specified)}, assigned: {sorted(tps)}")
 
 
-def _by_timestamp(reader, tp, timestamp: int, strategy: str, key: str, ending: bool) -> int:
+def _latest(pr, read_committed: bool) -> int:
+    """What "latest" is for the isolation level: the log end, or (read_committed) the
+    last stable offset, as a read_committed Kafka consumer's endOffsets."""
+    return pr.last_stable_offset() if read_committed else pr.log_end_offset()
+
+
+def _by_timestamp(reader, tp, timestamp: int, strategy: str, key: str, ending: bool,
+                  read_committed: bool = False) -> int:
     pr = reader.partition(*tp)
     found = pr.offset_for_timestamp(timestamp)
     if found is not None:
-        return found
+        return found if not ending else min(found, _latest(pr, read_committed))
     if ending or strategy == "latest":
-        return pr.log_end_offset()
+        return _latest(pr, read_committed)
     raise OptionError(
         f"option {key!r}: no record of {tp[0]}-{tp[1]} has a timestamp >= {timestamp} "
         "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)")
@@ -106,15 +113,16 @@ def ending_offsets(reader: LogDirsReader, tps: list[TopicPartitionKey],
                    opts: SourceOptions) -> dict[TopicPartitionKey, int]:
     if opts.ending_timestamp is not None:
         return {tp: _by_timestamp(reader, tp, opts.ending_timestamp, "latest",
-                                  "endingTimestamp", True) for tp in tps}
+                                  "endingTimestamp", True, opts.read_committed) for tp in tps}
     if opts.ending_by_timestamp is not None:
         _require_all("endingOffsetsByTimestamp", opts.ending_by_timestamp, tps)
         return {tp: _by_timestamp(reader, tp, opts.ending_by_timestamp[tp[0]][tp[1]], "latest",
-                                  "endingOffsetsByTimestamp", True) for tp in tps}
-    return _offsets(reader, tps, opts.ending, "endingOffsets")
+                                  "endingOffsetsByTimestamp", True, opts.read_committed)
+                for tp in tps}
+    return _offsets(reader, tps, opts.ending, "endingOffsets", opts.read_committed)
 
 
-def _offsets(reader, tps, spec, key: str) -> dict[TopicPartitionKey, int]:
+def _offsets(reader, tps, spec, key: str, read_committed: bool = False) -> dict[TopicPartitionKey, int]:
     if isinstance(spec, dict):
         _require_all(key, spec, tps)
     out = {}
@@ -125,7 +133,7 @@ def _offsets(reader, tps, spec, key: str) -> dict[TopicPartitionKey, int]:
         if value == EARLIEST:
             out[tp] = pr.log_start_offset()
         elif value == LATEST:
-            out[tp] = pr.log_end_offset()
+            out[tp] = _latest(pr, read_committed)
         elif value < 0:
             raise OptionError(f"option {key!r}: {tp[0]}-{tp[1]} has offset {value}; use an "
                               "offset >= 0, -1 for latest or -2 for earliest")
@@ -134,16 +142,20 @@ def _offsets(reader, tps, spec, key: str) -> dict[TopicPartitionKey, int]:
     return out
 
 
-def latest_offsets(reader: LogDirsReader, tps: list[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
-    return {tp: reader.partition(*tp).log_end_offset() for tp in tps}
+def latest_offsets(reader: LogDirsReader, tps: list[TopicPartitionKey],
+                   read_committed: bool = False) -> dict[TopicPartitionKey, int]:
+    return {tp: _latest(reader.partition(*tp), read_committed) for tp in tps}
 
 
 def check_range(reader: LogDirsReader, tp: TopicPartitionKey, start: int, end: int,
-                fail_on_data_loss: bool) -> tuple[int, int] | None:
+                fail_on_data_loss: bool, read_committed: bool = False) -> tuple[int, int] | None:
     """The readable part of [start, end): raises (failOnDataLoss) or skips what
-    retention deleted; None when nothing is left."""
+    retention deleted; None when nothing is left. read_committed: never past the last
+    stable offset (an explicit end beyond it is cut there)."""
     pr = reader.partition(*tp)
     first, last = pr.log_start_offset(), pr.log_end_offset()
+    if read_committed:
+        end = min(end, pr.last_stable_offset())
     if end > last:
         raise OffsetOutOfRangeError(
             f"{tp[0]}-{tp[1]}: offsets up to {end - 1} were asked for but the log ends at "

@@ -50,7 +50,7 @@ class RangePartition(InputPartition):
     def __init__(self, r: OffsetRange, opts: SourceOptions) -> None:
         # remote: r.directory is then the partition's leader ("host:port").
         super().__init__((r, opts.include_headers, opts.fail_on_data_loss,
-                          opts.bootstrap is not None))
+                          opts.bootstrap is not None, opts.read_committed))
 
     def __repr__(self) -> str:
         r = self.value[0]
@@ -61,15 +61,16 @@ def read_range(part: InputPartition):
     """Executor side: Arrow batches of the Kafka source schema for one task."""
     if part.value is None:
         return          # PySpark's stand-in when planning found nothing to read
-    r, include_headers, fail_on_data_loss, remote = part.value
+    r, include_headers, fail_on_data_loss, remote, read_committed = part.value
+    isolation = "read_committed" if read_committed else "read_uncommitted"
     if remote:
         from pylog.remote import RemotePartition
         reader = RemotePartition(r.topic, r.partition, r.directory, "pylog-spark")
     else:
         reader = PartitionReader(r.topic, r.partition, r.directory)
-    # Not yet: kafka.isolation.level=read_committed (Spark's Kafka source option) would
-    # end ranges at the last stable offset (planning) and drop aborted transactions'
-    # records here; it waits for the transactions storage.
+    # read_committed: the planned range ends at or below the last stable offset; the
+    # reader skips aborted transactions' records (in C, from the .txnindex or the
+    # Fetch response's aborted_transactions).
     start, failed_at = r.start, None
     while True:
         if not fail_on_data_loss:
@@ -77,7 +78,7 @@ def read_range(part: InputPartition):
             # source does; rows already yielded are not read again.
             start = max(start, reader.log_start_offset())
         try:
-            for rows in reader.read_arrow(start, r.end):
+            for rows in reader.read_arrow(start, r.end, isolation_level=isolation):
                 if rows.num_rows:
                     yield to_spark_batch(rows, r.topic, r.partition, include_headers)
                     start = rows.column(0)[-1].as_py() + 1
@@ -123,7 +124,8 @@ class PylogBatchReader(DataSourceReader):
             for tp in tps:
                 planning.check_order(tp, starts[tp], ends[tp])
                 start, end = self.pruning.clip(reader, tp, starts[tp], ends[tp])
-                checked = planning.check_range(reader, tp, start, end, opts.fail_on_data_loss)
+                checked = planning.check_range(reader, tp, start, end, opts.fail_on_data_loss,
+                                               opts.read_committed)
                 if checked:
                     ranges.append(OffsetRange(tp[0], tp[1], checked[0], checked[1],
                                               reader.partition(*tp).directory))
@@ -165,7 +167,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self) -> dict[tuple[str, int], int]:
         with self._reader() as reader:
-            return planning.latest_offsets(reader, planning.resolve_partitions(reader, self.opts))
+            return planning.latest_offsets(reader, planning.resolve_partitions(reader, self.opts),
+                                           self.opts.read_committed)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest()
@@ -222,7 +225,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     first = reader.partition(*tp).log_start_offset()
                 if last <= first:
                     continue
-                checked = planning.check_range(reader, tp, first, last, self.opts.fail_on_data_loss)
+                checked = planning.check_range(reader, tp, first, last, self.opts.fail_on_data_loss,
+                                               self.opts.read_committed)
                 if checked:
                     ranges.append(OffsetRange(tp[0], tp[1], checked[0], checked[1],
                                               reader.partition(*tp).directory))

@@ -158,6 +158,21 @@ BROKER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "(fixed when the topic is created).", at_least(1)),
     ConfigDef("offsets.topic.segment.bytes", "int32", 100 << 20, "segment.bytes of "
               "__consumer_offsets.", at_least(14)),
+    # The transaction coordinator (coordinator/transactions.py), Kafka's names and defaults.
+    ConfigDef("transaction.state.log.num.partitions", "int32", 50, "Partitions of "
+              "__transaction_state (fixed when the topic is created).", at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", "int32", 100 << 20, "segment.bytes of "
+              "__transaction_state.", at_least(14)),
+    ConfigDef("transaction.max.timeout.ms", "int32", 900_000, "The longest "
+              "transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT "
+              "beyond).", at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", "int32", 604_800_000, "A transactional id "
+              "with no transaction open and no request for this long is forgotten.",
+              at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int32", 10_000,
+              "How often transactions past their timeout are aborted.", at_least(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int32", 3_600_000,
+              "How often expired transactional ids are removed.", at_least(1)),
     ConfigDef("pylog.background.poll.ms", "int32", 500, "Longest the LogManager's background "
               "thread sleeps before it re-reads the clock.", between(1, 60_000)),
     ConfigDef("log.cleaner.enable", "bool", True, "Run the log cleaner (compacted topics)."),

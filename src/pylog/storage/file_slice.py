@@ -48,12 +48,16 @@ class FileSlice:
     def fd(self) -> int:
         return self.file.fileno()
 
-    def read(self) -> bytes:
-        """The slice's bytes (a copy)."""
-        if not self.size:
+    def read(self, offset: int = 0, size: int | None = None) -> bytes:
+        """The slice's bytes (a copy); ``size`` bytes from byte ``offset`` of it."""
+        size = self.size - offset if size is None else size
+        if not 0 <= offset <= offset + size <= self.size:
+            raise ValueError(f"bytes {offset}..{offset + size} are not within the slice "
+                             f"({self.size} bytes)")
+        if not size:
             return b""
         try:
-            return self.file.read(self.position, self.size)
+            return self.file.read(self.position + offset, size)
         except OSError as exc:
             raise self._failed(exc, "read") from exc
 

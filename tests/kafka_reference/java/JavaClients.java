@@ -6,8 +6,17 @@
 //   member BOOTSTRAP TOPIC GROUP INSTANCE SESSION_MS -> a static member (range assignor) that
 //     polls until stdin says "close" (it closes: a static member sends no LeaveGroup), printing
 //     "ASSIGNED p,p", "REVOKED p,p", "LOST p,p", "FENCED", "CLOSED"
-//   transactional BOOTSTRAP TRANSACTIONAL_ID   -> "INITIALIZED", or "FAILED <exception> <ms>"
-//     (initTransactions() with max.block.ms 30 s: how it ends, and after how long)
+//   txn BOOTSTRAP TRANSACTIONAL_ID TOPIC TIMEOUT_MS STEPS -> a transactional producer
+//     (transaction.timeout.ms TIMEOUT_MS) running STEPS, comma-separated: "commit:N" and
+//     "abort:N" (a transaction of N records "<step>-<i>", partition i % partitions; an
+//     aborted one is flushed first, so its records are in the log) print
+//     "COMMITTED <step>" / "ABORTED <step>"; "open:N" sends N, flushes, prints "OPEN <step>",
+//     waits for a line on stdin, then sends one more and commits; "stall:N:MS" sends N,
+//     flushes, sleeps MS and commits. A step that throws prints "FAILED <exception class>"
+//     and ends the run. "INITIALIZED" after initTransactions().
+//   read BOOTSTRAP TOPIC ISOLATION COUNT -> every partition from the beginning with
+//     isolation.level ISOLATION: one value per line until COUNT (or 10 s without a
+//     record), then "DONE <n>"
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -80,6 +89,81 @@ public class JavaClients {
         System.out.println("CLOSED");
     }
 
+    static void txn(String[] args) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", args[1]);
+        p.put("transactional.id", args[2]);
+        p.put("transaction.timeout.ms", args[4]);
+        p.put("max.block.ms", "30000");
+        String topic = args[3];
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        try (KafkaProducer<byte[], byte[]> producer =
+                 new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            producer.initTransactions();
+            System.out.println("INITIALIZED");
+            int partitions = producer.partitionsFor(topic).size();
+            String[] steps = args[5].split(",");
+            for (int step = 0; step < steps.length; step++) {
+                String[] s = steps[step].split(":");
+                int n = Integer.parseInt(s[1]);
+                try {
+                    producer.beginTransaction();
+                    for (int i = 0; i < n; i++)
+                        producer.send(new ProducerRecord<>(topic, i % partitions, null,
+                                                           utf8(step + "-" + i)));
+                    if (s[0].equals("abort")) {
+                        producer.flush();          // the aborted records reach the log
+                        producer.abortTransaction();
+                        System.out.println("ABORTED " + step);
+                        continue;
+                    }
+                    if (s[0].equals("open")) {
+                        producer.flush();
+                        System.out.println("OPEN " + step);
+                        in.readLine();
+                        producer.send(new ProducerRecord<>(topic, 0, null, utf8(step + "-late")));
+                    } else if (s[0].equals("stall")) {
+                        producer.flush();
+                        Thread.sleep(Long.parseLong(s[2]));
+                    }
+                    producer.commitTransaction();
+                    System.out.println("COMMITTED " + step);
+                } catch (Exception e) {
+                    Throwable t = e;
+                    while (t.getCause() != null && t instanceof java.util.concurrent.ExecutionException)
+                        t = t.getCause();
+                    System.out.println("FAILED " + t.getClass().getName());
+                    return;
+                }
+            }
+        }
+    }
+
+    static void read(String[] args) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", args[1]);
+        p.put("isolation.level", args[3]);
+        p.put("enable.auto.commit", "false");
+        int count = Integer.parseInt(args[4]);
+        int seen = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer =
+                 new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            List<TopicPartition> tps = consumer.partitionsFor(args[2]).stream()
+                .map(i -> new TopicPartition(i.topic(), i.partition())).collect(Collectors.toList());
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            long idle = System.currentTimeMillis() + 10_000;
+            while (seen < count && System.currentTimeMillis() < idle) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    System.out.println(new String(r.value(), StandardCharsets.UTF_8));
+                    seen++;
+                    idle = System.currentTimeMillis() + 10_000;
+                }
+            }
+        }
+        System.out.println("DONE " + seen);
+    }
+
     public static void main(String[] args) throws Exception {
         if (args[0].equals("member")) {
             member(args);
@@ -104,22 +188,10 @@ public class JavaClients {
                 producer.flush();
             }
             System.out.println("SENT " + count);
-        } else if (args[0].equals("transactional")) {
-            Properties p = new Properties();
-            p.put("bootstrap.servers", args[1]);
-            p.put("transactional.id", args[2]);
-            p.put("max.block.ms", "30000");
-            try (KafkaProducer<byte[], byte[]> producer =
-                     new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
-                long started = System.nanoTime();
-                try {
-                    producer.initTransactions();
-                    System.out.println("INITIALIZED");
-                } catch (Exception e) {
-                    System.out.println("FAILED " + e.getClass().getName() + " "
-                                       + (System.nanoTime() - started) / 1_000_000);
-                }
-            }
+        } else if (args[0].equals("txn")) {
+            txn(args);
+        } else if (args[0].equals("read")) {
+            read(args);
         } else {
             Properties p = new Properties();
             p.put("bootstrap.servers", args[1]);

@@ -1,0 +1,162 @@
+"""Transactional produce beside non-transactional produce (issue 44's benchmark).
+
+    .venv/bin/python bench/bench_transactions.py            # full run
+    .venv/bin/python bench/bench_transactions.py --quick    # smaller counts
+
+Rows, 100 B records, each the median of 3 runs:
+- librdkafka (confluent-kafka) -> ``pylog serve`` in its own process, 1 partition,
+  acks=all: idempotent (no transactions) and transactional with 100, 1,000 and 10,000
+  records per transaction (begin, produce, commit_transaction), records/s over the wall
+  time including every commit (100 a transaction runs a fifth of the records);
+- read_committed beside read_uncommitted consume of the transactional topic (librdkafka,
+  from offset 0): records/s;
+- pylog's in-process Producer (acks=all): non-transactional and transactional at 100,
+  1,000 and 10,000 records per transaction.
+Kafka's broker beside it (the issue's >= 1.0x Kafka target) is not in this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+VALUE = b"x" * 100
+
+
+def _broker_produce(bootstrap: str, topic: str, records: int, per_txn: int | None) -> float:
+    import confluent_kafka as ck
+    conf = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+            "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000}
+    if per_txn:
+        conf["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
+    p = ck.Producer(conf)
+    started = time.perf_counter()
+    if per_txn:
+        p.init_transactions(30)
+        sent = 0
+        while sent < records:
+            p.begin_transaction()
+            for _ in range(min(per_txn, records - sent)):
+                while True:
+                    try:
+                        p.produce(topic, VALUE, partition=0)
+                        break
+                    except BufferError:
+                        p.poll(0.01)
+                sent += 1
+            p.commit_transaction(60)
+    else:
+        for _ in range(records):
+            while True:
+                try:
+                    p.produce(topic, VALUE, partition=0)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+        p.flush(60)
+    return records / (time.perf_counter() - started)
+
+
+def _broker_consume(bootstrap: str, topic: str, records: int, isolation: str) -> float:
+    import confluent_kafka as ck
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{uuid.uuid4().hex[:8]}",
+                     "enable.auto.commit": False, "isolation.level": isolation})
+    c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    got = 0
+    started = time.perf_counter()
+    while got < records:
+        for msg in c.consume(10_000, 1.0):
+            if not msg.error():
+                got += 1
+    elapsed = time.perf_counter() - started
+    c.close()
+    return got / elapsed
+
+
+def _inprocess(records: int, per_txn: int | None) -> float:
+    import pylog
+    with tempfile.TemporaryDirectory() as d:
+        store = pylog.open(d)
+        store.create_topic("t", 1)
+        config = {"transactional_id": "bench"} if per_txn else {}
+        producer = pylog.Producer(store, linger_ms=5, **config)
+        started = time.perf_counter()
+        if per_txn:
+            producer.init_transactions()
+            sent = 0
+            while sent < records:
+                n = min(per_txn, records - sent)
+                producer.begin_transaction()
+                producer.send_batch("t", [VALUE] * n, partition=0)
+                producer.commit_transaction()
+                sent += n
+        else:
+            sent = 0
+            while sent < records:
+                n = min(10_000, records - sent)
+                producer.send_batch("t", [VALUE] * n, partition=0)
+                sent += n
+            producer.flush()
+        rate = records / (time.perf_counter() - started)
+        producer.close()
+        store.close()
+        return rate
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    records = 30_000 if args.quick else 100_000
+    runs = 3
+    from broker.process import ServeProcess
+    rows = []
+    with tempfile.TemporaryDirectory() as d, ServeProcess(d) as served:
+        import confluent_kafka.admin as cka
+        admin = cka.AdminClient({"bootstrap.servers": served.bootstrap})
+        topics = {f"bench-{i}": cka.NewTopic(f"bench-{i}", 1, 1) for i in range(4 * runs)}
+        for f in admin.create_topics(list(topics.values())).values():
+            f.result(30)
+        names = iter(topics)
+        base = statistics.median(_broker_produce(served.bootstrap, next(names), records, None)
+                                 for _ in range(runs))
+        rows.append(("librdkafka -> pylog serve, idempotent (no transactions)", base, 1.0))
+        last_topic = None
+        for per in (100, 1_000, 10_000):
+            rates = []
+            for _ in range(runs):
+                last_topic = next(names)
+                # 100 a transaction: a fifth of the records (each commit costs fsyncs)
+                rates.append(_broker_produce(served.bootstrap, last_topic,
+                                             records // 5 if per == 100 else records, per))
+            rate = statistics.median(rates)
+            rows.append((f"librdkafka -> pylog serve, transactional, {per:,}/txn", rate, rate / base))
+        committed = statistics.median(_broker_consume(served.bootstrap, last_topic, records,
+                                                      "read_committed") for _ in range(runs))
+        uncommitted = statistics.median(_broker_consume(served.bootstrap, last_topic, records,
+                                                        "read_uncommitted") for _ in range(runs))
+        rows.append(("librdkafka consume, read_uncommitted", uncommitted, 1.0))
+        rows.append(("librdkafka consume, read_committed", committed, committed / uncommitted))
+    base = statistics.median(_inprocess(records, None) for _ in range(runs))
+    rows.append(("pylog Producer in-process, acks=all, no transactions", base, 1.0))
+    for per in (100, 1_000, 10_000):
+        rate = statistics.median(_inprocess(records // 5 if per == 100 else records, per)
+                                 for _ in range(runs))
+        rows.append((f"pylog Producer in-process, transactional, {per:,}/txn", rate, rate / base))
+    print(f"| 100 B records, {records:,} per run, median of {runs} | records/s | ratio |")
+    print("|---|---:|---:|")
+    for name, rate, ratio in rows:
+        print(f"| {name} | {rate:,.0f} | {ratio:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
