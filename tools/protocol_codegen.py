@@ -82,6 +82,7 @@ MESSAGES = [
     "IncrementalAlterConfigs", "SaslAuthenticate", "DescribeUserScramCredentials",
     "AlterUserScramCredentials", "DescribeCluster", "OffsetForLeaderEpoch", "OffsetDelete",
     "GetTelemetrySubscriptions", "PushTelemetry",
+    "CreateAcls", "DescribeAcls", "DeleteAcls", "DescribeClientQuotas", "AlterClientQuotas",
     # Transactions (coordinator/transactions.py, broker/transactions.py)
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit",
     "DescribeProducers", "DescribeTransactions", "ListTransactions",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 __all__ = [
     "PylogError",
+    "InvalidRequestError",
     "KafkaError",
     "error_for_code",
     "UnknownServerError",
@@ -352,6 +353,13 @@ class UnacceptableCredentialError(KafkaError, ValueError):
     """A credential the broker refuses to store (iterations out of range, no user name)."""
 
     code = 93
+
+
+class InvalidRequestError(KafkaError, ValueError):
+    """A request Kafka refuses as malformed in meaning (an ACL with an unknown operation,
+    a quota entity that cannot exist)."""
+
+    code = 42
 
 
 # --- errors with no Kafka code ------------------------------------------------

@@ -116,7 +116,7 @@ def test_versions_pylog_does_not_speak_get_unsupported_version(served, join_vers
 
 @pytest.mark.parametrize("frame,why", [
     (struct.pack(">ihhih", 10, 999, 0, 1, -1), "unknown API key"),
-    (struct.pack(">ihhih", 10, 29, 0, 1, -1), "an API left out of ApiVersions (DescribeAcls)"),
+    (struct.pack(">ihhih", 10, 47, 0, 1, -1), "an API left out of ApiVersions (OffsetDelete)"),
     (struct.pack(">i", 200 << 20), "size above socket.request.max.bytes"),
     (struct.pack(">i", 3) + b"abc", "size below a header"),
     (struct.pack(">ihhih", 12, 3, 12, 1, -1) + b"\xff\xff", "Metadata body that does not parse"),

@@ -24,6 +24,9 @@ from pylog.protocol import SUPPORTED
 from pylog.protocol import messages as m
 from pylog.storage import validate_topic_name
 
+from pylog.common.acl import CLUSTER_NAME, Operation
+
+from .authorizer import CLUSTER, TOPIC, allowed, authorized_operations
 from .configs import text as _text
 from .errors import NONE, RequestError, codes, error_code
 
@@ -59,11 +62,23 @@ def _partitions(broker, description) -> list:
     return out
 
 
+def _may_create_topic(broker, conn, name: str) -> bool:
+    """CREATE on the cluster or on the topic (Kafka's order)."""
+    return allowed(broker, conn, Operation.CREATE, CLUSTER, CLUSTER_NAME) or \
+        allowed(broker, conn, Operation.CREATE, TOPIC, name)
+
+
 def metadata(broker, conn, header, req):
+    """Metadata. With an authorizer, as Kafka's: a request for every topic lists only
+    those the principal may DESCRIBE; a topic named without DESCRIBE gets
+    TOPIC_AUTHORIZATION_FAILED whether it exists or not; auto-creating one needs CREATE
+    on the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED)."""
     v = header.api_version
     store = broker.store
     if req.topics is None or (v == 0 and not req.topics):
         names = store.list_topics(include_internal=True)
+        if broker.authorizer is not None:
+            names = [n for n in names if allowed(broker, conn, Operation.DESCRIBE, TOPIC, n)]
         allow_create = False
     else:
         names = list(dict.fromkeys(t.name for t in req.topics))    # once each, in order
@@ -75,11 +90,16 @@ def metadata(broker, conn, header, req):
         try:
             if name is None:
                 raise InvalidTopicError("topics are named (topic ids are not served)")
+            if not allowed(broker, conn, Operation.DESCRIBE, TOPIC, name):
+                raise RequestError(codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             try:
                 description = store.describe_topic(name)
             except UnknownTopicOrPartitionError:
                 if not (allow_create and store.config["auto.create.topics.enable"]):
                     raise
+                if not _may_create_topic(broker, conn, name):
+                    raise RequestError(codes.TOPIC_AUTHORIZATION_FAILED,
+                                       "Topic authorization failed.") from None
                 validate_topic_name(name)
                 if creations <= 0:
                     # Retriable, as while Kafka creates a topic: the client asks again.
@@ -90,24 +110,32 @@ def metadata(broker, conn, header, req):
             entry.topic_id = topic_id_bytes(description.topic_id)
             entry.is_internal = description.internal
             entry.partitions = _partitions(broker, description)
+            if v >= 8 and req.include_topic_authorized_operations:
+                entry.topic_authorized_operations = authorized_operations(broker, conn, TOPIC, name)
         except Exception as exc:                # noqa: BLE001 - answered per topic
             entry.error_code = error_code(exc)[0]
         topics.append(entry)
     host, port = broker.advertised_address(conn.listener)   # as Kafka: this listener's
-    return m.MetadataResponse(
+    response = m.MetadataResponse(
         throttle_time_ms=0, cluster_id=broker.cluster_id, controller_id=broker.node_id,
         brokers=[m.MetadataResponseMetadataResponseBroker(node_id=broker.node_id, host=host,
                                                           port=port, rack=None)],
         topics=topics)
+    if 8 <= v <= 10 and req.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = authorized_operations(broker, conn, CLUSTER, CLUSTER_NAME)
+    return response
 
 
 def describe_cluster(broker, conn, header, req):
     host, port = broker.advertised_address(conn.listener)   # as Kafka: this listener's
-    return m.DescribeClusterResponse(
+    response = m.DescribeClusterResponse(
         throttle_time_ms=0, error_code=NONE, cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         brokers=[m.DescribeClusterResponseDescribeClusterBroker(broker_id=broker.node_id, host=host,
                                                                 port=port, rack=None)])
+    if req.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = authorized_operations(broker, conn, CLUSTER, CLUSTER_NAME)
+    return response
 
 
 def create_topics(broker, conn, header, req):
@@ -129,6 +157,11 @@ def create_topics(broker, conn, header, req):
     for t in req.topics:
         res = m.CreateTopicsResponseCreatableTopicResult(name=t.name, num_partitions=-1,
                                                          replication_factor=-1)
+        if not _may_create_topic(broker, conn, t.name):
+            res.error_code, res.error_message = codes.TOPIC_AUTHORIZATION_FAILED, \
+                "Authorization failed."
+            results.append(res)
+            continue
         try:
             count = None if t.num_partitions == -1 else t.num_partitions
             if t.assignments:
@@ -147,9 +180,13 @@ def create_topics(broker, conn, header, req):
                 res.topic_id = topic_id_bytes(d.topic_id)
                 res.num_partitions = len(d.partitions)
                 res.replication_factor = 1
-                res.configs = [m.CreateTopicsResponseCreatableTopicConfigs(
-                    name=k, value=_text(v), read_only=False, config_source=_source(k, d.overrides),
-                    is_sensitive=False) for k, v in sorted(d.config.items())]
+                if allowed(broker, conn, Operation.DESCRIBE_CONFIGS, TOPIC, t.name):
+                    res.configs = [m.CreateTopicsResponseCreatableTopicConfigs(
+                        name=k, value=_text(v), read_only=False,
+                        config_source=_source(k, d.overrides), is_sensitive=False)
+                        for k, v in sorted(d.config.items())]
+                else:                            # Kafka withholds them, saying why
+                    res.topic_config_error_code = codes.TOPIC_AUTHORIZATION_FAILED
         except Exception as exc:                # noqa: BLE001
             res.error_code, res.error_message = error_code(exc)
         results.append(res)
@@ -170,6 +207,8 @@ def delete_topics(broker, conn, header, req):
             if name is None:
                 name = _name_for_id(store, topic_id)
                 res.name = name
+            if not allowed(broker, conn, Operation.DELETE, TOPIC, name):
+                raise RequestError(codes.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             res.topic_id = topic_id_bytes(store.describe_topic(name).topic_id)
             store.delete_topic(name)
         except Exception as exc:                # noqa: BLE001
@@ -203,6 +242,8 @@ def create_partitions(broker, conn, header, req):
     for t in req.topics:
         res = m.CreatePartitionsResponseCreatePartitionsTopicResult(name=t.name)
         try:
+            if not allowed(broker, conn, Operation.ALTER, TOPIC, t.name):
+                raise RequestError(codes.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             broker.store.create_partitions(t.name, t.count, validate_only=req.validate_only)
         except Exception as exc:                # noqa: BLE001
             res.error_code, res.error_message = error_code(exc)

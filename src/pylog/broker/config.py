@@ -33,6 +33,7 @@ __all__ = ["SERVER_CONFIGS", "DYNAMIC_SERVER_CONFIGS", "LISTENER_PREFIX", "Liste
 
 #: The SASL mechanisms pylog's broker speaks (Kafka's GSSAPI and OAUTHBEARER it does not).
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
@@ -73,6 +74,25 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "A connection to a SASL listener that has not authenticated this many ms after "
               "it connected (or after it began re-authenticating) is closed. Kafka has no "
               "such bound (connections.max.idle.ms only closes idle ones).", at_least(1)),
+    ConfigDef("authorizer.class.name", "str", "",
+              "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer turns "
+              "ACLs on (Kafka's semantics: deny wins, super.users, allow.everyone.if.no.acl."
+              "found); empty (Kafka's default) allows every request, as Kafka without an "
+              "authorizer.", lambda v: None if v in ("", _STANDARD_AUTHORIZER) else
+              f"pylog's authorizer is Kafka's StandardAuthorizer: set {_STANDARD_AUTHORIZER}, or "
+              f"leave it empty for none (Kafka 4 has no other built-in one)"),
+    ConfigDef("super.users", "str", "",
+              "Principals every ACL check allows, semicolon-separated as Kafka's: "
+              "User:admin;User:alice."),
+    ConfigDef("allow.everyone.if.no.acl.found", "bool", False,
+              "With the authorizer on: a resource no ACL names (no binding of any principal "
+              "matches it) is open to everyone when true, closed to all but super.users when "
+              "false (Kafka's default)."),
+    ConfigDef("quota.window.num", "int32", 11,
+              "Client quotas: the number of samples a client's rate is measured over "
+              "(Kafka's default 11).", at_least(1)),
+    ConfigDef("quota.window.size.seconds", "int32", 1,
+              "Client quotas: the time span of each sample (Kafka's default 1 s).", at_least(1)),
     ConfigDef("advertised.listeners", "str", "",
               "NAME://host:port per listener: the address Metadata and FindCoordinator give "
               "the clients connected to that listener (default: the listener's own address; "

@@ -35,6 +35,9 @@ from pylog.storage import (
 )
 
 from .config import SERVER_CONFIGS
+from pylog.common.acl import CLUSTER_NAME, Operation
+
+from . import authorizer
 from .errors import RequestError, codes, error_code
 
 __all__ = ["describe_configs", "alter_configs", "incremental_alter_configs", "text"]
@@ -189,6 +192,7 @@ def describe_configs(broker, conn, header, req):
         out = m.DescribeConfigsResponseDescribeConfigsResult(
             resource_type=res.resource_type, resource_name=res.resource_name, error_message=None)
         try:
+            _authorize(broker, conn, Operation.DESCRIBE_CONFIGS, res)
             if res.resource_type == TOPIC:
                 entries = _topic_entries(broker, res.resource_name, synonyms, documentation)
             elif res.resource_type == BROKER:
@@ -205,6 +209,16 @@ def describe_configs(broker, conn, header, req):
             out.error_code, out.error_message = error_code(exc)
         results.append(out)
     return m.DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _authorize(broker, conn, operation: int, res) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for
+    a broker, the cluster (CLUSTER_AUTHORIZATION_FAILED), as Kafka's ConfigHelper."""
+    if res.resource_type == TOPIC:
+        if not authorizer.allowed(broker, conn, operation, authorizer.TOPIC, res.resource_name):
+            raise RequestError(codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    elif not authorizer.allowed(broker, conn, operation, authorizer.CLUSTER, CLUSTER_NAME):
+        raise RequestError(codes.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
 
 def _unsupported_resource(resource_type: int) -> RequestError:
@@ -301,6 +315,7 @@ def alter_configs(broker, conn, header, req):
         out = m.AlterConfigsResponseAlterConfigsResourceResponse(
             resource_type=res.resource_type, resource_name=res.resource_name, error_message=None)
         try:
+            _authorize(broker, conn, Operation.ALTER_CONFIGS, res)
             if i in refused:
                 raise refused[i]
             configs = {c.name: c.value for c in res.configs}
@@ -342,6 +357,7 @@ def incremental_alter_configs(broker, conn, header, req):
         out = m.IncrementalAlterConfigsResponseAlterConfigsResourceResponse(
             resource_type=res.resource_type, resource_name=res.resource_name, error_message=None)
         try:
+            _authorize(broker, conn, Operation.ALTER_CONFIGS, res)
             if i in refused:
                 raise refused[i]
             _alter(broker, res, lambda current, definition_of, ops=res.configs:

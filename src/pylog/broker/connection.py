@@ -154,6 +154,14 @@ class Connection:
         self._idle_timer: asyncio.TimerHandle | None = None
         self._writable: asyncio.Future | None = None   # a sendfile waiting for room
         self._pausing_collector = False    # a heavy request holds collector_pause
+        self.request_bytes = 0             # the size of the request being handled
+        #: time.monotonic() until which nothing is read (a quota's throttle, KIP-219)
+        self.muted_until = 0.0
+
+    def mute_for(self, seconds: float) -> None:
+        """Reads nothing more from this connection for `seconds` (after the response
+        being built): Kafka's muted channel of a throttled client. Any thread."""
+        self.muted_until = max(self.muted_until, time.monotonic() + seconds)
 
     def resume_collector(self) -> None:
         """Before a request of this connection waits (a long poll, a rebalance): the
@@ -204,6 +212,9 @@ class Connection:
             broker.server_config["connections.max.idle.ms"] / 1000, self._idle_deadline)
         try:
             while not broker.stopping:
+                muted = self.muted_until - time.monotonic()
+                if muted > 0:
+                    await asyncio.sleep(muted)             # a throttled client: read nothing
                 self.last_active = broker.loop.time()      # the idle deadline reads it
                 head = await reader.readexactly(4)
                 size = _i32.unpack(head)[0]
@@ -316,6 +327,7 @@ class Connection:
                 return True
             log.warning("closing connection %s: %s (client %r)", self.peer, problem, header.client_id)
             return False
+        self.request_bytes = len(frame)
         parts = await self.broker.handle(self, header, body, heavy)
         if parts is None:
             return True                  # acks=0 produce: no response

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 
+from pylog.common.acl import CLUSTER_NAME, Operation
 from pylog.coordinator.transactions import authorize_transactional_id
 from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
 from . import fetch_sessions, transactions
+from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed
 from .errors import NONE, RequestError, codes, error_code
 
 __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
@@ -112,6 +114,11 @@ def _check_producer_ids(store, records) -> tuple[int, str] | None:
     return None
 
 
+#: What a partition of a topic the principal may not use gets (Kafka's message).
+TOPIC_DENIED = (codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+_TXN_DENIED = (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
+
+
 def _verify_transactional(broker, conn, transactional_id: str, log, topic: str, partition: int,
                           records):
     """KIP-890 part 1, on one node: the guard a transactional batch needs to open its
@@ -132,18 +139,27 @@ def _verify_transactional(broker, conn, transactional_id: str, log, topic: str, 
 
 
 def produce(broker, conn, header, req):
+    """Produce. With an authorizer (Kafka's order): WRITE on the transactional id, if the
+    request names one, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition;
+    WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions (whether the
+    topic exists or not: its existence is not told)."""
     v = header.api_version
     store = broker.store
     acks = req.acks
     out = []
     to_flush = {}
+    txn_denied = req.transactional_id is not None and not allowed(
+        broker, conn, Operation.WRITE, TRANSACTIONAL_ID, req.transactional_id)
     for topic in req.topic_data:
         parts = []
+        denied = txn_denied or not allowed(broker, conn, Operation.WRITE, TOPIC, topic.name)
         for p in topic.partition_data:
             resp = m.ProduceResponsePartitionProduceResponse(
                 index=p.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
             problem = None
-            if acks not in (-1, 0, 1):
+            if denied:
+                problem = _TXN_DENIED if txn_denied else TOPIC_DENIED
+            elif acks not in (-1, 0, 1):
                 problem = codes.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
             elif topic.name in INTERNAL_TOPICS:
                 problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
@@ -189,19 +205,26 @@ def produce(broker, conn, header, req):
 class FetchPlan:
     """A fetch's partitions resolved to logs once; read again on each wake-up."""
 
-    def __init__(self, broker, req, version: int) -> None:
+    def __init__(self, broker, req, version: int, conn=None, quota_bytes: int | None = None) -> None:
         self.broker = broker
         self.req = req
         self.version = version
+        self.quota_bytes = quota_bytes          # consumer_byte_rate's bound on one answer
         self.logs: dict[tuple[str, int], object] = {}
         for topic in req.topics:
             # One error for every partition of a topic that does not exist (not an
-            # exception each: a hostile fetch names thousands).
-            # (v13+ names topics by id: an id no topic has resolves to the name "".)
-            missing = None if broker.store.partition_count(topic.topic) is not None else \
-                RequestError(codes.UNKNOWN_TOPIC_ID, "no topic has that topic id") \
-                if version >= 13 else \
-                UnknownTopicOrPartitionError(f"topic {topic.topic!r} does not exist")
+            # exception each: a hostile fetch names thousands); READ on the topic first.
+            # (v13+ names topics by id: an id no topic has resolves to the name "", and is
+            # UNKNOWN_TOPIC_ID before any authorization, as Kafka answers it.)
+            exists = broker.store.partition_count(topic.topic) is not None
+            if not exists and version >= 13:
+                missing = RequestError(codes.UNKNOWN_TOPIC_ID, "no topic has that topic id")
+            elif conn is not None and not allowed(broker, conn, Operation.READ, TOPIC, topic.topic):
+                missing = RequestError(*TOPIC_DENIED)
+            elif exists:
+                missing = None
+            else:
+                missing = UnknownTopicOrPartitionError(f"topic {topic.topic!r} does not exist")
             for p in topic.partitions:
                 if missing is not None:
                     self.logs[(topic.topic, p.partition)] = missing
@@ -219,7 +242,7 @@ class FetchPlan:
         FetchIsolation.TXN_COMMITTED); read_uncommitted reads below the high watermark
         and answers null there, as Kafka does."""
         budget = min(self.req.max_bytes if self.version >= 3 else 1 << 31,
-                     self.broker.server_config["fetch.max.bytes"])
+                     self.broker.server_config["fetch.max.bytes"], self.quota_bytes or 1 << 31)
         committed = self.version >= 4 and self.req.isolation_level == READ_COMMITTED
         total = 0
         failed = False
@@ -294,7 +317,8 @@ async def fetch(broker, conn, header, req, heavy: bool = False):
     if session.error is not None:
         return session.error
     heavy = heavy or session.size > LOOP_FETCH_PARTITIONS
-    plan = await run(FetchPlan, broker, req, header.api_version)
+    quota_bytes = broker.quotas.fetch_window_bytes(conn, header.client_id) if broker.quotas.active else None
+    plan = await run(FetchPlan, broker, req, header.api_version, conn, quota_bytes)
     response, total, failed = await run(plan.build)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or failed or broker.stopping:
         broker.stats["bytes_out"] += total
@@ -347,11 +371,13 @@ def list_offsets(broker, conn, header, req):
     topics = []
     for topic in req.topics:
         parts = []
+        denied = not allowed(broker, conn, Operation.DESCRIBE, TOPIC, topic.name)
         for p in topic.partitions:
             resp = m.ListOffsetsResponseListOffsetsPartitionResponse(
                 partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
-            if v < _LIST_OFFSETS_SPEC_VERSION.get(p.timestamp, 0):
-                resp.error_code = codes.UNSUPPORTED_VERSION
+            if denied or v < _LIST_OFFSETS_SPEC_VERSION.get(p.timestamp, 0):
+                resp.error_code = (codes.TOPIC_AUTHORIZATION_FAILED if denied
+                                   else codes.UNSUPPORTED_VERSION)
                 parts.append(resp)
                 continue
             try:
@@ -382,7 +408,20 @@ def init_producer_id(broker, conn, header, req):
     producer id at epoch 0, whatever id and epoch the request names (KIP-360's fields
     are for transactional producers; TransactionCoordinator.handleInitProducerId hands an
     idempotent one a new id). An id is never taken on a client's word: two clients naming
-    one id would share it, and a stranger naming a live producer's id would fence it."""
+    one id would share it, and a stranger naming a live producer's id would fence it.
+
+    With an authorizer: WRITE on the transactional id (else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE
+    on the cluster or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED), as Kafka."""
+    if req.transactional_id is not None and not allowed(
+            broker, conn, Operation.WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return m.InitProducerIdResponse(error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                        producer_id=-1, producer_epoch=-1)
+    if req.transactional_id is None and broker.authorizer is not None and not (
+            allowed(broker, conn, Operation.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
+            or broker.authorizer.authorize_any(conn.principal, conn.host, Operation.WRITE, TOPIC)):
+        return m.InitProducerIdResponse(error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+                                        producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
         return transactions.init_producer_id(broker, conn, header, req)
     if (req.producer_id == -1) != (req.producer_epoch == -1):
@@ -400,9 +439,14 @@ def delete_records(broker, conn, header, req):
     topics = []
     for topic in req.topics:
         parts = []
+        denied = not allowed(broker, conn, Operation.DELETE, TOPIC, topic.name)
         for p in topic.partitions:
             resp = m.DeleteRecordsResponseDeleteRecordsPartitionResult(
                 partition_index=p.partition_index, low_watermark=-1)
+            if denied:
+                resp.error_code = codes.TOPIC_AUTHORIZATION_FAILED
+                parts.append(resp)
+                continue
             try:
                 log = broker.store.log(topic.name, p.partition_index)
                 offset = log.high_watermark if p.offset == -1 else p.offset

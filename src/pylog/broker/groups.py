@@ -1,6 +1,14 @@
 """The group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
 
+With an authorizer (Kafka's checks): FindCoordinator needs DESCRIBE on the group (or
+the transactional id); JoinGroup, SyncGroup, Heartbeat, LeaveGroup and OffsetCommit
+READ on the group, OffsetFetch and DescribeGroups DESCRIBE, DeleteGroups DELETE (else
+GROUP_AUTHORIZATION_FAILED); OffsetCommit READ on each topic, OffsetFetch DESCRIBE
+(else TOPIC_AUTHORIZATION_FAILED for its partitions, or left out of an "every topic"
+answer); ListGroups lists every group with DESCRIBE on the cluster, else those the
+principal may DESCRIBE.
+
 The broker is every group's coordinator. Membership is the store's coordinator's
 (:class:`pylog.coordinator.classic_group.ClassicGroup`, Kafka's classic protocol);
 committed offsets are the store's too (``__consumer_offsets``), so offsets committed by
@@ -14,6 +22,10 @@ from pylog.coordinator.classic_group import JoinResult, SyncResult
 from pylog.coordinator.classic_group import errors as group_errors
 from pylog.protocol import messages as m
 
+from pylog.common.acl import CLUSTER_NAME, Operation
+
+from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed, authorized_operations
+from .authorizer import GROUP as GROUP_RESOURCE
 from .errors import NONE, codes, error_code
 
 __all__ = ["find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
@@ -29,12 +41,17 @@ def find_coordinator(broker, conn, header, req):
 
     def answer(key: str):
         if req.key_type == TRANSACTION:
+            if not allowed(broker, conn, Operation.DESCRIBE, TRANSACTIONAL_ID, key):
+                return (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "Transactional Id authorization failed.", -1, "", -1)
             if not key:
                 return codes.INVALID_REQUEST, "empty transactional id", -1, "", -1
             return NONE, None, broker.node_id, host, port
         if req.key_type != GROUP:         # Kafka: share groups (2) and any later type
             return (codes.INVALID_REQUEST, f"coordinator type {req.key_type} is not supported "
                     f"(pylog coordinates consumer groups, type 0, and transactions, type 1)", -1, "", -1)
+        if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, key):
+            return codes.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", -1, "", -1
         if not key and v < 4:
             return group_errors.INVALID_GROUP_ID, "empty group id", -1, "", -1
         return NONE, None, broker.node_id, host, port
@@ -63,6 +80,9 @@ async def join_group(broker, conn, header, req):
     cfg = broker.server_config
     response = m.JoinGroupResponse(throttle_time_ms=0, generation_id=-1, protocol_name=None if v >= 7 else "",
                                    leader="", member_id=req.member_id)
+    if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
+        response.error_code = codes.GROUP_AUTHORIZATION_FAILED
+        return response
     if not req.group_id:
         response.error_code = group_errors.INVALID_GROUP_ID
         return response
@@ -99,6 +119,9 @@ async def join_group(broker, conn, header, req):
 async def sync_group(broker, conn, header, req):
     """SyncGroup, on the event loop: a follower's waits (as a future) for the leader's."""
     v = header.api_version
+    if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
+        return m.SyncGroupResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
+                                   assignment=b"")
     group = _group(broker, req.group_id, create=False)
     if group is None:
         return m.SyncGroupResponse(throttle_time_ms=0, error_code=group_errors.UNKNOWN_MEMBER_ID, assignment=b"")
@@ -113,6 +136,8 @@ async def sync_group(broker, conn, header, req):
 
 
 def heartbeat(broker, conn, header, req):
+    if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
+        return m.HeartbeatResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED)
     group = _group(broker, req.group_id, create=False)
     instance_id = req.group_instance_id if header.api_version >= 3 else None
     error = group_errors.UNKNOWN_MEMBER_ID if group is None else \
@@ -122,6 +147,9 @@ def heartbeat(broker, conn, header, req):
 
 def leave_group(broker, conn, header, req):
     v = header.api_version
+    if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
+        return m.LeaveGroupResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
+                                    members=[])
     group = _group(broker, req.group_id, create=False)
     if v >= 3:
         wanted = [(mem.member_id, mem.group_instance_id) for mem in req.members]
@@ -144,7 +172,9 @@ def offset_commit(broker, conn, header, req):
     group = _group(broker, req.group_id, create=False)
     generation = req.generation_id_or_member_epoch
     instance_id = req.group_instance_id if v >= 7 else None
-    if group is not None:
+    if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
+        error = codes.GROUP_AUTHORIZATION_FAILED
+    elif group is not None:
         error = group.check_commit(req.member_id, generation, instance_id)
     elif coordinator.committed_offsets(req.group_id):
         # A group known by its committed offsets only: Kafka's Empty (simple) group.
@@ -168,9 +198,14 @@ def offset_commit(broker, conn, header, req):
     if error == NONE and offsets:
         known = {}
         max_metadata = broker.server_config["offset.metadata.max.bytes"]
+        readable: dict[str, bool] = {}
         for tp, (resp, entry) in offsets.items():
+            if tp[0] not in readable:
+                readable[tp[0]] = allowed(broker, conn, Operation.READ, TOPIC, tp[0])
             count = broker.store.partition_count(tp[0])
-            if count is None or not 0 <= tp[1] < count:
+            if not readable[tp[0]]:
+                resp.error_code = codes.TOPIC_AUTHORIZATION_FAILED
+            elif count is None or not 0 <= tp[1] < count:
                 resp.error_code = codes.UNKNOWN_TOPIC_OR_PARTITION
             elif len(entry.metadata) > max_metadata:     # Kafka counts characters too
                 resp.error_code = codes.OFFSET_METADATA_TOO_LARGE
@@ -186,21 +221,28 @@ def offset_commit(broker, conn, header, req):
     return m.OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
 
-def _fetch_offsets(broker, group_id: str, topics):
-    """OffsetFetch for one group: `topics` is a list of (name, partitions) or None (all)."""
+def _fetch_offsets(broker, conn, group_id: str, topics):
+    """OffsetFetch for one group: `topics` is a list of (name, partitions) or None (all).
+    Returns [(name, [(partition, offset, leader epoch, metadata, error)])]: a topic the
+    principal may not DESCRIBE is left out of "all", and named gets
+    TOPIC_AUTHORIZATION_FAILED."""
     committed = broker.store.coordinator.committed_offsets(group_id)
     if topics is None:
         by_topic: dict[str, list[int]] = {}
         for (t, p) in sorted(committed):
             by_topic.setdefault(t, []).append(p)
-        topics = list(by_topic.items())
+        topics = [(t, ps) for t, ps in by_topic.items()
+                  if allowed(broker, conn, Operation.DESCRIBE, TOPIC, t)]
     out = []
     for name, partitions in topics:
+        if not allowed(broker, conn, Operation.DESCRIBE, TOPIC, name):
+            out.append((name, [(p, -1, -1, "", codes.TOPIC_AUTHORIZATION_FAILED) for p in partitions]))
+            continue
         parts = []
         for p in partitions:
             entry = committed.get((name, p))
             parts.append((p, entry.offset if entry else -1, entry.leader_epoch if entry else -1,
-                          entry.metadata if entry else ""))
+                          entry.metadata if entry else "", NONE))
         out.append((name, parts))
     return out
 
@@ -210,18 +252,36 @@ def offset_fetch(broker, conn, header, req):
     if v >= 8:
         groups = []
         for g in req.groups:
+            if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, g.group_id):
+                groups.append(m.OffsetFetchResponseOffsetFetchResponseGroup(
+                    group_id=g.group_id, topics=[], error_code=codes.GROUP_AUTHORIZATION_FAILED))
+                continue
             wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
             topics = [m.OffsetFetchResponseOffsetFetchResponseTopics(name=name, partitions=[
                 m.OffsetFetchResponseOffsetFetchResponsePartitions(
-                    partition_index=p, committed_offset=off, committed_leader_epoch=ep, metadata=md)
-                for p, off, ep, md in parts]) for name, parts in _fetch_offsets(broker, g.group_id, wanted)]
+                    partition_index=p, committed_offset=off, committed_leader_epoch=ep, metadata=md,
+                    error_code=err)
+                for p, off, ep, md, err in parts])
+                for name, parts in _fetch_offsets(broker, conn, g.group_id, wanted)]
             groups.append(m.OffsetFetchResponseOffsetFetchResponseGroup(group_id=g.group_id, topics=topics))
         return m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, req.group_id):
+        # v2+ has a top-level error; before it, Kafka sets it on every partition named.
+        return m.OffsetFetchResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
+                                     topics=[m.OffsetFetchResponseOffsetFetchResponseTopic(
+                                         name=t.name, partitions=[
+                                             m.OffsetFetchResponseOffsetFetchResponsePartition(
+                                                 partition_index=p, committed_offset=-1,
+                                                 error_code=codes.GROUP_AUTHORIZATION_FAILED)
+                                             for p in t.partition_indexes])
+                                         for t in (req.topics or [])] if v < 2 else [])
     wanted = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
     topics = [m.OffsetFetchResponseOffsetFetchResponseTopic(name=name, partitions=[
         m.OffsetFetchResponseOffsetFetchResponsePartition(
-            partition_index=p, committed_offset=off, committed_leader_epoch=ep, metadata=md)
-        for p, off, ep, md in parts]) for name, parts in _fetch_offsets(broker, req.group_id, wanted)]
+            partition_index=p, committed_offset=off, committed_leader_epoch=ep, metadata=md,
+            error_code=err)
+        for p, off, ep, md, err in parts])
+        for name, parts in _fetch_offsets(broker, conn, req.group_id, wanted)]
     return m.OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=NONE)
 
 
@@ -237,7 +297,10 @@ def _all_groups(broker) -> dict[str, object]:
 def list_groups(broker, conn, header, req):
     v = header.api_version
     listed = []
+    every = allowed(broker, conn, Operation.DESCRIBE, CLUSTER, CLUSTER_NAME)
     for gid, group in sorted(_all_groups(broker).items()):
+        if not every and not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, gid):
+            continue
         info = group.describe() if group is not None else {"state": "Empty", "protocol_type": "consumer"}
         if v >= 4 and req.states_filter and info["state"] not in req.states_filter:
             continue
@@ -251,6 +314,11 @@ def describe_groups(broker, conn, header, req):
     known = _all_groups(broker)
     out = []
     for gid in req.groups:
+        if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, gid):
+            out.append(m.DescribeGroupsResponseDescribedGroup(
+                error_code=codes.GROUP_AUTHORIZATION_FAILED, group_id=gid, group_state="",
+                protocol_type="", protocol_data="", members=[]))
+            continue
         group = known.get(gid)
         if group is None:
             state = "Empty" if gid in known else "Dead"
@@ -266,6 +334,11 @@ def describe_groups(broker, conn, header, req):
                 member_id=mid, group_instance_id=iid, client_id=cid, client_host=host,
                 member_metadata=meta, member_assignment=assignment)
                 for mid, iid, cid, host, meta, assignment in info["members"]]))
+    if header.api_version >= 3 and req.include_authorized_operations:
+        for described in out:
+            if described.error_code == NONE:
+                described.authorized_operations = authorized_operations(
+                    broker, conn, GROUP_RESOURCE, described.group_id)
     return m.DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
 
@@ -274,7 +347,9 @@ def delete_groups(broker, conn, header, req):
     results = []
     for gid in req.groups_names:
         group = known.get(gid, False)
-        if group is False:
+        if not allowed(broker, conn, Operation.DELETE, GROUP_RESOURCE, gid):
+            err = codes.GROUP_AUTHORIZATION_FAILED
+        elif group is False:
             err = group_errors.GROUP_ID_NOT_FOUND
         elif group is not None and group.describe()["state"] not in ("Empty", "Dead"):
             err = group_errors.NON_EMPTY_GROUP

@@ -36,6 +36,11 @@ sets its principal; a connection that has not authenticated in time is closed by
 Authenticator's loop timer. Every listener's TLS context and SASL settings are checked
 when the broker is made (a bad key fails there, naming it).
 
+Authorization and quotas: with ``authorizer.class.name`` set, every handler checks the
+connection's principal as Kafka's do (authorizer.py, and the checks in each handler
+module); client quotas measure and throttle each request (quotas.py). Both are the
+network face's only: the store's in-process users are not checked.
+
 Graceful shutdown (:meth:`Broker.shutdown`): stop accepting, wake parked long polls
 (they answer with what they have), let in-flight requests finish (bounded), close the
 connections. The store is not closed: it belongs to whoever opened it.
@@ -62,7 +67,9 @@ from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import admin, configs, data_plane, groups, leader_epochs, sasl, telemetry, transactions, users
+from . import (acls, admin, configs, data_plane, groups, leader_epochs, quotas, sasl, telemetry,
+               transactions, users)
+from .authorizer import authorizer_of
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig
 from .connection import Connection
 from .fetch_sessions import FetchSessionCache
@@ -87,6 +94,8 @@ HANDLERS = {
     36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
     47: groups.offset_delete, 44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
     51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
+    29: acls.describe_acls, 30: acls.create_acls, 31: acls.delete_acls,
+    48: quotas.describe_client_quotas, 49: quotas.alter_client_quotas,
     24: transactions.add_partitions_to_txn, 25: transactions.add_offsets_to_txn,
     26: transactions.end_txn, 27: transactions.write_txn_markers,
     28: transactions.txn_offset_commit, 61: transactions.describe_producers,
@@ -97,7 +106,7 @@ HANDLERS = {
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all or records that take long to validate
 #: (data_plane.produce_may_block), Metadata only when it may create a topic (see handle).
-BLOCKING = {19, 20, 21, 22, 24, 25, 26, 27, 28, 33, 37, 44, 51}
+BLOCKING = {19, 20, 21, 22, 24, 25, 26, 27, 28, 30, 31, 33, 37, 44, 49, 51}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups, OffsetDelete): the group
 #: pool, which the data plane's fsyncs never fill.
 GROUP_IO = {8, 42, 47}
@@ -197,6 +206,10 @@ class Broker:
         first = self.listeners[0]
         #: The first listener's bound address (host, port).
         self.address: tuple[str, int] = (first.host or "0.0.0.0", first.port)
+        #: Kafka's StandardAuthorizer over the store's ACLs, or None (authorizer.class.name
+        #: empty: every request allowed); the quota managers (quotas.py).
+        self.authorizer = authorizer_of(self.server_config, store)
+        self.quotas = quotas.QuotaManagers(self)
 
     # ========================================================== lifecycle
 
@@ -572,6 +585,10 @@ class Broker:
             handler = HANDLERS[key]
             if key == 1:
                 response = await handler(self, conn, header, body, heavy)
+                if self.quotas.active:
+                    # (a parked fetch's wait is not handler time: request_percentage
+                    # counts what the handler did, here 0)
+                    response = self.quotas.throttle_fetch(conn, header, response, 0.0)
                 if heavy:
                     return await self.loop.run_in_executor(self.cpu_pool, frame_response,
                                                            header, response)
@@ -639,7 +656,11 @@ def _answer(handler, broker: Broker, conn: Connection, header, body):
     """A handler's response, framed; None when there is none (acks=0 produce)."""
     if header.api_key in STORE_SIZED:
         _distinct_keys(header, body)
+    started = time.perf_counter()
     response = handler(broker, conn, header, body)
+    if broker.quotas.active:
+        broker.quotas.throttle(conn, header, response, conn.request_bytes,
+                               time.perf_counter() - started)
     return None if response is None else frame_response(header, response)
 
 

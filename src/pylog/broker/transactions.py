@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import time
 
+from pylog.common.acl import Operation
 from pylog.coordinator import OffsetAndMetadata
 from pylog.coordinator.transaction_state import TxnState
 from pylog.coordinator.transactions import authorize_transactional_id
 from pylog.errors import ProducerFencedError
 from pylog.protocol import messages as m
 
+from .authorizer import TRANSACTIONAL_ID, allowed
 from .errors import NONE, codes, error_code
 
 __all__ = ["init_producer_id", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn",
@@ -40,7 +42,11 @@ def _code(exc: BaseException, header) -> int:
 
 
 def _authorized(conn, transactional_id: str, operation: str = "WRITE") -> bool:
-    return authorize_transactional_id(getattr(conn, "principal", None), transactional_id, operation)
+    """WRITE or DESCRIBE on the transactional id: the broker's authorizer (authorizer.py),
+    when it has one, and the coordinator's hook."""
+    op = Operation.WRITE if operation == "WRITE" else Operation.DESCRIBE
+    return allowed(conn.broker, conn, op, TRANSACTIONAL_ID, transactional_id) and \
+        authorize_transactional_id(getattr(conn, "principal", None), transactional_id, operation)
 
 
 def init_producer_id(broker, conn, header, req):

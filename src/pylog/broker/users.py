@@ -14,15 +14,21 @@ not salted from a password, and no client could ever log in with it).
 from __future__ import annotations
 
 from pylog.common import scram
+from pylog.common.acl import CLUSTER_NAME, Operation
 from pylog.errors import UnacceptableCredentialError
 from pylog.protocol import messages as m
 
-from .errors import error_code
+from .authorizer import CLUSTER, allowed
+from .errors import codes, error_code
 
 __all__ = ["describe_user_scram_credentials", "alter_user_scram_credentials"]
 
 
 def describe_user_scram_credentials(broker, conn, header, req):
+    if not allowed(broker, conn, Operation.DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return m.DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0, error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+            error_message="Cluster authorization failed.", results=[])
     names = None if not req.users else [u.name for u in req.users]
     results = []
     for user, found in broker.store.describe_user_scram_credentials(names).items():
@@ -41,6 +47,12 @@ def describe_user_scram_credentials(broker, conn, header, req):
 
 
 def alter_user_scram_credentials(broker, conn, header, req):
+    if not allowed(broker, conn, Operation.ALTER, CLUSTER, CLUSTER_NAME):
+        names = list(dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions]))
+        return m.AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            m.AlterUserScramCredentialsResponseAlterUserScramCredentialsResult(
+                user=n, error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+                error_message="Cluster authorization failed.") for n in names])
     refused: dict[str, Exception] = {}
     upsertions = []
     for u in req.upsertions:

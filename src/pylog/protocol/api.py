@@ -70,6 +70,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     50: (0, 0),     # DescribeUserScramCredentials
     51: (0, 0),     # AlterUserScramCredentials
     60: (0, 2),     # DescribeCluster
+    29: (1, 3),     # DescribeAcls
+    30: (1, 3),     # CreateAcls
+    31: (1, 3),     # DeleteAcls
+    48: (0, 1),     # DescribeClientQuotas
+    49: (0, 1),     # AlterClientQuotas
     61: (0, 0),     # DescribeProducers
     65: (0, 0),     # DescribeTransactions
     66: (0, 2),     # ListTransactions

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .codec import ZERO_UUID, Struct
 
-__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
+__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
 
 
 class ProduceRequestPartitionProduceData(Struct):
@@ -4766,6 +4766,749 @@ class PushTelemetryResponse(Struct):
             w.empty_tagged_fields()
 
 
+class CreateAclsRequestAclCreation(Struct):
+    __slots__ = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type')
+    _FIELDS = (('resource_type', 0), ('resource_name', ''), ('resource_pattern_type', 3), ('principal', ''), ('host', ''), ('operation', 0), ('permission_type', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('resource_type', 'int8', None, (0, 32768), None, None), ('resource_name', 'string', None, (0, 32768), None, None), ('resource_pattern_type', 'int8', None, (1, 32768), None, None), ('principal', 'string', None, (0, 32768), None, None), ('host', 'string', None, (0, 32768), None, None), ('operation', 'int8', None, (0, 32768), None, None), ('permission_type', 'int8', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.resource_type = r.int8()
+        self.resource_name = r.string(flex)
+        self.resource_pattern_type = r.int8() if v >= 1 else 3
+        self.principal = r.string(flex)
+        self.host = r.string(flex)
+        self.operation = r.int8()
+        self.permission_type = r.int8()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int8(self.resource_type)
+        w.string(self.resource_name, flex)
+        if v >= 1:
+            w.int8(self.resource_pattern_type)
+        w.string(self.principal, flex)
+        w.string(self.host, flex)
+        w.int8(self.operation)
+        w.int8(self.permission_type)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class CreateAclsRequest(Struct):
+    """CreateAclsRequest (api key 30, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 75add36b48154d65 / 4c12853883f8e8f0."""
+
+    API_KEY = 30
+    VERSIONS = (0, 3)
+    FLEXIBLE = 2
+    __slots__ = ('creations',)
+    _FIELDS = (('creations', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('creations', '[]struct', 'CreateAclsRequestAclCreation', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.creations = r.struct_array(flex, CreateAclsRequestAclCreation, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.struct_array(self.creations, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class CreateAclsResponseAclCreationResult(Struct):
+    __slots__ = ('error_code', 'error_message')
+    _FIELDS = (('error_code', 0), ('error_message', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class CreateAclsResponse(Struct):
+    """CreateAclsResponse (api key 30, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 278d972a9379ea10 / 34aea24ee8bf6211."""
+
+    API_KEY = 30
+    VERSIONS = (0, 3)
+    FLEXIBLE = 2
+    __slots__ = ('throttle_time_ms', 'results')
+    _FIELDS = (('throttle_time_ms', 0), ('results', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('results', '[]struct', 'CreateAclsResponseAclCreationResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.throttle_time_ms = r.int32()
+        self.results = r.struct_array(flex, CreateAclsResponseAclCreationResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.results, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeAclsRequest(Struct):
+    """DescribeAclsRequest (api key 29, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 7f0c08b18fa846f0 / e38fb7269935d285."""
+
+    API_KEY = 29
+    VERSIONS = (0, 3)
+    FLEXIBLE = 2
+    __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
+    _FIELDS = (('resource_type_filter', 0), ('resource_name_filter', ''), ('pattern_type_filter', 3), ('principal_filter', ''), ('host_filter', ''), ('operation', 0), ('permission_type', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('resource_type_filter', 'int8', None, (0, 32768), None, None), ('resource_name_filter', 'string', None, (0, 32768), (0, 32768), None), ('pattern_type_filter', 'int8', None, (1, 32768), None, None), ('principal_filter', 'string', None, (0, 32768), (0, 32768), None), ('host_filter', 'string', None, (0, 32768), (0, 32768), None), ('operation', 'int8', None, (0, 32768), None, None), ('permission_type', 'int8', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.resource_type_filter = r.int8()
+        self.resource_name_filter = r.string(flex, True)
+        self.pattern_type_filter = r.int8() if v >= 1 else 3
+        self.principal_filter = r.string(flex, True)
+        self.host_filter = r.string(flex, True)
+        self.operation = r.int8()
+        self.permission_type = r.int8()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int8(self.resource_type_filter)
+        w.string(self.resource_name_filter, flex)
+        if v >= 1:
+            w.int8(self.pattern_type_filter)
+        w.string(self.principal_filter, flex)
+        w.string(self.host_filter, flex)
+        w.int8(self.operation)
+        w.int8(self.permission_type)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeAclsResponseAclDescription(Struct):
+    __slots__ = ('principal', 'host', 'operation', 'permission_type')
+    _FIELDS = (('principal', ''), ('host', ''), ('operation', 0), ('permission_type', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('principal', 'string', None, (0, 32768), None, None), ('host', 'string', None, (0, 32768), None, None), ('operation', 'int8', None, (0, 32768), None, None), ('permission_type', 'int8', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.principal = r.string(flex)
+        self.host = r.string(flex)
+        self.operation = r.int8()
+        self.permission_type = r.int8()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.string(self.principal, flex)
+        w.string(self.host, flex)
+        w.int8(self.operation)
+        w.int8(self.permission_type)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeAclsResponseDescribeAclsResource(Struct):
+    __slots__ = ('resource_type', 'resource_name', 'pattern_type', 'acls')
+    _FIELDS = (('resource_type', 0), ('resource_name', ''), ('pattern_type', 3), ('acls', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('resource_type', 'int8', None, (0, 32768), None, None), ('resource_name', 'string', None, (0, 32768), None, None), ('pattern_type', 'int8', None, (1, 32768), None, None), ('acls', '[]struct', 'DescribeAclsResponseAclDescription', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.resource_type = r.int8()
+        self.resource_name = r.string(flex)
+        self.pattern_type = r.int8() if v >= 1 else 3
+        self.acls = r.struct_array(flex, DescribeAclsResponseAclDescription, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int8(self.resource_type)
+        w.string(self.resource_name, flex)
+        if v >= 1:
+            w.int8(self.pattern_type)
+        w.struct_array(self.acls, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeAclsResponse(Struct):
+    """DescribeAclsResponse (api key 29, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 22c882738281e322 / b31b2e5f189b76ae."""
+
+    API_KEY = 29
+    VERSIONS = (0, 3)
+    FLEXIBLE = 2
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', ''), ('resources', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('resources', '[]struct', 'DescribeAclsResponseDescribeAclsResource', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.resources = r.struct_array(flex, DescribeAclsResponseDescribeAclsResource, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.resources, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DeleteAclsRequestDeleteAclsFilter(Struct):
+    __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
+    _FIELDS = (('resource_type_filter', 0), ('resource_name_filter', ''), ('pattern_type_filter', 3), ('principal_filter', ''), ('host_filter', ''), ('operation', 0), ('permission_type', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('resource_type_filter', 'int8', None, (0, 32768), None, None), ('resource_name_filter', 'string', None, (0, 32768), (0, 32768), None), ('pattern_type_filter', 'int8', None, (1, 32768), None, None), ('principal_filter', 'string', None, (0, 32768), (0, 32768), None), ('host_filter', 'string', None, (0, 32768), (0, 32768), None), ('operation', 'int8', None, (0, 32768), None, None), ('permission_type', 'int8', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.resource_type_filter = r.int8()
+        self.resource_name_filter = r.string(flex, True)
+        self.pattern_type_filter = r.int8() if v >= 1 else 3
+        self.principal_filter = r.string(flex, True)
+        self.host_filter = r.string(flex, True)
+        self.operation = r.int8()
+        self.permission_type = r.int8()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int8(self.resource_type_filter)
+        w.string(self.resource_name_filter, flex)
+        if v >= 1:
+            w.int8(self.pattern_type_filter)
+        w.string(self.principal_filter, flex)
+        w.string(self.host_filter, flex)
+        w.int8(self.operation)
+        w.int8(self.permission_type)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DeleteAclsRequest(Struct):
+    """DeleteAclsRequest (api key 31, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 7292df965548aeac / be8723c8500f8f2f."""
+
+    API_KEY = 31
+    VERSIONS = (0, 3)
+    FLEXIBLE = 2
+    __slots__ = ('filters',)
+    _FIELDS = (('filters', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('filters', '[]struct', 'DeleteAclsRequestDeleteAclsFilter', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.filters = r.struct_array(flex, DeleteAclsRequestDeleteAclsFilter, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.struct_array(self.filters, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DeleteAclsResponseDeleteAclsMatchingAcl(Struct):
+    __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type')
+    _FIELDS = (('error_code', 0), ('error_message', ''), ('resource_type', 0), ('resource_name', ''), ('pattern_type', 3), ('principal', ''), ('host', ''), ('operation', 0), ('permission_type', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('resource_type', 'int8', None, (0, 32768), None, None), ('resource_name', 'string', None, (0, 32768), None, None), ('pattern_type', 'int8', None, (1, 32768), None, None), ('principal', 'string', None, (0, 32768), None, None), ('host', 'string', None, (0, 32768), None, None), ('operation', 'int8', None, (0, 32768), None, None), ('permission_type', 'int8', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.resource_type = r.int8()
+        self.resource_name = r.string(flex)
+        self.pattern_type = r.int8() if v >= 1 else 3
+        self.principal = r.string(flex)
+        self.host = r.string(flex)
+        self.operation = r.int8()
+        self.permission_type = r.int8()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.int8(self.resource_type)
+        w.string(self.resource_name, flex)
+        if v >= 1:
+            w.int8(self.pattern_type)
+        w.string(self.principal, flex)
+        w.string(self.host, flex)
+        w.int8(self.operation)
+        w.int8(self.permission_type)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DeleteAclsResponseDeleteAclsFilterResult(Struct):
+    __slots__ = ('error_code', 'error_message', 'matching_acls')
+    _FIELDS = (('error_code', 0), ('error_message', ''), ('matching_acls', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('matching_acls', '[]struct', 'DeleteAclsResponseDeleteAclsMatchingAcl', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.matching_acls = r.struct_array(flex, DeleteAclsResponseDeleteAclsMatchingAcl, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.matching_acls, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DeleteAclsResponse(Struct):
+    """DeleteAclsResponse (api key 31, versions 0-3, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 a08d034c62d9461c / 416a8821642bdfe4."""
+
+    API_KEY = 31
+    VERSIONS = (0, 3)
+    FLEXIBLE = 2
+    __slots__ = ('throttle_time_ms', 'filter_results')
+    _FIELDS = (('throttle_time_ms', 0), ('filter_results', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('filter_results', '[]struct', 'DeleteAclsResponseDeleteAclsFilterResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.throttle_time_ms = r.int32()
+        self.filter_results = r.struct_array(flex, DeleteAclsResponseDeleteAclsFilterResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.filter_results, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeClientQuotasRequestComponentData(Struct):
+    __slots__ = ('entity_type', 'match_type', 'match')
+    _FIELDS = (('entity_type', ''), ('match_type', 0), ('match', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('entity_type', 'string', None, (0, 32768), None, None), ('match_type', 'int8', None, (0, 32768), None, None), ('match', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.entity_type = r.string(flex)
+        self.match_type = r.int8()
+        self.match = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.string(self.entity_type, flex)
+        w.int8(self.match_type)
+        w.string(self.match, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeClientQuotasRequest(Struct):
+    """DescribeClientQuotasRequest (api key 48, versions 0-1, flexible 1+): Apache Kafka 4.1.0, sha256 16451280b34bfdb2."""
+
+    API_KEY = 48
+    VERSIONS = (0, 1)
+    FLEXIBLE = 1
+    __slots__ = ('components', 'strict')
+    _FIELDS = (('components', []), ('strict', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('components', '[]struct', 'DescribeClientQuotasRequestComponentData', (0, 32768), None, None), ('strict', 'bool', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.components = r.struct_array(flex, DescribeClientQuotasRequestComponentData, v)
+        self.strict = r.bool()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.struct_array(self.components, flex, v)
+        w.bool(self.strict)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeClientQuotasResponseEntityData(Struct):
+    __slots__ = ('entity_type', 'entity_name')
+    _FIELDS = (('entity_type', ''), ('entity_name', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('entity_type', 'string', None, (0, 32768), None, None), ('entity_name', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.entity_type = r.string(flex)
+        self.entity_name = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.string(self.entity_type, flex)
+        w.string(self.entity_name, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeClientQuotasResponseValueData(Struct):
+    __slots__ = ('key', 'value')
+    _FIELDS = (('key', ''), ('value', 0.0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('key', 'string', None, (0, 32768), None, None), ('value', 'float64', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.key = r.string(flex)
+        self.value = r.float64()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.string(self.key, flex)
+        w.float64(self.value)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeClientQuotasResponseEntryData(Struct):
+    __slots__ = ('entity', 'values')
+    _FIELDS = (('entity', []), ('values', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('entity', '[]struct', 'DescribeClientQuotasResponseEntityData', (0, 32768), None, None), ('values', '[]struct', 'DescribeClientQuotasResponseValueData', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.entity = r.struct_array(flex, DescribeClientQuotasResponseEntityData, v)
+        self.values = r.struct_array(flex, DescribeClientQuotasResponseValueData, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.struct_array(self.entity, flex, v)
+        w.struct_array(self.values, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeClientQuotasResponse(Struct):
+    """DescribeClientQuotasResponse (api key 48, versions 0-1, flexible 1+): Apache Kafka 4.1.0, sha256 8835639bb0223508."""
+
+    API_KEY = 48
+    VERSIONS = (0, 1)
+    FLEXIBLE = 1
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'entries')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', ''), ('entries', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('entries', '[]struct', 'DescribeClientQuotasResponseEntryData', (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.entries = r.struct_array(flex, DescribeClientQuotasResponseEntryData, v, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.entries, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterClientQuotasRequestEntityData(Struct):
+    __slots__ = ('entity_type', 'entity_name')
+    _FIELDS = (('entity_type', ''), ('entity_name', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('entity_type', 'string', None, (0, 32768), None, None), ('entity_name', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.entity_type = r.string(flex)
+        self.entity_name = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.string(self.entity_type, flex)
+        w.string(self.entity_name, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterClientQuotasRequestOpData(Struct):
+    __slots__ = ('key', 'value', 'remove')
+    _FIELDS = (('key', ''), ('value', 0.0), ('remove', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('key', 'string', None, (0, 32768), None, None), ('value', 'float64', None, (0, 32768), None, None), ('remove', 'bool', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.key = r.string(flex)
+        self.value = r.float64()
+        self.remove = r.bool()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.string(self.key, flex)
+        w.float64(self.value)
+        w.bool(self.remove)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterClientQuotasRequestEntryData(Struct):
+    __slots__ = ('entity', 'ops')
+    _FIELDS = (('entity', []), ('ops', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('entity', '[]struct', 'AlterClientQuotasRequestEntityData', (0, 32768), None, None), ('ops', '[]struct', 'AlterClientQuotasRequestOpData', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.entity = r.struct_array(flex, AlterClientQuotasRequestEntityData, v)
+        self.ops = r.struct_array(flex, AlterClientQuotasRequestOpData, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.struct_array(self.entity, flex, v)
+        w.struct_array(self.ops, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterClientQuotasRequest(Struct):
+    """AlterClientQuotasRequest (api key 49, versions 0-1, flexible 1+): Apache Kafka 4.1.0, sha256 195bd3af15a5d910."""
+
+    API_KEY = 49
+    VERSIONS = (0, 1)
+    FLEXIBLE = 1
+    __slots__ = ('entries', 'validate_only')
+    _FIELDS = (('entries', []), ('validate_only', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('entries', '[]struct', 'AlterClientQuotasRequestEntryData', (0, 32768), None, None), ('validate_only', 'bool', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.entries = r.struct_array(flex, AlterClientQuotasRequestEntryData, v)
+        self.validate_only = r.bool()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.struct_array(self.entries, flex, v)
+        w.bool(self.validate_only)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterClientQuotasResponseEntityData(Struct):
+    __slots__ = ('entity_type', 'entity_name')
+    _FIELDS = (('entity_type', ''), ('entity_name', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('entity_type', 'string', None, (0, 32768), None, None), ('entity_name', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.entity_type = r.string(flex)
+        self.entity_name = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.string(self.entity_type, flex)
+        w.string(self.entity_name, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterClientQuotasResponseEntryData(Struct):
+    __slots__ = ('error_code', 'error_message', 'entity')
+    _FIELDS = (('error_code', 0), ('error_message', ''), ('entity', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('entity', '[]struct', 'AlterClientQuotasResponseEntityData', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.entity = r.struct_array(flex, AlterClientQuotasResponseEntityData, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.entity, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterClientQuotasResponse(Struct):
+    """AlterClientQuotasResponse (api key 49, versions 0-1, flexible 1+): Apache Kafka 4.1.0, sha256 db655393cbc6485b."""
+
+    API_KEY = 49
+    VERSIONS = (0, 1)
+    FLEXIBLE = 1
+    __slots__ = ('throttle_time_ms', 'entries')
+    _FIELDS = (('throttle_time_ms', 0), ('entries', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('entries', '[]struct', 'AlterClientQuotasResponseEntryData', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 1
+        self.throttle_time_ms = r.int32()
+        self.entries = r.struct_array(flex, AlterClientQuotasResponseEntryData, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 1
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.entries, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
 class AddPartitionsToTxnRequestAddPartitionsToTxnTopic(Struct):
     __slots__ = ('name', 'partitions')
     _FIELDS = (('name', ''), ('partitions', []), )
@@ -5935,5 +6678,5 @@ class ConsumerProtocolAssignment(Struct):
 
 
 # api key -> request class, response class
-REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest}
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse}
+REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest}
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse}

@@ -20,6 +20,9 @@ In between it owns:
   in every dir (``pylog-broker-configs.json``) and applied to live logs at once;
 - **SCRAM credentials** (:mod:`.scram_credentials`): users' salted keys for the
   broker's SASL/SCRAM, persisted in every dir (``pylog-scram-credentials.json``);
+- **ACLs and client quotas** (:mod:`.acls`, :mod:`.client_quotas`): the broker's
+  authorizer's bindings and quota overrides, persisted in every dir
+  (``pylog-acls.json``, ``pylog-client-quotas.json``);
 - **services for the layers above**: producer ids (InitProducerId), internal
   topics, periodic tasks (the group coordinator uses them).
 
@@ -55,6 +58,8 @@ from .dynamic_config import DynamicConfigs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
 from .producer_ids import ProducerIdAllocator
+from .acls import AccessControlLists
+from .client_quotas import ClientQuotas
 from .scram_credentials import UserScramCredentials
 from .startup import LogLoading, StartupReport, Unavailable
 from .topic_admin import TopicAdmin
@@ -79,7 +84,8 @@ def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> l
     return [os.fspath(p) for p in log_dirs]
 
 
-class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials):
+class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials, AccessControlLists,
+                 ClientQuotas):
     """The store: ``LogManager(log_dirs, config=None)``.
 
     ``log_dirs``: a path, a comma-separated string (Kafka's ``log.dirs``) or a
@@ -102,6 +108,8 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials):
         self.defaults: LogConfig = self.config.log_config
         self._init_dynamic_configs(given)
         self._init_scram_credentials()
+        self._init_acls()
+        self._init_client_quotas()
         if log_dirs is None:
             log_dirs = self.config["log.dirs"] or (self.config["log.dir"],)
         paths = _as_dir_list(log_dirs)

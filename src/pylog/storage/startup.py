@@ -211,6 +211,8 @@ class LogLoading:
         # 3b. Dynamic broker configs (KIP-226), before any topic config is built.
         self._load_dynamic_configs()
         self._load_scram_credentials()
+        self._load_acls()
+        self._load_client_quotas()
         # 4. Per dir: marker, checkpoints, partition dirs.
         found: dict[TopicPartition, tuple[LogDir, str]] = {}
         state: dict[str, tuple[dict, dict]] = {}
