@@ -140,13 +140,13 @@ def test_consumer_over_its_byte_rate_gets_an_empty_throttled_fetch(broker):
     assert alter(b, {"client-id": cid}, {"consumer_byte_rate": 10_000.0}) == (0, None)
     with ProtocolClient(b, client_id=cid) as consumer:
         # One answer carries at most the quota over the full windows less one (20 KB).
-        first = consumer.request(1, _fetch(topic, 0))
+        first = consumer.request(1, _fetch(topic, 0), 12)
         size = first.responses[0].partitions[0].records
         assert first.throttle_time_ms == 0 and 5_000 < len(size) <= 20_000
-        second = consumer.request(1, _fetch(topic, 0))    # over the rate: answered empty
+        second = consumer.request(1, _fetch(topic, 0), 12)    # over the rate: answered empty
         assert second.throttle_time_ms > 0 and second.responses == []
     with ProtocolClient(b, client_id="other-" + topic) as other:   # another client id: no quota
-        answer = other.request(1, _fetch(topic, 0))
+        answer = other.request(1, _fetch(topic, 0), 12)
         assert answer.throttle_time_ms == 0 and answer.responses[0].partitions[0].records
 
 

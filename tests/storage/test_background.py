@@ -145,6 +145,8 @@ def test_flush_after_roll_advances_the_recovery_point(dirs, open_manager):
 
 
 def test_background_thread_runs_and_stops_on_close(dirs, open_manager):
+    # Threads of other tests in this process (xdist workers run many) are not this store's.
+    others = set(threading.enumerate())
     manager = open_manager(dirs[:1], {"log.flush.scheduler.interval.ms": 10,
                                       "pylog.background.poll.ms": 20},
                            background=True, clock=lambda: time.time_ns() // 1_000_000)
@@ -157,8 +159,10 @@ def test_background_thread_runs_and_stops_on_close(dirs, open_manager):
     assert 10 == log.recovery_point
     assert any(t.name == "pylog-log-manager" for t in threading.enumerate())
     manager.close()
-    assert not any(t.name.startswith("pylog-") and t.is_alive() for t in threading.enumerate()
-                   if t.name != "pylog-log-scheduler")
+    left = [t.name for t in threading.enumerate()
+            if t not in others and t.name.startswith("pylog-") and t.is_alive()
+            and t.name != "pylog-log-scheduler"]
+    assert left == []
 
 
 def test_retention_racing_readers(dirs, open_manager):
