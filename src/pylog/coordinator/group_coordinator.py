@@ -48,6 +48,7 @@ from .offsets import (
     encode_offset_value,
     partition_for_group,
 )
+from .replay import internal_batches
 
 __all__ = ["GroupCoordinator"]
 
@@ -287,40 +288,27 @@ class GroupCoordinator:
                 self._offsets.remove(group, tps)
 
     def _load_committed_offsets(self) -> None:
-        partitions = self.storage.partition_count(OFFSETS_TOPIC)
-        for p in range(partitions or 0):
-            try:
-                lg = self.storage.log(OFFSETS_TOPIC, p)
-            except KafkaStorageError:
-                continue            # its dir is offline: reported by the storage layer
-            offset = lg.log_start_offset
-            while offset < lg.log_end_offset:
-                batches = lg.read(offset, 1 << 20).batches()
-                if not batches:
-                    break
-                for batch in batches:
-                    if batch.is_control:
-                        # A transaction's marker: its offsets apply (commit) or go.
-                        pending = self._txn_offsets.pop(batch.producer_id, {})
-                        if _is_commit(batch):
-                            for group, entries in pending.items():
-                                self._offsets.put(group, entries)
-                    elif batch.is_transactional:
-                        # Pending until the marker; still pending at the end: the
-                        # transaction coordinator completes it (complete_txn_offsets).
-                        for record in batch.records():
-                            if record.offset >= offset and record.key is not None \
-                                    and record.value is not None:
-                                parsed = decode_offset_key(record.key)
-                                if parsed is not None:
-                                    self._txn_offsets.setdefault(batch.producer_id, {}).setdefault(
-                                        parsed[0], {})[parsed[1:]] = decode_offset_value(record.value)
-                    else:
-                        for record in batch.records():
-                            if record.offset >= offset:
-                                self._offsets.apply(record.key, record.value)
-                    offset = batch.last_offset + 1
-
+        for batch, start in internal_batches(self.storage, OFFSETS_TOPIC):
+            if batch.is_control:
+                # A transaction's marker: its offsets apply (commit) or go.
+                pending = self._txn_offsets.pop(batch.producer_id, {})
+                if _is_commit(batch):
+                    for group, entries in pending.items():
+                        self._offsets.put(group, entries)
+            elif batch.is_transactional:
+                # Pending until the marker; still pending at the end: the
+                # transaction coordinator completes it (complete_txn_offsets).
+                for record in batch.records():
+                    if record.offset >= start and record.key is not None \
+                            and record.value is not None:
+                        parsed = decode_offset_key(record.key)
+                        if parsed is not None:
+                            self._txn_offsets.setdefault(batch.producer_id, {}).setdefault(
+                                parsed[0], {})[parsed[1:]] = decode_offset_value(record.value)
+            else:
+                for record in batch.records():
+                    if record.offset >= start:
+                        self._offsets.apply(record.key, record.value)
 
 def _is_commit(control_batch) -> bool:
     """Whether a control batch is a COMMIT marker (its record's key: int16 version,

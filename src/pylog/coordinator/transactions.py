@@ -50,7 +50,6 @@ from pylog.errors import (
     InvalidProducerIdMappingError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
-    KafkaStorageError,
     ProducerFencedError,
     UnknownTopicOrPartitionError,
 )
@@ -58,6 +57,7 @@ from pylog.record import encode_batch
 from pylog.storage import OFFSETS_TOPIC
 
 from .offsets import OffsetAndMetadata
+from .replay import internal_batches
 from .transaction_state import (
     IDLE,
     PREPARED,
@@ -133,28 +133,17 @@ class TransactionCoordinator:
             lg.flush(info.last_offset + 1)
 
     def _load(self) -> None:
-        partitions = self.store.partition_count(TRANSACTION_STATE_TOPIC)
-        for p in range(partitions or 0):
-            try:
-                lg = self.store.log(TRANSACTION_STATE_TOPIC, p)
-            except KafkaStorageError:
-                continue            # its dir is offline: reported by the storage layer
-            offset = lg.log_start_offset
-            while offset < lg.log_end_offset:
-                batches = lg.read(offset, 1 << 20).batches()
-                if not batches:
-                    break
-                for batch in batches:
-                    if not batch.is_control:
-                        for record in batch.records():
-                            if record.offset < offset or record.key is None:
-                                continue
-                            tid = decode_txn_key(record.key)
-                            if record.value is None:
-                                self._txns.pop(tid, None)
-                            else:
-                                self._txns[tid] = decode_txn_value(tid, record.value)
-                    offset = batch.last_offset + 1
+        for batch, start in internal_batches(self.store, TRANSACTION_STATE_TOPIC):
+            if batch.is_control:
+                continue
+            for record in batch.records():
+                if record.offset < start or record.key is None:
+                    continue
+                tid = decode_txn_key(record.key)
+                if record.value is None:
+                    self._txns.pop(tid, None)
+                else:
+                    self._txns[tid] = decode_txn_value(tid, record.value)
 
     def _complete_prepared(self) -> None:
         """Recovery: markers for every transaction whose decision was written but not
