@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient, ProtocolError
 
+from .security import PLAINTEXT, ClientSecurity
+
 __all__ = ["GroupMember", "GroupDescription", "RemoteGroups"]
 
 _FIND_COORDINATOR, _OFFSET_COMMIT, _OFFSET_FETCH = 10, 8, 9
@@ -53,9 +55,11 @@ def _pinned(client: ProtocolClient, api_key: int, newest: int) -> int:
 class RemoteGroups:
     """``with RemoteGroups("host:port") as groups: groups.describe("g")``."""
 
-    def __init__(self, bootstrap: str, client_id: str = "pylog-consumer-groups") -> None:
+    def __init__(self, bootstrap: str, client_id: str = "pylog-consumer-groups",
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = bootstrap.split(",")[0].strip()
         self.client_id = client_id
+        self.security = security
         self._clients: dict[str, ProtocolClient] = {}
 
     def __enter__(self) -> RemoteGroups:
@@ -69,7 +73,7 @@ class RemoteGroups:
     def _client(self, address: str) -> ProtocolClient:
         client = self._clients.get(address)
         if client is None:
-            client = self._clients[address] = ProtocolClient(address, client_id=self.client_id)
+            client = self._clients[address] = self.security.connect(address, self.client_id)
         return client
 
     def _coordinator(self, group: str) -> ProtocolClient:

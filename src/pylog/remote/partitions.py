@@ -11,7 +11,9 @@ Each request goes to the partition's leader (from Metadata). Fetches return raw
 batches that the C decoder turns into Arrow; the next offset comes from the batch
 headers (``scan_batches``), so control batches never stall a reader. Inside
 ``with RemoteTopics(...)`` the partitions share one connection per leader; outside it,
-each call opens its own (what a Spark task, which lives for one range, wants).
+each call opens its own (what a Spark task, which lives for one range, wants). Every
+connection authenticates as its ``security`` says (:class:`ClientSecurity`: TLS, SASL;
+PLAINTEXT when not given).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from contextlib import contextmanager
 from pylog.errors import InvalidTxnStateError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from pylog.protocol.client import ProtocolClient, ProtocolError
 from pylog.record import decode_arrow, scan_batches, slice_offsets
+
+from .security import PLAINTEXT, ClientSecurity
 
 __all__ = ["RemoteTopics", "RemotePartition", "RemoteProducer", "RemoteTransaction", "leaders"]
 
@@ -34,10 +38,10 @@ def _first(bootstrap: str) -> str:
     return bootstrap.split(",")[0].strip()
 
 
-def _cluster(bootstrap: str, topics: list[str] | None, client_id: str):
+def _cluster(bootstrap: str, topics: list[str] | None, client_id: str, security: ClientSecurity):
     """(topic -> partition count, (topic, partition) -> "host:port" of its leader,
     the internal topics) from one Metadata request."""
-    with ProtocolClient(_first(bootstrap), client_id=client_id) as client:
+    with security.connect(_first(bootstrap), client_id) as client:
         meta = client.metadata(topics)
     brokers = {b.node_id: f"{b.host}:{b.port}" for b in meta.brokers}
     counts, where, internal = {}, {}, set()
@@ -52,21 +56,23 @@ def _cluster(bootstrap: str, topics: list[str] | None, client_id: str):
     return counts, where, internal
 
 
-def leaders(bootstrap: str, topics: list[str] | None, client_id: str = "pylog"
-            ) -> tuple[dict[str, int], dict[tuple[str, int], str]]:
+def leaders(bootstrap: str, topics: list[str] | None, client_id: str = "pylog",
+            security: ClientSecurity = PLAINTEXT) -> tuple[dict[str, int], dict[tuple[str, int], str]]:
     """(topic -> partition count, (topic, partition) -> "host:port" of its leader)."""
-    counts, where, _ = _cluster(bootstrap, topics, client_id)
+    counts, where, _ = _cluster(bootstrap, topics, client_id, security)
     return counts, where
 
 
 class RemoteTopics:
     """What planning needs of a cluster: ``topics()`` and ``partition(topic, p)``."""
 
-    def __init__(self, bootstrap: str, client_id: str = "pylog") -> None:
+    def __init__(self, bootstrap: str, client_id: str = "pylog",
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = bootstrap
         self.client_id = client_id
+        self.security = security
         self.paths = [bootstrap]              # for messages ("... does not exist in <where>")
-        self._counts, self._leaders, self.internal = _cluster(bootstrap, None, client_id)
+        self._counts, self._leaders, self.internal = _cluster(bootstrap, None, client_id, security)
         self._pool: dict[str, ProtocolClient] | None = None   # leader -> client, inside `with`
 
     def __enter__(self) -> RemoteTopics:
@@ -86,7 +92,7 @@ class RemoteTopics:
         if leader is None:
             raise UnknownTopicOrPartitionError(
                 f"topic {topic!r} has no partition {partition} at {self.bootstrap}")
-        return RemotePartition(topic, partition, leader, self.client_id, self._pool)
+        return RemotePartition(topic, partition, leader, self.client_id, self._pool, self.security)
 
 
 class RemotePartition:
@@ -94,23 +100,25 @@ class RemotePartition:
     OffsetRange carries it, as it carries a partition dir in path mode)."""
 
     def __init__(self, topic: str, partition: int, leader: str, client_id: str = "pylog",
-                 pool: dict[str, ProtocolClient] | None = None) -> None:
+                 pool: dict[str, ProtocolClient] | None = None,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.topic = topic
         self.partition = partition
         self.directory = leader
         self.client_id = client_id
+        self.security = security
         self._pool = pool
 
     @contextmanager
     def _client(self):
         if self._pool is None:
-            with ProtocolClient(self.directory, client_id=self.client_id) as client:
+            with self.security.connect(self.directory, self.client_id) as client:
                 yield client
             return
         client = self._pool.get(self.directory)
         if client is None:
-            client = self._pool[self.directory] = ProtocolClient(self.directory,
-                                                                 client_id=self.client_id)
+            client = self._pool[self.directory] = self.security.connect(self.directory,
+                                                                        self.client_id)
         yield client
 
     def _list(self, timestamp: int) -> int:
@@ -188,10 +196,12 @@ class RemoteProducer:
 
     def __init__(self, leaders: dict[tuple[str, int], str], client_id: str = "pylog",
                  acks: int = -1, *, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60000, bootstrap: str | None = None) -> None:
+                 transaction_timeout_ms: int = 60000, bootstrap: str | None = None,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.leaders = leaders
         self.client_id = client_id
         self.acks = acks
+        self.security = security
         self.clients: dict[str, ProtocolClient] = {}
         # Transactions (Kafka's producer API names): see RemoteTransaction.
         self.txn = None if transactional_id is None else RemoteTransaction(
@@ -201,7 +211,7 @@ class RemoteProducer:
     def client(self, address: str) -> ProtocolClient:
         client = self.clients.get(address)
         if client is None:
-            client = self.clients[address] = ProtocolClient(address, client_id=self.client_id)
+            client = self.clients[address] = self.security.connect(address, self.client_id)
         return client
 
     # Kafka's transactional producer API, when made with a transactional_id.
