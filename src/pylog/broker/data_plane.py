@@ -20,6 +20,7 @@ from pylog.storage import INTERNAL_TOPICS
 from . import fetch_sessions, transactions
 from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed
 from .errors import NONE, RequestError, codes, error_code
+from .leader_epochs import check_current_leader_epoch
 
 __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
            "init_producer_id", "delete_records"]
@@ -258,6 +259,8 @@ class FetchPlan:
                 try:
                     if isinstance(log, Exception):
                         raise log
+                    if self.version >= 9:       # the consumer's view of the leader (KIP-320)
+                        check_current_leader_epoch(log, p.current_leader_epoch)
                     hw = log.high_watermark
                     lso = log.last_stable_offset
                     resp.high_watermark, resp.last_stable_offset = hw, lso
@@ -382,6 +385,8 @@ def list_offsets(broker, conn, header, req):
                 continue
             try:
                 log = broker.store.log(topic.name, p.partition_index)
+                if v >= 4:                      # the client's view of the leader (KIP-320)
+                    check_current_leader_epoch(log, p.current_leader_epoch)
                 # Kafka's fetchOffsetForTimestamp: what the isolation level may read is the
                 # bound (the latest offset, and a timestamp's answer must lie below it).
                 bound = log.last_stable_offset if v >= 2 and req.isolation_level == \
