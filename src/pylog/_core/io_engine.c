@@ -105,8 +105,8 @@ static void set_why(char *why, size_t why_len, const char *fmt, ...)
 }
 
 /* `active` counts the callers inside, so pylog_engine_free waits for them.
- * The portable path moves it without the lock (an append's two mutex round
- * trips were ~200 instructions). free() sets `freeing` before it reads
+ * The portable path moves it without the lock (no mutex round trips on an
+ * append). free() sets `freeing` before it reads
  * `active`; the last caller out reads `freeing` after its decrement (both
  * sequentially consistent), so at least one of them sees the other: either
  * free() sees 0, or the caller takes the lock, which free() holds until it
@@ -967,8 +967,8 @@ int pylog_engine_writev(pylog_engine *e, int fd, const struct iovec *iov, int io
     /* io_uring only where it measurably helps (bench/RESULTS.md): a write that
      * must be synced goes out as one linked write+fdatasync chain. A plain
      * buffered write completes in the caller's context with pwritev; through
-     * the ring, filesystems hand it to an io-wq worker thread, which cost up
-     * to 2x on appends to the page cache. */
+     * the ring, filesystems hand it to an io-wq worker thread, which slows
+     * appends to the page cache. */
     if (e->kind == PYLOG_ENGINE_URING && (flags & PYLOG_WRITE_DATASYNC))
         rc = uring_writev(e, fd, iov, iovcnt, pos, flags);
     else

@@ -420,8 +420,7 @@ cdef class ProducerBatch:
         self.partition = partition
         # The record lists hold only the records' bytes-like objects and None,
         # which cannot close a reference cycle: the cyclic GC need not walk them
-        # (every collection did, item by item, while the batch was alive: ~6%
-        # of send()'s time).
+        # (otherwise every collection does, item by item, while the batch is alive).
         self.values = _untracked_list()
         self.keys = _untracked_list()
         self.headers = None
@@ -479,8 +478,8 @@ cdef class ProducerBatch:
         """This sealed batch's records as one record batch v2 (encode_batch's
         bytes, at its base_sequence). Lists of bytes/None without headers are
         read in place with the batch's own timestamp array (codec's
-        _encode_sealed: no copies into tuples or a numpy array, ~20% of the
-        sender's instructions); anything else takes encode_batch."""
+        _encode_sealed: no copies into tuples or a numpy array); anything else
+        takes encode_batch."""
         if self.values is None:
             raise ValueError("a pre-encoded batch (send_batch's) has no records to encode")
         cdef Py_ssize_t n = PyList_GET_SIZE(self.values)
@@ -886,15 +885,11 @@ cdef class ProducerBase:
         or None: that chunk must be queued; with `all_or_none`, returns None
         instead of doing anything when any chunk must be queued.
 
-        Measured (bench/RESULTS.md, "Many cores"): callers that wait for each
-        call +22-25% on one thread and +58% with two (acks=1); a single thread
-        that never waits loses the overlap of its encoding with the sender's
-        appends (about -10%). A 100-record call over 8 partitions, with the
-        locks taken once for all its chunks and the chunks encoded in one C
-        call: 696k instructions a call in Python with a chunk at a time, 449k
-        with one pass, 241k in this form with _send_small (bench/RESULTS.md,
-        "send_batch's common call in one C call"; raw append of the same
-        batches: 92k)."""
+        Callers that wait for each call gain (no hand-off to the sender); a
+        single thread that never waits loses the overlap of its encoding with
+        the sender's appends. The locks are taken once for all of a call's
+        chunks and the chunks encoded in one C call (bench/RESULTS.md, "send_batch";
+        its history in bench/history/)."""
         cdef Accumulator acc = self._accumulator
         cdef str topic = state.name
         if state.locks is None or len(state.locks) < state.num_partitions:

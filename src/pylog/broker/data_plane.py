@@ -27,7 +27,7 @@ __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
 
 _ZSTD = 4
 #: A Produce request whose records take more bytes than this runs in the I/O pool:
-#: its append copies and walks them all on the thread that runs it (~0.1 ms at 256 KiB).
+#: its append copies and walks them all on the thread that runs it.
 LOOP_PRODUCE_MAX_BYTES = 256 * 1024
 #: An incremental fetch whose session holds more partitions than this is read in the
 #: CPU pool, as a request of that many elements is (connection.LOOP_ELEMENTS).

@@ -17,11 +17,11 @@ connection.LOOP_ELEMENTS array elements), and answers sized by the store rather 
 the request (Metadata for every topic, OffsetFetch, DescribeGroups, ListGroups,
 DescribeConfigs), run in a small CPU pool. The group coordinator's deadlines run on
 its timer thread (coordinator/timer.py); idle connections close on a loop timer each.
-docs/ARCHITECTURE.md ("The broker") has the measurements behind this model.
+docs/ARCHITECTURE.md ("The broker") has the reasons for this model.
 
 Accepting: the listener is the loop's own reader (not asyncio's server, which listens
 again with a backlog of 100 and, out of file descriptors, logs a traceback per failed
-accept, hundreds per loop pass: 1.27 M lines at 6 MB/s measured). Out of fds (or any
+accept, hundreds per loop pass). Out of fds (or any
 accept error) the broker stops accepting for ACCEPT_PAUSE_S, leaving the connections
 waiting in the kernel's backlog, and logs one line per ACCEPT_LOG_INTERVAL_S.
 
@@ -671,10 +671,9 @@ def _all_topics(header, req) -> bool:
 
 def _distinct_keys(header, req) -> None:
     """Drops the repetitions of a key from an OffsetFetch (v8+ groups), DescribeGroups or
-    DescribeConfigs request, keeping the first: a store-sized answer per distinct key.
-    Measured before: OffsetFetch v8 naming a group of 100 offsets 19,000 times (80 KB)
-    took 35 s and +234 MiB for a 38 MB answer; DescribeConfigs naming the broker 19,000
-    times, 22 s and +173 MiB for 24.5 MB. Kafka answers each repetition (its Metadata
+    DescribeConfigs request, keeping the first: a store-sized answer per distinct key,
+    so a small request naming one key thousands of times cannot draw an answer
+    thousands of times its size. Kafka answers each repetition (its Metadata
     reads topics into a set, as pylog's does); its clients never repeat one (Java's
     admin client keys them by name, librdkafka refuses duplicates), so the shorter
     answer costs them nothing."""

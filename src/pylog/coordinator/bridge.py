@@ -36,8 +36,9 @@ HEARTBEAT_S = 0.2
 
 
 def _messages():
-    """pylog.protocol's messages, imported on first use: ~90 ms that every `import pylog`
-    (and every CLI command) would otherwise pay for groups shared with Kafka clients."""
+    """pylog.protocol's messages, imported on first use: a large module that every
+    `import pylog` (and every CLI command) would otherwise load for groups shared with
+    Kafka clients."""
     from pylog.protocol import messages
     return messages
 

@@ -326,8 +326,8 @@ class TransactionCoordinator:
         meta.state = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
         meta.partitions = set()
         # Not fsync'ed: the markers are, so a Complete lost to a crash only makes the
-        # restart write them again (a retry each partition recognises). Without it the
-        # commit is measured at ~one more fsync per transaction (bench_transactions.py).
+        # restart write them again (a retry each partition recognises). Syncing it would
+        # add an fsync to every transaction's commit.
         self._write(meta, meta.transactional_id, sync=False)
 
     def _coordinator_epoch(self) -> int:

@@ -143,7 +143,7 @@ class OffsetMap:
     def add(self, keys: pa.Array, offsets: np.ndarray, must: bool = False) -> bool:
         """Adds one segment's keys (nulls skipped). Refuses (returns False, nothing
         added) when the distinct keys would exceed the capacity, unless `must`."""
-        import pyarrow.compute as pc  # here, not at the top: 50 ms of every `import pylog`
+        import pyarrow.compute as pc  # here, not at the top: too slow for every `import pylog`
         valid = pc.is_valid(keys)
         part = self._group(pa.table({"key": pc.filter(keys, valid).cast(pa.binary()),
                                      "offset": pa.array(offsets[np.asarray(valid)])}))
