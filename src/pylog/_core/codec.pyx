@@ -1,5 +1,5 @@
 # cython: language_level=3, cdivision=True
-"""Record batch v2 codec: the Python face of records.c.
+"""Record batch v2 codec: the Python face of records_*.c.
 
 See docs/FORMAT.md for every byte. This module moves Python objects in and
 out of the C codec; the C code runs with the GIL released. Public names are
@@ -41,7 +41,7 @@ from pylog.errors import (
     CorruptRecordError, InvalidRecordError, InvalidTimestampError, MessageTooLargeError,
     RecordListTooLargeError, UnsupportedCompressionTypeError)
 
-# CRC-32C lives in pylog._core.crc; records.c lives here, and storage calls it
+# CRC-32C lives in pylog._core.crc; records_*.c live here, and storage calls them
 # through this module's capsule (core_api.h).
 from cpython.pycapsule cimport PyCapsule_New
 from pylog._core.includes.capi cimport (PYLOG_RECORDS_CAPSULE, pylog_import_crc_api,

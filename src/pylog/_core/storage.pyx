@@ -90,7 +90,7 @@ def gil_wanted_elsewhere():
 
 from pylog._core.includes.capi cimport pylog_import_crc_api, pylog_import_records_api
 
-# CRC-32C and records.c live in pylog._core.crc and pylog._core.codec (core_api.h).
+# CRC-32C and records_*.c live in pylog._core.crc and pylog._core.codec (core_api.h).
 import pylog._core.crc  # noqa: F401 - loaded first: their capsules are looked up by attribute
 import pylog._core.codec  # noqa: F401
 from pylog._core.codec import upconvert as _upconvert
