@@ -36,7 +36,7 @@ import time as _time
 import numpy as _np
 import pyarrow as _pa
 
-from pylog.record import compression as _compression
+from pylog import compression as _compression
 from pylog.errors import (
     CorruptRecordError, InvalidRecordError, InvalidTimestampError, MessageTooLargeError,
     RecordListTooLargeError, UnsupportedCompressionTypeError)

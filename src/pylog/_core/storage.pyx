@@ -56,7 +56,7 @@ import os as _os
 from pylog.errors import (CorruptIndexError, CorruptRecordError, InvalidRecordError,
                           InvalidTimestampError, MessageTooLargeError)
 
-from pylog.record import compression as _compression
+from pylog import compression as _compression
 
 cdef enum:
     PYLOG_NO_TIMESTAMP = -1
