@@ -244,7 +244,7 @@ def test_a_fetch_larger_than_the_socket_buffer_to_a_slow_reader(served):
     topic = served.topic()
     log = served.store.log(topic, 0)
     value = bytes(range(256)) * 16                   # 4 KiB
-    for i in range(24):
+    for _ in range(24):
         log.append_records([value] * 250)            # ~1 MB per batch, ~24 MB in all
     with ProtocolClient(served.bootstrap) as client:
         correlation, version = client.send(1, m.FetchRequest(

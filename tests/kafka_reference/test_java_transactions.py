@@ -8,7 +8,6 @@ DumpLogSegments decodes ``__transaction_state`` and the markers."""
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 

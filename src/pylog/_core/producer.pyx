@@ -13,7 +13,7 @@ case in one call.
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
-from cpython.list cimport PyList_Append, PyList_GET_SIZE
+from cpython.list cimport PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy, memset
@@ -132,7 +132,6 @@ cdef object _partition_arrow(object arr, int32_t n):
     return out
 
 
-
 cdef void _group_rows(const int32_t *parts, Py_ssize_t n, int32_t null_partition,
                       int32_t num_partitions, int64_t *order, int64_t *bounds) noexcept nogil:
     """plan_chunks' stable counting sort of rows by partition into order[n] and
@@ -247,6 +246,7 @@ def plan_chunks(parts, const int64_t[::1] sizes, int32_t null_partition, int32_t
                        for c in range(k)], -1
     finally:
         PyMem_Free(cuts)
+
 
 # ---------------------------------------------------------------- accumulator
 

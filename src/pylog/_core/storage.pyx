@@ -31,7 +31,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.errno cimport errno, EILSEQ, EIO
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
+from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
 from libc.string cimport memset, strerror
 from posix.types cimport off_t
 from posix.uio cimport iovec
@@ -56,7 +56,7 @@ import os as _os
 from pylog.errors import (CorruptIndexError, CorruptRecordError, InvalidRecordError,
                           InvalidTimestampError, MessageTooLargeError)
 
-from pylog.record import compression as _compression
+from pylog import compression as _compression
 
 cdef enum:
     PYLOG_NO_TIMESTAMP = -1
@@ -87,6 +87,7 @@ def gil_wanted_elsewhere():
     """Whether another Python thread exists that could take the GIL (what
     prepare_append asks before it validates 16 KiB or more without it)."""
     return _gil_wanted_elsewhere()
+
 
 from pylog._core.includes.capi cimport pylog_import_crc_api, pylog_import_records_api
 

@@ -13,7 +13,6 @@ answer is bounded by the request's distinct names, not their repetitions.
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 from pylog.errors import (
     InvalidTopicError,
@@ -104,7 +103,7 @@ def metadata(broker, conn, header, req):
                 if creations <= 0:
                     # Retriable, as while Kafka creates a topic: the client asks again.
                     raise RequestError(codes.LEADER_NOT_AVAILABLE, "auto-creations per request "
-                                       "used up (pylog.max.auto.create.topics.per.request)")
+                                       "used up (pylog.max.auto.create.topics.per.request)") from None
                 creations -= 1
                 description = store.auto_create_topic(name)
             entry.topic_id = topic_id_bytes(description.topic_id)

@@ -97,7 +97,7 @@ def _legacy_crcs(batch) -> list[int]:
     compressed wrapper holds a message set in its value). Read in Python: a cold path."""
     import struct
 
-    from pylog.record.compression import decompress
+    from pylog.compression import decompress
     raw = bytes(batch.raw)
     if not batch.compression_type:
         return [batch.crc]

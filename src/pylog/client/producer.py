@@ -41,7 +41,7 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from concurrent.futures._base import FINISHED
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
