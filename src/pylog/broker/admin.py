@@ -21,6 +21,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.protocol import SUPPORTED
+from pylog.protocol.api import FINALIZED_FEATURES, FINALIZED_FEATURES_EPOCH, SUPPORTED_FEATURES
 from pylog.protocol import messages as m
 from pylog.storage import validate_topic_name
 
@@ -40,10 +41,18 @@ def topic_id_bytes(topic_id: str) -> bytes:
 
 
 def api_versions_response(error: int = NONE) -> m.ApiVersionsResponse:
+    """The APIs and (v3+, tagged fields older versions leave out) the features."""
     return m.ApiVersionsResponse(
         error_code=error, throttle_time_ms=0,
         api_keys=[m.ApiVersionsResponseApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, (lo, hi) in sorted(SUPPORTED.items())])
+                  for k, (lo, hi) in sorted(SUPPORTED.items())],
+        supported_features=[m.ApiVersionsResponseSupportedFeatureKey(
+            name=name, min_version=lo, max_version=hi)
+            for name, (lo, hi) in SUPPORTED_FEATURES.items()],
+        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features=[m.ApiVersionsResponseFinalizedFeatureKey(
+            name=name, min_version_level=level, max_version_level=level)
+            for name, level in FINALIZED_FEATURES.items()])
 
 
 def api_versions(broker, conn, header, req):
