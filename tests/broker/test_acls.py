@@ -4,7 +4,8 @@ DescribeAcls, DeleteAcls), a principal without ACLs gets Kafka's authorization e
 never data (confluent-kafka's consumer and producer, and exact codes on the wire), prefixed
 ACLs, deny beats allow, super.users, Metadata hides what the principal may not describe,
 auto-creation needs CREATE, group checks, the transaction APIs' checks (transactional id,
-topics, group, and the implicit adds of transactions v2); ACLs survive kill -9. One broker for the module.
+topics, group, and the implicit adds of transactions v2); ACLs survive kill -9. One
+broker for the module.
 Kafka's own kafka-acls.sh: tests/kafka_reference/test_acl_tools.py."""
 
 from __future__ import annotations
