@@ -3,7 +3,10 @@ read by Kafka's Java consumer with read_committed and read_uncommitted ("read"):
 abort, a zombie fenced by a new producer with the same transactional id, and a
 transaction past transaction.timeout.ms aborted by the coordinator. Then
 ``kafka-transactions.sh`` lists, describes and aborts a hanging transaction, and Kafka's
-DumpLogSegments decodes ``__transaction_state`` and the markers."""
+DumpLogSegments decodes ``__transaction_state`` and the markers. The broker finalizes
+``transaction.version`` 2, so Kafka 4's producer runs all of these with transactions v2
+(KIP-890 part 2: Produce v12 adds partitions, EndTxn v5 bumps the epoch):
+test_java_producer_runs_transactions_v2 checks that it did."""
 
 from __future__ import annotations
 
@@ -164,3 +167,22 @@ def test_kafka_dump_log_decodes_transaction_state(txn_broker):
                       f"{data.path}/{data.segments[0].base_offset:020d}.log",
                       "--print-data-log").stdout
     assert "endTxnMarker: COMMIT" in dumped and "endTxnMarker: ABORT" in dumped, dumped[-2000:]
+
+
+def test_java_producer_runs_transactions_v2(txn_broker):
+    """Kafka 4.1's producer read transaction.version 2 from ApiVersions: it sent no
+    AddPartitionsToTxn (the coordinator's record says transactions v2), every EndTxn
+    bumped the epoch, and each marker carries the epoch of its transaction's end."""
+    store, broker = txn_broker
+    store.create_topic("jtv2", 2)
+    lines = java("txn", broker.bootstrap_servers, "java-tv2", "jtv2", "60000",
+                 "commit:6,abort:4,commit:2")
+    assert lines == ["INITIALIZED", "COMMITTED 0", "ABORTED 1", "COMMITTED 2"]
+    meta = store.transactions.describe("java-tv2")
+    assert meta.client_tv == 2 and meta.producer_epoch == 3        # epoch 0, then 3 EndTxn
+    for partition in range(2):
+        markers = [b.producer_epoch for b in
+                   store.log("jtv2", partition).read(0, 1 << 24).batches() if b.is_control]
+        assert markers == [1, 2, 3], markers
+    assert read(broker.bootstrap_servers, "jtv2", "read_committed", 8) == \
+        sorted([f"0-{i}" for i in range(6)] + ["2-0", "2-1"])
