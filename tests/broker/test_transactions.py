@@ -409,11 +409,11 @@ class WireTxnV2:
     producer): Produce v12 with no AddPartitionsToTxn, TxnOffsetCommit v5 with no
     AddOffsetsToTxn, EndTxn v5 taking the producer id and epoch it answers."""
 
-    def __init__(self, client, tid: str) -> None:
+    def __init__(self, client, tid: str, timeout_ms: int = 60000) -> None:
         from pylog.protocol import messages as m
         self.m, self.client, self.tid = m, client, tid
         resp = client.request(22, m.InitProducerIdRequest(transactional_id=tid,
-                                                          transaction_timeout_ms=60000), 5)
+                                                          transaction_timeout_ms=timeout_ms), 5)
         assert resp.error_code == 0, resp
         self.pid, self.epoch = resp.producer_id, resp.producer_epoch
         self.seq: dict[tuple[str, int], int] = {}
@@ -564,3 +564,82 @@ def test_transactions_v2_kill_9_between_prepare_commit_and_markers(tmp_path):
             assert marker.is_control and marker.producer_epoch == e0 + 2
     finally:
         store.close()
+
+
+def test_transactions_v2_timeout_fences_the_producer(txn_served):
+    """A v2 transaction past its timeout is aborted with the epoch bumped twice (fence,
+    then the end, as Kafka's): the producer's EndTxn with its epoch is no retry."""
+    from pylog.protocol.client import ProtocolClient
+    topic = txn_served.topic()
+    tid = f"tx2-timeout-{topic}"
+    with ProtocolClient(txn_served.bootstrap) as client:
+        p = WireTxnV2(client, tid, timeout_ms=300)
+        e0 = p.epoch
+        assert p.produce(topic, 0, b"late") == 0
+        wait_until(lambda: txn_served.store.transactions.describe(tid).state ==
+                   TxnState.COMPLETE_ABORT, timeout=30)
+        assert txn_served.store.transactions.describe(tid).producer_epoch == e0 + 2
+        assert p.end(committed=True).error_code == PRODUCER_FENCED
+        assert p.end(committed=False).error_code == PRODUCER_FENCED
+        assert p.produce(topic, 0, b"later") == INVALID_PRODUCER_EPOCH
+    marker = _last_batch(txn_served.store.log(topic, 0))
+    assert marker.is_control and marker.producer_epoch == e0 + 2
+    assert consume(txn_served.bootstrap, topic, 1, "read_committed", wait=1.0) == []
+
+
+def test_transactions_v2_epoch_exhausted_moves_to_a_new_producer_id(txn_served):
+    """At epoch 32766 (Short.MaxValue - 1) an EndTxn v5 writes its markers with 32767 and
+    hands out a new producer id at epoch 0; its retry gets the same answer."""
+    from pylog.coordinator.transactions import MAX_EPOCH
+    from pylog.protocol.client import ProtocolClient
+    topic = txn_served.topic()
+    tid = f"tx2-overflow-{topic}"
+    with ProtocolClient(txn_served.bootstrap) as client:
+        p = WireTxnV2(client, tid)
+        # 32766 transactions take too long: the coordinator's epoch is set where they end.
+        txn_served.store.transactions._txns[tid].producer_epoch = MAX_EPOCH
+        p.epoch, old_pid = MAX_EPOCH, p.pid
+        assert p.produce(topic, 0, b"last of the id") == 0
+        resp = p.end(committed=True)
+        assert resp.error_code == 0 and resp.producer_id != old_pid and resp.producer_epoch == 0
+        marker = _last_batch(txn_served.store.log(topic, 0))
+        assert (marker.producer_id, marker.producer_epoch) == (old_pid, MAX_EPOCH + 1)
+        # The new id with the old id's epoch: fenced. The old id and epoch: the retry.
+        assert p.end(committed=True, epoch=MAX_EPOCH).error_code == PRODUCER_FENCED
+        from pylog.protocol import messages as m
+        again = client.request(26, m.EndTxnRequest(transactional_id=tid, producer_id=old_pid,
+                                                   producer_epoch=MAX_EPOCH, committed=True), 5)
+        assert (again.error_code, again.producer_id, again.producer_epoch) == \
+            (0, resp.producer_id, 0)
+        assert p.produce(topic, 0, b"first of the new id") == 0
+        assert p.end(committed=True).error_code == 0
+    assert consume(txn_served.bootstrap, topic, 1, "read_committed", expect=2) == \
+        [b"first of the new id", b"last of the id"]
+
+
+def test_transactions_v2_kill_9_mid_transaction(tmp_path):
+    """An open v2 transaction when the broker dies: read_committed never shows it; after
+    the restart its producer aborts it with EndTxn v5 (the coordinator read back that the
+    transaction is v2) and commits the next one with the bumped epoch."""
+    from pylog.protocol.client import ProtocolClient
+    log_dir = str(tmp_path / "d")
+    with ServeProcess(log_dir) as served:
+        admin_store_topic(served.bootstrap, "mid2", 2)
+        with ProtocolClient(served.bootstrap) as client:
+            p = WireTxnV2(client, "tx2-mid")
+            assert p.produce("mid2", 0, b"kept") == 0
+            assert p.end(committed=True).error_code == 0
+            assert p.produce("mid2", 0, b"open") == 0 and p.produce("mid2", 1, b"open") == 0
+            served.kill()
+    with ServeProcess(log_dir) as served:
+        assert consume(served.bootstrap, "mid2", 2, "read_committed", wait=1.5) == [b"kept"]
+        with ProtocolClient(served.bootstrap) as client:
+            p.client = client
+            epoch = p.epoch
+            resp = p.end(committed=False)
+            assert (resp.error_code, resp.producer_epoch) == (0, epoch + 1)
+            assert p.produce("mid2", 1, b"after") == 0
+            assert p.end(committed=True).error_code == 0
+        assert consume(served.bootstrap, "mid2", 2, "read_committed", expect=2) == [b"after", b"kept"]
+        assert consume(served.bootstrap, "mid2", 2, "read_uncommitted", expect=4) == \
+            [b"after", b"kept", b"open", b"open"]
