@@ -197,3 +197,43 @@ def test_java_producer_runs_transactions_v2(txn_broker, monkeypatch):
         assert markers == [1, 2, 3], markers
     assert read(broker.bootstrap_servers, "jtv2", "read_committed", 8) == \
         sorted([f"0-{i}" for i in range(6)] + ["2-0", "2-1"])
+
+
+def test_java_producer_kill_9_of_the_broker_mid_transaction(tmp_path):
+    """Kafka 4.1's producer (transactions v2) commits, then leaves a transaction open when
+    `pylog serve` is killed with SIGKILL. After the restart read_committed shows only the
+    committed one; a new producer with the same transactional id fences and aborts the
+    open one (its records stay invisible to read_committed) and commits its own."""
+    from broker.process import ServeProcess
+    log_dir = str(tmp_path / "d")
+    with ServeProcess(log_dir) as served:
+        served_store_topic(served.bootstrap, "jcrash", 2)
+        proc = subprocess.Popen(java_command("txn", served.bootstrap, "java-crash", "jcrash",
+                                             "600000", "commit:3,open:4"),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert [proc.stdout.readline().strip() for _ in range(3)] == \
+                ["INITIALIZED", "COMMITTED 0", "OPEN 1"]
+            served.kill()
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdin.close()
+            proc.stdout.close()
+    with ServeProcess(log_dir) as served:
+        assert read(served.bootstrap, "jcrash", "read_committed", 3) == ["0-0", "0-1", "0-2"]
+        assert java("txn", served.bootstrap, "java-crash", "jcrash", "600000", "commit:2") == \
+            ["INITIALIZED", "COMMITTED 0"]
+        assert read(served.bootstrap, "jcrash", "read_committed", 5) == \
+            ["0-0", "0-0", "0-1", "0-1", "0-2"]
+        assert read(served.bootstrap, "jcrash", "read_uncommitted", 9) == \
+            sorted(["0-0", "0-0", "0-1", "0-1", "0-2"] + [f"1-{i}" for i in range(4)])
+
+
+def served_store_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        admin.close()
