@@ -271,8 +271,11 @@ class TransactionCoordinator:
                     (not tv2 or meta.client_tv >= 2):
                 return
             if meta.state != TxnState.ONGOING:
+                # A transaction begins: its version is its first add's (Kafka's
+                # clientTransactionVersion); a v2 add within a v1 one makes it v2.
                 meta.txn_start_ms = self.store.clock()
                 meta.partitions = set()
+                meta.client_tv = 0
             meta.state = TxnState.ONGOING
             meta.partitions |= wanted
             if tv2:
@@ -328,7 +331,7 @@ class TransactionCoordinator:
                     f"transaction of {transactional_id!r} is completing: retry")
             done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
             if state == done:
-                return meta.producer_id, meta.producer_epoch    # a retry of the EndTxn that completed it
+                return meta.producer_id, meta.producer_epoch    # a retry of the EndTxn
             raise InvalidTxnStateError(
                 f"transactional id {transactional_id!r} is {state.kafka_name}: "
                 f"{'commit' if committed else 'abort'} needs an ongoing transaction")

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from . import messages as m
 from .codec import Reader, Writer
 
-__all__ = ["API_NAMES", "SUPPORTED", "UNADVERTISED", "SUPPORTED_FEATURES", "FINALIZED_FEATURES", "RequestHeader", "decode_request", "encode_request",
+__all__ = ["API_NAMES", "SUPPORTED", "UNADVERTISED", "SUPPORTED_FEATURES", "FINALIZED_FEATURES",
+           "FINALIZED_FEATURES_EPOCH", "RequestHeader", "decode_request", "encode_request",
            "unsupported_version_response",
            "frame_response", "decode_response", "is_flexible"]
 
