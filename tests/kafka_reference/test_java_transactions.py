@@ -161,6 +161,12 @@ def test_kafka_dump_log_decodes_transaction_state(txn_broker):
     assert [d["data"]["transactionStatus"] for d in decoded] == [0, 1, 2, 4, 1, 3, 5], out[-3000:]
     assert decoded[1]["data"]["transactionPartitions"] == [{"topic": "jdump", "partitionIds": [0]}]
     assert {d["data"]["transactionTimeoutMs"] for d in decoded} == {60000}
+    # Kafka 4.1's producer ran transactions v2: from its first transaction on, the values
+    # are version 1 with their tagged ClientTransactionVersion, which Kafka's decoder read.
+    # Each EndTxn's Prepare record already carries the bumped epoch.
+    assert [d["version"] for d in decoded] == ["0", "1", "1", "1", "1", "1", "1"], decoded
+    assert [d["data"].get("clientTransactionVersion") for d in decoded[1:]] == [2] * 6, decoded
+    assert [d["data"]["producerEpoch"] for d in decoded] == [0, 0, 1, 1, 1, 2, 2], decoded
     data = store.log("jdump", 0)
     data.flush()
     dumped = run_tool("kafka-dump-log", "--files",
