@@ -359,5 +359,20 @@ def test_transaction_apis_check_the_transactional_id_topics_and_group(broker):
         add_acls(broker, acl(ResourceType.TOPIC, writable, "User:alice", AclOperation.READ))
         assert offset_commit(alice, pid, epoch, 5) == 0
         assert len(partitions_in_transaction(adm)) == 2            # + the group's offsets partition
+        # v4+ is a broker's form: CLUSTER_ACTION on the cluster, which alice lacks.
+        batched = alice.request(24, m.AddPartitionsToTxnRequest(transactions=[
+            m.AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=True,
+                topics=[m.AddPartitionsToTxnRequestAddPartitionsToTxnTopic(name=writable,
+                                                                           partitions=[0])])]), 4)
+        assert batched.error_code == CLUSTER_AUTHORIZATION_FAILED and not batched.results_by_transaction
+        verified = adm.request(24, m.AddPartitionsToTxnRequest(transactions=[
+            m.AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=True,
+                topics=[m.AddPartitionsToTxnRequestAddPartitionsToTxnTopic(name=writable,
+                                                                           partitions=[0])])]), 4)
+        assert verified.error_code == 0
+        assert verified.results_by_transaction[0].topic_results[0].results_by_partition[0] \
+            .partition_error_code == 0
     with wire(broker, "admin") as client:
         assert client.list_offset(other, 0, -1) == 1               # nothing of alice's written

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import time
 
-from pylog.common.acl import Operation
+from pylog.common.acl import CLUSTER_NAME, Operation
 from pylog.coordinator import OffsetAndMetadata
 from pylog.coordinator.transaction_state import TxnState
 from pylog.coordinator.transactions import authorize_transactional_id
 from pylog.errors import ProducerFencedError
 from pylog.protocol import messages as m
 
-from .authorizer import GROUP, TOPIC, TRANSACTIONAL_ID, allowed
+from .authorizer import CLUSTER, GROUP, TOPIC, TRANSACTIONAL_ID, allowed
 from .errors import NONE, codes, error_code
 
 __all__ = ["init_producer_id", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn",
@@ -67,13 +67,13 @@ def init_producer_id(broker, conn, header, req):
 
 def _add_partitions(broker, conn, header, tid, pid, epoch, topics, verify_only=False):
     """[(topic, [(partition, error)])] for one transaction of AddPartitionsToTxn. Kafka's
-    checks in its order: WRITE on the transactional id; for a client's request (v0-3),
-    WRITE on each topic (TOPIC_AUTHORIZATION_FAILED, whether it exists or not), then the
+    checks in its order: for a client's request (v0-3), WRITE on the transactional id and
+    on each topic (TOPIC_AUTHORIZATION_FAILED, whether it exists or not), then the
     partition's existence; one failed partition fails them all, the others answering
     OPERATION_NOT_ATTEMPTED."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     errors: dict[tuple[str, int], int] = {}
-    if not _authorized(conn, tid):
+    if header.api_version <= 3 and not _authorized(conn, tid):      # v4+: CLUSTER_ACTION
         errors = {tp: codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
     elif verify_only:
         found = broker.store.transactions.verify_only(tid, pid, epoch, wanted)
@@ -104,12 +104,18 @@ def _add_partitions(broker, conn, header, tid, pid, epoch, topics, verify_only=F
 
 def add_partitions_to_txn(broker, conn, header, req):
     """AddPartitionsToTxn: v0-3 one transaction (a client's), v4+ a batch of them with
-    verify_only (a broker's verification, KIP-890 part 1)."""
+    verify_only (a broker's verification, KIP-890 part 1), which needs CLUSTER_ACTION on
+    the cluster (CLUSTER_AUTHORIZATION_FAILED), as Kafka's."""
     if header.api_version <= 3:
         results = _add_partitions(broker, conn, header, req.v3_and_below_transactional_id,
                                   req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
                                   req.v3_and_below_topics)
         return m.AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=results)
+    if not allowed(broker, conn, Operation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+        # v4+ is a broker's request (Kafka's KafkaApis: CLUSTER_ACTION on the cluster).
+        return m.AddPartitionsToTxnResponse(throttle_time_ms=0,
+                                            error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+                                            results_by_transaction=[])
     out = []
     for txn in req.transactions:
         out.append(m.AddPartitionsToTxnResponseAddPartitionsToTxnResult(
