@@ -465,9 +465,13 @@ def test_api_versions_finalize_transaction_version_2(txn_served):
     from pylog.protocol.client import ProtocolClient
     with ProtocolClient(txn_served.bootstrap) as client:
         resp = client.request(18, m.ApiVersionsRequest(client_software_name="t",
-                                                       client_software_version="1"), 3)
+                                                       client_software_version="1"), 4)
+        v3 = client.request(18, m.ApiVersionsRequest(client_software_name="t",
+                                                     client_software_version="1"), 3)
     assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == \
         [("transaction.version", 0, 2)]
+    # Below v4 a supported feature with minimum 0 is left out (KIP-1022), as Kafka's.
+    assert v3.supported_features == [] and v3.finalized_features == resp.finalized_features
     assert [(f.name, f.min_version_level, f.max_version_level)
             for f in resp.finalized_features] == [("transaction.version", 2, 2)]
     assert resp.finalized_features_epoch >= 0          # clients keep features of epoch > -1

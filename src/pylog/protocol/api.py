@@ -50,7 +50,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     15: (0, 5),     # DescribeGroups
     16: (0, 4),     # ListGroups
     17: (0, 1),     # SaslHandshake (ILLEGAL_SASL_STATE on a PLAINTEXT listener, as Kafka)
-    18: (0, 3),     # ApiVersions
+    18: (0, 4),     # ApiVersions (4: supported features from 0 listed, KIP-1022)
     19: (0, 7),     # CreateTopics
     20: (0, 6),     # DeleteTopics
     21: (0, 2),     # DeleteRecords
