@@ -20,6 +20,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.protocol import SUPPORTED
+from pylog.protocol.api import FINALIZED_FEATURES, FINALIZED_FEATURES_EPOCH, SUPPORTED_FEATURES
 from pylog.protocol import messages as m
 from pylog.storage import validate_topic_name
 
@@ -38,15 +39,26 @@ def topic_id_bytes(topic_id: str) -> bytes:
     return base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
 
 
-def api_versions_response(error: int = NONE) -> m.ApiVersionsResponse:
+def api_versions_response(error: int = NONE, version: int = 4) -> m.ApiVersionsResponse:
+    """The APIs and (v3+, tagged fields older versions leave out) the features. Below
+    v4 a supported feature whose minimum is 0 is left out, as Kafka's broker does
+    (KIP-1022: older clients refuse a 0 minimum; measured, Kafka 4.1: transaction.version
+    0-2 listed at v4, not at v3)."""
     return m.ApiVersionsResponse(
         error_code=error, throttle_time_ms=0,
         api_keys=[m.ApiVersionsResponseApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, (lo, hi) in sorted(SUPPORTED.items())])
+                  for k, (lo, hi) in sorted(SUPPORTED.items())],
+        supported_features=[m.ApiVersionsResponseSupportedFeatureKey(
+            name=name, min_version=lo, max_version=hi)
+            for name, (lo, hi) in SUPPORTED_FEATURES.items() if lo > 0 or version >= 4],
+        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features=[m.ApiVersionsResponseFinalizedFeatureKey(
+            name=name, min_version_level=level, max_version_level=level)
+            for name, level in FINALIZED_FEATURES.items()])
 
 
 def api_versions(broker, conn, header, req):
-    return api_versions_response()
+    return api_versions_response(NONE, header.api_version)
 
 
 def _partitions(broker, description) -> list:

@@ -13,7 +13,13 @@ import asyncio
 
 from pylog.common.acl import CLUSTER_NAME, Operation
 from pylog.coordinator.transactions import authorize_transactional_id
-from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from pylog.errors import (
+    ConcurrentTransactionsError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    ProducerFencedError,
+    UnknownTopicOrPartitionError,
+)
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
@@ -120,12 +126,19 @@ TOPIC_DENIED = (codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
 _TXN_DENIED = (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
 
 
+#: The first Produce version of transactions v2 (KIP-890 part 2): the partition joins
+#: the transaction with its first batch, the producer sends no AddPartitionsToTxn.
+PRODUCE_ADDS_PARTITIONS = 12
+
+
 def _verify_transactional(broker, conn, transactional_id: str, log, topic: str, partition: int,
-                          records):
+                          records, version: int):
     """KIP-890 part 1, on one node: the guard a transactional batch needs to open its
     producer's transaction in this partition, given once the coordinator says the
-    partition is in that transaction (None: one is open here, later batches need none).
-    Raises the coordinator's error (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, ...)."""
+    partition is in that transaction, or (part 2, Produce v12+) once the coordinator
+    added it (None: one is open here, later batches need none). Raises the
+    coordinator's error as Kafka's produce path answers it: a fenced epoch is
+    INVALID_PRODUCER_EPOCH, a transaction completing NOT_ENOUGH_REPLICAS (retriable)."""
     if not authorize_transactional_id(getattr(conn, "principal", None), transactional_id, "WRITE"):
         raise RequestError(codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                            f"not authorized for transactional id {transactional_id!r}")
@@ -134,8 +147,18 @@ def _verify_transactional(broker, conn, transactional_id: str, log, topic: str, 
     pid = int.from_bytes(records[43:51], "big", signed=True)
     epoch = int.from_bytes(records[51:53], "big", signed=True)
     guard = log.maybe_start_transaction_verification(pid)
-    if guard is not None:
-        broker.store.transactions.verify_partition(transactional_id, pid, epoch, topic, partition)
+    if guard is None:
+        return None
+    coordinator = broker.store.transactions
+    try:
+        if version >= PRODUCE_ADDS_PARTITIONS:
+            coordinator.add_partitions(transactional_id, pid, epoch, [(topic, partition)], tv2=True)
+        else:
+            coordinator.verify_partition(transactional_id, pid, epoch, topic, partition)
+    except ProducerFencedError as exc:
+        raise RequestError(codes.INVALID_PRODUCER_EPOCH, str(exc)) from None
+    except ConcurrentTransactionsError as exc:
+        raise RequestError(codes.NOT_ENOUGH_REPLICAS, str(exc)) from None
     return guard
 
 
@@ -174,7 +197,7 @@ def produce(broker, conn, header, req):
                     guard = None
                     if req.transactional_id is not None:
                         guard = _verify_transactional(broker, conn, req.transactional_id, log,
-                                                      topic.name, p.index, p.records)
+                                                      topic.name, p.index, p.records, v)
                     info = log.append(p.records, verification_guard=guard)
                     resp.base_offset = info.first_offset
                     resp.log_append_time_ms = info.log_append_time

@@ -293,7 +293,8 @@ class RemoteTransaction:
     id, AddPartitionsToTxn before a partition's first batch of a transaction (v3, the
     client form), Produce with the transactional id (each batch stamped with the
     producer id, epoch, its partition's sequence and the transactional attribute),
-    AddOffsetsToTxn and TxnOffsetCommit, EndTxn. Errors raise ProtocolError with Kafka's
+    AddOffsetsToTxn and TxnOffsetCommit, EndTxn (v5, transactions v2: the producer goes
+    on with the producer id and epoch it answers). Errors raise ProtocolError with Kafka's
     code (PRODUCER_FENCED: another producer took the id)."""
 
     def __init__(self, producer: RemoteProducer, transactional_id: str, timeout_ms: int,
@@ -418,8 +419,14 @@ class RemoteTransaction:
         if self.partitions is None:
             raise InvalidTxnStateError(f"{what}: no transaction is open")
         if self.partitions or committed:
-            self._call(self.transactional_id, 1, 26, m.EndTxnRequest(
+            resp = self._call(self.transactional_id, 1, 26, m.EndTxnRequest(
                 transactional_id=self.transactional_id, producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch, committed=committed),
                 lambda r: r.error_code, "EndTxn")
+            if resp.producer_id >= 0 and resp.producer_epoch >= 0 and \
+                    (resp.producer_id, resp.producer_epoch) != (self.producer_id, self.producer_epoch):
+                # EndTxn v5 (transactions v2) bumped the epoch: a new epoch's sequences
+                # start at 0.
+                self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+                self.sequences = {}
         self.partitions = None
