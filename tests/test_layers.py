@@ -51,9 +51,11 @@ STORAGE_PUBLIC_ONLY = {"coordinator", "client", "store", "broker", "spark"}
 
 
 def layer_of(module: str) -> str:
-    """'pylog.storage.log' -> 'storage'; 'pylog' -> '__init__'."""
+    """'pylog.storage.log' -> 'storage'; 'pylog' -> '__init__'; 'pylog.error_codes' (Kafka's
+    table of codes, generated) is part of the errors layer."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    layer = parts[1] if len(parts) > 1 else "__init__"
+    return "errors" if layer == "error_codes" else layer
 
 
 def module_name(path: Path) -> str:

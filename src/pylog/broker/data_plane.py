@@ -13,13 +13,18 @@ import asyncio
 
 from pylog.common.acl import CLUSTER_NAME, Operation
 from pylog.coordinator.transactions import authorize_transactional_id
-from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from pylog.errors import (
+    ErrorCode,
+    KafkaError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
 from pylog.protocol import messages as m
 from pylog.storage import INTERNAL_TOPICS
 
 from . import fetch_sessions, transactions
 from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed
-from .errors import NONE, RequestError, codes, error_code
+from .errors import NONE, RequestError, error_code
 
 __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
            "init_producer_id", "delete_records"]
@@ -66,18 +71,18 @@ def _check_records(records, version: int) -> tuple[int, str] | None:
     """Kafka's ProduceRequest.validateRecords (v3+): exactly one v2 batch; zstd needs v7.
     (v0-2 carry magic 0/1 message sets: Log.append validates and up-converts them.)"""
     if records is None or len(records) == 0:
-        return codes.CORRUPT_MESSAGE, "no records"
+        return ErrorCode.CORRUPT_MESSAGE, "no records"
     if version < 3:
         return None
     if len(records) < 61:
-        return codes.CORRUPT_MESSAGE, "a record batch shorter than a v2 batch header (61 bytes)"
+        return ErrorCode.CORRUPT_MESSAGE, "a record batch shorter than a v2 batch header (61 bytes)"
     if records[16] != 2:
-        return codes.INVALID_RECORD, f"record batch magic {records[16]}: produce v3+ carries magic 2 only"
+        return ErrorCode.INVALID_RECORD, f"record batch magic {records[16]}: produce v3+ carries magic 2 only"
     length = int.from_bytes(records[8:12], "big", signed=True)
     if 12 + length < len(records):
-        return codes.INVALID_RECORD, "more than one record batch for a partition"
+        return ErrorCode.INVALID_RECORD, "more than one record batch for a partition"
     if records[22] & 0x07 == _ZSTD and version < 7:
-        return codes.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce version 7 or later"
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce version 7 or later"
     return None
 
 
@@ -87,7 +92,7 @@ def _check_transactional(records) -> tuple[int, str] | None:
     pos, size = 0, len(records)
     while pos + 61 <= size and records[pos + 16] == 2:
         if records[pos + 22] & 0x10:
-            return (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     "a transactional record batch needs the producer's transactional id")
         length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
         if length < 49:
@@ -104,7 +109,7 @@ def _check_producer_ids(store, records) -> tuple[int, str] | None:
     while pos + 61 <= size and records[pos + 16] == 2:      # magic 0/1 carry no producer id
         pid = int.from_bytes(records[pos + 43:pos + 51], "big", signed=True)
         if pid >= 0 and not store.producer_id_handed_out(pid):
-            return (codes.INVALID_PRODUCER_ID_MAPPING,
+            return (ErrorCode.INVALID_PRODUCER_ID_MAPPING,
                     f"producer id {pid} was never handed out by this broker: an idempotent "
                     f"producer takes its id from InitProducerId")
         length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
@@ -115,8 +120,8 @@ def _check_producer_ids(store, records) -> tuple[int, str] | None:
 
 
 #: What a partition of a topic the principal may not use gets (Kafka's message).
-TOPIC_DENIED = (codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
-_TXN_DENIED = (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
+TOPIC_DENIED = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+_TXN_DENIED = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
 
 
 def _verify_transactional(broker, conn, transactional_id: str, log, topic: str, partition: int,
@@ -126,7 +131,7 @@ def _verify_transactional(broker, conn, transactional_id: str, log, topic: str, 
     partition is in that transaction (None: one is open here, later batches need none).
     Raises the coordinator's error (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, ...)."""
     if not authorize_transactional_id(getattr(conn, "principal", None), transactional_id, "WRITE"):
-        raise RequestError(codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        raise RequestError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                            f"not authorized for transactional id {transactional_id!r}")
     if len(records) < 61 or records[16] != 2 or not records[22] & 0x10:
         return None                 # not transactional: the log's producer state judges it
@@ -160,9 +165,9 @@ def produce(broker, conn, header, req):
             if denied:
                 problem = _TXN_DENIED if txn_denied else TOPIC_DENIED
             elif acks not in (-1, 0, 1):
-                problem = codes.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
+                problem = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
             elif topic.name in INTERNAL_TOPICS:
-                problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
+                problem = ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
             else:
                 problem = _check_records(p.records, v) or \
                     (None if req.transactional_id is not None else _check_transactional(p.records)) \
@@ -218,7 +223,7 @@ class FetchPlan:
             # UNKNOWN_TOPIC_ID before any authorization, as Kafka answers it.)
             exists = broker.store.partition_count(topic.topic) is not None
             if not exists and version >= 13:
-                missing = RequestError(codes.UNKNOWN_TOPIC_ID, "no topic has that topic id")
+                missing = RequestError(ErrorCode.UNKNOWN_TOPIC_ID, "no topic has that topic id")
             elif conn is not None and not allowed(broker, conn, Operation.READ, TOPIC, topic.topic):
                 missing = RequestError(*TOPIC_DENIED)
             elif exists:
@@ -376,8 +381,8 @@ def list_offsets(broker, conn, header, req):
             resp = m.ListOffsetsResponseListOffsetsPartitionResponse(
                 partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
             if denied or v < _LIST_OFFSETS_SPEC_VERSION.get(p.timestamp, 0):
-                resp.error_code = (codes.TOPIC_AUTHORIZATION_FAILED if denied
-                                   else codes.UNSUPPORTED_VERSION)
+                resp.error_code = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if denied
+                                   else ErrorCode.UNSUPPORTED_VERSION)
                 parts.append(resp)
                 continue
             try:
@@ -415,17 +420,17 @@ def init_producer_id(broker, conn, header, req):
     on the cluster or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED), as Kafka."""
     if req.transactional_id is not None and not allowed(
             broker, conn, Operation.WRITE, TRANSACTIONAL_ID, req.transactional_id):
-        return m.InitProducerIdResponse(error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        return m.InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                         producer_id=-1, producer_epoch=-1)
     if req.transactional_id is None and broker.authorizer is not None and not (
             allowed(broker, conn, Operation.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
             or broker.authorizer.authorize_any(conn.principal, conn.host, Operation.WRITE, TOPIC)):
-        return m.InitProducerIdResponse(error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+        return m.InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                         producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
         return transactions.init_producer_id(broker, conn, header, req)
     if (req.producer_id == -1) != (req.producer_epoch == -1):
-        return m.InitProducerIdResponse(error_code=codes.INVALID_REQUEST, producer_id=-1,
+        return m.InitProducerIdResponse(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1,
                                         producer_epoch=-1)
     try:
         pid, epoch = broker.store.init_producer_id()
@@ -444,7 +449,7 @@ def delete_records(broker, conn, header, req):
             resp = m.DeleteRecordsResponseDeleteRecordsPartitionResult(
                 partition_index=p.partition_index, low_watermark=-1)
             if denied:
-                resp.error_code = codes.TOPIC_AUTHORIZATION_FAILED
+                resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 parts.append(resp)
                 continue
             try:

@@ -43,7 +43,7 @@ import struct
 from dataclasses import dataclass
 
 from pylog.common import jaas, scram
-from pylog.errors import ConfigError, SaslAuthenticationError
+from pylog.errors import ConfigError, ErrorCode, SaslAuthenticationError
 from pylog.protocol import API_NAMES, MalformedMessageError, decode_request, frame_response
 from pylog.protocol import messages as m
 
@@ -55,10 +55,6 @@ __all__ = ["SaslConfig", "Authenticator", "sasl_handshake", "sasl_authenticate",
 
 log = logging.getLogger(__name__)
 
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-UNSUPPORTED_VERSION = 35
-SASL_AUTHENTICATION_FAILED = 58
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 #: Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS.
 MIN_REAUTH_INTERVAL_S = 1.0
@@ -72,12 +68,12 @@ _api_key = struct.Struct(">h")
 # ================================================================ handlers (after auth)
 
 def sasl_handshake(broker, conn, header, req):
-    return m.SaslHandshakeResponse(error_code=ILLEGAL_SASL_STATE, mechanisms=[])
+    return m.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
 def sasl_authenticate(broker, conn, header, req):
     return m.SaslAuthenticateResponse(
-        error_code=ILLEGAL_SASL_STATE, auth_bytes=b"",
+        error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"",
         error_message="SaslAuthenticate request received after successful authentication")
 
 
@@ -257,7 +253,7 @@ class Authenticator:
     async def _api_versions(self, frame) -> bool:
         header, body, _ = decode_request(frame, _PRE_AUTH_ELEMENTS)
         if body is None:            # KIP-511: v0 answer with our ranges; the client retries
-            response = self.conn.broker.api_versions_response(UNSUPPORTED_VERSION)
+            response = self.conn.broker.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
             await self.conn._send(frame_response(header, response, version=0))
             return True
         await self.conn._send(await self.conn.broker.handle(self.conn, header, body))
@@ -273,7 +269,7 @@ class Authenticator:
         enabled = list(self.config.mechanisms)
         if mechanism not in enabled:
             answer = frame_response(header, m.SaslHandshakeResponse(
-                error_code=UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
+                error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
             raise _Close(f"Unsupported SASL mechanism {mechanism}", answer)
         self.kafka_headers = header.api_version >= 1
         self.mechanism = mechanism
@@ -300,7 +296,7 @@ class Authenticator:
             token = self._evaluate(body.auth_bytes)
         except SaslAuthenticationError as exc:
             answer = frame_response(header, m.SaslAuthenticateResponse(
-                error_code=SASL_AUTHENTICATION_FAILED, error_message=self._client_message(exc),
+                error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=self._client_message(exc),
                 auth_bytes=b""))
             raise _Close(f"authentication failed: {exc}", answer) from None
         lifetime = self._completed() if self.server.complete else 0

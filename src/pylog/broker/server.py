@@ -61,8 +61,8 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pylog.coordinator.classic_group import errors as group_errors
 from pylog.coordinator.offset_expiry import expire_offsets
+from pylog.errors import ErrorCode
 from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
@@ -569,7 +569,7 @@ class Broker:
         try:
             return await future
         except _CoordinatorStopping:
-            return failed(group_errors.NOT_COORDINATOR)
+            return failed(ErrorCode.NOT_COORDINATOR)
         finally:
             self._group_waits.discard(future)
 

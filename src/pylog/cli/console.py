@@ -14,6 +14,8 @@ import time
 
 import click
 
+from pylog.errors import ErrorCode
+
 from .common import fail_on, log_dirs_option
 from .remote import bootstrap_option
 
@@ -21,7 +23,6 @@ __all__ = ["console_producer", "console_consumer"]
 
 _UNESCAPE = {"\\t": "\t", "\\n": "\n"}
 _METADATA_ATTEMPTS = 25          # 5 s for a broker to create a topic (0.2 s apart)
-_UNKNOWN_TOPIC_OR_PARTITION, _LEADER_NOT_AVAILABLE = 3, 5
 
 
 def _properties(items: tuple[str, ...], known: set[str]) -> dict[str, str]:
@@ -177,8 +178,8 @@ def _ensure_topic(bootstrap: str, topic: str) -> None:
         for _ in range(_METADATA_ATTEMPTS):
             answer = client.metadata([topic], allow_auto_create=True)
             error = next((t.error_code for t in answer.topics if t.name == topic),
-                         _UNKNOWN_TOPIC_OR_PARTITION)
-            if error != _LEADER_NOT_AVAILABLE:
+                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if error != ErrorCode.LEADER_NOT_AVAILABLE:
                 break
             time.sleep(0.2)
     if error:

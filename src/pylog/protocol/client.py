@@ -17,40 +17,14 @@ import socket
 import ssl
 import struct
 
+from pylog.errors import ProtocolError
+
 from . import messages as m
 from .api import SUPPORTED, decode_response, encode_request
 
 __all__ = ["ProtocolClient", "ProtocolError"]
 
 _i32 = struct.Struct(">i")
-
-
-# Kafka's names of the error codes a client of these tools meets (Errors.java).
-ERROR_NAMES = {
-    -1: "UNKNOWN_SERVER_ERROR", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE",
-    3: "UNKNOWN_TOPIC_OR_PARTITION", 4: "INVALID_FETCH_SIZE", 5: "LEADER_NOT_AVAILABLE",
-    6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE",
-    14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR",
-    17: "INVALID_TOPIC_EXCEPTION", 18: "RECORD_LIST_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS",
-    21: "INVALID_REQUIRED_ACKS", 22: "ILLEGAL_GENERATION", 24: "INVALID_GROUP_ID",
-    25: "UNKNOWN_MEMBER_ID", 27: "REBALANCE_IN_PROGRESS", 33: "UNSUPPORTED_SASL_MECHANISM",
-    34: "ILLEGAL_SASL_STATE", 35: "UNSUPPORTED_VERSION",
-    36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
-    40: "INVALID_CONFIG", 41: "NOT_CONTROLLER", 42: "INVALID_REQUEST",
-    56: "KAFKA_STORAGE_ERROR", 58: "SASL_AUTHENTICATION_FAILED", 68: "NON_EMPTY_GROUP",
-    69: "GROUP_ID_NOT_FOUND", 76: "UNSUPPORTED_COMPRESSION_TYPE", 87: "INVALID_RECORD",
-    91: "RESOURCE_NOT_FOUND", 92: "DUPLICATE_RESOURCE", 93: "UNACCEPTABLE_CREDENTIAL",
-}
-
-
-class ProtocolError(Exception):
-    """A response carried a Kafka error code (named as Kafka names it)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        name = ERROR_NAMES.get(code)
-        super().__init__(f"{message}: {name} (Kafka error {code})" if name
-                         else f"{message} (Kafka error {code})")
-        self.code = code
 
 
 class ProtocolClient:

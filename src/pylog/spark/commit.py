@@ -38,6 +38,7 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple, dataclass
 
+from pylog.errors import PylogError
 from pylog.storage import make_dirs, write_file_atomically
 
 __all__ = ["StagedBatch", "append_staged", "QueryCommits", "StagedDataError"]
@@ -45,7 +46,7 @@ __all__ = ["StagedBatch", "append_staged", "QueryCommits", "StagedDataError"]
 _HEADER = struct.Struct(">qiibIhiqqqhii")     # a v2 batch header: 61 bytes (docs/FORMAT.md 2)
 
 
-class StagedDataError(RuntimeError):
+class StagedDataError(PylogError, RuntimeError):
     """A staged file is missing or is not the bytes its manifest describes."""
 
 

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pylog.errors import PylogError
+
 __all__ = ["SourceOptions", "SinkOptions", "OptionError", "EARLIEST", "LATEST"]
 
 EARLIEST = -2      # Kafka's JSON offsets: -2 is the earliest offset, -1 the latest
@@ -41,7 +43,7 @@ _CANONICAL = {name.lower(): name for name in (
     "kafka.compression.type", "kafka.bootstrap.servers", "kafka.isolation.level")}
 
 
-class OptionError(ValueError):
+class OptionError(PylogError, ValueError):
     """A bad ``format("pylog")`` option: the message names it."""
 
 
