@@ -31,7 +31,8 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"errors", "common", "storage", "coordinator"},
     # The wire protocol knows bytes only: the broker and every client share it.
     "protocol": {"errors"},
-    "broker": {"errors", "common", "storage", "coordinator", "store", "protocol"},
+    # The broker reads produced batches' headers (record.batch_layout).
+    "broker": {"errors", "common", "storage", "coordinator", "store", "protocol", "record"},
     # PySpark's source and sink: read-only readers and the store, like an application.
     "spark": {"_core", "errors", "common", "record", "storage", "store", "remote"},
     # A broker's partitions and groups for pylog's tools (Spark remote mode, the CLI).

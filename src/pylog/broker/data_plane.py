@@ -20,6 +20,8 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.protocol import messages as m
+from pylog.record import batch_layout as at
+from pylog.record.compression import ZSTD
 from pylog.storage import INTERNAL_TOPICS
 
 from . import fetch_sessions, transactions
@@ -29,13 +31,23 @@ from .errors import NONE, RequestError, error_code
 __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
            "init_producer_id", "delete_records"]
 
-_ZSTD = 4
 #: A Produce request whose records take more bytes than this runs in the I/O pool:
 #: its append copies and walks them all on the thread that runs it (~0.1 ms at 256 KiB).
 LOOP_PRODUCE_MAX_BYTES = 256 * 1024
 #: An incremental fetch whose session holds more partitions than this is read in the
 #: CPU pool, as a request of that many elements is (connection.LOOP_ELEMENTS).
 LOOP_FETCH_PARTITIONS = 256
+#: The smallest batch length field: a header with no records.
+_MIN_LENGTH = at.RECORD_BATCH_OVERHEAD - at.LOG_OVERHEAD
+
+
+def _int(records, pos: int, size: int) -> int:
+    return int.from_bytes(records[pos:pos + size], "big", signed=True)
+
+
+def _length(records, pos: int) -> int:
+    """The length field of the batch at `pos` (the bytes after it)."""
+    return _int(records, pos + at.LENGTH_OFFSET, 4)
 
 
 def produce_may_block(req) -> bool:
@@ -55,13 +67,14 @@ def produce_may_block(req) -> bool:
             n = len(records)
             total += n
             pos = 0
-            while pos + 61 <= n:                # every batch's magic and codec bits
-                if records[pos + 16] != 2 or records[pos + 22] & 0x07:
+            while pos + at.RECORD_BATCH_OVERHEAD <= n:   # every batch's magic and codec bits
+                if records[pos + at.MAGIC_OFFSET] != 2 \
+                        or records[pos + at.ATTRIBUTES_LOW_BYTE] & at.ATTR_COMPRESSION_MASK:
                     return True
-                length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
-                if length < 49:
+                length = _length(records, pos)
+                if length < _MIN_LENGTH:
                     break                       # malformed: refused at once, on the loop
-                pos += 12 + length
+                pos += at.LOG_OVERHEAD + length
     return total > LOOP_PRODUCE_MAX_BYTES
 
 READ_COMMITTED = 1          # Fetch and ListOffsets isolation_level (Kafka's IsolationLevel)
@@ -74,14 +87,15 @@ def _check_records(records, version: int) -> tuple[int, str] | None:
         return ErrorCode.CORRUPT_MESSAGE, "no records"
     if version < 3:
         return None
-    if len(records) < 61:
-        return ErrorCode.CORRUPT_MESSAGE, "a record batch shorter than a v2 batch header (61 bytes)"
-    if records[16] != 2:
-        return ErrorCode.INVALID_RECORD, f"record batch magic {records[16]}: produce v3+ carries magic 2 only"
-    length = int.from_bytes(records[8:12], "big", signed=True)
-    if 12 + length < len(records):
+    if len(records) < at.RECORD_BATCH_OVERHEAD:
+        return (ErrorCode.CORRUPT_MESSAGE,
+                f"a record batch shorter than a v2 batch header ({at.RECORD_BATCH_OVERHEAD} bytes)")
+    if records[at.MAGIC_OFFSET] != 2:
+        return (ErrorCode.INVALID_RECORD,
+                f"record batch magic {records[at.MAGIC_OFFSET]}: produce v3+ carries magic 2 only")
+    if at.LOG_OVERHEAD + _length(records, 0) < len(records):
         return ErrorCode.INVALID_RECORD, "more than one record batch for a partition"
-    if records[22] & 0x07 == _ZSTD and version < 7:
+    if records[at.ATTRIBUTES_LOW_BYTE] & at.ATTR_COMPRESSION_MASK == ZSTD and version < 7:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce version 7 or later"
     return None
 
@@ -90,14 +104,14 @@ def _check_transactional(records) -> tuple[int, str] | None:
     """Kafka's handleProduceRequest: transactional batches need the producer's
     transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one). A header walk."""
     pos, size = 0, len(records)
-    while pos + 61 <= size and records[pos + 16] == 2:
-        if records[pos + 22] & 0x10:
+    while pos + at.RECORD_BATCH_OVERHEAD <= size and records[pos + at.MAGIC_OFFSET] == 2:
+        if records[pos + at.ATTRIBUTES_LOW_BYTE] & at.ATTR_TRANSACTIONAL:
             return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     "a transactional record batch needs the producer's transactional id")
-        length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
-        if length < 49:
+        length = _length(records, pos)
+        if length < _MIN_LENGTH:
             break
-        pos += 12 + length
+        pos += at.LOG_OVERHEAD + length
     return None
 
 
@@ -106,16 +120,17 @@ def _check_producer_ids(store, records) -> tuple[int, str] | None:
     names an id of its own would share it with the client the id is (or was) handed to.
     A header walk (one batch for produce v3+); lengths are checked again by Log.append."""
     pos, size = 0, len(records)
-    while pos + 61 <= size and records[pos + 16] == 2:      # magic 0/1 carry no producer id
-        pid = int.from_bytes(records[pos + 43:pos + 51], "big", signed=True)
+    # magic 0/1 carry no producer id
+    while pos + at.RECORD_BATCH_OVERHEAD <= size and records[pos + at.MAGIC_OFFSET] == 2:
+        pid = _int(records, pos + at.PRODUCER_ID_OFFSET, 8)
         if pid >= 0 and not store.producer_id_handed_out(pid):
             return (ErrorCode.INVALID_PRODUCER_ID_MAPPING,
                     f"producer id {pid} was never handed out by this broker: an idempotent "
                     f"producer takes its id from InitProducerId")
-        length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
-        if length < 49:
+        length = _length(records, pos)
+        if length < _MIN_LENGTH:
             break
-        pos += 12 + length
+        pos += at.LOG_OVERHEAD + length
     return None
 
 
@@ -133,10 +148,11 @@ def _verify_transactional(broker, conn, transactional_id: str, log, topic: str, 
     if not authorize_transactional_id(getattr(conn, "principal", None), transactional_id, "WRITE"):
         raise RequestError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                            f"not authorized for transactional id {transactional_id!r}")
-    if len(records) < 61 or records[16] != 2 or not records[22] & 0x10:
+    if len(records) < at.RECORD_BATCH_OVERHEAD or records[at.MAGIC_OFFSET] != 2 \
+            or not records[at.ATTRIBUTES_LOW_BYTE] & at.ATTR_TRANSACTIONAL:
         return None                 # not transactional: the log's producer state judges it
-    pid = int.from_bytes(records[43:51], "big", signed=True)
-    epoch = int.from_bytes(records[51:53], "big", signed=True)
+    pid = _int(records, at.PRODUCER_ID_OFFSET, 8)
+    epoch = _int(records, at.PRODUCER_EPOCH_OFFSET, 2)
     guard = log.maybe_start_transaction_verification(pid)
     if guard is not None:
         broker.store.transactions.verify_partition(transactional_id, pid, epoch, topic, partition)

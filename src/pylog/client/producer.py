@@ -66,6 +66,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.record import encode_batch, encode_groups, mark_transactional, with_header_fields
+from pylog.record.batch_layout import RECORD_BATCH_OVERHEAD
 
 from .config import ClientConfig
 from .futures import CompletedFuture, RecordFuture, RecordMetadata, complete_batch
@@ -75,9 +76,9 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Producer", "RecordMetadata", "BatchResult"]
 
-# As in _core/producer.pyx: per-record framing and the batch header, in bytes.
+# As in _core/producer.pyx: per-record framing, in bytes (the most a record's framing takes).
 _RECORD_OVERHEAD = 21
-_BATCH_OVERHEAD = 61
+_BATCH_OVERHEAD = RECORD_BATCH_OVERHEAD
 
 
 def _now_ms() -> int:

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pylog._core.storage import LogFile, OffsetIndex, TimeIndex
 from pylog.errors import CorruptRecordError, UnknownTopicOrPartitionError
 from pylog.record import scan_batches
+from pylog.record.batch_layout import MAGIC_OFFSET
 
 from . import files
 from .checkpoints import read_clean_shutdown, read_offset_checkpoint
@@ -301,10 +302,10 @@ def _tail(report: FileReport, lf: LogFile, pos: int, size: int, expect: _Expect)
 
 def _one_cut_batch(lf: LogFile, pos: int, size: int) -> bool:
     """The tail is the start of a single batch whose length runs past the end."""
-    header = os.pread(lf.fileno(), _HEADER.size + 5, pos)
-    if len(header) < _HEADER.size + 5:
+    header = os.pread(lf.fileno(), MAGIC_OFFSET + 1, pos)
+    if len(header) < MAGIC_OFFSET + 1:
         return True                     # not even a header: a write cut short
-    length, magic = _HEADER.unpack_from(header)[1], header[16]
+    length, magic = _HEADER.unpack_from(header)[1], header[MAGIC_OFFSET]
     return magic <= 2 and pos + _HEADER.size + length > size
 
 

@@ -60,6 +60,7 @@ from pylog.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from pylog.record.batch_layout import ATTR_CONTROL, ATTR_TRANSACTIONAL
 
 from . import files
 
@@ -73,8 +74,6 @@ _ENTRY = struct.Struct(">qhiqiqiq")      # Kafka's ProducerSnapshot.ProducerEntr
 _ENTRIES_OFFSET = 6                      # the CRC covers everything after version and crc
 _KEEP_BATCHES = 5                        # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = 2**31 - 1
-_ATTR_TRANSACTIONAL = 0x10               # record batch attributes bit 4
-_ATTR_CONTROL = 0x20                     # bit 5: a control batch
 
 
 class BatchMetadata(NamedTuple):
@@ -469,13 +468,13 @@ def replay_batches(log_file, end: int, start: int):
         if base < start:
             continue
         marker = None
-        if attributes & _ATTR_CONTROL:
+        if attributes & ATTR_CONTROL:
             batch = next(iter(iter_batches(log_file.read(position, size))))
             kind = batch.control_type if batch.records_count else None
             if kind not in ("commit", "abort"):
                 continue            # emptied by the cleaner, or KRaft's: no transaction
             marker = (kind == "commit", batch.coordinator_epoch)
-        yield base, last, ts, pid, epoch, seq, bool(attributes & _ATTR_TRANSACTIONAL), marker
+        yield base, last, ts, pid, epoch, seq, bool(attributes & ATTR_TRANSACTIONAL), marker
 
 
 def read_snapshot_file(path: str) -> list[ProducerEntry]:
