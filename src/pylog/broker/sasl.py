@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from pylog.common import jaas, scram
 from pylog.errors import ConfigError, ErrorCode, SaslAuthenticationError
-from pylog.protocol import API_NAMES, MalformedMessageError, decode_request, frame_response
+from pylog.protocol import API_NAMES, ApiKey, MalformedMessageError, decode_request, frame_response
 from pylog.protocol import messages as m
 
 from .config import Listener, ServerConfig
@@ -55,7 +55,6 @@ __all__ = ["SaslConfig", "Authenticator", "sasl_handshake", "sasl_authenticate",
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 #: Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS.
 MIN_REAUTH_INTERVAL_S = 1.0
 #: A pre-authentication request holds a few strings: more elements than this is not one.
@@ -213,7 +212,7 @@ class Authenticator:
         "expired" (close: the session outlived connections.max.reauth.ms)."""
         if self.expires_at is None:
             return "serve"
-        if len(frame) >= 2 and _api_key.unpack_from(frame)[0] == SASL_HANDSHAKE and (
+        if len(frame) >= 2 and _api_key.unpack_from(frame)[0] == ApiKey.SASL_HANDSHAKE and (
                 self._reauth_started is None or now - self._reauth_started >= MIN_REAUTH_INTERVAL_S):
             self._reauth_started = now
             self._previous = (self.mechanism, self.conn.principal)
@@ -236,13 +235,13 @@ class Authenticator:
                 raise _Close(f"a {len(frame)}-byte frame is not a request")
             api_key = _api_key.unpack_from(frame)[0]
             if self.state is State.AUTHENTICATE or self.state is State.REAUTH_BAD_MECHANISM:
-                if api_key != SASL_AUTHENTICATE:
+                if api_key != ApiKey.SASL_AUTHENTICATE:
                     raise _Close(f"Unexpected Kafka request of type {_name(api_key)} during SASL "
                                  f"authentication.")
                 return await self._authenticate(frame)
-            if api_key == API_VERSIONS and self.state is State.HANDSHAKE_OR_VERSIONS:
+            if api_key == ApiKey.API_VERSIONS and self.state is State.HANDSHAKE_OR_VERSIONS:
                 return await self._api_versions(frame)
-            if api_key == SASL_HANDSHAKE:
+            if api_key == ApiKey.SASL_HANDSHAKE:
                 return await self._handshake(frame)
             raise _Close(f"Unexpected Kafka request of type {_name(api_key)} during SASL handshake.")
         except MalformedMessageError as exc:

@@ -17,6 +17,7 @@ from pylog.coordinator import OffsetAndMetadata
 from pylog.coordinator.transaction_state import TxnState
 from pylog.coordinator.transactions import authorize_transactional_id
 from pylog.errors import ErrorCode, ProducerFencedError
+from pylog.protocol import ApiKey
 from pylog.protocol import messages as m
 
 from .authorizer import TRANSACTIONAL_ID, allowed
@@ -28,7 +29,8 @@ __all__ = ["init_producer_id", "add_partitions_to_txn", "add_offsets_to_txn", "e
 
 #: The first version of each API that carries PRODUCER_FENCED (KIP-588); older versions
 #: get INVALID_PRODUCER_EPOCH, as Kafka answers them.
-_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
+_FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+                 ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2, ApiKey.TXN_OFFSET_COMMIT: 3}
 
 
 def _code(exc: BaseException, header) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pylog.errors import ErrorCode
 
 from . import messages as m
+from .api_keys import ApiKey
 from .codec import Reader, Writer
 
 __all__ = ["API_NAMES", "SUPPORTED", "UNADVERTISED", "RequestHeader", "decode_request", "encode_request",
@@ -90,7 +91,7 @@ UNADVERTISED: dict[int, tuple[int, int]] = {
     72: (0, 0),     # PushTelemetry
 }
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -147,7 +148,7 @@ def unsupported_version_response(header: RequestHeader, frame, max_elements: int
     fields = {f[0]: f[3] for f in resp_cls._SCHEMA}
     if "error_code" in fields and fields["error_code"][0] <= version <= fields["error_code"][1]:
         return resp_cls(error_code=ErrorCode.UNSUPPORTED_VERSION)
-    if header.api_key == 0:               # Produce: the error goes in every partition
+    if header.api_key == ApiKey.PRODUCE:  # the error goes in every partition
         r = Reader(frame, max_elements=max_elements)
         r.int16(), r.int16(), r.int32(), r.string(False, True)
         if is_flexible(0, version):

@@ -17,10 +17,11 @@ import socket
 import ssl
 import struct
 
-from pylog.errors import ProtocolError
+from pylog.errors import ErrorCode, ProtocolError
 
 from . import messages as m
 from .api import SUPPORTED, decode_response, encode_request
+from .api_keys import ApiKey
 
 __all__ = ["ProtocolClient", "ProtocolError"]
 
@@ -56,7 +57,7 @@ class ProtocolClient:
         self._ids = itertools.count(1)
         self.versions: dict[int, tuple[int, int]] = {18: (0, 0)}
         try:
-            response = self.request(18, m.ApiVersionsRequest(), version=0)
+            response = self.request(ApiKey.API_VERSIONS, m.ApiVersionsRequest(), version=0)
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
             if authenticate is not None:
                 authenticate(self)
@@ -79,7 +80,7 @@ class ProtocolClient:
         ours = SUPPORTED.get(api_key, m.REQUESTS[api_key].VERSIONS)
         v = min(hi, ours[1])
         if v < max(lo, ours[0]):
-            raise ProtocolError(35, f"no common version of API {api_key}")
+            raise ProtocolError(ErrorCode.UNSUPPORTED_VERSION, f"no common version of API {api_key}")
         return v
 
     # ================================================================ wire
@@ -120,7 +121,7 @@ class ProtocolClient:
         req = m.MetadataRequest(topics=None if topics is None else
                                 [m.MetadataRequestMetadataRequestTopic(name=t) for t in topics],
                                 allow_auto_topic_creation=allow_auto_create)
-        return self.request(3, req)
+        return self.request(ApiKey.METADATA, req)
 
     def produce(self, topic: str, partition: int, records: bytes, acks: int = -1,
                 version: int | None = None, transactional_id: str | None = None):
@@ -130,9 +131,9 @@ class ProtocolClient:
             name=topic, partition_data=[m.ProduceRequestPartitionProduceData(index=partition,
                                                                               records=records)])])
         if acks == 0:
-            self.send(0, req, version)
+            self.send(ApiKey.PRODUCE, req, version)
             return None
-        return self.request(0, req, version).responses[0].partition_responses[0]
+        return self.request(ApiKey.PRODUCE, req, version).responses[0].partition_responses[0]
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
               max_wait_ms: int = 0, min_bytes: int = 1, isolation_level: int = 0):
@@ -150,7 +151,8 @@ class ProtocolClient:
                                                               current_leader_epoch=-1,
                                                               log_start_offset=-1)])])
         # v12 at most: 13+ names topics by id, which would take a Metadata round trip.
-        return self.request(1, req, min(self.version(1), 12)).responses[0].partitions[0]
+        version = min(self.version(ApiKey.FETCH), 12)
+        return self.request(ApiKey.FETCH, req, version).responses[0].partitions[0]
 
     def list_offset(self, topic: str, partition: int, timestamp: int,
                     isolation_level: int = 0) -> int:
@@ -160,7 +162,7 @@ class ProtocolClient:
                                    topics=[m.ListOffsetsRequestListOffsetsTopic(
             name=topic, partitions=[m.ListOffsetsRequestListOffsetsPartition(
                 partition_index=partition, timestamp=timestamp)])])
-        part = self.request(2, req).topics[0].partitions[0]
+        part = self.request(ApiKey.LIST_OFFSETS, req).topics[0].partitions[0]
         if part.error_code:
             raise ProtocolError(part.error_code, f"ListOffsets {topic}-{partition}")
         return part.offset

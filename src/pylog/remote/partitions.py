@@ -24,6 +24,7 @@ from pylog.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from pylog.protocol.api_keys import ApiKey
 from pylog.protocol.client import ProtocolClient, ProtocolError
 from pylog.record import decode_arrow, scan_batches, slice_offsets
 
@@ -305,9 +306,9 @@ class RemoteTransaction:
     def _coordinator(self, key: str, key_type: int) -> ProtocolClient:
         from pylog.protocol import messages as m
         client = self.producer.client(self.bootstrap)
-        resp = client.request(10, m.FindCoordinatorRequest(key=key, key_type=key_type,
-                                                          coordinator_keys=[key]))
-        if client.version(10) >= 4:
+        resp = client.request(ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(
+            key=key, key_type=key_type, coordinator_keys=[key]))
+        if client.version(ApiKey.FIND_COORDINATOR) >= 4:
             resp = resp.coordinators[0]
         if resp.error_code:
             raise ProtocolError(resp.error_code, f"FindCoordinator for {key!r}")

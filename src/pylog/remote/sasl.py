@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pylog.common import jaas, scram
 from pylog.errors import ConfigError
+from pylog.protocol import ApiKey
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient, ProtocolError
 
@@ -67,7 +68,8 @@ class SaslLogin:
         return cls(mechanism, options["username"], options["password"])
 
     def __call__(self, client: ProtocolClient) -> None:
-        answer = client.request(17, m.SaslHandshakeRequest(mechanism=self.mechanism), version=1)
+        answer = client.request(ApiKey.SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism=self.mechanism),
+                                version=1)
         if answer.error_code:
             raise ProtocolError(answer.error_code, f"SASL handshake for {self.mechanism} (the "
                                 f"broker offers {', '.join(answer.mechanisms) or 'none'})")
@@ -77,7 +79,7 @@ class SaslLogin:
             self._scram(client, scram.MECHANISMS[self.mechanism])
 
     def _step(self, client: ProtocolClient, token: bytes) -> bytes:
-        answer = client.request(36, m.SaslAuthenticateRequest(auth_bytes=token))
+        answer = client.request(ApiKey.SASL_AUTHENTICATE, m.SaslAuthenticateRequest(auth_bytes=token))
         if answer.error_code:
             raise ProtocolError(answer.error_code, f"SASL authentication as {self.username!r}: "
                                 f"{answer.error_message}")
