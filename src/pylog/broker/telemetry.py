@@ -22,6 +22,8 @@ from collections import OrderedDict
 from pylog.errors import ErrorCode
 from pylog.protocol import messages as m
 from pylog.protocol.codec import ZERO_UUID
+from pylog.record.compression import GZIP, LZ4, SNAPPY, ZSTD
+from pylog.record.compression import NONE as NO_COMPRESSION
 
 from .errors import NONE
 
@@ -29,7 +31,7 @@ __all__ = ["get_telemetry_subscriptions", "push_telemetry", "TelemetryClients"]
 
 PUSH_INTERVAL_MS = 300_000
 TELEMETRY_MAX_BYTES = 1 << 20
-ACCEPTED_COMPRESSION = [4, 3, 1, 2]         # zstd, lz4, gzip, snappy: Kafka's order
+ACCEPTED_COMPRESSION = [ZSTD, LZ4, GZIP, SNAPPY]     # Kafka's order
 CLIENT_INSTANCES = 16384
 
 
@@ -74,7 +76,7 @@ def push_telemetry(broker, conn, header, req):
         error = ErrorCode.INVALID_REQUEST
     elif clients.subscription(instance) != req.subscription_id:
         error = ErrorCode.UNKNOWN_SUBSCRIPTION_ID
-    elif req.compression_type != 0 and req.compression_type not in ACCEPTED_COMPRESSION:
+    elif req.compression_type != NO_COMPRESSION and req.compression_type not in ACCEPTED_COMPRESSION:
         error = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     elif len(req.metrics or b"") > TELEMETRY_MAX_BYTES:
         error = ErrorCode.TELEMETRY_TOO_LARGE

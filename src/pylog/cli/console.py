@@ -15,6 +15,7 @@ import time
 import click
 
 from pylog.errors import ErrorCode
+from pylog.record.compression import CODECS
 
 from .common import fail_on, log_dirs_option
 from .remote import bootstrap_option
@@ -52,7 +53,7 @@ _PRODUCER_PROPS = {"parse.key", "key.separator", "parse.headers", "headers.delim
               help="parse.key, key.separator (\\t), parse.headers, headers.delimiter (\\t), "
                    "headers.separator (,), headers.key.separator (:), null.marker")
 @click.option("--compression-codec", default="none",
-              type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]))
+              type=click.Choice(list(CODECS)))
 @click.option("--partition", type=int, help="every record to this partition")
 @click.option("--request-required-acks", "acks", default="-1", show_default=True,
               type=click.Choice(["-1", "all", "0", "1"]), help="with --bootstrap-server")

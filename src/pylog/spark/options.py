@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pylog.errors import PylogError
+from pylog.record.compression import CODECS
 
 __all__ = ["SourceOptions", "SinkOptions", "OptionError", "EARLIEST", "LATEST"]
 
@@ -286,8 +287,9 @@ class SinkOptions:
         opts = _check_known(options, SINK_OPTIONS, "sink")
         paths, bootstrap = _location(opts, "sink")
         compression = opts.get("kafka.compression.type", "none").lower()
-        if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
-            raise OptionError("option 'kafka.compression.type' must be none, gzip, snappy, lz4 or "
-                              f"zstd, got {compression!r}")
+        if compression not in CODECS:
+            *others, last = CODECS
+            raise OptionError(f"option 'kafka.compression.type' must be {', '.join(others)} or "
+                              f"{last}, got {compression!r}")
         return cls(paths=paths, bootstrap=bootstrap, topic=opts.get("topic") or None,
                    compression=compression)

@@ -109,7 +109,7 @@ def check_partition(directory: str, topic: str, partition: int, *,
     segment_files = (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)
     bases = sorted({b for n in names if n.endswith(segment_files)
                     and (b := files.offset_from_filename(n)) is not None})
-    logs = [b for b in bases if f"{b:020d}{files.LOG_SUFFIX}" in names]
+    logs = [b for b in bases if files.filename_prefix_from_offset(b) + files.LOG_SUFFIX in names]
     reports: list[FileReport] = []
     with tempfile.TemporaryDirectory(prefix="pylog-verify-") as scratch:
         for base in bases:
@@ -117,8 +117,9 @@ def check_partition(directory: str, topic: str, partition: int, *,
             report = FileReport(topic, partition, path)
             reports.append(report)
             if base not in logs:
-                orphans = [n for n in (f"{base:020d}{files.INDEX_SUFFIX}",
-                                       f"{base:020d}{files.TIME_INDEX_SUFFIX}") if n in names]
+                prefix = files.filename_prefix_from_offset(base)
+                orphans = [n for n in (prefix + files.INDEX_SUFFIX, prefix + files.TIME_INDEX_SUFFIX)
+                           if n in names]
                 report.problems.append(f"the .log is missing: {' and '.join(orphans)} "
                                        f"{'is' if len(orphans) == 1 else 'are'} orphaned "
                                        "(pylog deletes them at open)")

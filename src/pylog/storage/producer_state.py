@@ -67,7 +67,6 @@ from . import files
 __all__ = ["ProducerStateManager", "ProducerEntry", "BatchMetadata", "CompletedTxn",
            "ProducerInfo", "VerificationGuard", "read_snapshot_file", "replay_batches"]
 
-SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct(">hIi")          # version, crc, entry count
 _ENTRY = struct.Struct(">qhiqiqiq")      # Kafka's ProducerSnapshot.ProducerEntry
@@ -364,12 +363,12 @@ class ProducerStateManager:
     # ----------------------------------------------------------- snapshots
 
     def snapshot_path(self, offset: int) -> str:
-        return os.path.join(self.directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+        return files.snapshot_file(self.directory, offset)
 
     def snapshot_offsets(self) -> list[int]:
         out = []
         for name in os.listdir(self.directory):
-            if name.endswith(SNAPSHOT_SUFFIX):
+            if name.endswith(files.SNAPSHOT_SUFFIX):
                 offset = files.offset_from_filename(name)
                 if offset is not None:
                     out.append(offset)
