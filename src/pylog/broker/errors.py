@@ -6,11 +6,13 @@ import logging
 
 from pylog.errors import ErrorCode, KafkaError, RequestError
 
-__all__ = ["NONE", "RequestError", "error_code"]
+__all__ = ["NONE", "RequestError", "error_code", "codes"]
 
 log = logging.getLogger(__name__)
 
 NONE = ErrorCode.NONE
+#: The name the broker's modules knew Kafka's codes by: the one table, ErrorCode.
+codes = ErrorCode
 
 
 def error_code(exc: BaseException) -> tuple[int, str]:

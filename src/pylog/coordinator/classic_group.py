@@ -48,10 +48,13 @@ from pylog.errors import ErrorCode
 
 from .timer import DeadlineTimer, TimerHandle
 
-__all__ = ["ClassicGroup", "Member", "JoinResult", "SyncResult",
+__all__ = ["ClassicGroup", "Member", "JoinResult", "SyncResult", "errors",
            "NEW_MEMBER_JOIN_TIMEOUT_MS"]
 
 log = logging.getLogger(__name__)
+
+#: The name this module's callers knew Kafka's codes by: the one table, ErrorCode.
+errors = ErrorCode
 
 #: Kafka's bound on a new member's first JoinGroup (GroupCoordinator's
 #: NewMemberJoinTimeoutMs): a client that disconnects while parked and rejoins with a
