@@ -46,6 +46,7 @@ from typing import Any, Callable
 import numpy as np
 
 from pylog._core.producer import (
+    RECORD_OVERHEAD_BYTES,
     Accumulator,
     FastLock,
     ProducerBase,
@@ -76,8 +77,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Producer", "RecordMetadata", "BatchResult"]
 
-# As in _core/producer.pyx: per-record framing, in bytes (the most a record's framing takes).
-_RECORD_OVERHEAD = 21
+# What _core/producer.pyx counts: per-record framing and the batch header, in bytes.
+_RECORD_OVERHEAD = RECORD_OVERHEAD_BYTES
 _BATCH_OVERHEAD = RECORD_BATCH_OVERHEAD
 
 

@@ -95,7 +95,8 @@ class ProtocolClient:
     def receive(self, api_key: int, version: int, correlation: int):
         got, body = decode_response(api_key, version, self.receive_frame())
         if got != correlation:
-            raise ProtocolError(-1, f"response {got} arrived for request {correlation}")
+            raise ProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                f"response {got} arrived for request {correlation}")
         return body
 
     def receive_frame(self) -> bytearray:
