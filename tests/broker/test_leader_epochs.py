@@ -20,7 +20,7 @@ from pylog.storage.leader_epochs import LeaderEpochCache
 from .process import ServeProcess
 
 FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 76
+UNKNOWN_LEADER_EPOCH = 75
 
 
 def checkpoint(root, topic, partition=0) -> str:

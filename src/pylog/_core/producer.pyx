@@ -260,10 +260,13 @@ cdef extern from "<time.h>" nogil:
     int CLOCK_REALTIME
     int CLOCK_MONOTONIC
 
+from pylog._core.includes.ccore cimport PYLOG_RECORD_BATCH_OVERHEAD as BATCH_OVERHEAD
+
 # Per-record bytes counted against batch.size and buffer.memory: Kafka's record
 # framing is at most ~21 bytes (attributes, varint deltas and lengths).
 DEF RECORD_OVERHEAD = 21
-DEF BATCH_OVERHEAD = 61
+#: The same count for client/producer.py's planner.
+RECORD_OVERHEAD_BYTES = RECORD_OVERHEAD
 
 cdef inline int64_t _wall_ms() noexcept nogil:
     cdef timespec ts

@@ -53,6 +53,7 @@ import struct
 import threading
 import time
 
+from pylog.errors import ErrorCode
 from pylog.protocol import MalformedMessageError, decode_request, frame_response
 from pylog.protocol.api import API_NAMES, API_VERSIONS_KEY, unsupported_version_response
 from pylog.protocol.codec import TooManyElementsError
@@ -65,7 +66,6 @@ log = logging.getLogger(__name__)
 
 _i32 = struct.Struct(">i")
 _head = struct.Struct(">hh")            # a request's api key and version
-_UNSUPPORTED_VERSION = 35
 
 #: A request within this many array elements is decoded, handled and encoded on the
 #: event loop (a few ms at most); a bigger one in the CPU pool (a thread hop, which
@@ -312,7 +312,7 @@ class Connection:
             if header.api_key == API_VERSIONS_KEY:
                 # KIP-511: an ApiVersions version we do not know gets a v0 answer with the
                 # error and our ranges; the client retries with a version we speak.
-                response = self.broker.api_versions_response(_UNSUPPORTED_VERSION)
+                response = self.broker.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
                 await self._send(frame_response(header, response, version=0))
                 return True
             try:

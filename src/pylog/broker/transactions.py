@@ -16,28 +16,27 @@ from pylog.common.acl import CLUSTER_NAME, Operation
 from pylog.coordinator import OffsetAndMetadata
 from pylog.coordinator.transaction_state import TxnState
 from pylog.coordinator.transactions import authorize_transactional_id
-from pylog.errors import ProducerFencedError
+from pylog.errors import ErrorCode, ProducerFencedError
+from pylog.protocol import ApiKey
 from pylog.protocol import messages as m
 
 from .authorizer import CLUSTER, GROUP, TOPIC, TRANSACTIONAL_ID, allowed
-from .errors import NONE, codes, error_code
+from .errors import NONE, error_code
 
 __all__ = ["init_producer_id", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn",
            "txn_offset_commit", "write_txn_markers", "describe_producers",
            "describe_transactions", "list_transactions"]
 
-INVALID_PRODUCER_EPOCH = 47
-OPERATION_NOT_ATTEMPTED = 55
-TRANSACTIONAL_ID_NOT_FOUND = 105
 #: The first version of each API that carries PRODUCER_FENCED (KIP-588); older versions
 #: get INVALID_PRODUCER_EPOCH, as Kafka answers them.
-_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
+_FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+                 ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2, ApiKey.TXN_OFFSET_COMMIT: 3}
 
 
 def _code(exc: BaseException, header) -> int:
     code = error_code(exc)[0]
     if isinstance(exc, ProducerFencedError) and header.api_version < _FENCED_SINCE.get(header.api_key, 0):
-        return INVALID_PRODUCER_EPOCH
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     return code
 
 
@@ -52,7 +51,7 @@ def _authorized(conn, transactional_id: str, operation: str = "WRITE") -> bool:
 def init_producer_id(broker, conn, header, req):
     """InitProducerId with a transactional id (Kafka's TransactionCoordinator)."""
     if not _authorized(conn, req.transactional_id):
-        return m.InitProducerIdResponse(error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        return m.InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                         producer_id=-1, producer_epoch=-1)
     pid = req.producer_id if header.api_version >= 3 else -1
     epoch = req.producer_epoch if header.api_version >= 3 else -1
@@ -74,7 +73,7 @@ def _add_partitions(broker, conn, header, tid, pid, epoch, topics, verify_only=F
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     errors: dict[tuple[str, int], int] = {}
     if header.api_version <= 3 and not _authorized(conn, tid):      # v4+: CLUSTER_ACTION
-        errors = {tp: codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+        errors = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
     elif verify_only:
         found = broker.store.transactions.verify_only(tid, pid, epoch, wanted)
         errors = {tp: NONE if e is None else _code(e, header) for tp, e in found.items()}
@@ -82,11 +81,11 @@ def _add_partitions(broker, conn, header, tid, pid, epoch, topics, verify_only=F
         store = broker.store
         may_write = {t: header.api_version >= 4 or allowed(broker, conn, Operation.WRITE, TOPIC, t)
                      for t, _ in wanted}
-        failed = {(t, p): codes.TOPIC_AUTHORIZATION_FAILED if not may_write[t]
-                  else codes.UNKNOWN_TOPIC_OR_PARTITION for t, p in wanted
+        failed = {(t, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED if not may_write[t]
+                  else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for t, p in wanted
                   if not may_write[t] or not 0 <= p < (store.partition_count(t) or 0)}
         if failed:
-            errors = {tp: failed.get(tp, OPERATION_NOT_ATTEMPTED) for tp in wanted}
+            errors = {tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
         else:
             try:
                 store.transactions.add_partitions(tid, pid, epoch, wanted)
@@ -114,7 +113,7 @@ def add_partitions_to_txn(broker, conn, header, req):
     if not allowed(broker, conn, Operation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
         # v4+ is a broker's request (Kafka's KafkaApis: CLUSTER_ACTION on the cluster).
         return m.AddPartitionsToTxnResponse(throttle_time_ms=0,
-                                            error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+                                            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                             results_by_transaction=[])
     out = []
     for txn in req.transactions:
@@ -132,10 +131,10 @@ def add_offsets_to_txn(broker, conn, header, req):
     order and codes)."""
     if not _authorized(conn, req.transactional_id):
         return m.AddOffsetsToTxnResponse(throttle_time_ms=0,
-                                         error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                                         error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not allowed(broker, conn, Operation.READ, GROUP, req.group_id):
         return m.AddOffsetsToTxnResponse(throttle_time_ms=0,
-                                         error_code=codes.GROUP_AUTHORIZATION_FAILED)
+                                         error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     try:
         broker.store.transactions.add_offsets(req.transactional_id, req.producer_id,
                                               req.producer_epoch, req.group_id)
@@ -158,18 +157,18 @@ def txn_offset_commit(broker, conn, header, req):
     code = NONE
     per_partition: dict[tuple[str, int], int] = {}
     if not _authorized(conn, req.transactional_id):
-        code = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif not allowed(broker, conn, Operation.READ, GROUP, req.group_id):
-        code = codes.GROUP_AUTHORIZATION_FAILED
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
         store = broker.store
         may_read = {t.name: allowed(broker, conn, Operation.READ, TOPIC, t.name) for t in req.topics}
         for t in req.topics:
             for p in t.partitions:
                 if not may_read[t.name]:
-                    per_partition[(t.name, p.partition_index)] = codes.TOPIC_AUTHORIZATION_FAILED
+                    per_partition[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif not 0 <= p.partition_index < (store.partition_count(t.name) or 0):
-                    per_partition[(t.name, p.partition_index)] = codes.UNKNOWN_TOPIC_OR_PARTITION
+                    per_partition[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         offsets = {(t.name, p.partition_index): OffsetAndMetadata(
             p.committed_offset, p.committed_metadata or "",
             p.committed_leader_epoch if header.api_version >= 2 else -1)
@@ -195,7 +194,7 @@ def end_txn(broker, conn, header, req):
     epoch the producer goes on with."""
     failed = m.EndTxnResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1)
     if not _authorized(conn, req.transactional_id):
-        failed.error_code = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        failed.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return failed
     try:
         pid, epoch = broker.store.transactions.end_txn(
@@ -221,7 +220,7 @@ def write_txn_markers(broker, conn, header, req):
             for p in t.partition_indexes:
                 code = NONE
                 if marker.transaction_result:
-                    code = codes.INVALID_REQUEST
+                    code = ErrorCode.INVALID_REQUEST
                 else:
                     try:
                         broker.store.transactions.abort_producer(
@@ -275,9 +274,9 @@ def describe_transactions(broker, conn, header, req):
         allowed = _authorized(conn, tid, "DESCRIBE")
         meta = broker.store.transactions.describe(tid) if allowed else None
         if not allowed:
-            state.error_code = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            state.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif meta is None or meta.state == TxnState.DEAD:
-            state.error_code = TRANSACTIONAL_ID_NOT_FOUND
+            state.error_code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
         else:
             state.transaction_state = meta.state.kafka_name
             state.transaction_timeout_ms = meta.timeout_ms
@@ -303,7 +302,7 @@ def list_transactions(broker, conn, header, req):
         try:
             pattern = re.compile(req.transactional_id_pattern)
         except re.error:
-            return m.ListTransactionsResponse(throttle_time_ms=0, error_code=codes.INVALID_REQUEST,
+            return m.ListTransactionsResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
                                               unknown_state_filters=[], transaction_states=[])
     out = []
     for meta in broker.store.transactions.list():

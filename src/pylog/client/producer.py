@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from pylog._core.producer import (
+    RECORD_OVERHEAD_BYTES,
     Accumulator,
     FastLock,
     ProducerBase,
@@ -66,6 +67,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.record import encode_batch, encode_groups, mark_transactional, with_header_fields
+from pylog.record.batch_layout import RECORD_BATCH_OVERHEAD
 
 from .config import ClientConfig
 from .futures import CompletedFuture, RecordFuture, RecordMetadata, complete_batch
@@ -75,9 +77,9 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Producer", "RecordMetadata", "BatchResult"]
 
-# As in _core/producer.pyx: per-record framing and the batch header, in bytes.
-_RECORD_OVERHEAD = 21
-_BATCH_OVERHEAD = 61
+# What _core/producer.pyx counts: per-record framing and the batch header, in bytes.
+_RECORD_OVERHEAD = RECORD_OVERHEAD_BYTES
+_BATCH_OVERHEAD = RECORD_BATCH_OVERHEAD
 
 
 def _now_ms() -> int:

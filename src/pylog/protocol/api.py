@@ -12,7 +12,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from pylog.errors import ErrorCode
+
 from . import messages as m
+from .api_keys import ApiKey
 from .codec import Reader, Writer
 
 __all__ = ["API_NAMES", "SUPPORTED", "UNADVERTISED", "SUPPORTED_FEATURES", "FINALIZED_FEATURES",
@@ -100,7 +103,7 @@ UNADVERTISED: dict[int, tuple[int, int]] = {
     72: (0, 0),     # PushTelemetry
 }
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -143,9 +146,6 @@ def decode_request(frame, max_elements: int | None = None) -> tuple[RequestHeade
     return header, cls.read(r, api_version), None
 
 
-UNSUPPORTED_VERSION = 35
-
-
 def unsupported_version_response(header: RequestHeader, frame, max_elements: int | None = None):
     """The answer to a request of an API pylog speaks at a version it does not, where
     Kafka's messages have a place for the error: a top-level ``error_code`` (e.g. Fetch
@@ -159,8 +159,8 @@ def unsupported_version_response(header: RequestHeader, frame, max_elements: int
     version = header.api_version
     fields = {f[0]: f[3] for f in resp_cls._SCHEMA}
     if "error_code" in fields and fields["error_code"][0] <= version <= fields["error_code"][1]:
-        return resp_cls(error_code=UNSUPPORTED_VERSION)
-    if header.api_key == 0:               # Produce: the error goes in every partition
+        return resp_cls(error_code=ErrorCode.UNSUPPORTED_VERSION)
+    if header.api_key == ApiKey.PRODUCE:  # the error goes in every partition
         r = Reader(frame, max_elements=max_elements)
         r.int16(), r.int16(), r.int32(), r.string(False, True)
         if is_flexible(0, version):
@@ -169,7 +169,7 @@ def unsupported_version_response(header: RequestHeader, frame, max_elements: int
         return resp_cls(responses=[m.ProduceResponseTopicProduceResponse(
             name=t.name, topic_id=t.topic_id,       # v13+: topics by id
             partition_responses=[m.ProduceResponsePartitionProduceResponse(
-                index=p.index, error_code=UNSUPPORTED_VERSION) for p in t.partition_data])
+                index=p.index, error_code=ErrorCode.UNSUPPORTED_VERSION) for p in t.partition_data])
             for t in request.topic_data])
     return None
 

@@ -20,7 +20,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from pylog.errors import InvalidTxnStateError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from pylog.errors import (
+    ErrorCode,
+    InvalidTxnStateError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from pylog.protocol.api_keys import ApiKey
 from pylog.protocol.client import ProtocolClient, ProtocolError
 from pylog.record import decode_arrow, scan_batches, slice_offsets
 
@@ -29,9 +35,6 @@ from .security import PLAINTEXT, ClientSecurity
 __all__ = ["RemoteTopics", "RemotePartition", "RemoteProducer", "RemoteTransaction", "leaders"]
 
 FETCH_BYTES = 8 << 20
-_OFFSET_OUT_OF_RANGE = 1
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_MESSAGE_TOO_LARGE = 10
 
 
 def _first(bootstrap: str) -> str:
@@ -156,7 +159,7 @@ class RemotePartition:
             while offset < end:
                 part = client.fetch(self.topic, self.partition, offset, max_bytes=max_bytes,
                                     max_wait_ms=500, isolation_level=int(committed))
-                if part.error_code == _OFFSET_OUT_OF_RANGE:
+                if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     raise OffsetOutOfRangeError(
                         f"{self.topic}-{self.partition}: offset {offset} is out of range at "
                         f"{self.directory} (log start {part.log_start_offset}, high watermark "
@@ -246,7 +249,7 @@ class RemoteProducer:
             data = self.txn.stamp(topic, partition, data, records)
             tid = self.txn.transactional_id
         response = client.produce(topic, partition, data, acks=self.acks, transactional_id=tid)
-        if response is not None and response.error_code == _MESSAGE_TOO_LARGE and records > 1:
+        if response is not None and response.error_code == ErrorCode.MESSAGE_TOO_LARGE and records > 1:
             self._send_split(topic, partition, data)
             return
         if response is not None and response.error_code:
@@ -314,9 +317,9 @@ class RemoteTransaction:
     def _coordinator(self, key: str, key_type: int) -> ProtocolClient:
         from pylog.protocol import messages as m
         client = self.producer.client(self.bootstrap)
-        resp = client.request(10, m.FindCoordinatorRequest(key=key, key_type=key_type,
-                                                          coordinator_keys=[key]))
-        if client.version(10) >= 4:
+        resp = client.request(ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(
+            key=key, key_type=key_type, coordinator_keys=[key]))
+        if client.version(ApiKey.FIND_COORDINATOR) >= 4:
             resp = resp.coordinators[0]
         if resp.error_code:
             raise ProtocolError(resp.error_code, f"FindCoordinator for {key!r}")

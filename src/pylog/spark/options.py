@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pylog.errors import ConfigError
+from pylog.compression import CODECS
+from pylog.errors import ConfigError, PylogError
 from pylog.remote.security import PLAINTEXT, SECURITY_KEYS, ClientSecurity
 
 __all__ = ["SourceOptions", "SinkOptions", "OptionError", "EARLIEST", "LATEST"]
@@ -47,7 +48,7 @@ _CANONICAL = {name.lower(): name for name in (
     "kafka.compression.type", "kafka.bootstrap.servers", "kafka.isolation.level")}
 
 
-class OptionError(ValueError):
+class OptionError(PylogError, ValueError):
     """A bad ``format("pylog")`` option: the message names it."""
 
 
@@ -310,8 +311,9 @@ class SinkOptions:
         opts = _check_known(options, SINK_OPTIONS, "sink")
         paths, bootstrap = _location(opts, "sink")
         compression = opts.get("kafka.compression.type", "none").lower()
-        if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
-            raise OptionError("option 'kafka.compression.type' must be none, gzip, snappy, lz4 or "
-                              f"zstd, got {compression!r}")
+        if compression not in CODECS:
+            *others, last = CODECS
+            raise OptionError(f"option 'kafka.compression.type' must be {', '.join(others)} or "
+                              f"{last}, got {compression!r}")
         return cls(paths=paths, bootstrap=bootstrap, topic=opts.get("topic") or None,
                    compression=compression, security=_security(opts, bootstrap, "sink"))
