@@ -45,8 +45,8 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"errors", "common", "storage", "coordinator"},
     # The wire protocol knows bytes only: the broker and every client share it.
     "protocol": {"errors"},
-    # The broker reads produced batches' headers (record.batch_layout).
-    "broker": {"errors", "common", "storage", "coordinator", "store", "protocol", "record"},
+    # The broker reads produced batches' headers (record.batch_layout) and codec ids.
+    "broker": {"errors", "common", "storage", "coordinator", "store", "protocol", "record", "compression"},
     # PySpark's source and sink: read-only readers and the store, like an application.
     "spark": {"_core", "errors", "common", "record", "compression", "storage", "store", "remote"},
     # A broker's partitions and groups for pylog's tools (Spark remote mode, the CLI).
