@@ -1,7 +1,7 @@
 """The consumer rebalance protocol (KIP-848) on the wire: ConsumerGroupHeartbeat and
 ConsumerGroupDescribe sent raw, so each test picks the exact epochs and owned partitions
 (real clients: tests/kafka_reference/test_java_consumer_protocol.py, and
-tests/client/test_confluent_consumer_protocol.py)."""
+tests/broker/test_confluent_consumer_protocol.py)."""
 
 from __future__ import annotations
 
@@ -272,3 +272,20 @@ def test_describe_unknown_and_classic_groups(kip848):
     store, broker = kip848
     d = describe(broker, "no-such-group")
     assert d.error_code == GROUP_ID_NOT_FOUND
+
+
+def test_metadata_by_topic_id(kip848):
+    """Metadata v12 names a topic by id alone (librdkafka resolves a KIP-848 assignment so)."""
+    from pylog.broker.admin import topic_id_bytes
+    store, broker = kip848
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    store.create_topic(topic, 3)
+    tid = topic_id_bytes(store.topic_id(topic))
+    with ProtocolClient(broker.bootstrap_servers) as c:
+        resp = c.request(3, m.MetadataRequest(topics=[
+            m.MetadataRequestMetadataRequestTopic(topic_id=tid, name=None),
+            m.MetadataRequestMetadataRequestTopic(topic_id=b"\x01" * 16, name=None)],
+            allow_auto_topic_creation=False), 12)
+    known, unknown = resp.topics
+    assert (known.error_code, known.name, known.topic_id, len(known.partitions)) == (0, topic, tid, 3)
+    assert (unknown.error_code, unknown.name, unknown.topic_id) == (100, None, b"\x01" * 16)

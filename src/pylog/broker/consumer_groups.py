@@ -16,44 +16,15 @@ from pylog.coordinator.consumer_group import (LEAVE_GROUP_STATIC_EPOCH, GroupErr
 from pylog.coordinator.consumer_group import codes as group_codes
 from pylog.protocol import messages as m
 
-from .admin import topic_id_bytes
+from .admin import TopicIds, topic_ids
 from .authorizer import TOPIC, allowed, authorized_operations
 from .authorizer import GROUP as GROUP_RESOURCE
 from .errors import codes
 
-__all__ = ["consumer_group_heartbeat", "consumer_group_describe", "TopicIds"]
+__all__ = ["consumer_group_heartbeat", "consumer_group_describe"]
 
 #: ConsumerGroupHeartbeat v1+: the client generates its member id (KIP-1082).
 CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
-
-
-class TopicIds:
-    """Topic name <-> topic id (16 bytes) of a store, rebuilt when its topic epoch moves."""
-
-    def __init__(self, store) -> None:
-        self.store = store
-        self.epoch = None
-        self.by_name: dict[str, bytes] = {}
-        self.by_id: dict[bytes, str] = {}
-
-    def refresh(self) -> "TopicIds":
-        epoch = self.store.topic_epoch
-        if epoch != self.epoch:
-            by_name = {}
-            for name in self.store.list_topics(include_internal=True):
-                tid = self.store.topic_id(name)
-                if tid is not None:
-                    by_name[name] = topic_id_bytes(tid)
-            self.by_name, self.by_id = by_name, {v: k for k, v in by_name.items()}
-            self.epoch = epoch
-        return self
-
-
-def _topic_ids(broker) -> TopicIds:
-    ids = getattr(broker, "_consumer_topic_ids", None)
-    if ids is None or ids.store is not broker.store:
-        ids = broker._consumer_topic_ids = TopicIds(broker.store)
-    return ids.refresh()
 
 
 def _invalid(request, version: int) -> str | None:
@@ -105,7 +76,7 @@ def consumer_group_heartbeat(broker, conn, header, req):
         return fail(codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
     store = broker.store
     coordinator = store.coordinator
-    ids = _topic_ids(broker)
+    ids = topic_ids(broker)
     owned = None
     if req.topic_partitions is not None:
         owned = {}
@@ -156,7 +127,7 @@ def _assignment(ids: TopicIds, assignment: dict[str, set[int]]):
 
 def consumer_group_describe(broker, conn, header, req):
     coordinator = broker.store.coordinator
-    ids = _topic_ids(broker)
+    ids = topic_ids(broker)
     out = []
     for gid in req.group_ids:
         described = m.ConsumerGroupDescribeResponseDescribedGroup(group_id=gid, members=[])
