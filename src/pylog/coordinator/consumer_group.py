@@ -313,8 +313,9 @@ class ConsumerProtocolGroup:
             self.group_epoch += 1
 
     def subscribed_topics(self) -> set[str]:
+        """The topics some member subscribes to (as of its last heartbeat)."""
         with self.lock:
-            return set(self._subscribed_counts)
+            return set().union(*(m.topics for m in self.members.values()))
 
     # ======================================================= assignment
 
