@@ -289,3 +289,42 @@ def test_metadata_by_topic_id(kip848):
     known, unknown = resp.topics
     assert (known.error_code, known.name, known.topic_id, len(known.partitions)) == (0, topic, tid, 3)
     assert (unknown.error_code, unknown.name, unknown.topic_id) == (100, None, b"\x01" * 16)
+
+
+def test_restart_keeps_committed_offsets_and_members_rejoin(tmp_path):
+    """Membership is in memory; committed offsets are in __consumer_offsets. After a
+    restart a member's heartbeat gets UNKNOWN_MEMBER_ID, it rejoins with epoch 0 and finds
+    its group's committed offsets."""
+    store = pylog.open(str(tmp_path))
+    broker = pylog.Broker(store, listen="127.0.0.1:0").start()
+    store.create_topic("kept", 2)
+    a = Member(broker, store, "restarted", ["kept"])
+    try:
+        assert a.beat(0).error_code == 0
+        req = m.OffsetCommitRequest(group_id="restarted", generation_id_or_member_epoch=a.epoch,
+                                    member_id=a.member_id, topics=[
+            m.OffsetCommitRequestOffsetCommitRequestTopic(name="kept", partitions=[
+                m.OffsetCommitRequestOffsetCommitRequestPartition(partition_index=p, committed_offset=7 + p)
+                for p in range(2)])])
+        assert [p.error_code for p in a.client.request(OFFSET_COMMIT, req, 9).topics[0].partitions] == [0, 0]
+    finally:
+        a.close()
+        broker.shutdown()
+        store.close()
+    store = pylog.open(str(tmp_path))
+    broker = pylog.Broker(store, listen="127.0.0.1:0").start()
+    again = Member(broker, store, "restarted", ["kept"])
+    again.member_id, again.epoch = a.member_id, a.epoch
+    try:
+        assert again.beat(owned={"kept": {0, 1}}).error_code == UNKNOWN_MEMBER_ID
+        r = again.beat(0)
+        assert r.error_code == 0 and again.target == {"kept": {0, 1}}
+        fetch = again.client.request(OFFSET_FETCH, m.OffsetFetchRequest(groups=[
+            m.OffsetFetchRequestOffsetFetchRequestGroup(group_id="restarted", member_id=again.member_id,
+                                                        member_epoch=again.epoch, topics=None)]), 9)
+        got = {p.partition_index: p.committed_offset for p in fetch.groups[0].topics[0].partitions}
+        assert got == {0: 7, 1: 8}
+    finally:
+        again.close()
+        broker.shutdown()
+        store.close()
