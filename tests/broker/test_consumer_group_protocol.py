@@ -328,3 +328,29 @@ def test_restart_keeps_committed_offsets_and_members_rejoin(tmp_path):
         again.close()
         broker.shutdown()
         store.close()
+
+
+def test_in_process_consumers_and_kip848_members_never_share_a_group_id(kip848):
+    """pylog's in-process Consumer is bridged to classic groups only: a group id that the
+    one side holds is refused to the other, so no partition is handed out twice."""
+    from pylog.coordinator.consumer_group import GroupError
+    store, broker = kip848
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    store.create_topic(topic, 2)
+    remote_group, local_group = f"g-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    a = Member(broker, store, remote_group, [topic])
+    local = pylog.Consumer(store, group_id=local_group)
+    try:
+        assert a.beat(0).error_code == 0
+        other = pylog.Consumer(store, group_id=remote_group)
+        with pytest.raises(GroupError, match="in-process Consumer joins classic groups only"):
+            other.subscribe([topic])
+        other.close()
+        local.subscribe([topic])
+        b = Member(broker, store, local_group, [topic])
+        r = b.beat(0)
+        assert r.error_code == GROUP_ID_NOT_FOUND and "in-process" in r.error_message
+        b.close()
+    finally:
+        local.close()
+        a.close()

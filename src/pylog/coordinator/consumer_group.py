@@ -38,6 +38,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pylog.errors import PylogError
+
 from .assignors import ASSIGNORS, Assignment
 from .timer import DeadlineTimer, TimerHandle
 
@@ -67,8 +69,8 @@ class codes:  # noqa: N801 - the Kafka error codes of this protocol
     STALE_MEMBER_EPOCH = 113
 
 
-class GroupError(Exception):
-    """A heartbeat refused: Kafka's error code and message."""
+class GroupError(PylogError):
+    """A group request refused: Kafka's error code and message."""
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)

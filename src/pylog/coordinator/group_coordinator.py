@@ -85,8 +85,16 @@ class GroupCoordinator:
     # ================================================================= groups
 
     def group(self, group_id: str) -> ConsumerGroup:
-        """The group `group_id` of this store (created on first use)."""
+        """The group `group_id` of this store's in-process consumers (created on first use).
+        GroupError if remote members of the consumer protocol (KIP-848) hold the id: the
+        in-process group is bridged to classic groups only, and two unbridged groups would
+        both hand out every partition."""
         with self._groups_lock:
+            remote = self._consumer.get(group_id)
+            if remote is not None and not remote.is_empty():
+                raise GroupError(consumer_codes.GROUP_ID_NOT_FOUND,
+                                 f"group {group_id!r} is a consumer-protocol (KIP-848) group with "
+                                 f"remote members; pylog's in-process Consumer joins classic groups only")
             group = self._groups.get(group_id)
             if group is None:
                 group = self._groups[group_id] = ConsumerGroup(group_id)
@@ -122,6 +130,11 @@ class GroupCoordinator:
             group = self._consumer.get(group_id)
             if group is not None or not create:
                 return group
+            local = self._groups.get(group_id)
+            if local is not None and local.members:
+                raise GroupError(consumer_codes.GROUP_ID_NOT_FOUND,
+                                 f"Group {group_id} has members in pylog's process (its in-process "
+                                 f"Consumers), which join classic groups only")
             classic = self._classic.get(group_id)
             if classic is not None:
                 if classic.describe()["members"]:
