@@ -129,6 +129,7 @@ def main() -> None:
     kafka = None
     if not args.no_kafka:
         from kafka_reference.support import KafkaBroker
+        (workdir / "kafka").mkdir()
         kafka = KafkaBroker(workdir / "kafka", **{
             "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
             "group.consumer.min.heartbeat.interval.ms": str(HEARTBEAT_MS)}).start()
