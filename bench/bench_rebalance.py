@@ -6,7 +6,9 @@ the same librdkafka (confluent-kafka) consumers, the same machine and run.
 
 A topic of 8 partitions; one member owns all; 7 more subscribe at once: "scale up" is the
 time until each of the 8 owns exactly one partition (by their rebalance callbacks); then 7
-close at once: "scale down" is the time until the one left owns all 8 again. Both brokers
+close at once: "scale down" is the time until the one left owns all 8 again. Each step
+starts at a random phase of the heartbeats (both protocols learn of a change at a
+member's next heartbeat, so the phase alone moves a figure by up to an interval). Both brokers
 run with group.initial.rebalance.delay.ms=0 and a 500 ms heartbeat interval (classic:
 the clients' heartbeat.interval.ms; consumer protocol: the broker's
 group.consumer.heartbeat.interval.ms, which Kafka also bounds by
@@ -16,6 +18,7 @@ group.consumer.min.heartbeat.interval.ms).
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import tempfile
@@ -96,14 +99,14 @@ def one_run(bootstrap: str, protocol: str) -> tuple[float, float]:
     group = f"g-{uuid.uuid4().hex[:8]}"
     first = Member(bootstrap, topic, group, protocol)
     wait(lambda: first.partitions() == set(range(PARTITIONS)))
-    time.sleep(1)
+    time.sleep(1 + random.random() * HEARTBEAT_MS / 1000)     # any phase of the heartbeats
     start = time.monotonic()
     more = [Member(bootstrap, topic, group, protocol) for _ in range(PARTITIONS - 1)]
     members = [first, *more]
     wait(lambda: all(len(mm.partitions()) == 1 for mm in members)
          and set().union(*(mm.partitions() for mm in members)) == set(range(PARTITIONS)))
     up = time.monotonic() - start
-    time.sleep(1)
+    time.sleep(1 + random.random() * HEARTBEAT_MS / 1000)
     start = time.monotonic()
     for mm in more:
         mm.close()
