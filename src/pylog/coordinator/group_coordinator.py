@@ -6,6 +6,10 @@ will serve the same object to remote clients. It owns
 
 - the **groups** of this process (:class:`~pylog.coordinator.group.ConsumerGroup`,
   one per ``group.id``): members, generations, assignment, positions;
+- the remote clients' groups, one table of two kinds: classic
+  (:class:`~pylog.coordinator.classic_group.ClassicGroup`, JoinGroup/SyncGroup) and the
+  consumer protocol's (:class:`~pylog.coordinator.consumer_group.ConsumerProtocolGroup`,
+  KIP-848's ConsumerGroupHeartbeat); a group id is one or the other;
 - the **committed offsets**: every commit is appended to the internal
   compacted topic ``__consumer_offsets`` (Kafka's record schemas,
   :mod:`pylog.coordinator.offsets`) and then applied to an in-memory table,
