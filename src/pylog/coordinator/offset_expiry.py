@@ -66,4 +66,7 @@ def expire_offsets(coordinator, now_ms: int, retention_ms: int) -> int:
         if group is not None and info["state"] == "Empty" and \
                 not coordinator.committed_offsets(group_id):
             coordinator.delete_group(group_id)
+        elif group_id in consumer and consumer[group_id].is_empty() and \
+                not coordinator.committed_offsets(group_id):
+            coordinator.delete_group(group_id)
     return expired_total
