@@ -3,7 +3,9 @@
 Kafka's wire protocol, against ``pylog serve`` or a Kafka cluster.
 
 Group requests go to the group's coordinator (FindCoordinator); ListGroups asks every
-broker of the cluster. Offsets are committed as a client outside the group (generation
+broker of the cluster. A group is described as Kafka's AdminClient does: with
+ConsumerGroupDescribe (KIP-848's groups) where the broker has it, and DescribeGroups for
+a group that answers GROUP_ID_NOT_FOUND there (a classic group). Offsets are committed as a client outside the group (generation
 -1, no member id), which a coordinator accepts only while the group has no members
 (Kafka's tool refuses to reset an active group for the same reason).
 """
@@ -19,6 +21,8 @@ __all__ = ["GroupMember", "GroupDescription", "RemoteGroups"]
 
 _FIND_COORDINATOR, _OFFSET_COMMIT, _OFFSET_FETCH = 10, 8, 9
 _DESCRIBE_GROUPS, _LIST_GROUPS, _DELETE_GROUPS = 15, 16, 42
+_CONSUMER_GROUP_DESCRIBE = 69
+_GROUP_ID_NOT_FOUND = 69
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +98,20 @@ class RemoteGroups:
         return dict(sorted(out.items()))
 
     def describe(self, group: str) -> GroupDescription:
-        d = self._coordinator(group).request(_DESCRIBE_GROUPS, m.DescribeGroupsRequest(groups=[group])).groups[0]
+        coordinator = self._coordinator(group)
+        if _CONSUMER_GROUP_DESCRIBE in coordinator.versions:
+            v = _pinned(coordinator, _CONSUMER_GROUP_DESCRIBE, 1)
+            c = coordinator.request(_CONSUMER_GROUP_DESCRIBE,
+                                    m.ConsumerGroupDescribeRequest(group_ids=[group]), v).groups[0]
+            if c.error_code == 0:
+                return GroupDescription(c.group_id, c.group_state, tuple(
+                    GroupMember(member.member_id, member.client_id, member.client_host, tuple(sorted(
+                        (tp.topic_name, p) for tp in member.assignment.topic_partitions
+                        for p in tp.partitions)))
+                    for member in c.members))
+            if c.error_code != _GROUP_ID_NOT_FOUND:
+                raise ProtocolError(c.error_code, f"ConsumerGroupDescribe {group!r}")
+        d = coordinator.request(_DESCRIBE_GROUPS, m.DescribeGroupsRequest(groups=[group])).groups[0]
         if d.error_code:
             raise ProtocolError(d.error_code, f"DescribeGroups {group!r}")
         members = []
