@@ -58,11 +58,10 @@ def _invalid(request, version: int) -> str | None:
 def consumer_group_heartbeat(broker, conn, header, req):
     v = header.api_version
     cfg = broker.server_config
-    response = m.ConsumerGroupHeartbeatResponse(throttle_time_ms=0, member_epoch=req.member_epoch,
-                                                member_id=req.member_id or None,
-                                                heartbeat_interval_ms=0)
+    response = m.ConsumerGroupHeartbeatResponse(throttle_time_ms=0)
 
     def fail(code: int, message: str | None):
+        # As Kafka: an error answer carries no member id, epoch 0, no interval.
         response.error_code, response.error_message = code, message
         return response
 
