@@ -19,6 +19,9 @@ if confluent_kafka.libversion()[1] < 0x020C0000:
                 allow_module_level=True)
 
 
+STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID = 113, 25
+
+
 @pytest.fixture(scope="module")
 def kip848_broker(tmp_path_factory):
     store = pylog.open(str(tmp_path_factory.mktemp("pylog-kip848-rdkafka")))
@@ -45,6 +48,7 @@ class Member:
         self.events: list[tuple[str, float, set[int]]] = []
         self.values: list[bytes] = []
         self.failure: BaseException | None = None
+        self.commit_retries: list[int] = []
         self.stop = threading.Event()
         self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked,
                                 on_lost=self._lost)
@@ -69,10 +73,26 @@ class Member:
                 if msg.error():
                     raise confluent_kafka.KafkaException(msg.error())
                 self.values.append(msg.value())
-                self.consumer.commit(message=msg, asynchronous=False)
+                self._commit(msg)
             self.consumer.close()
         except BaseException as exc:            # noqa: BLE001 - reported by the test
             self.failure = exc
+
+    def _commit(self, msg) -> None:
+        """A synchronous commit, retried while the member's epoch moves under it: a commit
+        sent with the epoch a heartbeat response is just replacing gets STALE_MEMBER_EPOCH
+        (as from Kafka 4.1's broker), and one across a rejoin UNKNOWN_MEMBER_ID."""
+        for _ in range(100):
+            try:
+                self.consumer.commit(message=msg, asynchronous=False)
+                return
+            except confluent_kafka.KafkaException as exc:
+                code = exc.args[0].code()
+                if code not in (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
+                    raise
+                self.commit_retries.append(code)
+                time.sleep(0.05)
+        raise AssertionError("a commit kept failing")
 
     def owned(self) -> set[int]:
         owned: set[int] = set()
