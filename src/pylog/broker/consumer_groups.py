@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from pylog.common.acl import Operation
 from pylog.coordinator.consumer_group import (LEAVE_GROUP_STATIC_EPOCH, GroupError, TopicsView)
-from pylog.coordinator.consumer_group import codes as group_codes
+from pylog.errors import ErrorCode
 from pylog.protocol import messages as m
 
 from .admin import TopicIds, topic_ids
 from .authorizer import TOPIC, allowed, authorized_operations
 from .authorizer import GROUP as GROUP_RESOURCE
-from .errors import codes
 
 __all__ = ["consumer_group_heartbeat", "consumer_group_describe"]
 
@@ -66,13 +65,13 @@ def consumer_group_heartbeat(broker, conn, header, req):
         return response
 
     if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
-        return fail(codes.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+        return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
     problem = _invalid(req, v)
     if problem:
-        return fail(group_codes.INVALID_REQUEST, problem)
+        return fail(ErrorCode.INVALID_REQUEST, problem)
     if req.subscribed_topic_names and any(
             not allowed(broker, conn, Operation.DESCRIBE, TOPIC, t) for t in req.subscribed_topic_names):
-        return fail(codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+        return fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
     store = broker.store
     coordinator = store.coordinator
     ids = topic_ids(broker)
@@ -94,7 +93,7 @@ def consumer_group_heartbeat(broker, conn, header, req):
             # Kafka answers GROUP_ID_NOT_FOUND; pylog keeps membership in memory only, so
             # after a restart a member's heartbeat lands here: UNKNOWN_MEMBER_ID makes it
             # rejoin with epoch 0 (GROUP_ID_NOT_FOUND would be fatal to it).
-            raise GroupError(group_codes.UNKNOWN_MEMBER_ID,
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                              f"Member {req.member_id} is not a member of group {req.group_id}.")
         topics = TopicsView(store.topic_epoch, store.partition_count,
                             lambda: [t for t in store.list_topics() if not t.startswith("__")])
@@ -132,12 +131,12 @@ def consumer_group_describe(broker, conn, header, req):
         described = m.ConsumerGroupDescribeResponseDescribedGroup(group_id=gid, members=[])
         out.append(described)
         if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, gid):
-            described.error_code = codes.GROUP_AUTHORIZATION_FAILED
+            described.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
             described.error_message = "Group authorization failed."
             continue
         group = coordinator.consumer_group(gid)
         if group is None:
-            described.error_code = group_codes.GROUP_ID_NOT_FOUND
+            described.error_code = ErrorCode.GROUP_ID_NOT_FOUND
             classic = coordinator.classic_group(gid, create=False)
             described.error_message = (f"Group {gid} is not a consumer group." if classic is not None
                                        else f"Group {gid} not found.")

@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pylog.errors import PylogError
+from pylog.errors import ErrorCode, PylogError
 
 from .assignors import ASSIGNORS, Assignment
 from .timer import DeadlineTimer, TimerHandle
@@ -56,17 +56,8 @@ STABLE, UNREVOKED, UNRELEASED = "STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PA
 EMPTY, ASSIGNING, RECONCILING, GROUP_STABLE, DEAD = "Empty", "Assigning", "Reconciling", "Stable", "Dead"
 
 
-class codes:  # noqa: N801 - the Kafka error codes of this protocol
-    INVALID_REQUEST = 42
-    UNKNOWN_MEMBER_ID = 25
-    GROUP_ID_NOT_FOUND = 69
-    GROUP_MAX_SIZE_REACHED = 81
-    FENCED_INSTANCE_ID = 82
-    UNSUPPORTED_VERSION = 35
-    FENCED_MEMBER_EPOCH = 110
-    UNRELEASED_INSTANCE_ID = 111
-    UNSUPPORTED_ASSIGNOR = 112
-    STALE_MEMBER_EPOCH = 113
+#: The Kafka error codes this protocol answers with (pylog.error_codes, generated).
+codes = ErrorCode
 
 
 class GroupError(PylogError):
