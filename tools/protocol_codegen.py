@@ -86,6 +86,8 @@ MESSAGES = [
     # Transactions (coordinator/transactions.py, broker/transactions.py)
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit",
     "DescribeProducers", "DescribeTransactions", "ListTransactions",
+    # The consumer rebalance protocol, KIP-848 (coordinator/consumer_group.py)
+    "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

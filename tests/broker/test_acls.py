@@ -376,3 +376,31 @@ def test_transaction_apis_check_the_transactional_id_topics_and_group(broker):
             .partition_error_code == 0
     with wire(broker, "admin") as client:
         assert client.list_offset(other, 0, -1) == 1               # nothing of alice's written
+
+
+def test_consumer_protocol_needs_read_on_the_group_and_describe_on_its_topics(broker):
+    """ConsumerGroupHeartbeat (KIP-848): READ on the group (GROUP_AUTHORIZATION_FAILED),
+    DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED), as Kafka's
+    KafkaApis; ConsumerGroupDescribe: DESCRIBE on the group."""
+    topic = topic_with_records(broker)
+    group = "kip848-" + uuid.uuid4().hex[:8]
+
+    def heartbeat(client):
+        return client.request(68, m.ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=uuid.uuid4().hex[:22], member_epoch=0,
+            rebalance_timeout_ms=10000, subscribed_topic_names=[topic], topic_partitions=[]), 1)
+
+    def describe(client):
+        return client.request(69, m.ConsumerGroupDescribeRequest(group_ids=[group]), 1).groups[0]
+
+    with wire(broker, "bob") as bob:
+        assert heartbeat(bob).error_code == GROUP_AUTHORIZATION_FAILED
+        assert describe(bob).error_code == GROUP_AUTHORIZATION_FAILED
+        add_acls(broker, acl(ResourceType.GROUP, group, "User:bob", AclOperation.READ))
+        assert heartbeat(bob).error_code == TOPIC_AUTHORIZATION_FAILED
+        add_acls(broker, acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.READ))
+        answer = heartbeat(bob)
+        assert answer.error_code == 0 and answer.member_epoch == 1
+        assert [tp.partitions for tp in answer.assignment.topic_partitions] == [[0]]
+        described = describe(bob)                 # READ implies DESCRIBE
+        assert described.error_code == 0 and described.group_state == "Stable"

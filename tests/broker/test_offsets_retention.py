@@ -51,3 +51,40 @@ def test_offsets_expire_as_kafka_expires_them(tmp_path):
     with pylog.open(str(tmp_path)) as reopened:
         assert reopened.committed("simple", "read", 0) is None
         assert reopened.committed("stable", "read", 0) == 1
+
+
+def test_consumer_protocol_group_keeps_offsets_of_subscribed_topics(tmp_path):
+    """A KIP-848 group (Kafka's ConsumerGroup expires by commit time): the offsets of
+    topics its members subscribe to stay, the others' expire; once empty with no offsets
+    left, the group goes."""
+    from pylog.protocol import messages as m
+    from pylog.protocol.client import ProtocolClient
+    skew = [0]
+    store = pylog.open(str(tmp_path), background=False,
+                       clock=lambda: int(time.time() * 1000) + skew[0])
+    broker = pylog.Broker(store, listen="127.0.0.1:0", offsets_retention_minutes=1,
+                          offsets_retention_check_interval_ms=1000).start()
+    try:
+        store.create_topic("read", 1)
+        store.create_topic("dropped", 1)
+        store.commit_offsets("kip848", {("read", 0): 1, ("dropped", 0): 2})
+        with ProtocolClient(broker.bootstrap_servers) as client:
+            def beat(epoch):
+                return client.request(68, m.ConsumerGroupHeartbeatRequest(
+                    group_id="kip848", member_id="m" * 22, member_epoch=epoch,
+                    rebalance_timeout_ms=10000 if epoch == 0 else -1,
+                    subscribed_topic_names=["read"] if epoch == 0 else None,
+                    topic_partitions=[] if epoch == 0 else None), 1)
+            assert beat(0).error_code == 0
+            skew[0] = 61_000
+            store.run_background_tasks()
+            assert store.committed("kip848", "read", 0) == 1
+            assert store.committed("kip848", "dropped", 0) is None
+            assert beat(-1).error_code == 0                  # empty now
+            skew[0] = 122_000
+            store.run_background_tasks()
+            assert store.coordinator.committed_offsets("kip848") == {}
+            assert store.coordinator.consumer_group("kip848") is None
+    finally:
+        broker.shutdown()
+        store.close()

@@ -135,6 +135,37 @@ def test_consumer_groups_at_a_broker(broker):
     assert "live" not in run("consumer-groups", *b, "--list").stdout.split()
 
 
+def test_consumer_groups_describes_a_consumer_protocol_group(broker):
+    """A KIP-848 member (group.protocol=consumer): described through ConsumerGroupDescribe
+    with its id, client id and partitions; an active group is not reset."""
+    store, bootstrap = broker
+    b = ["--bootstrap-server", bootstrap]
+    store.create_topic("kip848-cli", 2)
+    for p in range(2):
+        store.log("kip848-cli", p).append_records([b"o"] * 5)
+    from confluent_kafka import Consumer
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "live848",
+                         "group.protocol": "consumer", "client.id": "live848-client",
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["kip848-cli"])
+        got = 0
+        while got < 10:
+            msg = consumer.poll(10)
+            assert msg is not None and msg.error() is None
+            got += 1
+        consumer.commit(asynchronous=False)
+        rows = json.loads(run("consumer-groups", *b, "--describe", "--group", "live848", "--json").stdout)
+        assert sorted(r["partition"] for r in rows) == [0, 1]
+        assert {r["client_id"] for r in rows} == {"live848-client"}
+        assert all(r["lag"] == 0 and r["consumer_id"] != "-" for r in rows)
+        busy = run("consumer-groups", *b, "--reset-offsets", "--group", "live848", "--all-topics",
+                   "--to-earliest", "--execute", check=False)
+        assert busy.returncode != 0 and "inactive" in busy.stderr
+    finally:
+        consumer.close()
+
+
 def test_operations_page_bootstrap_server_block(broker):
     """docs/OPERATIONS.md's --bootstrap-server block, pasted into a shell against this broker."""
     import os

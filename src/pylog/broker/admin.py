@@ -32,12 +32,42 @@ from .configs import text as _text
 from .errors import NONE, RequestError, error_code
 
 __all__ = ["api_versions", "metadata", "describe_cluster", "create_topics", "delete_topics",
-           "create_partitions", "topic_id_bytes"]
+           "create_partitions", "topic_id_bytes", "topic_ids", "TopicIds"]
 
 
 def topic_id_bytes(topic_id: str) -> bytes:
     """pylog's topic id (Kafka's base64 text form) as the 16 bytes of a wire Uuid."""
     return base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+
+
+class TopicIds:
+    """Topic name <-> topic id (16 bytes) of a store, rebuilt when its topic epoch moves."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.epoch = None
+        self.by_name: dict[str, bytes] = {}
+        self.by_id: dict[bytes, str] = {}
+
+    def refresh(self) -> "TopicIds":
+        epoch = self.store.topic_epoch
+        if epoch != self.epoch:
+            by_name = {}
+            for name in self.store.list_topics(include_internal=True):
+                tid = self.store.topic_id(name)
+                if tid is not None:
+                    by_name[name] = topic_id_bytes(tid)
+            self.by_name, self.by_id = by_name, {v: k for k, v in by_name.items()}
+            self.epoch = epoch
+        return self
+
+
+def topic_ids(broker) -> TopicIds:
+    """The broker's name <-> id tables, current."""
+    ids = getattr(broker, "_topic_id_tables", None)
+    if ids is None or ids.store is not broker.store:
+        ids = broker._topic_id_tables = TopicIds(broker.store)
+    return ids.refresh()
 
 
 def api_versions_response(error: int = NONE, version: int = 4) -> m.ApiVersionsResponse:
@@ -93,15 +123,24 @@ def metadata(broker, conn, header, req):
             names = [n for n in names if allowed(broker, conn, Operation.DESCRIBE, TOPIC, n)]
         allow_create = False
     else:
-        names = list(dict.fromkeys(t.name for t in req.topics))    # once each, in order
+        # v12+ may name a topic by id alone (KIP-516: librdkafka resolves the topic ids of
+        # a KIP-848 assignment so); an unknown id is UNKNOWN_TOPIC_ID.
+        by_id = topic_ids(broker).by_id if v >= 12 and any(
+            t.name is None and any(t.topic_id) for t in req.topics) else {}
+        names = list(dict.fromkeys(
+            t.name if t.name is not None or not any(t.topic_id)
+            else by_id.get(bytes(t.topic_id), bytes(t.topic_id)) for t in req.topics))
         allow_create = req.allow_auto_topic_creation if v >= 4 else True
     creations = broker.server_config["pylog.max.auto.create.topics.per.request"]
     topics = []
     for name in names:
         entry = m.MetadataResponseMetadataResponseTopic(name=name, is_internal=False)
         try:
+            if isinstance(name, bytes):         # an id no topic has
+                entry.name, entry.topic_id = None, name
+                raise RequestError(ErrorCode.UNKNOWN_TOPIC_ID, "no topic has that topic id")
             if name is None:
-                raise InvalidTopicError("topics are named (topic ids are not served)")
+                raise InvalidTopicError("a topic needs a name or a topic id")
             if not allowed(broker, conn, Operation.DESCRIBE, TOPIC, name):
                 raise RequestError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             try:

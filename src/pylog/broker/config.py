@@ -196,6 +196,19 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
               "The smallest session.timeout.ms a member may ask for.", at_least(0)),
     ConfigDef("group.max.session.timeout.ms", "int32", 1800000,
               "The largest session.timeout.ms a member may ask for.", at_least(0)),
+    ConfigDef("group.consumer.assignors", "list", ("uniform", "range"),
+              "The server-side assignors of consumer-protocol groups (KIP-848), in order of "
+              "preference: a member may name one (group.remote.assignor); a group uses the "
+              "one most of its members name, else the first.", subset_of("uniform", "range")),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "int32", 5000,
+              "How often a member of a consumer-protocol group heartbeats (the broker "
+              "tells it in every ConsumerGroupHeartbeat response).", at_least(1)),
+    ConfigDef("group.consumer.session.timeout.ms", "int32", 45000,
+              "A consumer-protocol member that sends no heartbeat for this long is fenced "
+              "and its partitions are reassigned.", at_least(1)),
+    ConfigDef("group.consumer.max.size", "int32", 2147483647,
+              "The most members of one consumer-protocol group (GROUP_MAX_SIZE_REACHED "
+              "beyond).", at_least(1)),
     ConfigDef("fetch.max.bytes", "int32", 57671680,
               "The most bytes one Fetch response carries (a request may ask for less).",
               at_least(1024)),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pylog.coordinator import OffsetAndMetadata
 from pylog.coordinator.classic_group import JoinResult, SyncResult
+from pylog.coordinator.consumer_group import ConsumerProtocolGroup, GroupError
 from pylog.errors import ErrorCode
 from pylog.protocol import messages as m
 
@@ -91,7 +92,11 @@ async def join_group(broker, conn, header, req):
         return response
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
     # Kafka creates a group for a member with no id only; a member id names a group.
-    group = _group(broker, req.group_id, create=not req.member_id)
+    try:
+        group = _group(broker, req.group_id, create=not req.member_id)
+    except GroupError as exc:               # a consumer-protocol group with members
+        response.error_code = exc.code
+        return response
     if group is None:
         response.error_code = ErrorCode.UNKNOWN_MEMBER_ID
         return response
@@ -176,6 +181,9 @@ def offset_commit(broker, conn, header, req):
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     elif group is not None:
         error = group.check_commit(req.member_id, generation, instance_id)
+    elif (consumer := coordinator.consumer_group(req.group_id)) is not None:
+        # A consumer-protocol group: v9+ carries the member epoch in the generation's place.
+        error = consumer.validate_offset_commit(req.member_id, generation, v)
     elif coordinator.committed_offsets(req.group_id):
         # A group known by its committed offsets only: Kafka's Empty (simple) group.
         error = NONE if generation < 0 else ErrorCode.UNKNOWN_MEMBER_ID
@@ -256,6 +264,12 @@ def offset_fetch(broker, conn, header, req):
                 groups.append(m.OffsetFetchResponseOffsetFetchResponseGroup(
                     group_id=g.group_id, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
                 continue
+            consumer = broker.store.coordinator.consumer_group(g.group_id) if v >= 9 else None
+            error = consumer.validate_offset_fetch(g.member_id, g.member_epoch) if consumer else NONE
+            if error:
+                groups.append(m.OffsetFetchResponseOffsetFetchResponseGroup(
+                    group_id=g.group_id, topics=[], error_code=error))
+                continue
             wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
             topics = [m.OffsetFetchResponseOffsetFetchResponseTopics(name=name, partitions=[
                 m.OffsetFetchResponseOffsetFetchResponsePartitions(
@@ -286,10 +300,13 @@ def offset_fetch(broker, conn, header, req):
 
 
 def _all_groups(broker) -> dict[str, object]:
-    """group id -> its ClassicGroup, or None for groups known only by committed offsets."""
+    """group id -> its ClassicGroup or ConsumerProtocolGroup, or None for groups known only
+    by committed offsets."""
     coordinator = broker.store.coordinator
     groups: dict[str, object] = {g: None for g in coordinator.consumer_groups()}
     for g in coordinator.classic_groups():
+        groups[g.group_id] = g
+    for g in coordinator.consumer_groups_of_protocol():
         groups[g.group_id] = g
     return groups
 
@@ -320,8 +337,10 @@ def describe_groups(broker, conn, header, req):
                 protocol_type="", protocol_data="", members=[]))
             continue
         group = known.get(gid)
-        if group is None:
-            state = "Empty" if gid in known else "Dead"
+        if group is None or isinstance(group, ConsumerProtocolGroup):
+            # Kafka answers Dead for a group of the consumer protocol below v6 (its members
+            # are described by ConsumerGroupDescribe).
+            state = "Empty" if gid in known and group is None else "Dead"
             out.append(m.DescribeGroupsResponseDescribedGroup(
                 error_code=NONE, group_id=gid, group_state=state, protocol_type="", protocol_data="",
                 members=[]))
@@ -388,7 +407,9 @@ def offset_delete(broker, conn, header, req):
     if group is False or info["state"] == "Dead":
         return m.OffsetDeleteResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND, throttle_time_ms=0)
     subscribed: set[str] | None = set()
-    if info["state"] != "Empty":
+    if isinstance(group, ConsumerProtocolGroup):
+        subscribed = group.subscribed_topics()
+    elif info["state"] != "Empty":
         if info["protocol_type"] != "consumer":
             return m.OffsetDeleteResponse(error_code=ErrorCode.NON_EMPTY_GROUP, throttle_time_ms=0)
         subscribed = _subscribed_topics(info)

@@ -67,8 +67,8 @@ from pylog.protocol import API_NAMES, ApiKey, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import (acls, admin, configs, data_plane, groups, leader_epochs, quotas, sasl, telemetry,
-               transactions, users)
+from . import (acls, admin, configs, consumer_groups, data_plane, groups, leader_epochs, quotas, sasl,
+               telemetry, transactions, users)
 from .authorizer import authorizer_of
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig
 from .connection import Connection
@@ -100,6 +100,7 @@ HANDLERS = {
     26: transactions.end_txn, 27: transactions.write_txn_markers,
     28: transactions.txn_offset_commit, 61: transactions.describe_producers,
     65: transactions.describe_transactions, 66: transactions.list_transactions,
+    68: consumer_groups.consumer_group_heartbeat, 69: consumer_groups.consumer_group_describe,
     71: telemetry.get_telemetry_subscriptions, 72: telemetry.push_telemetry,
 }
 

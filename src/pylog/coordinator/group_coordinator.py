@@ -6,6 +6,10 @@ will serve the same object to remote clients. It owns
 
 - the **groups** of this process (:class:`~pylog.coordinator.group.ConsumerGroup`,
   one per ``group.id``): members, generations, assignment, positions;
+- the remote clients' groups, one table of two kinds: classic
+  (:class:`~pylog.coordinator.classic_group.ClassicGroup`, JoinGroup/SyncGroup) and the
+  consumer protocol's (:class:`~pylog.coordinator.consumer_group.ConsumerProtocolGroup`,
+  KIP-848's ConsumerGroupHeartbeat); a group id is one or the other;
 - the **committed offsets**: every commit is appended to the internal
   compacted topic ``__consumer_offsets`` (Kafka's record schemas,
   :mod:`pylog.coordinator.offsets`) and then applied to an in-memory table,
@@ -37,6 +41,8 @@ from pylog.storage import OFFSETS_TOPIC, Log, LogManager
 
 from .bridge import GroupBridge
 from .classic_group import ClassicGroup
+from .consumer_group import ConsumerProtocolGroup, GroupError
+from .consumer_group import codes as consumer_codes
 from .group import ConsumerGroup
 from .timer import DeadlineTimer
 from .offsets import (
@@ -70,6 +76,9 @@ class GroupCoordinator:
         self._lock = threading.Lock()             # appends to __consumer_offsets, compaction
         self._groups: dict[str, ConsumerGroup] = {}
         self._classic: dict[str, ClassicGroup] = {}
+        # The consumer-protocol groups (KIP-848). A group id names a classic group or a
+        # consumer one, never both (classic_group, consumer_group).
+        self._consumer: dict[str, ConsumerProtocolGroup] = {}
         self._bridges: dict[str, GroupBridge] = {}
         self._groups_lock = threading.Lock()
         # The Kafka-protocol groups' deadlines (sessions, rebalances): one thread, alive
@@ -80,8 +89,16 @@ class GroupCoordinator:
     # ================================================================= groups
 
     def group(self, group_id: str) -> ConsumerGroup:
-        """The group `group_id` of this store (created on first use)."""
+        """The group `group_id` of this store's in-process consumers (created on first use).
+        GroupError if remote members of the consumer protocol (KIP-848) hold the id: the
+        in-process group is bridged to classic groups only, and two unbridged groups would
+        both hand out every partition."""
         with self._groups_lock:
+            remote = self._consumer.get(group_id)
+            if remote is not None and not remote.is_empty():
+                raise GroupError(consumer_codes.GROUP_ID_NOT_FOUND,
+                                 f"group {group_id!r} is a consumer-protocol (KIP-848) group with "
+                                 f"remote members; pylog's in-process Consumer joins classic groups only")
             group = self._groups.get(group_id)
             if group is None:
                 group = self._groups[group_id] = ConsumerGroup(group_id)
@@ -90,12 +107,53 @@ class GroupCoordinator:
     def classic_group(self, group_id: str, initial_delay_ms: int = 3000,
                       create: bool = True) -> ClassicGroup | None:
         """The Kafka-protocol group `group_id` (remote clients' JoinGroup/SyncGroup),
-        created on first use unless `create` is false."""
+        created on first use unless `create` is false. Creating it where a consumer-protocol
+        group of that id exists replaces the group if it is empty, and raises GroupError
+        (GROUP_ID_NOT_FOUND) if not: Kafka's rule with online migration off."""
         with self._groups_lock:
             group = self._classic.get(group_id)
             if group is None and create:
+                other = self._consumer.get(group_id)
+                if other is not None:
+                    if not other.is_empty():
+                        raise GroupError(consumer_codes.GROUP_ID_NOT_FOUND,
+                                         f"Group {group_id} is not a classic group.")
+                    del self._consumer[group_id]
+                    other.mark_dead()
                 group = self._classic[group_id] = ClassicGroup(group_id, initial_delay_ms, self.timer)
             return group
+
+    def consumer_group(self, group_id: str, create: bool = False, *, assignors: list[str] | None = None,
+                       session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 5000,
+                       max_size: int = 2**31 - 1) -> ConsumerProtocolGroup | None:
+        """The consumer-protocol group `group_id` (ConsumerGroupHeartbeat), or None; with
+        `create`, made on first use. A classic group of that id is replaced if it has no
+        members; one with members raises GroupError GROUP_ID_NOT_FOUND (Kafka's answer when
+        group.consumer.migration.policy forbids the online upgrade: pylog has no upgrade)."""
+        with self._groups_lock:
+            group = self._consumer.get(group_id)
+            if group is not None or not create:
+                return group
+            local = self._groups.get(group_id)
+            if local is not None and local.members:
+                raise GroupError(consumer_codes.GROUP_ID_NOT_FOUND,
+                                 f"Group {group_id} has members in pylog's process (its in-process "
+                                 f"Consumers), which join classic groups only")
+            classic = self._classic.get(group_id)
+            if classic is not None:
+                if classic.describe()["members"]:
+                    raise GroupError(consumer_codes.GROUP_ID_NOT_FOUND,
+                                     f"Group {group_id} is not a consumer group")
+                del self._classic[group_id]
+                classic.mark_dead()
+            group = self._consumer[group_id] = ConsumerProtocolGroup(
+                group_id, self.timer, assignors or ["uniform", "range"], session_timeout_ms,
+                heartbeat_interval_ms, max_size)
+            return group
+
+    def consumer_groups_of_protocol(self) -> list[ConsumerProtocolGroup]:
+        with self._groups_lock:
+            return list(self._consumer.values())
 
     def bridge_if_shared(self, group_id: str, initial_delay_ms: int = 3000) -> None:
         """Starts the group's bridge (bridge.py) when in-process members and the
@@ -132,7 +190,7 @@ class GroupCoordinator:
     def delete_group(self, group_id: str) -> None:
         """Deletes a group with no members: its committed offsets are tombstoned."""
         with self._groups_lock:
-            group = self._classic.pop(group_id, None)
+            group = self._classic.pop(group_id, None) or self._consumer.pop(group_id, None)
         if group is not None:
             group.mark_dead()
         with self._lock:

@@ -9,7 +9,10 @@ rules (GroupMetadata.removeExpiredOffsets), checked every
   once the retention has passed since it was committed;
 - a Stable consumer group: offsets of topics its members do not subscribe to, once the
   retention has passed since they were committed;
-- any other group (rebalancing, or a protocol type other than ``consumer``): none.
+- any other group (rebalancing, or a protocol type other than ``consumer``): none;
+- a group of the consumer protocol (KIP-848; Kafka's ConsumerGroup expires by commit
+  time): offsets of topics its members do not subscribe to (all, once it is empty),
+  once the retention has passed since they were committed.
 
 An Empty group left with no offsets is deleted (Kafka's Dead), as DeleteGroups would.
 """
@@ -27,12 +30,17 @@ def expire_offsets(coordinator, now_ms: int, retention_ms: int) -> int:
     """Tombstones the expired offsets of every group; returns how many."""
     from .bridge import decode_subscription
     classic = {g.group_id: g for g in coordinator.classic_groups()}
+    consumer = {g.group_id: g for g in coordinator.consumer_groups_of_protocol()}
     expired_total = 0
     for group_id in coordinator.consumer_groups():
         offsets = coordinator.committed_offsets(group_id)
         group = classic.get(group_id)
         info = group.describe() if group is not None else None
-        if info is None:
+        if group_id in consumer:
+            subscribed = consumer[group_id].subscribed_topics()
+            expired = [tp for tp, o in offsets.items() if tp[0] not in subscribed
+                       and now_ms - o.commit_timestamp >= retention_ms]
+        elif info is None:
             expired = [tp for tp, o in offsets.items() if now_ms - o.commit_timestamp >= retention_ms]
         elif info["state"] == "Empty":
             expired = list(offsets) if now_ms - group.empty_since_ms >= retention_ms else []
@@ -56,6 +64,9 @@ def expire_offsets(coordinator, now_ms: int, retention_ms: int) -> int:
         log.info("group %s: %d committed offsets expired (offsets.retention.minutes)",
                  group_id, len(expired))
         if group is not None and info["state"] == "Empty" and \
+                not coordinator.committed_offsets(group_id):
+            coordinator.delete_group(group_id)
+        elif group_id in consumer and consumer[group_id].is_empty() and \
                 not coordinator.committed_offsets(group_id):
             coordinator.delete_group(group_id)
     return expired_total

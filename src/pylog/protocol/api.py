@@ -43,8 +43,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     1: (4, 18),     # Fetch (7+: sessions, KIP-227; 13+: topics by id)
     2: (1, 9),      # ListOffsets (7: max timestamp, KIP-734; 8: -4, KIP-405; 9: -5, KIP-1005)
     3: (0, 12),     # Metadata
-    8: (2, 8),      # OffsetCommit
-    9: (1, 8),      # OffsetFetch
+    8: (2, 9),      # OffsetCommit (9: member epochs of the consumer protocol, KIP-848)
+    9: (1, 9),      # OffsetFetch (9: member id and epoch, KIP-848)
     10: (0, 4),     # FindCoordinator
     11: (0, 7),     # JoinGroup
     12: (0, 4),     # Heartbeat
@@ -82,6 +82,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     61: (0, 0),     # DescribeProducers
     65: (0, 0),     # DescribeTransactions
     66: (0, 2),     # ListTransactions
+    68: (0, 1),     # ConsumerGroupHeartbeat (KIP-848; 1: regex subscriptions, client member ids)
+    69: (0, 1),     # ConsumerGroupDescribe
 }
 
 #: The features ApiVersions (v3+) lists, name -> (min, max) supported and the finalized

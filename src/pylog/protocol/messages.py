@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .codec import ZERO_UUID, Struct
 
-__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
+__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
 
 
 class ProduceRequestPartitionProduceData(Struct):
@@ -6576,6 +6576,348 @@ class ListTransactionsResponse(Struct):
             w.empty_tagged_fields()
 
 
+class ConsumerGroupHeartbeatRequestTopicPartitions(Struct):
+    __slots__ = ('topic_id', 'partitions')
+    _FIELDS = (('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_id = r.uuid()
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.topic_id)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ConsumerGroupHeartbeatRequest(Struct):
+    """ConsumerGroupHeartbeatRequest (api key 68, versions 0-1, flexible 0+): Apache Kafka 4.1.0, sha256 3b5443e4779a4a43."""
+
+    API_KEY = 68
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'topic_partitions')
+    _FIELDS = (('group_id', ''), ('member_id', ''), ('member_epoch', 0), ('instance_id', None), ('rack_id', None), ('rebalance_timeout_ms', -1), ('subscribed_topic_names', None), ('subscribed_topic_regex', None), ('server_assignor', None), ('topic_partitions', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('member_id', 'string', None, (0, 32768), None, None), ('member_epoch', 'int32', None, (0, 32768), None, None), ('instance_id', 'string', None, (0, 32768), (0, 32768), None), ('rack_id', 'string', None, (0, 32768), (0, 32768), None), ('rebalance_timeout_ms', 'int32', None, (0, 32768), None, None), ('subscribed_topic_names', '[]string', None, (0, 32768), (0, 32768), None), ('subscribed_topic_regex', 'string', None, (1, 32768), (1, 32768), None), ('server_assignor', 'string', None, (0, 32768), (0, 32768), None), ('topic_partitions', '[]struct', 'ConsumerGroupHeartbeatRequestTopicPartitions', (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.group_id = r.string(flex)
+        self.member_id = r.string(flex)
+        self.member_epoch = r.int32()
+        self.instance_id = r.string(flex, True)
+        self.rack_id = r.string(flex, True)
+        self.rebalance_timeout_ms = r.int32()
+        self.subscribed_topic_names = r.array(flex, lambda: r.string(flex), True)
+        self.subscribed_topic_regex = r.string(flex, v >= 1) if v >= 1 else None
+        self.server_assignor = r.string(flex, True)
+        self.topic_partitions = r.struct_array(flex, ConsumerGroupHeartbeatRequestTopicPartitions, v, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.group_id, flex)
+        w.string(self.member_id, flex)
+        w.int32(self.member_epoch)
+        w.string(self.instance_id, flex)
+        w.string(self.rack_id, flex)
+        w.int32(self.rebalance_timeout_ms)
+        w.array(self.subscribed_topic_names, flex, lambda x: w.string(x, flex))
+        if v >= 1:
+            w.string(self.subscribed_topic_regex, flex)
+        w.string(self.server_assignor, flex)
+        w.struct_array(self.topic_partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ConsumerGroupHeartbeatResponseTopicPartitions(Struct):
+    __slots__ = ('topic_id', 'partitions')
+    _FIELDS = (('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_id = r.uuid()
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.topic_id)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ConsumerGroupHeartbeatResponseAssignment(Struct):
+    __slots__ = ('topic_partitions',)
+    _FIELDS = (('topic_partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_partitions', '[]struct', 'ConsumerGroupHeartbeatResponseTopicPartitions', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_partitions = r.struct_array(flex, ConsumerGroupHeartbeatResponseTopicPartitions, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.struct_array(self.topic_partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ConsumerGroupHeartbeatResponse(Struct):
+    """ConsumerGroupHeartbeatResponse (api key 68, versions 0-1, flexible 0+): Apache Kafka 4.1.0, sha256 38412debc1c3a7c9."""
+
+    API_KEY = 68
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', None), ('member_id', None), ('member_epoch', 0), ('heartbeat_interval_ms', 0), ('assignment', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('member_id', 'string', None, (0, 32768), (0, 32768), None), ('member_epoch', 'int32', None, (0, 32768), None, None), ('heartbeat_interval_ms', 'int32', None, (0, 32768), None, None), ('assignment', 'struct', 'ConsumerGroupHeartbeatResponseAssignment', (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.member_id = r.string(flex, True)
+        self.member_epoch = r.int32()
+        self.heartbeat_interval_ms = r.int32()
+        self.assignment = (ConsumerGroupHeartbeatResponseAssignment.read(r, v) if r.int8() >= 0 else None)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.string(self.member_id, flex)
+        w.int32(self.member_epoch)
+        w.int32(self.heartbeat_interval_ms)
+        w.nullable_struct(self.assignment, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ConsumerGroupDescribeRequest(Struct):
+    """ConsumerGroupDescribeRequest (api key 69, versions 0-1, flexible 0+): Apache Kafka 4.1.0, sha256 1dc71c7c3d2241d2."""
+
+    API_KEY = 69
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('group_ids', 'include_authorized_operations')
+    _FIELDS = (('group_ids', []), ('include_authorized_operations', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_ids', '[]string', None, (0, 32768), None, None), ('include_authorized_operations', 'bool', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.group_ids = r.array(flex, lambda: r.string(flex))
+        self.include_authorized_operations = r.bool()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.array(self.group_ids, flex, lambda x: w.string(x, flex))
+        w.bool(self.include_authorized_operations)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ConsumerGroupDescribeResponseTopicPartitions(Struct):
+    __slots__ = ('topic_id', 'topic_name', 'partitions')
+    _FIELDS = (('topic_id', ZERO_UUID), ('topic_name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (0, 32768), None, None), ('topic_name', 'string', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_id = r.uuid()
+        self.topic_name = r.string(flex)
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.topic_id)
+        w.string(self.topic_name, flex)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ConsumerGroupDescribeResponseAssignment(Struct):
+    __slots__ = ('topic_partitions',)
+    _FIELDS = (('topic_partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_partitions', '[]struct', 'ConsumerGroupDescribeResponseTopicPartitions', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_partitions = r.struct_array(flex, ConsumerGroupDescribeResponseTopicPartitions, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.struct_array(self.topic_partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ConsumerGroupDescribeResponseMember(Struct):
+    __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type')
+    _FIELDS = (('member_id', ''), ('instance_id', None), ('rack_id', None), ('member_epoch', 0), ('client_id', ''), ('client_host', ''), ('subscribed_topic_names', []), ('subscribed_topic_regex', None), ('assignment', ConsumerGroupDescribeResponseAssignment()), ('target_assignment', ConsumerGroupDescribeResponseAssignment()), ('member_type', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('member_id', 'string', None, (0, 32768), None, None), ('instance_id', 'string', None, (0, 32768), (0, 32768), None), ('rack_id', 'string', None, (0, 32768), (0, 32768), None), ('member_epoch', 'int32', None, (0, 32768), None, None), ('client_id', 'string', None, (0, 32768), None, None), ('client_host', 'string', None, (0, 32768), None, None), ('subscribed_topic_names', '[]string', None, (0, 32768), None, None), ('subscribed_topic_regex', 'string', None, (0, 32768), (0, 32768), None), ('assignment', 'struct', 'ConsumerGroupDescribeResponseAssignment', (0, 32768), None, None), ('target_assignment', 'struct', 'ConsumerGroupDescribeResponseAssignment', (0, 32768), None, None), ('member_type', 'int8', None, (1, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.member_id = r.string(flex)
+        self.instance_id = r.string(flex, True)
+        self.rack_id = r.string(flex, True)
+        self.member_epoch = r.int32()
+        self.client_id = r.string(flex)
+        self.client_host = r.string(flex)
+        self.subscribed_topic_names = r.array(flex, lambda: r.string(flex))
+        self.subscribed_topic_regex = r.string(flex, True)
+        self.assignment = ConsumerGroupDescribeResponseAssignment.read(r, v)
+        self.target_assignment = ConsumerGroupDescribeResponseAssignment.read(r, v)
+        self.member_type = r.int8() if v >= 1 else -1
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.member_id, flex)
+        w.string(self.instance_id, flex)
+        w.string(self.rack_id, flex)
+        w.int32(self.member_epoch)
+        w.string(self.client_id, flex)
+        w.string(self.client_host, flex)
+        w.array(self.subscribed_topic_names, flex, lambda x: w.string(x, flex))
+        w.string(self.subscribed_topic_regex, flex)
+        self.assignment.write(w, v)
+        self.target_assignment.write(w, v)
+        if v >= 1:
+            w.int8(self.member_type)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ConsumerGroupDescribeResponseDescribedGroup(Struct):
+    __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
+    _FIELDS = (('error_code', 0), ('error_message', None), ('group_id', ''), ('group_state', ''), ('group_epoch', 0), ('assignment_epoch', 0), ('assignor_name', ''), ('members', []), ('authorized_operations', -2147483648), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('group_id', 'string', None, (0, 32768), None, None), ('group_state', 'string', None, (0, 32768), None, None), ('group_epoch', 'int32', None, (0, 32768), None, None), ('assignment_epoch', 'int32', None, (0, 32768), None, None), ('assignor_name', 'string', None, (0, 32768), None, None), ('members', '[]struct', 'ConsumerGroupDescribeResponseMember', (0, 32768), None, None), ('authorized_operations', 'int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.group_id = r.string(flex)
+        self.group_state = r.string(flex)
+        self.group_epoch = r.int32()
+        self.assignment_epoch = r.int32()
+        self.assignor_name = r.string(flex)
+        self.members = r.struct_array(flex, ConsumerGroupDescribeResponseMember, v)
+        self.authorized_operations = r.int32()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.string(self.group_id, flex)
+        w.string(self.group_state, flex)
+        w.int32(self.group_epoch)
+        w.int32(self.assignment_epoch)
+        w.string(self.assignor_name, flex)
+        w.struct_array(self.members, flex, v)
+        w.int32(self.authorized_operations)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ConsumerGroupDescribeResponse(Struct):
+    """ConsumerGroupDescribeResponse (api key 69, versions 0-1, flexible 0+): Apache Kafka 4.1.0, sha256 7844fa9094a7d7e0."""
+
+    API_KEY = 69
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'groups')
+    _FIELDS = (('throttle_time_ms', 0), ('groups', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('groups', '[]struct', 'ConsumerGroupDescribeResponseDescribedGroup', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.groups = r.struct_array(flex, ConsumerGroupDescribeResponseDescribedGroup, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.groups, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
 class ConsumerProtocolSubscriptionTopicPartition(Struct):
     __slots__ = ('topic', 'partitions')
     _FIELDS = (('topic', ''), ('partitions', []), )
@@ -6678,5 +7020,5 @@ class ConsumerProtocolAssignment(Struct):
 
 
 # api key -> request class, response class
-REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest}
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse}
+REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest, 68: ConsumerGroupHeartbeatRequest, 69: ConsumerGroupDescribeRequest}
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse, 68: ConsumerGroupHeartbeatResponse, 69: ConsumerGroupDescribeResponse}

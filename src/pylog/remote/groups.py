@@ -3,7 +3,9 @@
 Kafka's wire protocol, against ``pylog serve`` or a Kafka cluster.
 
 Group requests go to the group's coordinator (FindCoordinator); ListGroups asks every
-broker of the cluster. Offsets are committed as a client outside the group (generation
+broker of the cluster. A group is described as Kafka's AdminClient does: with
+ConsumerGroupDescribe (KIP-848's groups) where the broker has it, and DescribeGroups for
+a group that answers GROUP_ID_NOT_FOUND there (a classic group). Offsets are committed as a client outside the group (generation
 -1, no member id), which a coordinator accepts only while the group has no members
 (Kafka's tool refuses to reset an active group for the same reason).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pylog.errors import ErrorCode
 from pylog.protocol import ApiKey
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient, ProtocolError
@@ -97,8 +100,20 @@ class RemoteGroups:
         return dict(sorted(out.items()))
 
     def describe(self, group: str) -> GroupDescription:
-        d = self._coordinator(group).request(ApiKey.DESCRIBE_GROUPS,
-                                             m.DescribeGroupsRequest(groups=[group])).groups[0]
+        coordinator = self._coordinator(group)
+        if ApiKey.CONSUMER_GROUP_DESCRIBE in coordinator.versions:
+            v = _pinned(coordinator, ApiKey.CONSUMER_GROUP_DESCRIBE, 1)
+            c = coordinator.request(ApiKey.CONSUMER_GROUP_DESCRIBE,
+                                    m.ConsumerGroupDescribeRequest(group_ids=[group]), v).groups[0]
+            if c.error_code == 0:
+                return GroupDescription(c.group_id, c.group_state, tuple(
+                    GroupMember(member.member_id, member.client_id, member.client_host, tuple(sorted(
+                        (tp.topic_name, p) for tp in member.assignment.topic_partitions
+                        for p in tp.partitions)))
+                    for member in c.members))
+            if c.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+                raise ProtocolError(c.error_code, f"ConsumerGroupDescribe {group!r}")
+        d = coordinator.request(ApiKey.DESCRIBE_GROUPS, m.DescribeGroupsRequest(groups=[group])).groups[0]
         if d.error_code:
             raise ProtocolError(d.error_code, f"DescribeGroups {group!r}")
         members = []

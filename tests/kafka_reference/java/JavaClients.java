@@ -6,6 +6,11 @@
 //   member BOOTSTRAP TOPIC GROUP INSTANCE SESSION_MS -> a static member (range assignor) that
 //     polls until stdin says "close" (it closes: a static member sends no LeaveGroup), printing
 //     "ASSIGNED p,p", "REVOKED p,p", "LOST p,p", "FENCED", "CLOSED"
+//   kip848 BOOTSTRAP TOPIC GROUP INSTANCE ASSIGNOR -> a member of the consumer rebalance
+//     protocol (group.protocol=consumer, group.remote.assignor ASSIGNOR unless "-", static
+//     when INSTANCE != "-") that polls and commits until stdin says "close", printing
+//     "ASSIGNED <ms> p,p", "REVOKED <ms> p,p", "LOST <ms> p,p" (ms: the wall clock when the
+//     callback ran), "CONSUMED <n>" after each poll that returned records, "CLOSED"
 //   txn BOOTSTRAP TRANSACTIONAL_ID TOPIC TIMEOUT_MS STEPS -> a transactional producer
 //     (transaction.timeout.ms TIMEOUT_MS) running STEPS, comma-separated: "commit:N" and
 //     "abort:N" (a transaction of N records "<step>-<i>", partition i % partitions; an
@@ -93,6 +98,51 @@ public class JavaClients {
         System.out.println("CLOSED");
     }
 
+    static void kip848(String[] args) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", args[1]);
+        p.put("group.id", args[3]);
+        p.put("group.protocol", "consumer");
+        if (!args[4].equals("-")) p.put("group.instance.id", args[4]);
+        if (!args[5].equals("-")) p.put("group.remote.assignor", args[5]);
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        AtomicBoolean close = new AtomicBoolean();
+        Thread stdin = new Thread(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
+                String line;
+                while ((line = in.readLine()) != null && !line.equals("close")) { }
+            } catch (Exception e) { }
+            close.set(true);
+        });
+        stdin.setDaemon(true);
+        stdin.start();
+        long consumed = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer =
+                 new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.subscribe(List.of(args[2]), new ConsumerRebalanceListener() {
+                public void onPartitionsAssigned(Collection<TopicPartition> tps) {
+                    System.out.println("ASSIGNED " + System.currentTimeMillis() + " " + partitions(tps));
+                }
+                public void onPartitionsRevoked(Collection<TopicPartition> tps) {
+                    System.out.println("REVOKED " + System.currentTimeMillis() + " " + partitions(tps));
+                }
+                public void onPartitionsLost(Collection<TopicPartition> tps) {
+                    System.out.println("LOST " + System.currentTimeMillis() + " " + partitions(tps));
+                }
+            });
+            while (!close.get()) {
+                int n = consumer.poll(Duration.ofMillis(100)).count();
+                if (n > 0) {
+                    consumed += n;
+                    consumer.commitSync();
+                    System.out.println("CONSUMED " + consumed);
+                }
+            }
+        }
+        System.out.println("CLOSED");
+    }
+
     static void txn(String[] args) throws Exception {
         Properties p = new Properties();
         p.put("bootstrap.servers", args[1]);
@@ -175,6 +225,10 @@ public class JavaClients {
     public static void main(String[] args) throws Exception {
         if (args[0].equals("member")) {
             member(args);
+            return;
+        }
+        if (args[0].equals("kip848")) {
+            kip848(args);
             return;
         }
         if (args[0].equals("produce")) {
