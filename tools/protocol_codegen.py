@@ -86,6 +86,8 @@ MESSAGES = [
     # Transactions (coordinator/transactions.py, broker/transactions.py)
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit",
     "DescribeProducers", "DescribeTransactions", "ListTransactions",
+    # Log dirs (storage/log_dir_moves.py, broker/log_dirs.py)
+    "DescribeLogDirs", "AlterReplicaLogDirs",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

@@ -41,6 +41,8 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidTxnStateError",
     "TransactionCoordinatorFencedError",
+    "NotLeaderOrFollowerError",
+    "LogDirNotFoundError",
     "KafkaStorageError",
     "InvalidProducerIdMappingError",
     "InvalidTransactionTimeoutError",
@@ -295,6 +297,21 @@ class ProducerFencedError(KafkaError):
     is a zombie (Kafka PRODUCER_FENCED)."""
 
     code = 90
+
+
+class NotLeaderOrFollowerError(KafkaError):
+    """This broker does not (or no longer) hold the partition's replica that was asked
+    for; pylog raises it when a partition moved to another log dir under a caller
+    holding its old Log (the client retries, as for a leader change)."""
+
+    code = 6
+    retriable = True
+
+
+class LogDirNotFoundError(KafkaError, ValueError):
+    """The log dir named is not one of the broker's log dirs."""
+
+    code = 57
 
 
 class KafkaStorageError(KafkaError, OSError):
