@@ -87,7 +87,8 @@ MESSAGES = [
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit",
     "DescribeProducers", "DescribeTransactions", "ListTransactions",
     # Log dirs (storage/log_dir_moves.py, broker/log_dirs.py)
-    "DescribeLogDirs", "AlterReplicaLogDirs",
+    "DescribeLogDirs", "AlterReplicaLogDirs", "AlterPartitionReassignments",
+    "ListPartitionReassignments",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

@@ -67,8 +67,8 @@ from pylog.protocol import API_NAMES, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import (acls, admin, configs, data_plane, groups, leader_epochs, quotas, sasl, telemetry,
-               transactions, users)
+from . import (acls, admin, configs, data_plane, groups, leader_epochs, log_dirs, quotas, sasl,
+               telemetry, transactions, users)
 from .authorizer import authorizer_of
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig
 from .connection import Connection
@@ -101,12 +101,14 @@ HANDLERS = {
     28: transactions.txn_offset_commit, 61: transactions.describe_producers,
     65: transactions.describe_transactions, 66: transactions.list_transactions,
     71: telemetry.get_telemetry_subscriptions, 72: telemetry.push_telemetry,
+    34: log_dirs.alter_replica_log_dirs, 35: log_dirs.describe_log_dirs,
+    45: log_dirs.alter_partition_reassignments, 46: log_dirs.list_partition_reassignments,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all or records that take long to validate
 #: (data_plane.produce_may_block), Metadata only when it may create a topic (see handle).
-BLOCKING = {19, 20, 21, 22, 24, 25, 26, 27, 28, 30, 31, 33, 37, 44, 49, 51}
+BLOCKING = {19, 20, 21, 22, 24, 25, 26, 27, 28, 30, 31, 33, 34, 37, 44, 49, 51}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups, OffsetDelete): the group
 #: pool, which the data plane's fsyncs never fill.
 GROUP_IO = {8, 42, 47}
@@ -119,7 +121,7 @@ GROUP_POOL_THREADS = 2
 #: every offset, DescribeGroups, ListGroups, DescribeConfigs): the CPU pool, as
 #: Metadata for every topic. Each distinct key they name is answered once (see
 #: _distinct_keys), so repeating a key cannot multiply a store-sized answer.
-STORE_SIZED = {9, 15, 16, 32, 61, 65, 66}
+STORE_SIZED = {9, 15, 16, 32, 35, 61, 65, 66}
 
 #: New connections taken per loop pass (Kafka's Processor configures at most 20 per
 #: poll, its ConnectionQueueSize): 1,030 connections opened at once, each with a Fetch,

@@ -78,6 +78,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     61: (0, 0),     # DescribeProducers
     65: (0, 0),     # DescribeTransactions
     66: (0, 2),     # ListTransactions
+    34: (1, 2),     # AlterReplicaLogDirs (KIP-113; 0 removed in Kafka 4.0)
+    35: (1, 4),     # DescribeLogDirs (0 removed in Kafka 4.0; 4: total and usable bytes)
+    45: (0, 1),     # AlterPartitionReassignments (one broker: only [node.id])
+    46: (0, 0),     # ListPartitionReassignments (none is ever ongoing)
 }
 
 #: APIs answered but left out of ApiVersions, as Kafka's broker does: the client telemetry
