@@ -201,3 +201,30 @@ def test_move_while_confluent_kafka_produces_and_consumes(jbod):
     assert values == [b"%d" % i for i in range(total)]
     assert all(k == (dest, 0, True) for k in futures_seen)
     assert first < swapped_at < total       # the producer wrote before and after the swap
+
+
+def test_partition_reassignments_of_a_single_broker(jbod):
+    store, broker, dirs = jbod
+    topic = f"r-{uuid.uuid4().hex[:8]}"
+    store.create_topic(topic, 1)
+    node = broker.node_id
+
+    def reassign(replicas, partition=0, name=topic):
+        with ProtocolClient(broker.bootstrap_servers) as client:
+            resp = client.request(45, m.AlterPartitionReassignmentsRequest(topics=[
+                m.AlterPartitionReassignmentsRequestReassignableTopic(name=name, partitions=[
+                    m.AlterPartitionReassignmentsRequestReassignablePartition(
+                        partition_index=partition, replicas=replicas)])]))
+        assert resp.error_code == 0
+        [t] = resp.responses
+        [p] = t.partitions
+        return p.error_code
+
+    assert reassign([node]) == NONE                       # already so: complete at once
+    assert reassign([node + 1]) == 39                     # INVALID_REPLICA_ASSIGNMENT
+    assert reassign([node, node]) == 39
+    assert reassign(None) == 85                           # NO_REASSIGNMENT_IN_PROGRESS
+    assert reassign([node], partition=3) == 3             # UNKNOWN_TOPIC_OR_PARTITION
+    with ProtocolClient(broker.bootstrap_servers) as client:
+        listed = client.request(46, m.ListPartitionReassignmentsRequest(topics=None))
+    assert listed.error_code == 0 and listed.topics == []
