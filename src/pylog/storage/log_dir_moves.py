@@ -225,8 +225,8 @@ class LogDirMoves:
         by_dir: dict[str, list[ReplicaDescription]] = {d.path: [] for d in self.dirs}
         for tp, lg in list(self._logs.items()):
             d = self._dir_of.get(tp)
-            if d is None or (wanted is not None and tp not in wanted) or lg.offline or lg.closed:
-                continue
+            if d is None or (wanted is not None and tp not in wanted):
+                continue          # (a source in its swap is closed: listed until replaced)
             by_dir[d.path].append(ReplicaDescription(tp[0], tp[1], lg.size, 0, False))
         for tp, move in list(self._moves.items()):
             lg = self._logs.get(tp)
