@@ -90,7 +90,7 @@ def test_describe_log_dirs_lists_each_dir_and_its_partitions(jbod, version):
 
 
 def test_describe_log_dirs_of_some_partitions(jbod):
-    store, broker, dirs = jbod
+    store, broker, _dirs = jbod
     topic = f"s-{uuid.uuid4().hex[:8]}"
     store.create_topic(topic, 3)
     resp = describe(broker.bootstrap_servers, {topic: [0, 2, 7], "no-such-topic": [0]})
@@ -100,7 +100,7 @@ def test_describe_log_dirs_of_some_partitions(jbod):
 
 
 def test_alter_replica_log_dirs_errors(jbod, tmp_path):
-    store, broker, dirs = jbod
+    store, broker, _dirs = jbod
     topic = f"e-{uuid.uuid4().hex[:8]}"
     store.create_topic(topic, 1)
     here = store.log_dir_of(topic, 0)
@@ -204,7 +204,7 @@ def test_move_while_confluent_kafka_produces_and_consumes(jbod):
 
 
 def test_partition_reassignments_of_a_single_broker(jbod):
-    store, broker, dirs = jbod
+    store, broker, _dirs = jbod
     topic = f"r-{uuid.uuid4().hex[:8]}"
     store.create_topic(topic, 1)
     node = broker.node_id

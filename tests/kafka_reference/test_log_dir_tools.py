@@ -70,7 +70,7 @@ def test_kafka_reassign_partitions_moves_a_partition_between_log_dirs(jbod_broke
     while True:
         verified = run_tool("kafka-reassign-partitions", "--bootstrap-server", b,
                             "--reassignment-json-file", str(plan), "--verify").stdout
-        if "Reassignment of replica moving-0-%d completed successfully" % node in verified:
+        if f"Reassignment of replica moving-0-{node} completed successfully" in verified:
             break
         assert "is still in progress" in verified or "is being moved" in verified, verified
         assert time.monotonic() < deadline, verified

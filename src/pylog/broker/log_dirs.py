@@ -23,14 +23,22 @@ from __future__ import annotations
 import logging
 
 from pylog.common.acl import CLUSTER_NAME, Operation
-from pylog.errors import KafkaStorageError, LogDirNotFoundError, UnknownTopicOrPartitionError
+from pylog.errors import (
+    KafkaStorageError,
+    LogDirNotFoundError,
+    UnknownTopicOrPartitionError,
+)
 from pylog.protocol import messages as m
 
 from .authorizer import CLUSTER, allowed
 from .errors import NONE, codes, error_code
 
-__all__ = ["describe_log_dirs", "alter_replica_log_dirs", "alter_partition_reassignments",
-           "list_partition_reassignments"]
+__all__ = [
+    "alter_partition_reassignments",
+    "alter_replica_log_dirs",
+    "describe_log_dirs",
+    "list_partition_reassignments",
+]
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from . import files, leader_epochs
 from .log import Log
 from .log_dir import LogDir
 
-__all__ = ["LogDirMoves", "LogDirDescription", "ReplicaDescription", "FUTURE_DIR_SUFFIX"]
+__all__ = ["FUTURE_DIR_SUFFIX", "LogDirDescription", "LogDirMoves", "ReplicaDescription"]
 
 log = logging.getLogger(__name__)
 

@@ -417,7 +417,7 @@ class LogLoading:
             if future is not None:
                 self._future_dirs.append((d, future, entry.path))
                 continue
-            if name.endswith(files.STRAY_DIR_SUFFIX) or name.endswith(FUTURE_DIR_SUFFIX):
+            if name.endswith((files.STRAY_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
                 log.warning("ignoring %s (set aside earlier; delete it if unneeded)", entry.path)
                 continue
             parsed = files.parse_partition_dir(name)
