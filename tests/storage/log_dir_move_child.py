@@ -20,6 +20,16 @@ from pylog.errors import NotLeaderOrFollowerError
 from pylog.storage import log_dir_moves
 
 
+_out = threading.Lock()
+
+
+def say(line: str) -> None:
+    """One whole line on stdout (print from two threads may interleave its parts)."""
+    with _out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
 def expected_value(offset: int) -> bytes:
     return (b"%d:" % offset) * (1 + offset % 5)
 
@@ -31,7 +41,7 @@ def main() -> None:
         store.create_topic("moving", 1)
     source = store.log_dir_of("moving", 0)
     dest = dir_b if source == store.log_dirs[0] else store.log_dirs[0]
-    print(f"open {store.log('moving', 0).log_end_offset} {source}", flush=True)
+    say(f"open {store.log('moving', 0).log_end_offset} {source}")
     write_lock = threading.Lock()     # one append at a time: values follow offsets
 
     def append_some(count: int) -> None:
@@ -44,7 +54,7 @@ def main() -> None:
                 except NotLeaderOrFollowerError:
                     continue            # moved under us: the next store.log() is the new one
             assert info.first_offset == start
-            print(f"ack {info.last_offset}", flush=True)
+            say(f"ack {info.last_offset}")
             return
 
     for _ in range(300):                   # several segments before the move
@@ -57,12 +67,13 @@ def main() -> None:
             if passes[0] < 2:
                 return
         if name == stop_at:
-            print(f"stage {name} {source} {dest}", flush=True)
+            say(f"stage {name} {source} {dest}")
             while True:
                 time.sleep(60)
     log_dir_moves.stage_hook = hook
-    # Small swap threshold: the copy takes several passes while the appends go on.
+    # A small swap threshold: the copy takes passes (at most 5) while the appends go on.
     log_dir_moves.SWAP_WHEN_BELOW = 1024
+    log_dir_moves.MAX_PASSES = 5
 
     def writer() -> None:
         while True:

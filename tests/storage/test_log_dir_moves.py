@@ -201,6 +201,8 @@ def run_child(dirs, stage):
     def reader():
         for line in child.stdout:
             fields = line.split()
+            if not fields:
+                continue
             if fields[0] == "open":
                 seen["source"] = fields[2]
                 opened.set()

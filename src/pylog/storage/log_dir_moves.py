@@ -106,6 +106,7 @@ class _DirCopy:
         self.src, self.dst, self.stop = src, dst, stop
         self.logs: dict[int, tuple[object, int]] = {}          # base -> (segment, bytes copied)
         self.others: dict[str, tuple[int, int, int]] = {}      # name -> (ino, size, mtime_ns)
+        self.unsynced: set[str] = set()                        # written since their last fsync
 
     def pending(self, segments) -> int:
         """Bytes of the segments' .log files not yet copied."""
@@ -153,9 +154,23 @@ class _DirCopy:
             if name not in wanted:
                 os.remove(os.path.join(self.dst, name))
                 self.others.pop(name, None)
+                self.unsynced.discard(name)
         return moved
 
+    def fsync(self) -> None:
+        """fsyncs the files written since the last call, then the copy's directory (each
+        pass calls it outside the swap, so the swap syncs only its last bytes)."""
+        for name in sorted(self.unsynced):
+            fd = os.open(os.path.join(self.dst, name), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self.unsynced.clear()
+        files.fsync_dir(self.dst)
+
     def _copy(self, name: str, start: int, end: int) -> int:
+        self.unsynced.add(name)
         src_fd = os.open(os.path.join(self.src, name), os.O_RDONLY | os.O_CLOEXEC)
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (0 if start else os.O_TRUNC)
@@ -343,6 +358,7 @@ class LogDirMoves:
                     copy.sync(source.segments)
                 except FileNotFoundError:
                     continue                  # retention took a segment: the next pass
+                copy.fsync()
                 move.synced_offset = end
                 source._check_open()
                 _stage("copy-pass")
@@ -390,13 +406,7 @@ class LogDirMoves:
                 always = frozenset(n for n in os.listdir(source.path)
                                    if files.offset_from_filename(n) is None or n.startswith(active))
                 copy.sync(segments, always)
-                for name in os.listdir(move.future_path):
-                    fd = os.open(os.path.join(move.future_path, name), os.O_RDONLY | os.O_CLOEXEC)
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                files.fsync_dir(move.future_path)
+                copy.fsync()
                 files.fsync_dir(dest.path)
                 _stage("swap-copied")
                 # The commit point: from here the copy is the partition.
