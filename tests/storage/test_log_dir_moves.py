@@ -19,6 +19,7 @@ from pylog.errors import LogDirNotFoundError, NotLeaderOrFollowerError
 from pylog.storage import log_dir_moves
 
 from .log_dir_move_child import expected_value
+from .test_offline import loop_fs  # noqa: F401 - the loop-mounted file systems fixture
 
 CHILD = os.path.join(os.path.dirname(__file__), "log_dir_move_child.py")
 
@@ -260,3 +261,65 @@ def test_kill_9_during_a_move(two_dirs, stage, moved):
         wait_for(lambda: store.moving("moving", 0) is None, "the second move")
         assert store.log_dir_of("moving", 0) == back
         assert all_values(store.log("moving", 0)) == values
+
+
+# ================================================== between two file systems (JBOD)
+
+def test_move_between_two_loop_mounted_file_systems(loop_fs):
+    """Two ext4 file systems, as two disks: the copy crosses them (copy_file_range across
+    file systems, or its fallback), the partition takes appends throughout."""
+    dirs = [str(loop_fs.make(64) / "pylog"), str(loop_fs.make(64) / "pylog")]
+    with pylog.open(dirs, log_segment_bytes=256 * 1024) as store:
+        store.create_topic("moving", 1)
+        source = store.log_dir_of("moving", 0)
+        dest = next(d for d in dirs if d != source)
+        for i in range(200):
+            store.log("moving", 0).append_records([expected_value(o) for o in
+                                                   range(i * 50, i * 50 + 50)])
+        stop = threading.Event()
+
+        def append():
+            while not stop.is_set():
+                try:
+                    lg = store.log("moving", 0)
+                    start = lg.log_end_offset
+                    lg.append_records([expected_value(o) for o in range(start, start + 5)])
+                except NotLeaderOrFollowerError:
+                    continue
+        writer = threading.Thread(target=append)
+        writer.start()
+        try:
+            store.alter_log_dir("moving", 0, dest)
+            wait_for(lambda: store.moving("moving", 0) is None, "the move")
+        finally:
+            stop.set()
+            writer.join()
+        assert store.log_dir_of("moving", 0) == dest
+        described = {d.path: d for d in store.describe_log_dirs()}
+        assert described[source].total_bytes != 0 and described[source].replicas == ()
+        lg = store.log("moving", 0)
+        end = lg.log_end_offset
+        assert end > 10_000
+        assert all_values(lg) == [expected_value(o) for o in range(end)]
+    with pylog.open(dirs) as store:
+        assert store.log_dir_of("moving", 0) == dest
+        assert all_values(store.log("moving", 0)) == [expected_value(o) for o in range(end)]
+        assert partition_dirs(dirs) == [os.path.join(dest, "moving-0")]
+
+
+def test_a_move_onto_a_full_disk_fails_and_leaves_the_partition_where_it_was(loop_fs, tmp_path):
+    small = str(loop_fs.make(16) / "pylog")
+    dirs = [str(tmp_path / "big"), small]
+    with pylog.open(dirs, log_segment_bytes=1 << 20) as store:
+        store.create_topic("moving", 2)
+        here = next(p for p in range(2) if store.log_dir_of("moving", p) != small)
+        lg = store.log("moving", here)
+        for _ in range(30):                     # 30 MB: more than the small disk holds
+            lg.append_records([b"z" * 10_000] * 100)
+        store.alter_log_dir("moving", here, small)
+        wait_for(lambda: store.moving("moving", here) is None, "the move to fail")
+        assert store.log_dir_of("moving", here) == dirs[0]
+        assert not [f for f in os.listdir(small) if f.endswith("-future")]
+        assert store.offline_log_dirs == {}
+        lg.append_records([b"after"])            # the partition still serves
+        assert lg.log_end_offset == 3001
