@@ -6,6 +6,7 @@ tests/storage/test_log_dir_moves.py.)"""
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -228,3 +229,26 @@ def test_partition_reassignments_of_a_single_broker(jbod):
     with ProtocolClient(broker.bootstrap_servers) as client:
         listed = client.request(46, m.ListPartitionReassignmentsRequest(topics=None))
     assert listed.error_code == 0 and listed.topics == []
+
+
+def test_an_offline_dir_is_described_with_kafka_storage_error(tmp_path, monkeypatch):
+    from pylog.storage.segment import LogSegment
+    dirs = [str(tmp_path / "disk1"), str(tmp_path / "disk2")]
+    with pylog.open(dirs) as store, pylog.Broker(store, listen="127.0.0.1:0") as broker:
+        store.create_topic("t", 2)
+        broken = store.log_dir_of("t", 0)
+        store.log("t", 0).append_records([b"x"])
+
+        def flush(self, engine, indexes=True):
+            raise OSError(errno.EIO, "Input/output error (injected)", self.log.path)
+        monkeypatch.setattr(LogSegment, "flush", flush)
+        with pytest.raises(pylog.errors.KafkaStorageError):
+            store.log("t", 0).flush()
+        monkeypatch.undo()
+        resp = describe(broker.bootstrap_servers, version=4)
+        by_dir = {r.log_dir: r for r in resp.results}
+        assert by_dir[broken].error_code == 56 and by_dir[broken].topics == []
+        assert by_dir[broken].total_bytes == -1
+        healthy = next(d for d in dirs if d != broken)
+        assert by_dir[healthy].error_code == NONE
+        assert alter(broker.bootstrap_servers, broken, "t", [1]) == {("t", 1): 56}

@@ -5,6 +5,7 @@ the partition is in exactly one log dir."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -15,8 +16,9 @@ import time
 import pytest
 
 import pylog
-from pylog.errors import LogDirNotFoundError, NotLeaderOrFollowerError
+from pylog.errors import KafkaStorageError, LogDirNotFoundError, NotLeaderOrFollowerError
 from pylog.storage import log_dir_moves
+from pylog.storage.segment import LogSegment
 
 from .log_dir_move_child import expected_value
 from .test_offline import loop_fs  # noqa: F401 - the loop-mounted file systems fixture
@@ -323,3 +325,64 @@ def test_a_move_onto_a_full_disk_fails_and_leaves_the_partition_where_it_was(loo
         assert store.offline_log_dirs == {}
         lg.append_records([b"after"])            # the partition still serves
         assert lg.log_end_offset == 3001
+
+
+def test_retention_during_the_copy_is_followed(two_dirs, paused_moves):
+    """Segments deleted from the source while the copy runs go from the copy too; the log
+    start offset moves with the partition."""
+    hold, reached, release = paused_moves
+    hold.add("copy-pass")
+    old = log_dir_moves.SWAP_WHEN_BELOW
+    log_dir_moves.SWAP_WHEN_BELOW = 0
+    try:
+        with pylog.open(two_dirs, log_segment_bytes=8 * 1024) as store:
+            store.create_topic("moving", 1)
+            lg = store.log("moving", 0)
+            for i in range(100):
+                lg.append_records([expected_value(o) for o in range(i * 20, i * 20 + 20)])
+            source = store.log_dir_of("moving", 0)
+            dest = next(d for d in store.log_dirs if d != source)
+            store.alter_log_dir("moving", 0, dest)
+            wait_for(lambda: "copy-pass" in reached, "a copy pass")
+            futures = [f for f in os.listdir(dest) if f.endswith("-future")]
+            copied = set(os.listdir(os.path.join(dest, futures[0])))
+            assert "00000000000000000000.log" in copied
+            lg.advance_log_start_offset(1000)
+            lg.delete_segments_before(1000)
+            start = lg.log_start_offset
+            kept = {f for f in os.listdir(lg.path) if f.endswith(".log")}
+            hold.clear()
+            release.set()
+            wait_for(lambda: store.moving("moving", 0) is None, "the move")
+            moved = store.log("moving", 0)
+            assert moved.log_start_offset == start >= 1000 - 200
+            assert {f for f in os.listdir(moved.path) if f.endswith(".log")} == kept
+            assert "00000000000000000000.log" not in kept
+            assert all_values(moved) == [expected_value(o) for o in range(start, 2000)]
+        with pylog.open(two_dirs) as store:
+            assert store.log("moving", 0).log_start_offset == start
+    finally:
+        log_dir_moves.SWAP_WHEN_BELOW = old
+
+
+def test_describe_and_moves_with_a_dir_offline(two_dirs, monkeypatch):
+    with pylog.open(two_dirs) as store:
+        store.create_topic("moving", 2)
+        broken = store.log_dir_of("moving", 0)
+        healthy = next(d for d in store.log_dirs if d != broken)
+
+        def flush(self, engine, indexes=True):
+            raise OSError(errno.EIO, "Input/output error (injected)", self.log.path)
+        monkeypatch.setattr(LogSegment, "flush", flush)
+        store.log("moving", 0).append_records([b"x"])
+        with pytest.raises(KafkaStorageError):
+            store.log("moving", 0).flush()
+        monkeypatch.undo()
+        described = {d.path: d for d in store.describe_log_dirs()}
+        assert "offline" in described[broken].error and described[broken].replicas == ()
+        assert described[healthy].error is None
+        assert [(r.topic, r.partition) for r in described[healthy].replicas] == [("moving", 1)]
+        with pytest.raises(KafkaStorageError, match="offline"):
+            store.alter_log_dir("moving", 1, broken)          # onto the offline dir
+        with pytest.raises(KafkaStorageError):
+            store.alter_log_dir("moving", 0, healthy)         # from the offline dir

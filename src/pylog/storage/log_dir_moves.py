@@ -426,6 +426,9 @@ class LogDirMoves:
                             log_start_offset=source.log_start_offset, clean_shutdown=True,
                             on_io_error=self._io_error_handler(dest, tp), topic_partition=tp)
                 leader_epochs.attach(moved, target)
+                # Who waits for appends (an in-process Consumer, a parked fetch) goes on
+                # being woken by the new Log's.
+                moved._listeners = source._listeners
                 self._logs[tp] = moved
                 self._dir_of[tp] = dest
                 del self._moves[tp]
