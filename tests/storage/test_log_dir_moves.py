@@ -16,7 +16,11 @@ import time
 import pytest
 
 import pylog
-from pylog.errors import KafkaStorageError, LogDirNotFoundError, NotLeaderOrFollowerError
+from pylog.errors import (
+    KafkaStorageError,
+    LogDirNotFoundError,
+    NotLeaderOrFollowerError,
+)
 from pylog.storage import log_dir_moves
 from pylog.storage.segment import LogSegment
 
@@ -267,7 +271,7 @@ def test_kill_9_during_a_move(two_dirs, stage, moved):
 
 # ================================================== between two file systems (JBOD)
 
-def test_move_between_two_loop_mounted_file_systems(loop_fs):
+def test_move_between_two_loop_mounted_file_systems(loop_fs):  # noqa: F811 - the fixture
     """Two ext4 file systems, as two disks: the copy crosses them (copy_file_range across
     file systems, or its fallback), the partition takes appends throughout."""
     dirs = [str(loop_fs.make(64) / "pylog"), str(loop_fs.make(64) / "pylog")]
@@ -309,7 +313,7 @@ def test_move_between_two_loop_mounted_file_systems(loop_fs):
         assert partition_dirs(dirs) == [os.path.join(dest, "moving-0")]
 
 
-def test_a_move_onto_a_full_disk_fails_and_leaves_the_partition_where_it_was(loop_fs, tmp_path):
+def test_a_move_onto_a_full_disk_fails_and_the_partition_stays(loop_fs, tmp_path):  # noqa: F811
     small = str(loop_fs.make(16) / "pylog")
     dirs = [str(tmp_path / "big"), small]
     with pylog.open(dirs, log_segment_bytes=1 << 20) as store:
