@@ -57,7 +57,9 @@ FUTURE_DIR_SUFFIX = "-future"       # Kafka's UnifiedLog.FutureDirSuffix
 #: A pass that leaves fewer bytes than this to copy lets the swap begin (appends wait
 #: while the swap copies what is left).
 SWAP_WHEN_BELOW = 4 << 20
-#: Copy passes before the swap begins whatever is left (a producer faster than the copy).
+#: Copy passes before the swap begins whatever is left. It begins earlier when a pass
+#: leaves no less than the one before (producers outrun the copy: waiting gains nothing);
+#: then appends wait while the swap copies the rest.
 MAX_PASSES = 50
 _CHUNK = 8 << 20
 
@@ -347,12 +349,14 @@ class LogDirMoves:
             files.make_dirs(move.future_path)
             files.fsync_dir(move.dest.path)
             move.copy = copy = _DirCopy(source.path, move.future_path, move.stop)
-            for _ in range(MAX_PASSES):
+            previous = None
+            for n in range(MAX_PASSES):
                 if move.stop.is_set():
                     raise _MoveCancelled()
-                segments = source.segments
-                if copy.pending(segments) < SWAP_WHEN_BELOW:
-                    break
+                pending = copy.pending(source.segments)
+                if pending < SWAP_WHEN_BELOW or (n >= 3 and pending >= previous):
+                    break           # little left, or appends outrun the copy: swap now
+                previous = pending
                 end = source.log_end_offset
                 try:
                     copy.sync(source.segments)
