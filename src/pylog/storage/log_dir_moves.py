@@ -229,9 +229,13 @@ class LogDirMoves:
     # ------------------------------------------------------------ describing
 
     def log_dir_of(self, topic: str, partition: int) -> str:
-        """The log dir that holds a partition now."""
-        self.log(topic, partition)
-        return self._dir_of[(topic, partition)].path
+        """The log dir that holds a partition now (during a swap: the source, until the
+        copy takes over). UnknownTopicOrPartitionError, or KafkaStorageError for a
+        partition that is offline."""
+        d = self._dir_of.get((topic, partition))
+        if d is None:
+            self.log(topic, partition)         # raises why it is in no dir
+        return d.path
 
     def describe_log_dirs(self, partitions=None) -> list[LogDirDescription]:
         """Every log dir (Kafka's DescribeLogDirs): its state, its file system's total and
