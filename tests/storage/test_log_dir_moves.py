@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -390,3 +391,34 @@ def test_describe_and_moves_with_a_dir_offline(two_dirs, monkeypatch):
             store.alter_log_dir("moving", 1, broken)          # onto the offline dir
         with pytest.raises(KafkaStorageError):
             store.alter_log_dir("moving", 0, healthy)         # from the offline dir
+
+
+def test_a_future_dir_is_left_alone_while_a_log_dir_is_offline(two_dirs):
+    """A future dir whose partition dir is in no online dir may be a complete copy, or an
+    unfinished one whose source is on the offline dir: open neither promotes nor deletes
+    it; once every dir is back, the source wins and the copy goes."""
+    with pylog.open(two_dirs) as store:
+        store.create_topic("moving", 2)
+        for p in range(2):
+            store.log("moving", p).append_records([b"v%d" % i for i in range(10)])
+        source = store.log_dir_of("moving", 0)
+    other = next(d for d in two_dirs if d != source)
+    future = os.path.join(other, f"moving-0.{'ab' * 16}-future")
+    shutil.copytree(os.path.join(source, "moving-0"), future)       # a copy under way
+    meta = os.path.join(source, "meta.properties")
+    with open(meta, "rb") as f:
+        good = f.read()
+    with open(meta, "wb") as f:
+        f.write(b"garbage\n")
+    with pylog.open(two_dirs) as store:
+        assert list(store.offline_log_dirs) == [source]
+        with pytest.raises(KafkaStorageError):
+            store.log("moving", 0)
+    assert os.path.isdir(future) and not os.path.exists(os.path.join(other, "moving-0"))
+    with open(meta, "wb") as f:
+        f.write(good)
+    with pylog.open(two_dirs) as store:
+        assert store.log_dir_of("moving", 0) == source
+        assert [r.value for r in store.log("moving", 0).read(0).records()] == \
+            [b"v%d" % i for i in range(10)]
+    assert not os.path.exists(future)

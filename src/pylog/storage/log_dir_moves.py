@@ -487,12 +487,13 @@ class LogDirMoves:
 
 
 def parse_future_dir(name: str) -> tuple[str, int] | None:
-    """``clicks-3.<32 hex>-future`` -> (``clicks``, 3); None for anything else."""
+    """``clicks-3.<unique id>-future`` -> (``clicks``, 3); None for anything else (Kafka's
+    LogFileUtils.FUTURE_DIR_PATTERN; its id is a UUID without dashes, as pylog's)."""
     if not name.endswith(FUTURE_DIR_SUFFIX):
         return None
     stem = name[: -len(FUTURE_DIR_SUFFIX)]
     head, dot, unique = stem.rpartition(".")
-    if not dot or len(unique) != 32:
+    if not dot or not unique or any(c.isspace() for c in unique):
         return None
     return files.parse_partition_dir(head)
 
