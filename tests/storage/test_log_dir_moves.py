@@ -422,3 +422,29 @@ def test_a_future_dir_is_left_alone_while_a_log_dir_is_offline(two_dirs):
         assert [r.value for r in store.log("moving", 0).read(0).records()] == \
             [b"v%d" % i for i in range(10)]
     assert not os.path.exists(future)
+
+
+def test_a_swap_that_fails_before_its_commit_point_reopens_the_source(two_dirs, monkeypatch):
+    with pylog.open(two_dirs) as store:
+        store.create_topic("moving", 1)
+        old = store.log("moving", 0)
+        old.append_records([b"v%d" % i for i in range(100)])
+        source = store.log_dir_of("moving", 0)
+        dest = next(d for d in store.log_dirs if d != source)
+        real = log_dir_moves._DirCopy.fsync
+
+        def fsync(self):
+            if old.closed:               # in the swap, after the source was closed
+                raise OSError(errno.ENOSPC, "No space left on device (injected)")
+            return real(self)
+        monkeypatch.setattr(log_dir_moves._DirCopy, "fsync", fsync)
+        store.alter_log_dir("moving", 0, dest)
+        wait_for(lambda: store.moving("moving", 0) is None, "the move to fail")
+        assert old.closed and store.log_dir_of("moving", 0) == source
+        again = store.log("moving", 0)
+        assert again is not old
+        again.append_records([b"after"])
+        assert [r.value for r in again.read(0).records()] == \
+            [b"v%d" % i for i in range(100)] + [b"after"]
+        assert not [f for f in os.listdir(dest) if f.endswith("-future")]
+        assert store.offline_log_dirs == {}

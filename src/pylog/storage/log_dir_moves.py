@@ -407,15 +407,20 @@ class LogDirMoves:
                 copy.sync(segments)
                 source.mark_offline(NotLeaderOrFollowerError(
                     f"partition {tp[0]}-{tp[1]} moved to log dir {dest.path}: retry"))
-                source._close_locked()
-                # What close changed (the active segment's trimmed indexes, the producer
-                # snapshot at the log end, ...), and every file that is not a sealed segment's.
-                active = files.filename_prefix_from_offset(segments[-1].base_offset)
-                always = frozenset(n for n in os.listdir(source.path)
-                                   if files.offset_from_filename(n) is None or n.startswith(active))
-                copy.sync(segments, always)
-                copy.fsync()
-                files.fsync_dir(dest.path)
+                try:
+                    source._close_locked()
+                    # What close changed (the active segment's trimmed indexes, the producer
+                    # snapshot at the log end, ...), and every file not a sealed segment's.
+                    active = files.filename_prefix_from_offset(segments[-1].base_offset)
+                    always = frozenset(n for n in os.listdir(source.path) if
+                                       files.offset_from_filename(n) is None or n.startswith(active))
+                    copy.sync(segments, always)
+                    copy.fsync()
+                    files.fsync_dir(dest.path)
+                except BaseException:
+                    # Before the commit point: the source (closed cleanly) serves again.
+                    self._reopen_source(tp, src_dir, source)
+                    raise
                 _stage("swap-copied")
                 # The commit point: from here the copy is the partition.
                 deleted = os.path.join(src_dir.path, files.renamed_dir_name(
@@ -429,14 +434,7 @@ class LogDirMoves:
                 files.fsync_dir(dest.path)
                 _stage("renamed")
                 config = source.config
-                moved = Log(target, config, engine=self._engine(dest, config), clock=self.clock,
-                            scheduler=self._tasks, recovery_point=source.log_end_offset,
-                            log_start_offset=source.log_start_offset, clean_shutdown=True,
-                            on_io_error=self._io_error_handler(dest, tp), topic_partition=tp)
-                leader_epochs.attach(moved, target)
-                # Who waits for appends (an in-process Consumer, a parked fetch) goes on
-                # being woken by the new Log's.
-                moved._listeners = source._listeners
+                moved = self._open_in_place_of(source, target, dest, tp)
                 self._logs[tp] = moved
                 self._dir_of[tp] = dest
                 del self._moves[tp]
@@ -449,6 +447,28 @@ class LogDirMoves:
             self._tasks.schedule(config.file_delete_delay_ms / 1000,
                                  lambda: shutil.rmtree(deleted, ignore_errors=True))
         log.info("moved %s-%d from %s to %s", tp[0], tp[1], src_dir.path, dest.path)
+
+    def _open_in_place_of(self, source: Log, path: str, d: LogDir, tp: TopicPartition) -> Log:
+        """A Log on `path` (the source's files, closed cleanly) to replace `source`."""
+        config = source.config
+        lg = Log(path, config, engine=self._engine(d, config), clock=self.clock,
+                 scheduler=self._tasks, recovery_point=source.log_end_offset,
+                 log_start_offset=source.log_start_offset, clean_shutdown=True,
+                 on_io_error=self._io_error_handler(d, tp), topic_partition=tp)
+        leader_epochs.attach(lg, path)
+        # Who waits for appends (an in-process Consumer, a parked fetch) goes on being
+        # woken by the new Log's.
+        lg._listeners = source._listeners
+        return lg
+
+    def _reopen_source(self, tp: TopicPartition, d: LogDir, source: Log) -> None:
+        """A swap failed before its commit point, after closing its source: the source
+        opens again in its place (the caller holds ``_lock``)."""
+        try:
+            self._logs[tp] = self._open_in_place_of(source, source.path, d, tp)
+        except Exception as exc:  # noqa: BLE001 - the partition stays offline, named
+            log.error("%s-%d could not be opened again after its move failed: %s; it is "
+                      "offline until the store is opened again", tp[0], tp[1], exc)
 
     # ------------------------------------------------------------ at open
 
