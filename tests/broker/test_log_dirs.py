@@ -252,3 +252,31 @@ def test_an_offline_dir_is_described_with_kafka_storage_error(tmp_path, monkeypa
         healthy = next(d for d in dirs if d != broken)
         assert by_dir[healthy].error_code == NONE
         assert alter(broker.bootstrap_servers, broken, "t", [1]) == {("t", 1): 56}
+
+
+def test_log_dir_apis_need_the_cluster_permissions_kafka_asks(tmp_path):
+    """DescribeLogDirs needs DESCRIBE on the cluster, AlterReplicaLogDirs and
+    AlterPartitionReassignments ALTER (Kafka's KafkaApis)."""
+    admin_client = pytest.importorskip("confluent_kafka.admin")
+    from .test_acls import acl, add_acls, serve, wire
+    with serve(str(tmp_path / "data")) as broker:
+        def as_alice(api, body, version=None):
+            with wire(broker, "alice") as client:
+                return client.request(api, body, version)
+        alter_body = m.AlterReplicaLogDirsRequest(dirs=[
+            m.AlterReplicaLogDirsRequestAlterReplicaLogDir(path="/x", topics=[
+                m.AlterReplicaLogDirsRequestAlterReplicaLogDirTopic(name="t", partitions=[0])])])
+        described = as_alice(35, m.DescribeLogDirsRequest(topics=None), 4)
+        assert (described.error_code, described.results) == (31, [])
+        altered = as_alice(34, alter_body)
+        assert altered.results[0].partitions[0].error_code == 31
+        reassigned = as_alice(45, m.AlterPartitionReassignmentsRequest(topics=[]))
+        assert reassigned.error_code == 31
+        cluster = admin_client.ResourceType.BROKER
+        add_acls(broker, acl(cluster, "kafka-cluster", "User:alice",
+                             admin_client.AclOperation.DESCRIBE),
+                 acl(cluster, "kafka-cluster", "User:alice", admin_client.AclOperation.ALTER))
+        described = as_alice(35, m.DescribeLogDirsRequest(topics=None), 4)
+        assert described.error_code == 0 and len(described.results) == 1
+        altered = as_alice(34, alter_body)
+        assert altered.results[0].partitions[0].error_code == LOG_DIR_NOT_FOUND
