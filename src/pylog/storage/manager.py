@@ -49,6 +49,7 @@ from pylog.errors import (
     ConfigError,
     CorruptCheckpointError,
     KafkaStorageError,
+    NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
 )
 
@@ -267,7 +268,8 @@ class LogManager(LogLoading, TopicAdmin, LogDirMoves, DynamicConfigs, UserScramC
                 stats = self.clean_once(stage=stage)
             except _CleanerStopped:
                 return
-            except (KafkaStorageError, OSError, ValueError) as exc:
+            except (KafkaStorageError, OSError, ValueError, NotLeaderOrFollowerError) as exc:
+                # (NotLeaderOrFollowerError: its log moved to another dir while it cleaned)
                 log.warning("the log cleaner skipped a pass: %s", exc)
                 stats = None
             except Exception:  # noqa: BLE001 - a cleaner bug must not kill the store
