@@ -85,15 +85,17 @@ ENGINE_KW = {"libraries": ["uring", "dl"], "define_macros": macros + [("PYLOG_HA
     if URING else {}
 
 # Each C source with state is compiled into exactly one extension: crc32c.c
-# into crc, records.c into codec. The others call them through a capsule
+# into crc, records_*.c into codec. The others call them through a capsule
 # (core_api.h): core_export.c builds the exported table, core_import.c the
 # forwarding functions of the same names.
 extensions = [
     ext("crc", ["crc.pyx", "crc32c.c", "core_export.c"],
         define_macros=macros + [("PYLOG_EXPORT_CRC", "1")]),
-    ext("codec", ["codec.pyx", "records.c", "core_export.c", "core_import.c"],
+    ext("codec", ["codec.pyx", "records_batch.c", "records_encode.c", "records_decode.c",
+                  "records_validate.c", "core_export.c", "core_import.c"],
         define_macros=macros + [("PYLOG_EXPORT_RECORDS", "1")]),
-    ext("engine", ["engine.pyx", "io_engine.c"], **ENGINE_KW),
+    ext("engine", ["engine.pyx", "io_engine.c", "io_portable.c", "io_uring_ring.c", "io_direct.c"],
+        **ENGINE_KW),
     ext("producer", ["producer.pyx"]),
     ext("storage", ["storage.pyx", "index.c", "segment_io.c", "append.c", "core_import.c"],
         define_macros=macros + [("PYLOG_IMPORT_RECORDS", "1")]),

@@ -188,7 +188,6 @@ def measure_memcpy(nbytes, n):
     def mv_copy():
         mv[:] = sb
     (t2,) = best_of([mv_copy], n)
-    del src, dst, sb, ba, mv
     return gbs_np, nbytes / t2 / 1e9
 
 

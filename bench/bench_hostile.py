@@ -150,7 +150,7 @@ def produce_frame(topic: str, records: bytes, acks: int = 1) -> bytes:
 
 
 def bomb(codec_name: str) -> bytes:
-    from pylog.record import compression as c
+    from pylog import compression as c
     if codec_name == "gzip":
         import gzip
         section = gzip.compress(bytes(1 << 30), compresslevel=9, mtime=0)     # ~1 MB

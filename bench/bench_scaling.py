@@ -312,7 +312,7 @@ def main(argv=None) -> int:
     results: dict[str, list[float]] = {}        # median rate per T
     ideal: dict[str, list[list[float]]] = {}     # per T, the rounds' x ideal
     try:
-        for label, key, unit, scale in rows:
+        for label, key, _unit, scale in rows:
             sweeps = []
             for _ in range(max(1, args.rounds)):
                 sweeps.append([getattr(w, key)(t, seconds) / scale for t in ts])

@@ -13,7 +13,7 @@ import lz4.frame
 from isal import isal_zlib
 
 from pylog import crc32c, records
-from pylog.record import compression
+from pylog import compression
 
 T = 1_700_000_000_000
 CODECS = ("gzip", "snappy", "lz4", "zstd")

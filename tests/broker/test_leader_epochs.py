@@ -20,7 +20,7 @@ from pylog.storage.leader_epochs import LeaderEpochCache
 from .process import ServeProcess
 
 FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 76
+UNKNOWN_LEADER_EPOCH = 75
 
 
 def checkpoint(root, topic, partition=0) -> str:
@@ -107,3 +107,41 @@ def test_a_corrupt_checkpoint_is_named(tmp_path, text, why):
     (tmp_path / "leader-epoch-checkpoint").write_text(text)
     with pytest.raises(CorruptCheckpointError, match=why):
         LeaderEpochCache.read(str(tmp_path))
+
+
+def test_fetch_and_list_offsets_check_the_current_leader_epoch(tmp_path):
+    """Fetch v9+ and ListOffsets v4+ carry the client's current leader epoch: older than
+    the partition's is FENCED_LEADER_EPOCH (the client refreshes its metadata), newer is
+    UNKNOWN_LEADER_EPOCH, -1 or equal is served (Kafka's Partition.checkCurrentLeaderEpoch)."""
+    root = str(tmp_path)
+    with pylog.open(root) as store:
+        store.create_topic("t", 1)
+    with open(os.path.join(root, "t-0", "leader-epoch-checkpoint"), "w") as f:
+        f.write("0\n1\n5 0\n")
+    with pylog.open(root) as store, pylog.Broker(store, listen="127.0.0.1:0") as broker, \
+            ProtocolClient(broker.bootstrap_servers) as c:
+        assert c.produce("t", 0, encode_batch([b"a", b"b"])).error_code == 0
+
+        def fetch(epoch, version=12):
+            return c.request(1, m.FetchRequest(
+                replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                session_id=0, session_epoch=-1, topics=[m.FetchRequestFetchTopic(topic="t", partitions=[
+                    m.FetchRequestFetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20,
+                                                 current_leader_epoch=epoch, log_start_offset=-1)])]),
+                version).responses[0].partitions[0]
+
+        def list_latest(epoch, version=7):
+            return c.request(2, m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+                m.ListOffsetsRequestListOffsetsTopic(name="t", partitions=[
+                    m.ListOffsetsRequestListOffsetsPartition(partition_index=0, timestamp=-1,
+                                                             current_leader_epoch=epoch)])]),
+                version).topics[0].partitions[0]
+
+        for epoch, code in [(-1, 0), (5, 0), (4, FENCED_LEADER_EPOCH), (6, UNKNOWN_LEADER_EPOCH)]:
+            got = fetch(epoch)
+            assert got.error_code == code, epoch
+            assert (len(bytes(got.records or b"")) > 0) == (code == 0)
+            listed = list_latest(epoch)
+            assert (listed.error_code, listed.offset) == (code, 2 if code == 0 else -1), epoch
+        assert fetch(4, version=8).error_code == 0          # before v9 there is no such field
+        assert list_latest(4, version=3).error_code == 0

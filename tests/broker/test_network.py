@@ -84,10 +84,10 @@ def test_advertised_versions_are_the_documented_ones(served):
         {key: kafka for key, (_, kafka) in table.items()}
 
 
-@pytest.mark.parametrize("join_version,produce_version", [(8, 10), (9, 13)])
+@pytest.mark.parametrize("join_version,produce_version", [(8, 13), (9, 13)])
 def test_versions_pylog_does_not_speak_get_unsupported_version(served, join_version,
                                                                 produce_version):
-    """JoinGroup 8-9 (join reasons) and Produce 10-13 (13: topic ids), which Kafka 4.1
+    """JoinGroup 8-9 (join reasons) and Produce 13 (topic ids), which Kafka 4.1
     defines and pylog does not speak: Kafka's error code in the message's own place
     (top-level for JoinGroup, per partition for Produce), and the connection stays usable."""
     topic_id = bytes(range(1, 17))
@@ -244,7 +244,7 @@ def test_a_fetch_larger_than_the_socket_buffer_to_a_slow_reader(served):
     topic = served.topic()
     log = served.store.log(topic, 0)
     value = bytes(range(256)) * 16                   # 4 KiB
-    for i in range(24):
+    for _ in range(24):
         log.append_records([value] * 250)            # ~1 MB per batch, ~24 MB in all
     with ProtocolClient(served.bootstrap) as client:
         correlation, version = client.send(1, m.FetchRequest(

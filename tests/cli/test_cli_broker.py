@@ -135,17 +135,17 @@ def test_consumer_groups_at_a_broker(broker):
     assert "live" not in run("consumer-groups", *b, "--list").stdout.split()
 
 
-def test_readme_bootstrap_server_block(broker):
-    """The README's --bootstrap-server block, pasted into a shell against this broker."""
+def test_operations_page_bootstrap_server_block(broker):
+    """docs/OPERATIONS.md's --bootstrap-server block, pasted into a shell against this broker."""
     import os
     import re
     import subprocess
     import sys
     from pathlib import Path
     _, bootstrap = broker
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Operations"):readme.index("## One partition")]
-    block = re.findall(r"```\n(.*?)```", section, re.S)[1]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md").read_text(encoding="utf-8")
+    section = page[page.index("## Against a broker"):]
+    block = re.search(r"```\n(.*?)```", section, re.S).group(1)
     assert "--bootstrap-server 127.0.0.1:9092" in block
     script = block.replace("\\\n", " ").replace("127.0.0.1:9092", bootstrap)
     bindir = os.path.dirname(sys.executable)

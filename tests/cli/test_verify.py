@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -93,7 +92,7 @@ def test_a_moved_time_index_entry_is_damage(tmp_path, capsys):
     with open(time_index, "wb") as f:
         f.write(raw)
     status, out = verify(capsys, tmp_path)
-    assert status == 1 and f"entry 1 says the largest timestamp up to offset" in out, out
+    assert status == 1 and "entry 1 says the largest timestamp up to offset" in out, out
 
 
 def test_a_missing_middle_log_is_a_hole(tmp_path, capsys):
@@ -149,7 +148,7 @@ def test_a_moved_offset_entry_is_named_and_recover_force_repairs_it(tmp_path, ca
     with open(index, "wb") as f:
         f.write(raw)
     status, out = verify(capsys, tmp_path)
-    assert status == 1 and f"entry 3 (offset " in out and "not a batch start" in out, out
+    assert status == 1 and "entry 3 (offset " in out and "not a batch start" in out, out
     assert main(["recover", "--log-dirs", str(tmp_path), "--force"]) == 0
     assert "offset index changed" in capsys.readouterr().out
     status, out = verify(capsys, tmp_path)

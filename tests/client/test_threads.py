@@ -129,7 +129,7 @@ def test_send_batch_from_many_threads_keeps_offsets_dense_and_sequences_in_order
         fields = batch_fields(lg)
         expected_offset = 0
         expected_seq = 0
-        for base, count, pid, seq in fields:
+        for base, count, _pid, seq in fields:
             assert base == expected_offset                                    # dense offsets
             assert seq == expected_seq, f"partition {p}: sequence {seq}, expected {expected_seq}"
             expected_offset += count

@@ -125,7 +125,7 @@ def test_kill_9_at_random_points(tmp_path):
     reported: set[int] = set()
     aborted: set[int] = set()
     first = 0
-    for run in range(3):
+    for _ in range(3):
         child = subprocess.Popen([sys.executable, os.path.join(HERE, "txn_kill_child.py"),
                                   log_dir, str(first)], stdout=subprocess.PIPE, text=True)
         try:

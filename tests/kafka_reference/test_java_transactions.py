@@ -3,12 +3,14 @@ read by Kafka's Java consumer with read_committed and read_uncommitted ("read"):
 abort, a zombie fenced by a new producer with the same transactional id, and a
 transaction past transaction.timeout.ms aborted by the coordinator. Then
 ``kafka-transactions.sh`` lists, describes and aborts a hanging transaction, and Kafka's
-DumpLogSegments decodes ``__transaction_state`` and the markers."""
+DumpLogSegments decodes ``__transaction_state`` and the markers. The broker finalizes
+``transaction.version`` 2, so Kafka 4's producer runs all of these with transactions v2
+(KIP-890 part 2: Produce v12 adds partitions, EndTxn v5 bumps the epoch):
+test_java_producer_runs_transactions_v2 checks that it did."""
 
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 
@@ -158,9 +160,85 @@ def test_kafka_dump_log_decodes_transaction_state(txn_broker):
     assert [d["data"]["transactionStatus"] for d in decoded] == [0, 1, 2, 4, 1, 3, 5], out[-3000:]
     assert decoded[1]["data"]["transactionPartitions"] == [{"topic": "jdump", "partitionIds": [0]}]
     assert {d["data"]["transactionTimeoutMs"] for d in decoded} == {60000}
+    # Kafka 4.1's producer ran transactions v2: from its first transaction on, the values
+    # are version 1 with their tagged ClientTransactionVersion, which Kafka's decoder read.
+    # Each EndTxn's Prepare record already carries the bumped epoch.
+    assert [d["version"] for d in decoded] == ["0", "1", "1", "1", "1", "1", "1"], decoded
+    assert [d["data"].get("clientTransactionVersion") for d in decoded[1:]] == [2] * 6, decoded
+    assert [d["data"]["producerEpoch"] for d in decoded] == [0, 0, 1, 1, 1, 2, 2], decoded
     data = store.log("jdump", 0)
     data.flush()
     dumped = run_tool("kafka-dump-log", "--files",
                       f"{data.path}/{data.segments[0].base_offset:020d}.log",
                       "--print-data-log").stdout
     assert "endTxnMarker: COMMIT" in dumped and "endTxnMarker: ABORT" in dumped, dumped[-2000:]
+
+
+def test_java_producer_runs_transactions_v2(txn_broker, monkeypatch):
+    """Kafka 4.1's producer read transaction.version 2 from ApiVersions: it sent Produce
+    v12, TxnOffsetCommit v5 and EndTxn v5 and never AddPartitionsToTxn or
+    AddOffsetsToTxn; every EndTxn bumped the epoch, each marker carries the epoch of its
+    transaction's end, and the offsets sent with a committed transaction are the group's."""
+    from pylog.broker import server
+    seen: set[tuple[int, int]] = set()
+    for key in (0, 24, 25, 26, 28):
+        def spy(broker, conn, header, req, _handler=server.HANDLERS[key]):
+            seen.add((header.api_key, header.api_version))
+            return _handler(broker, conn, header, req)
+        monkeypatch.setitem(server.HANDLERS, key, spy)
+    store, broker = txn_broker
+    store.create_topic("jtv2", 2)
+    lines = java("txn", broker.bootstrap_servers, "java-tv2", "jtv2", "60000",
+                 "commit:6,abort:4,offsets:2")
+    assert lines == ["INITIALIZED", "COMMITTED 0", "ABORTED 1", "COMMITTED 2"]
+    assert {(0, 12), (26, 5), (28, 5)} <= seen and not {k for k, _ in seen} & {24, 25}, seen
+    assert {v for k, v in seen if k in (0, 26, 28)} == {12, 5}
+    assert store.committed("java-tv2-group", "jtv2", 0) == 2
+    meta = store.transactions.describe("java-tv2")
+    assert meta.client_tv == 2 and meta.producer_epoch == 3        # epoch 0, then 3 EndTxn
+    for partition in range(2):
+        markers = [b.producer_epoch for b in
+                   store.log("jtv2", partition).read(0, 1 << 24).batches() if b.is_control]
+        assert markers == [1, 2, 3], markers
+    assert read(broker.bootstrap_servers, "jtv2", "read_committed", 8) == \
+        sorted([f"0-{i}" for i in range(6)] + ["2-0", "2-1"])
+
+
+def test_java_producer_kill_9_of_the_broker_mid_transaction(tmp_path):
+    """Kafka 4.1's producer (transactions v2) commits, then leaves a transaction open when
+    `pylog serve` is killed with SIGKILL. After the restart read_committed shows only the
+    committed one; a new producer with the same transactional id fences and aborts the
+    open one (its records stay invisible to read_committed) and commits its own."""
+    from broker.process import ServeProcess
+    log_dir = str(tmp_path / "d")
+    with ServeProcess(log_dir) as served:
+        served_store_topic(served.bootstrap, "jcrash", 2)
+        proc = subprocess.Popen(java_command("txn", served.bootstrap, "java-crash", "jcrash",
+                                             "600000", "commit:3,open:4"),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert [proc.stdout.readline().strip() for _ in range(3)] == \
+                ["INITIALIZED", "COMMITTED 0", "OPEN 1"]
+            served.kill()
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdin.close()
+            proc.stdout.close()
+    with ServeProcess(log_dir) as served:
+        assert read(served.bootstrap, "jcrash", "read_committed", 3) == ["0-0", "0-1", "0-2"]
+        assert java("txn", served.bootstrap, "java-crash", "jcrash", "600000", "commit:2") == \
+            ["INITIALIZED", "COMMITTED 0"]
+        assert read(served.bootstrap, "jcrash", "read_committed", 5) == \
+            ["0-0", "0-0", "0-1", "0-1", "0-2"]
+        assert read(served.bootstrap, "jcrash", "read_uncommitted", 9) == \
+            sorted(["0-0", "0-0", "0-1", "0-1", "0-2"] + [f"1-{i}" for i in range(4)])
+
+
+def served_store_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        admin.close()

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from pylog import records
 from pylog.errors import CorruptRecordError, InvalidRecordError
-from pylog.record import compression as pylog_compression
+from pylog import compression as pylog_compression
 from record.codec_support import (
     ATTRIBUTES,
     BASE_OFFSET,

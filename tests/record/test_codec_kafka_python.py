@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from pylog import records
 from pylog.errors import CorruptRecordError, InvalidRecordError, RecordListTooLargeError
-from pylog.record import compression as pylog_compression
+from pylog import compression as pylog_compression
 from record.codec_support import (
     ATTR_TIMESTAMP_TYPE,
     ATTRIBUTES,

@@ -418,7 +418,7 @@ def test_encode_groups_writes_encode_batchs_bytes_for_each_group(compression, va
        keyed=st.booleans(), ts=timestamps, data=st.data())
 def test_plain_lists_take_the_general_encoders_bytes(compression, sizes, keyed, ts, data):
     """Lists of bytes with one timestamp and no headers take a loop of their own
-    (records.c, encode_plain), also when that timestamp comes as an int64 array
+    (records_encode.c, encode_plain), also when that timestamp comes as an int64 array
     of one value; explicit offset deltas 0..n-1 take the general one. All write
     the same batch, byte for byte: lengths of one to three varint bytes, over 64
     and over 8,192 offset deltas, nulls, no keys."""
@@ -459,7 +459,7 @@ def test_plain_lists_take_the_general_encoders_bytes(compression, sizes, keyed, 
 def test_big_plain_batches_are_sized_as_the_general_loop_sizes_them(count, key_len, value_len):
     """A batch bigger than the one-pass limit (128 KiB) is sized before it is
     written. Columns whose lengths share one varint size are sized in closed
-    form (records.c, size_uniform); columns that straddle one are sized record
+    form (records_encode.c, size_uniform); columns that straddle one are sized record
     by record. Either way the batch is the general loop's, byte for byte: a
     size one byte off would be a SystemError or a wrong batch length."""
     def lengths(spec):

@@ -151,7 +151,7 @@ def uniform_sections(draw):
     size, small timestamp deltas), past the offset delta's one-byte edge at 64,
     with a record of another shape now and then and edits in any record's
     framing: the append's walk checks such records against the shape of the
-    one before (records.c, record_shape)."""
+    one before (records_validate.c, record_shape)."""
     n = draw(st.integers(2, 140))
     klen = draw(st.sampled_from([None, 0, 3, 63, 64]))
     vlen = draw(st.sampled_from([0, 1, 62, 63, 64, 100, 300]))

@@ -38,7 +38,7 @@ def produce(path: str, topic: str, n: int, *, partitions: int = 2, compression: 
                             producer.send(topic, value=value, key=key, headers=headers,
                                           timestamp=ts)))
         producer.flush()
-        for key, value, headers, ts, f in futures:
+        for key, value, headers, _ts, f in futures:
             md = f.result()
             sent.append({"key": key, "value": value, "headers": headers, "partition": md.partition,
                          "offset": md.offset, "timestamp_ms": md.timestamp})

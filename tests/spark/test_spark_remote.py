@@ -93,6 +93,76 @@ def test_path_and_bootstrap_together_is_an_error(spark, served, tmp_path):
     with pytest.raises(Exception, match="exactly one of the log dirs"):
         (spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap)
          .option("subscribe", "events").load(str(tmp_path))).count()
-    with pytest.raises(Exception, match="kafka.security.protocol.*not supported"):
+    with pytest.raises(Exception, match="kafka.security.protocol.*remote mode"):
+        (spark.read.format("pylog").option("kafka.security.protocol", "SSL")
+         .option("subscribe", "events").load(str(tmp_path))).count()
+    with pytest.raises(Exception, match="kafka.ssl.keystore.password.*not supported"):
         (spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-         .option("kafka.security.protocol", "SSL").option("subscribe", "events").load()).count()
+         .option("kafka.ssl.keystore.password", "x").option("subscribe", "events").load()).count()
+
+
+# ================================================================ TLS and SASL
+
+SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+              'username="alice" password="{}";')
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """A broker with one SASL_SSL listener (SCRAM-SHA-512), certificates made for the run."""
+    from broker.tls_certs import make_certs
+
+    from pylog.common import scram
+    certs = make_certs(tmp_path_factory.mktemp("certs"))
+    path = str(tmp_path_factory.mktemp("secured"))
+    sent = produce(path, "events", 500)
+    store = pylog.open(path)
+    mech = scram.MECHANISMS["SCRAM-SHA-512"]
+    store.alter_user_scram_credentials(upsertions=[("alice", mech.name,
+                                                    scram.new_credential(mech, "alice-secret"))])
+    store.create_topic("out", partitions=2)
+    broker = pylog.Broker(store, listen="SASL_SSL://127.0.0.1:0", config={
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.server),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "connection.failed.authentication.delay.ms": 0}).start()
+    try:
+        yield store, broker.bootstrap_servers, sent, certs
+    finally:
+        broker.shutdown()
+        store.close()
+
+
+def login(certs, password: str = "alice-secret") -> dict[str, str]:
+    """Spark's Kafka connector's spelling: the Kafka client's keys prefixed with kafka."""
+    return {"kafka.security.protocol": "SASL_SSL", "kafka.ssl.truststore.location": str(certs.ca),
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": SCRAM_JAAS.format(password)}
+
+
+def test_read_and_write_over_sasl_ssl(spark, secured):
+    store, bootstrap, sent, certs = secured
+    df = (spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap)
+          .options(**login(certs)).option("subscribe", "events").option("minPartitions", "3").load())
+    assert sorted((r.partition, r.offset, bytes(r.value)) for r in df.collect()) == \
+        sorted((s["partition"], s["offset"], s["value"]) for s in sent)
+    (spark.createDataFrame([(f"v{i}",) for i in range(300)], "value string").write
+     .format("pylog").mode("append").option("kafka.bootstrap.servers", bootstrap)
+     .options(**login(certs)).option("topic", "out").save())
+    consumer = pylog.Consumer(store, auto_offset_reset="earliest")
+    consumer.assign([pylog.TopicPartition("out", p) for p in range(2)])
+    got = []
+    while batch := consumer.poll(0.5):
+        got += [r.value for r in batch]
+    consumer.close()
+    assert sorted(got) == sorted(f"v{i}".encode() for i in range(300))
+
+
+def test_a_wrong_password_or_a_missing_trust_store_fails_on_the_driver(spark, secured, tmp_path):
+    _, bootstrap, _, certs = secured
+    with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED"):
+        (spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap)
+         .options(**login(certs, "wrong")).option("subscribe", "events").load()).count()
+    with pytest.raises(Exception, match="kafka.ssl.truststore.location"):
+        (spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap)
+         .options(**{**login(certs), "kafka.ssl.truststore.location": str(tmp_path / "none.pem")})
+         .option("subscribe", "events").load()).count()

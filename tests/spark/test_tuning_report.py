@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 
 import pylog
 from tuning.report import write_report

@@ -74,7 +74,7 @@ def test_retention_skips_compacted_topics(dirs, open_manager, clock):
     manager = open_manager(dirs[:1], {"log.retention.check.interval.ms": 1000})
     manager.create_topic("c", 1, {"cleanup.policy": "compact", "retention.ms": 1, "segment.bytes": 2000})
     log = manager.log("c", 0)
-    for i in range(10):                  # a compacted topic takes keyed records only
+    for _ in range(10):                  # a compacted topic takes keyed records only
         log.append(records.encode_batch([b"v" * 100] * 10, [b"k%d" % j for j in range(10)],
                                         timestamps=[T0] * 10))
     clock.advance(100_000)

@@ -312,7 +312,7 @@ def test_readers_during_cleaning_never_miss_a_file(dirs, open_manager, clock):
     for t in readers:
         t.start()
     try:
-        for round_ in range(15):
+        for _ in range(15):
             for i in range(100):
                 lg.append_records([b"v%d" % i], [b"key%d" % (i % 10)], timestamps=[clock.now])
             store.clean_once()

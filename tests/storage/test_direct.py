@@ -110,7 +110,7 @@ def test_torn_tail_at_unaligned_sizes_after_a_crash(direct_dir, engine_kind, see
     rng = random.Random(seed)
     log = open_direct(direct_dir, engine_kind)
     ends = []
-    for i in range(25):
+    for _ in range(25):
         log.append(records.encode_batch([os.urandom(rng.randint(1, 3000))] * rng.randint(1, 4)))
         ends.append((log.segments[-1].size, log.log_end_offset))
     path = log.segments[-1].log.path

@@ -213,7 +213,7 @@ def test_recovery_point_limits_the_scan(log_dir, engine_kind):
         log.append(batch(5, size=50 + i, ts=T0 + i))
     log.flush()                 # persists recovery point 300 (checkpoint interval 0)
     flushed_segments = len(log.segments)
-    for i in range(5):
+    for _ in range(5):
         log.append(batch(5))
     log.abandon()
     with reopen(log_dir, engine_kind) as log:

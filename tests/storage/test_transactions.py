@@ -246,7 +246,7 @@ def test_transaction_across_segments_and_its_entry_in_the_markers_segment(log_di
     try:
         p, q = TxnProducer(log, pid=1), TxnProducer(log, pid=2)
         p.send([b"first"])
-        for i in range(40):
+        for _ in range(40):
             q.send([b"q" * 200])
             q.commit()
         p.send([b"last"])

@@ -52,7 +52,7 @@ def test_a_garbage_compressed_payload_with_a_valid_crc_is_refused(log, codec):
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_the_record_count_of_a_compressed_batch_is_checked(log, codec):
-    from pylog.record import compression
+    from pylog import compression
     plain = records.encode_batch([b"a", b"b"], timestamps=[T, T])
     section = compression.compress(compression.codec_id(codec), plain[61:])
     batch = records.encode_batch([b"a", b"b", b"c"], compression=codec, timestamps=[T] * 3)

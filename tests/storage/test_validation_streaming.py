@@ -19,7 +19,7 @@ from bomb_support import T, batch, huge_record_head, plain_records, snappy_claim
 from pylog import records
 from pylog._core.storage import convert_client_batches
 from pylog.errors import CorruptRecordError, InvalidRecordError, MessageTooLargeError
-from pylog.record import compression
+from pylog import compression
 from pylog.storage.log import Log
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]

@@ -7,7 +7,7 @@
  * children are the RecordBatch's columns. pyarrow imports the tree in one
  * call (RecordBatch._import_from_c, GIL released), where building the same
  * batch from Python (allocate_buffer x14, Array.from_buffers x7, a
- * StructArray, a RecordBatch) cost ~20 us with the GIL held.
+ * StructArray, a RecordBatch) takes many calls with the GIL held.
  *
  * Ownership: the tree owns one reference to the block (a Python object);
  * Arrow calls the root's release when its last array goes, from any thread,

@@ -1,5 +1,5 @@
 # cython: language_level=3, cdivision=True
-"""Record batch v2 codec: the Python face of records.c.
+"""Record batch v2 codec: the Python face of records_*.c.
 
 See docs/FORMAT.md for every byte. This module moves Python objects in and
 out of the C codec; the C code runs with the GIL released. Public names are
@@ -25,7 +25,7 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t, INT32_MAX
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t, INT32_MAX
 from libc.string cimport memcpy, memset
 
 from pylog._core.includes.ccore cimport *
@@ -36,18 +36,18 @@ import time as _time
 import numpy as _np
 import pyarrow as _pa
 
-from pylog.record import compression as _compression
+from pylog import compression as _compression
 from pylog.errors import (
     CorruptRecordError, InvalidRecordError, InvalidTimestampError, MessageTooLargeError,
     RecordListTooLargeError, UnsupportedCompressionTypeError)
 
-# CRC-32C lives in pylog._core.crc; records.c lives here, and storage calls it
+# CRC-32C lives in pylog._core.crc; records_*.c live here, and storage calls them
 # through this module's capsule (core_api.h).
 from cpython.pycapsule cimport PyCapsule_New
 from pylog._core.includes.capi cimport (PYLOG_RECORDS_CAPSULE, pylog_import_crc_api,
                                         pylog_records_api_table)
 
-import pylog._core.crc  # noqa: F401 - loaded first: its capsule is looked up by attribute
+import pylog._core.crc  # no-cython-lint: unused, loaded first: its capsule is looked up by attribute
 
 pylog_import_crc_api()
 _C_API = PyCapsule_New(<void *>&pylog_records_api_table, PYLOG_RECORDS_CAPSULE, NULL)

@@ -329,8 +329,7 @@ def decode_arrow(buffer, *, bint validate=True, bint include_control=False,
              &aborted.ab if aborted is not None else NULL)
 
     # The measure pass keeps each record's fields (40 bytes a record) for the
-    # fill, which then copies instead of reading every varint again (callgrind:
-    # 500 -> 382 instructions a record of 100 B). A section claiming more
+    # fill, which then copies instead of reading every varint again. A section claiming more
     # records than its bytes can hold (a record takes at least 7) is measured
     # without room for them, and fails there.
     cdef pylog_parsed_record *parsed = NULL

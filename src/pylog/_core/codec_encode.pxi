@@ -102,9 +102,8 @@ cdef bytes _encode_exact(pylog_record_input *inp, pylog_batch_header *h, int cod
     output of exactly that size. Big outputs take this path, not a bound
     trimmed afterwards: glibc maps a block that big afresh, and its dynamic
     mmap threshold follows the trimmed size, which the next bound exceeds
-    again, so every call met new pages (10,000 records of 100 B: ~280 page
-    faults a call, 3-4x slower, unless the process raised the threshold as
-    pylog.common.memory.tune_malloc does)."""
+    again, so every call met new pages (a page fault per page, unless the
+    process raised the threshold as pylog.common.memory.tune_malloc does)."""
     cdef pylog_status st
     cdef int64_t base_ts = 0, max_ts = 0, records_size, total, written
     cdef bytes out, section

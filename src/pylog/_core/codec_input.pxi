@@ -147,10 +147,9 @@ cdef _Column _column(object obj, Py_ssize_t n, str name):
     cdef int64_t data_bytes = 0
     cdef Py_ssize_t done
     # bytes and None items in one C loop (gather.h); anything else item by item.
-    # The loop could run without the GIL, but on a 2-vCPU VM releasing it here
-    # measured slower at 1 and 2 threads (1,000 items of 100 B: 52 vs 60 M
-    # records/s alone, 52 vs 57 with two threads): a GIL handoff costs more
-    # than the loop (bench/RESULTS.md, "Many cores").
+    # The loop could run without the GIL, but a GIL handoff costs more than
+    # the loop: releasing it here was slower at 1 and 2 threads on 2 vCPUs
+    # (bench/bench_scaling.py).
     if type(obj) is list:
         # The common input first: no lookups of pyarrow's types, whose
         # reference counts two threads encoding at once would both write.
@@ -280,7 +279,7 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
         return _timestamps(int(timestamps), n, inp, check)
     if type(timestamps) is list and PyList_GET_SIZE(timestamps) == n and n:
         # A list of ints (a send_batch or encode_batch caller's column): one C
-        # loop, where numpy's conversion of a list costs ~60 ns an item.
+        # loop, not numpy's conversion of a list (an object call per item).
         return _list_timestamps(<list>timestamps, n, inp, check)
     if type(timestamps) is _ndarray and n and _native_int64(timestamps, n, inp):
         if check:
@@ -330,8 +329,8 @@ cdef object _first_overflow(object timestamps):
 cdef bint _native_int64(object arr, Py_ssize_t n, pylog_record_input *inp) except -1:
     """Points inp's timestamps at an ndarray's own n native int64s, when it is
     one contiguous dimension of them, through its buffer (numpy's
-    ascontiguousarray and a typed memoryview cost ~1 us of attribute lookups
-    and calls a call, on objects two encoding threads share). False: any
+    ascontiguousarray and a typed memoryview cost attribute lookups and calls
+    on every call, on objects two encoding threads share). False: any
     other array, for ascontiguousarray. The caller keeps `arr` referenced, as
     a memoryview on the same array would (an array referenced elsewhere
     cannot be resized)."""

@@ -2,7 +2,7 @@
  *
  * Every C source of the core is compiled into exactly one extension, so its
  * state exists once per process: crc32c.c (the implementation chosen at
- * start-up, its tables) in pylog._core.crc, records.c (the legacy CRC-32
+ * start-up, its tables) in pylog._core.crc, records_*.c (the legacy CRC-32
  * table) in pylog._core.codec. The other extensions reach those functions
  * through the capsules below; core_import.c gives them the same C names, so
  * append.c, segment_io.c and the Cython code call them unchanged (one

@@ -1,6 +1,6 @@
 /* The tables behind the capsules of core_api.h. Compiled into the extension
  * that owns each function: pylog_crc_api_table with crc32c.c (pylog._core.crc),
- * pylog_records_api_table with records.c (pylog._core.codec). */
+ * pylog_records_api_table with records_*.c (pylog._core.codec). */
 #include "core_api.h"
 
 #include "crc32c.h"

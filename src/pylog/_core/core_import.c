@@ -1,6 +1,6 @@
-/* Gives an extension that does not own crc32c.c (or records.c) the same C
+/* Gives an extension that does not own crc32c.c (or records_*.c) the same C
  * names, forwarding to the owner's functions through its capsule (core_api.h).
- * PYLOG_IMPORT_RECORDS adds the records.c functions. */
+ * PYLOG_IMPORT_RECORDS adds the records_*.c functions. */
 #include <Python.h>
 
 #include "core_api.h"

@@ -15,12 +15,10 @@ from pylog._core.includes.capi cimport PYLOG_CRC_CAPSULE, pylog_crc_api_table
 
 _C_API = PyCapsule_New(<void *>&pylog_crc_api_table, PYLOG_CRC_CAPSULE, NULL)
 
-# Releasing and re-taking the GIL costs ~30 ns per call (measured with
-# bench/bench_crc.py, builds that always / never release it): 15-20% of a 16 KiB
-# call in cache (~150 ns with the folding path), ~5% at 64 KiB, ~1% at 256 KiB.
-# Below 64 KiB a call lasts well under 5 us even from DRAM, too short for another
-# thread to make use of the GIL, so it is kept. (The crc32c package, 3x slower
-# per byte here, releases from 32 KiB.)
+# Releasing and re-taking the GIL is a fixed cost per call, a large share of a
+# small call in cache. Below 64 KiB a call is too short for another thread to make
+# use of the GIL, so it is kept (bench/bench_crc.py compares builds that always and
+# never release it).
 cdef enum:
     NOGIL_THRESHOLD = 65536
 

@@ -108,8 +108,7 @@ static int map_file(pylog_index *ix) {
     }
     /* Index access is a binary search or an append at the end: never sequential.
      * Without this hint the first store into a preallocated index faults in
-     * (and zero-fills) megabytes of read-ahead: ~2-4 ms and 8 MiB of page cache
-     * per index file (bench/RESULTS.md, clients section). */
+     * (and zero-fills) megabytes of read-ahead per index file. */
     (void)madvise(m, (size_t)ix->file_size, MADV_RANDOM);
     ix->map = m;
     return 0;

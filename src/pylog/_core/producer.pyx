@@ -13,7 +13,7 @@ case in one call.
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
-from cpython.list cimport PyList_Append, PyList_GET_SIZE
+from cpython.list cimport PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy, memset
@@ -132,7 +132,6 @@ cdef object _partition_arrow(object arr, int32_t n):
     return out
 
 
-
 cdef void _group_rows(const int32_t *parts, Py_ssize_t n, int32_t null_partition,
                       int32_t num_partitions, int64_t *order, int64_t *bounds) noexcept nogil:
     """plan_chunks' stable counting sort of rows by partition into order[n] and
@@ -248,6 +247,7 @@ def plan_chunks(parts, const int64_t[::1] sizes, int32_t null_partition, int32_t
     finally:
         PyMem_Free(cuts)
 
+
 # ---------------------------------------------------------------- accumulator
 
 from cpython.ref cimport Py_INCREF
@@ -260,10 +260,13 @@ cdef extern from "<time.h>" nogil:
     int CLOCK_REALTIME
     int CLOCK_MONOTONIC
 
+from pylog._core.includes.ccore cimport PYLOG_RECORD_BATCH_OVERHEAD as BATCH_OVERHEAD
+
 # Per-record bytes counted against batch.size and buffer.memory: Kafka's record
 # framing is at most ~21 bytes (attributes, varint deltas and lengths).
 DEF RECORD_OVERHEAD = 21
-DEF BATCH_OVERHEAD = 61
+#: The same count for client/producer.py's planner.
+RECORD_OVERHEAD_BYTES = RECORD_OVERHEAD
 
 cdef inline int64_t _wall_ms() noexcept nogil:
     cdef timespec ts
@@ -420,8 +423,7 @@ cdef class ProducerBatch:
         self.partition = partition
         # The record lists hold only the records' bytes-like objects and None,
         # which cannot close a reference cycle: the cyclic GC need not walk them
-        # (every collection did, item by item, while the batch was alive: ~6%
-        # of send()'s time).
+        # (otherwise every collection does, item by item, while the batch is alive).
         self.values = _untracked_list()
         self.keys = _untracked_list()
         self.headers = None
@@ -479,8 +481,8 @@ cdef class ProducerBatch:
         """This sealed batch's records as one record batch v2 (encode_batch's
         bytes, at its base_sequence). Lists of bytes/None without headers are
         read in place with the batch's own timestamp array (codec's
-        _encode_sealed: no copies into tuples or a numpy array, ~20% of the
-        sender's instructions); anything else takes encode_batch."""
+        _encode_sealed: no copies into tuples or a numpy array); anything else
+        takes encode_batch."""
         if self.values is None:
             raise ValueError("a pre-encoded batch (send_batch's) has no records to encode")
         cdef Py_ssize_t n = PyList_GET_SIZE(self.values)
@@ -886,15 +888,11 @@ cdef class ProducerBase:
         or None: that chunk must be queued; with `all_or_none`, returns None
         instead of doing anything when any chunk must be queued.
 
-        Measured (bench/RESULTS.md, "Many cores"): callers that wait for each
-        call +22-25% on one thread and +58% with two (acks=1); a single thread
-        that never waits loses the overlap of its encoding with the sender's
-        appends (about -10%). A 100-record call over 8 partitions, with the
-        locks taken once for all its chunks and the chunks encoded in one C
-        call: 696k instructions a call in Python with a chunk at a time, 449k
-        with one pass, 241k in this form with _send_small (bench/RESULTS.md,
-        "send_batch's common call in one C call"; raw append of the same
-        batches: 92k)."""
+        Callers that wait for each call gain (no hand-off to the sender); a
+        single thread that never waits loses the overlap of its encoding with
+        the sender's appends. The locks are taken once for all of a call's
+        chunks and the chunks encoded in one C call (bench/RESULTS.md, "send_batch";
+        its history in bench/history/)."""
         cdef Accumulator acc = self._accumulator
         cdef str topic = state.name
         if state.locks is None or len(state.locks) < state.num_partitions:

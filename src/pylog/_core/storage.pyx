@@ -31,7 +31,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.errno cimport errno, EILSEQ, EIO
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
+from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
 from libc.string cimport memset, strerror
 from posix.types cimport off_t
 from posix.uio cimport iovec
@@ -44,6 +44,7 @@ from pylog._core.includes.ccore cimport (
     PYLOG_ATTR_COMPRESSION_MASK, PYLOG_ATTR_CONTROL, PYLOG_ATTR_TIMESTAMP_TYPE, PYLOG_LOG_OVERHEAD,
     PYLOG_ATTR_TRANSACTIONAL,
     PYLOG_MAGIC_OFFSET, PYLOG_OK, PYLOG_RECORDS_OFFSET, NOGIL_MIN_BYTES, PYLOG_ERR_TOO_LARGE,
+    PYLOG_RECORD_BATCH_OVERHEAD,
     pylog_batch_check, pylog_batch_header, pylog_batch_header_finish, pylog_records_validate,
     pylog_records_walk, pylog_records_walk_init, pylog_records_walk_piece)
 from pylog._core.includes.cstorage cimport *
@@ -56,7 +57,7 @@ import os as _os
 from pylog.errors import (CorruptIndexError, CorruptRecordError, InvalidRecordError,
                           InvalidTimestampError, MessageTooLargeError)
 
-from pylog.record import compression as _compression
+from pylog import compression as _compression
 
 cdef enum:
     PYLOG_NO_TIMESTAMP = -1
@@ -88,9 +89,10 @@ def gil_wanted_elsewhere():
     prepare_append asks before it validates 16 KiB or more without it)."""
     return _gil_wanted_elsewhere()
 
+
 from pylog._core.includes.capi cimport pylog_import_crc_api, pylog_import_records_api
 
-# CRC-32C and records.c live in pylog._core.crc and pylog._core.codec (core_api.h).
+# CRC-32C and records_*.c live in pylog._core.crc and pylog._core.codec (core_api.h).
 import pylog._core.crc  # noqa: F401 - loaded first: their capsules are looked up by attribute
 import pylog._core.codec  # noqa: F401
 from pylog._core.codec import upconvert as _upconvert

@@ -6,7 +6,7 @@
 cdef class PreparedAppend:
     """Validated batches with their assigned offsets, ready to be written.
 
-    Holds the caller's buffer (never modified), one rewritten 61-byte header
+    Holds the caller's buffer (never modified), one rewritten batch header
     per batch and the iovecs that interleave them, so the write copies nothing.
     """
 
@@ -25,7 +25,7 @@ cdef class PreparedAppend:
     cdef readonly bint has_producer_ids     # some batch carries a producer id (idempotence)
     # The common append of one batch uses these instead of three allocations.
     cdef pylog_append_batch one_batch
-    cdef char one_patch[61]
+    cdef char one_patch[PYLOG_RECORD_BATCH_OVERHEAD]
     cdef iovec one_iov[2]
 
     def __init__(self):
@@ -112,7 +112,7 @@ cdef PreparedAppend _prepare_append(object buffer, const pylog_append_params *pa
         p.iov = p.one_iov
     else:
         p.batches = <pylog_append_batch *>PyMem_Malloc(<size_t>n * sizeof(pylog_append_batch))
-        p.patches = <char *>PyMem_Malloc(<size_t>n * 61)
+        p.patches = <char *>PyMem_Malloc(<size_t>n * PYLOG_RECORD_BATCH_OVERHEAD)
         p.iov = <iovec *>PyMem_Malloc(<size_t>(2 * n) * sizeof(iovec))
         if p.batches == NULL or p.patches == NULL or p.iov == NULL:
             raise MemoryError()

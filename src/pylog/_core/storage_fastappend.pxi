@@ -3,12 +3,12 @@
 # call (_append_fast, pylog/storage/log.py), which uses the same two.
 #
 # A Log appends in Python: validate, maybe roll, write, index, count, maybe
-# flush. Around a 22 KB write (~14 us) that orchestration cost ~6 us of
-# interpreted attribute reads and calls. _append_fast() does the same steps for
+# flush. Around a small write that orchestration of interpreted attribute
+# reads and calls costs a large share of the append. _append_fast() does the same steps for
 # the case that needs no decision beyond arithmetic, reading and writing the
 # Log's and its active LogSegment's fields (LogState and SegmentState below,
-# which log.py's Log and segment.py's LogSegment subclass: C fields, where an
-# attribute lookup cost ~125 instructions). It hands anything else back to the
+# which log.py's Log and segment.py's LogSegment subclass: C fields, not
+# attribute lookups). It hands anything else back to the
 # Python path, before writing anything: a closed or offline log, a coordinator
 # append, magic 0/1 batches, producer ids other than the common case (see
 # _in_sequence), a roll, a flush.messages flush, write-behind. Both paths produce the same bytes,
@@ -62,10 +62,9 @@ def use_fast_append(bint on):
 cdef class LogState:
     """The fields of a Log (pylog/storage/log.py) that its append reads and
     writes, held in C fields: _append_fast reaches each with a load instead of
-    an attribute lookup (~125 instructions each, about 35 per append). Python
-    code sees ordinary attributes; Log subclasses this. The counters an
-    append moves are int64 (Python sees ints): as objects, each append made
-    a new int of each (~120 instructions apiece); the rest are any object
+    an attribute lookup. Python code sees ordinary attributes; Log subclasses
+    this. The counters an append moves are int64 (Python sees ints): as
+    objects, each append would make a new int of each; the rest are any object
     (a test clock's floats included). ``_writing`` is False until the Log's
     first change (Log._begin_writing: its dir marked as being written, its
     last segment made active); until then every append takes the Python path,
@@ -262,7 +261,7 @@ cdef int _remember_batches(object entry, PreparedAppend p) except -1:
 
 cdef inline bint _origin_is(str origin, str name):
     """origin == name, by identity first: callers pass the (interned) literals.
-    Cython's str == str is a full PyUnicode_Compare (~90 instructions)."""
+    Cython's str == str is a full PyUnicode_Compare."""
     return origin is name or (origin is not None and len(origin) == len(name) and origin == name)
 
 
@@ -448,8 +447,8 @@ def log_append(LogState log, batches, *, str origin="client", verification_guard
     # append under the Log's lock, by _append_fast or else Log._append_locked; then the
     # listeners; then a flush.ms flush outside the lock, where other appends
     # proceed during the fsync and one fsync covers every append before it.
-    # In C: the Python frame of these few steps cost ~2.8k instructions an
-    # append, a quarter of a 1-record one (callgrind: 11.7k -> 8.9k).
+    # In C: a Python frame for these few steps would be a large share of a
+    # small append.
     cdef LogLock lock = log._lock
     converted = _convert_unlocked(log, batches, origin)
     if converted is not None:

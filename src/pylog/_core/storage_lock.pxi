@@ -15,7 +15,7 @@ cdef class LogLock:
     (``acquire(blocking, timeout)``, ``release``, the context manager), and
     ``take``/``give`` for log_append, which takes it without a Python method
     call. RLock's acquire parses its arguments and reads the clock on every
-    call (~450 instructions an append, callgrind); an uncontended take here
+    call; an uncontended take here
     is a compare-and-swap (fastlock.h, one futex word) and a thread-id read.
 
     Invariant: ``_owner`` and ``_count`` change only with the word held and the

@@ -54,8 +54,7 @@ cdef inline bint _left_as_is(const pylog_batch_header *h, int target_codec, bint
 
 cdef bint _all_left_as_is(object data, int target_codec, bint require_keys, bint validate):
     """True when `data` is bytes whose every batch _left_as_is (by its header):
-    convert_client_batches returns it without acquiring a buffer (~250
-    instructions of an append's ~3k). Other buffer types, magic 0/1 and
+    convert_client_batches returns it without acquiring a buffer. Other buffer types, magic 0/1 and
     framing that prepare_append will name take the full pass."""
     if type(data) is not bytes:
         return False

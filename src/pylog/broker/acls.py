@@ -9,7 +9,7 @@ store's (pylog.storage.acls: persisted in every log dir before the answer).
 from __future__ import annotations
 
 from pylog.common.acl import CLUSTER_NAME, AclBinding, AclFilter, Operation
-from pylog.errors import PylogError
+from pylog.errors import ErrorCode, PylogError
 from pylog.protocol import messages as m
 
 from .authorizer import CLUSTER, allowed
@@ -17,16 +17,14 @@ from .errors import NONE, error_code
 
 __all__ = ["create_acls", "describe_acls", "delete_acls"]
 
-SECURITY_DISABLED = 54
-CLUSTER_AUTHORIZATION_FAILED = 31
-_NO_AUTHORIZER = (SECURITY_DISABLED, "No Authorizer is configured.")
+_NO_AUTHORIZER = (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
 
 
 def _refusal(broker, conn, operation: int) -> tuple[int, str] | None:
     if broker.authorizer is None:
         return _NO_AUTHORIZER
     if not allowed(broker, conn, operation, CLUSTER, CLUSTER_NAME):
-        return CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
     return None
 
 

@@ -13,14 +13,15 @@ answer is bounded by the request's distinct names, not their repetitions.
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 from pylog.errors import (
     InvalidTopicError,
     PolicyViolationError,
     UnknownTopicOrPartitionError,
 )
+from pylog.errors import ErrorCode
 from pylog.protocol import SUPPORTED
+from pylog.protocol.api import FINALIZED_FEATURES, FINALIZED_FEATURES_EPOCH, SUPPORTED_FEATURES
 from pylog.protocol import messages as m
 from pylog.storage import validate_topic_name
 
@@ -28,7 +29,7 @@ from pylog.common.acl import CLUSTER_NAME, Operation
 
 from .authorizer import CLUSTER, TOPIC, allowed, authorized_operations
 from .configs import text as _text
-from .errors import NONE, RequestError, codes, error_code
+from .errors import NONE, RequestError, error_code
 
 __all__ = ["api_versions", "metadata", "describe_cluster", "create_topics", "delete_topics",
            "create_partitions", "topic_id_bytes"]
@@ -39,15 +40,26 @@ def topic_id_bytes(topic_id: str) -> bytes:
     return base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
 
 
-def api_versions_response(error: int = NONE) -> m.ApiVersionsResponse:
+def api_versions_response(error: int = NONE, version: int = 4) -> m.ApiVersionsResponse:
+    """The APIs and (v3+, tagged fields older versions leave out) the features. Below
+    v4 a supported feature whose minimum is 0 is left out, as Kafka's broker does
+    (KIP-1022: older clients refuse a 0 minimum; measured, Kafka 4.1: transaction.version
+    0-2 listed at v4, not at v3)."""
     return m.ApiVersionsResponse(
         error_code=error, throttle_time_ms=0,
         api_keys=[m.ApiVersionsResponseApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, (lo, hi) in sorted(SUPPORTED.items())])
+                  for k, (lo, hi) in sorted(SUPPORTED.items())],
+        supported_features=[m.ApiVersionsResponseSupportedFeatureKey(
+            name=name, min_version=lo, max_version=hi)
+            for name, (lo, hi) in SUPPORTED_FEATURES.items() if lo > 0 or version >= 4],
+        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features=[m.ApiVersionsResponseFinalizedFeatureKey(
+            name=name, min_version_level=level, max_version_level=level)
+            for name, level in FINALIZED_FEATURES.items()])
 
 
 def api_versions(broker, conn, header, req):
-    return api_versions_response()
+    return api_versions_response(NONE, header.api_version)
 
 
 def _partitions(broker, description) -> list:
@@ -56,7 +68,7 @@ def _partitions(broker, description) -> list:
     for p in description.partitions:
         online = p.online
         out.append(m.MetadataResponseMetadataResponsePartition(
-            error_code=NONE if online else codes.LEADER_NOT_AVAILABLE, partition_index=p.partition,
+            error_code=NONE if online else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=p.partition,
             leader_id=node if online else -1, leader_epoch=p.leader_epoch, replica_nodes=[node],
             isr_nodes=[node] if online else [], offline_replicas=[] if online else [node]))
     return out
@@ -91,20 +103,20 @@ def metadata(broker, conn, header, req):
             if name is None:
                 raise InvalidTopicError("topics are named (topic ids are not served)")
             if not allowed(broker, conn, Operation.DESCRIBE, TOPIC, name):
-                raise RequestError(codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+                raise RequestError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
             try:
                 description = store.describe_topic(name)
             except UnknownTopicOrPartitionError:
                 if not (allow_create and store.config["auto.create.topics.enable"]):
                     raise
                 if not _may_create_topic(broker, conn, name):
-                    raise RequestError(codes.TOPIC_AUTHORIZATION_FAILED,
+                    raise RequestError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                        "Topic authorization failed.") from None
                 validate_topic_name(name)
                 if creations <= 0:
                     # Retriable, as while Kafka creates a topic: the client asks again.
-                    raise RequestError(codes.LEADER_NOT_AVAILABLE, "auto-creations per request "
-                                       "used up (pylog.max.auto.create.topics.per.request)")
+                    raise RequestError(ErrorCode.LEADER_NOT_AVAILABLE, "auto-creations per request "
+                                       "used up (pylog.max.auto.create.topics.per.request)") from None
                 creations -= 1
                 description = store.auto_create_topic(name)
             entry.topic_id = topic_id_bytes(description.topic_id)
@@ -158,7 +170,7 @@ def create_topics(broker, conn, header, req):
         res = m.CreateTopicsResponseCreatableTopicResult(name=t.name, num_partitions=-1,
                                                          replication_factor=-1)
         if not _may_create_topic(broker, conn, t.name):
-            res.error_code, res.error_message = codes.TOPIC_AUTHORIZATION_FAILED, \
+            res.error_code, res.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, \
                 "Authorization failed."
             results.append(res)
             continue
@@ -166,7 +178,7 @@ def create_topics(broker, conn, header, req):
             count = None if t.num_partitions == -1 else t.num_partitions
             if t.assignments:
                 if any(set(a.broker_ids) != {broker.node_id} for a in t.assignments):
-                    raise RequestError(codes.INVALID_REPLICA_ASSIGNMENT,
+                    raise RequestError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                        f"replica assignment must name only this broker "
                                        f"({broker.node_id})")
                 count = len(t.assignments)
@@ -186,7 +198,7 @@ def create_topics(broker, conn, header, req):
                         config_source=_source(k, d.overrides), is_sensitive=False)
                         for k, v in sorted(d.config.items())]
                 else:                            # Kafka withholds them, saying why
-                    res.topic_config_error_code = codes.TOPIC_AUTHORIZATION_FAILED
+                    res.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except Exception as exc:                # noqa: BLE001
             res.error_code, res.error_message = error_code(exc)
         results.append(res)
@@ -208,7 +220,7 @@ def delete_topics(broker, conn, header, req):
                 name = _name_for_id(store, topic_id)
                 res.name = name
             if not allowed(broker, conn, Operation.DELETE, TOPIC, name):
-                raise RequestError(codes.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+                raise RequestError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             res.topic_id = topic_id_bytes(store.describe_topic(name).topic_id)
             store.delete_topic(name)
         except Exception as exc:                # noqa: BLE001
@@ -221,7 +233,7 @@ def _name_for_id(store, topic_id: bytes) -> str:
     for name in store.list_topics(include_internal=True):
         if topic_id_bytes(store.describe_topic(name).topic_id) == topic_id:
             return name
-    raise RequestError(codes.UNKNOWN_TOPIC_ID, "no topic has that topic id")
+    raise RequestError(ErrorCode.UNKNOWN_TOPIC_ID, "no topic has that topic id")
 
 
 def create_partitions(broker, conn, header, req):
@@ -243,7 +255,7 @@ def create_partitions(broker, conn, header, req):
         res = m.CreatePartitionsResponseCreatePartitionsTopicResult(name=t.name)
         try:
             if not allowed(broker, conn, Operation.ALTER, TOPIC, t.name):
-                raise RequestError(codes.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+                raise RequestError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             broker.store.create_partitions(t.name, t.count, validate_only=req.validate_only)
         except Exception as exc:                # noqa: BLE001
             res.error_code, res.error_message = error_code(exc)

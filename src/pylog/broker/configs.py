@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog.common.config import ConfigDef, unknown_key
-from pylog.errors import ConfigError
+from pylog.errors import ConfigError, ErrorCode
 from pylog.protocol import messages as m
 from pylog.storage import (
     BROKER_CONFIGS,
@@ -38,7 +38,7 @@ from .config import SERVER_CONFIGS
 from pylog.common.acl import CLUSTER_NAME, Operation
 
 from . import authorizer
-from .errors import RequestError, codes, error_code
+from .errors import RequestError, error_code
 
 __all__ = ["describe_configs", "alter_configs", "incremental_alter_configs", "text"]
 
@@ -174,11 +174,11 @@ def _node_level(broker, name: str, describing: bool = False) -> str:
     try:
         node = int(name)
     except ValueError:
-        raise RequestError(codes.INVALID_REQUEST,
+        raise RequestError(ErrorCode.INVALID_REQUEST,
                            f"Broker id must be an integer, but it is: {name}") from None
     if node != broker.node_id:
         expected = f"{broker.node_id} or empty string" if describing else str(broker.node_id)
-        raise RequestError(codes.INVALID_REQUEST,
+        raise RequestError(ErrorCode.INVALID_REQUEST,
                            f"Unexpected broker id, expected {expected}, but received {name}")
     return PER_BROKER
 
@@ -216,13 +216,13 @@ def _authorize(broker, conn, operation: int, res) -> None:
     a broker, the cluster (CLUSTER_AUTHORIZATION_FAILED), as Kafka's ConfigHelper."""
     if res.resource_type == TOPIC:
         if not authorizer.allowed(broker, conn, operation, authorizer.TOPIC, res.resource_name):
-            raise RequestError(codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+            raise RequestError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
     elif not authorizer.allowed(broker, conn, operation, authorizer.CLUSTER, CLUSTER_NAME):
-        raise RequestError(codes.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        raise RequestError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
 
 def _unsupported_resource(resource_type: int) -> RequestError:
-    return RequestError(codes.INVALID_REQUEST,
+    return RequestError(ErrorCode.INVALID_REQUEST,
                         f"config resource type {resource_type} is not supported: pylog has "
                         f"topic (2) and broker (4) configs")
 
@@ -240,7 +240,7 @@ def _check_request(resources, null_ok) -> dict[int, RequestError]:
         key = (res.resource_type, res.resource_name)
         if key in seen:
             for j in (seen[key], i):
-                refused[j] = RequestError(codes.INVALID_REQUEST,
+                refused[j] = RequestError(ErrorCode.INVALID_REQUEST,
                                           "Each resource must appear at most once.")
         seen.setdefault(key, i)
     for i, res in enumerate(resources):
@@ -248,11 +248,11 @@ def _check_request(resources, null_ok) -> dict[int, RequestError]:
             continue
         names = [c.name for c in res.configs]
         if len(set(names)) != len(names):
-            refused[i] = RequestError(codes.INVALID_REQUEST, "Error due to duplicate config keys")
+            refused[i] = RequestError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             continue
         nulls = [c.name for c in res.configs if c.value is None and not null_ok(c)]
         if nulls:
-            refused[i] = RequestError(codes.INVALID_REQUEST,
+            refused[i] = RequestError(ErrorCode.INVALID_REQUEST,
                                       f"Null value not supported for : {', '.join(nulls)}")
     return refused
 
@@ -265,13 +265,13 @@ def _check_broker_keys(broker, keys) -> None:
     if unknown:
         every = known | set(BROKER_CONFIGS) | {
             s for d in TOPIC_CONFIGS.values() for s in d.broker_synonyms}
-        raise RequestError(codes.INVALID_CONFIG, str(unknown_key(unknown[0], sorted(every),
+        raise RequestError(ErrorCode.INVALID_CONFIG, str(unknown_key(unknown[0], sorted(every),
                                                                  "broker")))
     read_only = sorted(k for k in keys if k not in dynamic)
     if read_only:
         hints = [f"{k}: set {_first_synonym(k)} instead"
                  for k in read_only if _first_synonym(k) != k]
-        raise RequestError(codes.INVALID_REQUEST,
+        raise RequestError(ErrorCode.INVALID_REQUEST,
                            f"Cannot update these configs dynamically: {', '.join(read_only)} "
                            f"(read-only: set them in server.properties and restart"
                            + "".join(f"; {h}" for h in hints) + ")")
@@ -302,7 +302,7 @@ def _alter(broker, res, compute, validate_only: bool) -> None:
             store.alter_broker_configs(level, new, validate_only=validate_only)
         except ConfigError as exc:
             # Kafka answers a broker config that fails validation with INVALID_REQUEST.
-            raise RequestError(codes.INVALID_REQUEST, str(exc)) from None
+            raise RequestError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     else:
         raise _unsupported_resource(res.resource_type)
 
@@ -345,7 +345,7 @@ def _apply_ops(current: dict, ops, definition_of) -> dict:
                 if op.config_operation == APPEND else [x for x in items if x not in change]
             new[op.name] = ",".join(items)
         else:
-            raise RequestError(codes.INVALID_REQUEST,
+            raise RequestError(ErrorCode.INVALID_REQUEST,
                                f"Unknown operations type {op.config_operation}")
     return new
 

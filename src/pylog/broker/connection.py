@@ -5,7 +5,7 @@ leave in request order, a client may pipeline, and a slow reader stalls only its
 coroutine (``drain`` waits for the socket: back-pressure, no response queue grows).
 Handlers that may block on the disk (an fsync for acks=all, file creation, an offset
 commit) run in a thread pool; the rest run on the loop, waiting ones as coroutines
-(docs/ARCHITECTURE.md, "The broker", says why and what was measured).
+(docs/ARCHITECTURE.md, "The broker", says why).
 
 Defences, as Kafka's SocketServer:
 - a size prefix above ``socket.request.max.bytes`` (or below a header's size) closes the
@@ -39,8 +39,8 @@ sendfile(2) straight from the page cache once the transport's buffer has drained
 (zero-copy fetch). Bytes wait in the connection until the coroutine suspends (a
 callback queued on the loop writes them): the responses to requests a client
 pipelined, which are answered without suspending, leave in one send(2) instead of
-one each (bench/RESULTS.md, "Broker": the send per response was 18% of the loop's
-time at 10 k produce requests/s).
+one each (a send per response was a large share of the loop's time under pipelined
+produce requests).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ import struct
 import threading
 import time
 
+from pylog.errors import ErrorCode
 from pylog.protocol import MalformedMessageError, decode_request, frame_response
 from pylog.protocol.api import API_NAMES, API_VERSIONS_KEY, unsupported_version_response
 from pylog.protocol.codec import TooManyElementsError
@@ -65,11 +66,10 @@ log = logging.getLogger(__name__)
 
 _i32 = struct.Struct(">i")
 _head = struct.Struct(">hh")            # a request's api key and version
-_UNSUPPORTED_VERSION = 35
 
 #: A request within this many array elements is decoded, handled and encoded on the
-#: event loop (~5-20 us an element: a few ms at most); a bigger one in the CPU pool
-#: (a thread hop, ~0.1 ms, that requests this big can afford).
+#: event loop (a few ms at most); a bigger one in the CPU pool (a thread hop, which
+#: requests this big can afford).
 LOOP_ELEMENTS = 256
 #: A file region that cannot be sendfile(2)'d goes through the transport in reads of this size.
 COPY_CHUNK = 1 << 20
@@ -80,10 +80,10 @@ class _CollectorPause:
 
     A heavy request allocates tens of thousands of objects (its body, its answer) that
     live until it is answered; a collection meanwhile (their allocation triggers one)
-    walks them all while holding the GIL, which no switch interval interrupts:
-    measured, a full collection of 205-210 ms in the CPU pool thread, the event loop
-    stalled as long. They hold no reference cycles: reference counting frees them when
-    the request is answered, and the collector resumes then. A request that waits (a
+    walks them all while holding the GIL, which no switch interval interrupts: the
+    event loop stalls for the whole collection. They hold no reference cycles:
+    reference counting frees them when the request is answered, and the collector
+    resumes then. A request that waits (a
     parked Fetch, a JoinGroup) resumes it before waiting. Process-wide (the collector
     is), counted across connections and brokers; heavy requests back to back for more
     than MAX_PAUSE_S let it run again until none is in flight; a collector the process
@@ -312,7 +312,7 @@ class Connection:
             if header.api_key == API_VERSIONS_KEY:
                 # KIP-511: an ApiVersions version we do not know gets a v0 answer with the
                 # error and our ranges; the client retries with a version we speak.
-                response = self.broker.api_versions_response(_UNSUPPORTED_VERSION)
+                response = self.broker.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
                 await self._send(frame_response(header, response, version=0))
                 return True
             try:

@@ -13,24 +13,44 @@ import asyncio
 
 from pylog.common.acl import CLUSTER_NAME, Operation
 from pylog.coordinator.transactions import authorize_transactional_id
-from pylog.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from pylog.errors import (
+    ConcurrentTransactionsError,
+    ErrorCode,
+    KafkaError,
+    OffsetOutOfRangeError,
+    ProducerFencedError,
+    UnknownTopicOrPartitionError,
+)
 from pylog.protocol import messages as m
+from pylog.record import batch_layout as at
+from pylog.compression import ZSTD
 from pylog.storage import INTERNAL_TOPICS
 
 from . import fetch_sessions, transactions
 from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed
-from .errors import NONE, RequestError, codes, error_code
+from .errors import NONE, RequestError, error_code
+from .leader_epochs import check_current_leader_epoch
 
 __all__ = ["produce", "produce_may_block", "fetch", "FetchPlan", "list_offsets",
            "init_producer_id", "delete_records"]
 
-_ZSTD = 4
 #: A Produce request whose records take more bytes than this runs in the I/O pool:
-#: its append copies and walks them all on the thread that runs it (~0.1 ms at 256 KiB).
+#: its append copies and walks them all on the thread that runs it.
 LOOP_PRODUCE_MAX_BYTES = 256 * 1024
 #: An incremental fetch whose session holds more partitions than this is read in the
 #: CPU pool, as a request of that many elements is (connection.LOOP_ELEMENTS).
 LOOP_FETCH_PARTITIONS = 256
+#: The smallest batch length field: a header with no records.
+_MIN_LENGTH = at.RECORD_BATCH_OVERHEAD - at.LOG_OVERHEAD
+
+
+def _int(records, pos: int, size: int) -> int:
+    return int.from_bytes(records[pos:pos + size], "big", signed=True)
+
+
+def _length(records, pos: int) -> int:
+    """The length field of the batch at `pos` (the bytes after it)."""
+    return _int(records, pos + at.LENGTH_OFFSET, 4)
 
 
 def produce_may_block(req) -> bool:
@@ -50,13 +70,14 @@ def produce_may_block(req) -> bool:
             n = len(records)
             total += n
             pos = 0
-            while pos + 61 <= n:                # every batch's magic and codec bits
-                if records[pos + 16] != 2 or records[pos + 22] & 0x07:
+            while pos + at.RECORD_BATCH_OVERHEAD <= n:   # every batch's magic and codec bits
+                if records[pos + at.MAGIC_OFFSET] != 2 \
+                        or records[pos + at.ATTRIBUTES_LOW_BYTE] & at.ATTR_COMPRESSION_MASK:
                     return True
-                length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
-                if length < 49:
+                length = _length(records, pos)
+                if length < _MIN_LENGTH:
                     break                       # malformed: refused at once, on the loop
-                pos += 12 + length
+                pos += at.LOG_OVERHEAD + length
     return total > LOOP_PRODUCE_MAX_BYTES
 
 READ_COMMITTED = 1          # Fetch and ListOffsets isolation_level (Kafka's IsolationLevel)
@@ -66,18 +87,19 @@ def _check_records(records, version: int) -> tuple[int, str] | None:
     """Kafka's ProduceRequest.validateRecords (v3+): exactly one v2 batch; zstd needs v7.
     (v0-2 carry magic 0/1 message sets: Log.append validates and up-converts them.)"""
     if records is None or len(records) == 0:
-        return codes.CORRUPT_MESSAGE, "no records"
+        return ErrorCode.CORRUPT_MESSAGE, "no records"
     if version < 3:
         return None
-    if len(records) < 61:
-        return codes.CORRUPT_MESSAGE, "a record batch shorter than a v2 batch header (61 bytes)"
-    if records[16] != 2:
-        return codes.INVALID_RECORD, f"record batch magic {records[16]}: produce v3+ carries magic 2 only"
-    length = int.from_bytes(records[8:12], "big", signed=True)
-    if 12 + length < len(records):
-        return codes.INVALID_RECORD, "more than one record batch for a partition"
-    if records[22] & 0x07 == _ZSTD and version < 7:
-        return codes.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce version 7 or later"
+    if len(records) < at.RECORD_BATCH_OVERHEAD:
+        return (ErrorCode.CORRUPT_MESSAGE,
+                f"a record batch shorter than a v2 batch header ({at.RECORD_BATCH_OVERHEAD} bytes)")
+    if records[at.MAGIC_OFFSET] != 2:
+        return (ErrorCode.INVALID_RECORD,
+                f"record batch magic {records[at.MAGIC_OFFSET]}: produce v3+ carries magic 2 only")
+    if at.LOG_OVERHEAD + _length(records, 0) < len(records):
+        return ErrorCode.INVALID_RECORD, "more than one record batch for a partition"
+    if records[at.ATTRIBUTES_LOW_BYTE] & at.ATTR_COMPRESSION_MASK == ZSTD and version < 7:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce version 7 or later"
     return None
 
 
@@ -85,14 +107,14 @@ def _check_transactional(records) -> tuple[int, str] | None:
     """Kafka's handleProduceRequest: transactional batches need the producer's
     transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one). A header walk."""
     pos, size = 0, len(records)
-    while pos + 61 <= size and records[pos + 16] == 2:
-        if records[pos + 22] & 0x10:
-            return (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    while pos + at.RECORD_BATCH_OVERHEAD <= size and records[pos + at.MAGIC_OFFSET] == 2:
+        if records[pos + at.ATTRIBUTES_LOW_BYTE] & at.ATTR_TRANSACTIONAL:
+            return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     "a transactional record batch needs the producer's transactional id")
-        length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
-        if length < 49:
+        length = _length(records, pos)
+        if length < _MIN_LENGTH:
             break
-        pos += 12 + length
+        pos += at.LOG_OVERHEAD + length
     return None
 
 
@@ -101,40 +123,59 @@ def _check_producer_ids(store, records) -> tuple[int, str] | None:
     names an id of its own would share it with the client the id is (or was) handed to.
     A header walk (one batch for produce v3+); lengths are checked again by Log.append."""
     pos, size = 0, len(records)
-    while pos + 61 <= size and records[pos + 16] == 2:      # magic 0/1 carry no producer id
-        pid = int.from_bytes(records[pos + 43:pos + 51], "big", signed=True)
+    # magic 0/1 carry no producer id
+    while pos + at.RECORD_BATCH_OVERHEAD <= size and records[pos + at.MAGIC_OFFSET] == 2:
+        pid = _int(records, pos + at.PRODUCER_ID_OFFSET, 8)
         if pid >= 0 and not store.producer_id_handed_out(pid):
-            return (codes.INVALID_PRODUCER_ID_MAPPING,
+            return (ErrorCode.INVALID_PRODUCER_ID_MAPPING,
                     f"producer id {pid} was never handed out by this broker: an idempotent "
                     f"producer takes its id from InitProducerId")
-        length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
-        if length < 49:
+        length = _length(records, pos)
+        if length < _MIN_LENGTH:
             break
-        pos += 12 + length
+        pos += at.LOG_OVERHEAD + length
     return None
 
 
 #: What a partition of a topic the principal may not use gets (Kafka's message).
-TOPIC_DENIED = (codes.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
-_TXN_DENIED = (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
+TOPIC_DENIED = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+_TXN_DENIED = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
+
+
+#: The first Produce version of transactions v2 (KIP-890 part 2): the partition joins
+#: the transaction with its first batch, the producer sends no AddPartitionsToTxn.
+PRODUCE_ADDS_PARTITIONS = 12
 
 
 def _verify_transactional(broker, conn, transactional_id: str, log, topic: str, partition: int,
-                          records):
+                          records, version: int):
     """KIP-890 part 1, on one node: the guard a transactional batch needs to open its
     producer's transaction in this partition, given once the coordinator says the
-    partition is in that transaction (None: one is open here, later batches need none).
-    Raises the coordinator's error (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, ...)."""
+    partition is in that transaction, or (part 2, Produce v12+) once the coordinator
+    added it (None: one is open here, later batches need none). Raises the
+    coordinator's error as Kafka's produce path answers it: a fenced epoch is
+    INVALID_PRODUCER_EPOCH, a transaction completing NOT_ENOUGH_REPLICAS (retriable)."""
     if not authorize_transactional_id(getattr(conn, "principal", None), transactional_id, "WRITE"):
-        raise RequestError(codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        raise RequestError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                            f"not authorized for transactional id {transactional_id!r}")
-    if len(records) < 61 or records[16] != 2 or not records[22] & 0x10:
+    if len(records) < at.RECORD_BATCH_OVERHEAD or records[at.MAGIC_OFFSET] != 2 \
+            or not records[at.ATTRIBUTES_LOW_BYTE] & at.ATTR_TRANSACTIONAL:
         return None                 # not transactional: the log's producer state judges it
-    pid = int.from_bytes(records[43:51], "big", signed=True)
-    epoch = int.from_bytes(records[51:53], "big", signed=True)
+    pid = _int(records, at.PRODUCER_ID_OFFSET, 8)
+    epoch = _int(records, at.PRODUCER_EPOCH_OFFSET, 2)
     guard = log.maybe_start_transaction_verification(pid)
-    if guard is not None:
-        broker.store.transactions.verify_partition(transactional_id, pid, epoch, topic, partition)
+    if guard is None:
+        return None
+    coordinator = broker.store.transactions
+    try:
+        if version >= PRODUCE_ADDS_PARTITIONS:
+            coordinator.add_partitions(transactional_id, pid, epoch, [(topic, partition)], tv2=True)
+        else:
+            coordinator.verify_partition(transactional_id, pid, epoch, topic, partition)
+    except ProducerFencedError as exc:
+        raise RequestError(ErrorCode.INVALID_PRODUCER_EPOCH, str(exc)) from None
+    except ConcurrentTransactionsError as exc:
+        raise RequestError(ErrorCode.NOT_ENOUGH_REPLICAS, str(exc)) from None
     return guard
 
 
@@ -160,9 +201,9 @@ def produce(broker, conn, header, req):
             if denied:
                 problem = _TXN_DENIED if txn_denied else TOPIC_DENIED
             elif acks not in (-1, 0, 1):
-                problem = codes.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
+                problem = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
             elif topic.name in INTERNAL_TOPICS:
-                problem = codes.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
+                problem = ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
             else:
                 problem = _check_records(p.records, v) or \
                     (None if req.transactional_id is not None else _check_transactional(p.records)) \
@@ -173,7 +214,7 @@ def produce(broker, conn, header, req):
                     guard = None
                     if req.transactional_id is not None:
                         guard = _verify_transactional(broker, conn, req.transactional_id, log,
-                                                      topic.name, p.index, p.records)
+                                                      topic.name, p.index, p.records, v)
                     info = log.append(p.records, verification_guard=guard)
                     resp.base_offset = info.first_offset
                     resp.log_append_time_ms = info.log_append_time
@@ -218,7 +259,7 @@ class FetchPlan:
             # UNKNOWN_TOPIC_ID before any authorization, as Kafka answers it.)
             exists = broker.store.partition_count(topic.topic) is not None
             if not exists and version >= 13:
-                missing = RequestError(codes.UNKNOWN_TOPIC_ID, "no topic has that topic id")
+                missing = RequestError(ErrorCode.UNKNOWN_TOPIC_ID, "no topic has that topic id")
             elif conn is not None and not allowed(broker, conn, Operation.READ, TOPIC, topic.topic):
                 missing = RequestError(*TOPIC_DENIED)
             elif exists:
@@ -258,6 +299,8 @@ class FetchPlan:
                 try:
                     if isinstance(log, Exception):
                         raise log
+                    if self.version >= 9:       # the consumer's view of the leader (KIP-320)
+                        check_current_leader_epoch(log, p.current_leader_epoch)
                     hw = log.high_watermark
                     lso = log.last_stable_offset
                     resp.high_watermark, resp.last_stable_offset = hw, lso
@@ -376,12 +419,14 @@ def list_offsets(broker, conn, header, req):
             resp = m.ListOffsetsResponseListOffsetsPartitionResponse(
                 partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
             if denied or v < _LIST_OFFSETS_SPEC_VERSION.get(p.timestamp, 0):
-                resp.error_code = (codes.TOPIC_AUTHORIZATION_FAILED if denied
-                                   else codes.UNSUPPORTED_VERSION)
+                resp.error_code = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if denied
+                                   else ErrorCode.UNSUPPORTED_VERSION)
                 parts.append(resp)
                 continue
             try:
                 log = broker.store.log(topic.name, p.partition_index)
+                if v >= 4:                      # the client's view of the leader (KIP-320)
+                    check_current_leader_epoch(log, p.current_leader_epoch)
                 # Kafka's fetchOffsetForTimestamp: what the isolation level may read is the
                 # bound (the latest offset, and a timestamp's answer must lie below it).
                 bound = log.last_stable_offset if v >= 2 and req.isolation_level == \
@@ -415,17 +460,17 @@ def init_producer_id(broker, conn, header, req):
     on the cluster or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED), as Kafka."""
     if req.transactional_id is not None and not allowed(
             broker, conn, Operation.WRITE, TRANSACTIONAL_ID, req.transactional_id):
-        return m.InitProducerIdResponse(error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        return m.InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                         producer_id=-1, producer_epoch=-1)
     if req.transactional_id is None and broker.authorizer is not None and not (
             allowed(broker, conn, Operation.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
             or broker.authorizer.authorize_any(conn.principal, conn.host, Operation.WRITE, TOPIC)):
-        return m.InitProducerIdResponse(error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+        return m.InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                         producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
         return transactions.init_producer_id(broker, conn, header, req)
     if (req.producer_id == -1) != (req.producer_epoch == -1):
-        return m.InitProducerIdResponse(error_code=codes.INVALID_REQUEST, producer_id=-1,
+        return m.InitProducerIdResponse(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1,
                                         producer_epoch=-1)
     try:
         pid, epoch = broker.store.init_producer_id()
@@ -444,7 +489,7 @@ def delete_records(broker, conn, header, req):
             resp = m.DeleteRecordsResponseDeleteRecordsPartitionResult(
                 partition_index=p.partition_index, low_watermark=-1)
             if denied:
-                resp.error_code = codes.TOPIC_AUTHORIZATION_FAILED
+                resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 parts.append(resp)
                 continue
             try:

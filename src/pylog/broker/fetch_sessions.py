@@ -36,20 +36,15 @@ import itertools
 import random
 import time
 
+from pylog.errors import ErrorCode
 from pylog.protocol import messages as m
 from pylog.protocol.codec import ZERO_UUID
 
-__all__ = ["FetchSessionCache", "FetchContext", "begin", "INVALID_SESSION_ID",
-           "FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH",
-           "FETCH_SESSION_TOPIC_ID_ERROR"]
+__all__ = ["FetchSessionCache", "FetchContext", "begin", "INVALID_SESSION_ID"]
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
-#: Kafka's error codes (Errors.java).
-FETCH_SESSION_ID_NOT_FOUND = 70
-INVALID_FETCH_SESSION_EPOCH = 71
-FETCH_SESSION_TOPIC_ID_ERROR = 106
 #: Kafka's KafkaBroker.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS: a session younger than
 #: this (since its last use) is never evicted for a bigger one, nor as stale.
 EVICTION_MS = 120_000
@@ -255,11 +250,11 @@ def begin(broker, version: int, req) -> FetchContext:
         return FetchContext(cache, opening=opening, uses_ids=uses_ids)
     session = cache.get(sid)
     if session is None:
-        return _error(FETCH_SESSION_ID_NOT_FOUND)
+        return _error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     if session.epoch != epoch:
-        return _error(INVALID_FETCH_SESSION_EPOCH)
+        return _error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
     if session.uses_ids != uses_ids:
-        return _error(FETCH_SESSION_TOPIC_ID_ERROR)
+        return _error(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
     session.epoch = 1 if epoch >= 2**31 - 1 else epoch + 1
     session.used_ms = int(time.monotonic() * 1000)
     for t in req.topics:

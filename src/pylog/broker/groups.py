@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from pylog.coordinator import OffsetAndMetadata
 from pylog.coordinator.classic_group import JoinResult, SyncResult
-from pylog.coordinator.classic_group import errors as group_errors
+from pylog.errors import ErrorCode
 from pylog.protocol import messages as m
 
 from pylog.common.acl import CLUSTER_NAME, Operation
 
 from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed, authorized_operations
 from .authorizer import GROUP as GROUP_RESOURCE
-from .errors import NONE, codes, error_code
+from .errors import NONE, error_code
 
 __all__ = ["find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
            "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups"]
@@ -42,18 +42,18 @@ def find_coordinator(broker, conn, header, req):
     def answer(key: str):
         if req.key_type == TRANSACTION:
             if not allowed(broker, conn, Operation.DESCRIBE, TRANSACTIONAL_ID, key):
-                return (codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                         "Transactional Id authorization failed.", -1, "", -1)
             if not key:
-                return codes.INVALID_REQUEST, "empty transactional id", -1, "", -1
+                return ErrorCode.INVALID_REQUEST, "empty transactional id", -1, "", -1
             return NONE, None, broker.node_id, host, port
         if req.key_type != GROUP:         # Kafka: share groups (2) and any later type
-            return (codes.INVALID_REQUEST, f"coordinator type {req.key_type} is not supported "
+            return (ErrorCode.INVALID_REQUEST, f"coordinator type {req.key_type} is not supported "
                     f"(pylog coordinates consumer groups, type 0, and transactions, type 1)", -1, "", -1)
         if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, key):
-            return codes.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", -1, "", -1
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", -1, "", -1
         if not key and v < 4:
-            return group_errors.INVALID_GROUP_ID, "empty group id", -1, "", -1
+            return ErrorCode.INVALID_GROUP_ID, "empty group id", -1, "", -1
         return NONE, None, broker.node_id, host, port
 
     if v >= 4:
@@ -81,19 +81,19 @@ async def join_group(broker, conn, header, req):
     response = m.JoinGroupResponse(throttle_time_ms=0, generation_id=-1, protocol_name=None if v >= 7 else "",
                                    leader="", member_id=req.member_id)
     if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
-        response.error_code = codes.GROUP_AUTHORIZATION_FAILED
+        response.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
         return response
     if not req.group_id:
-        response.error_code = group_errors.INVALID_GROUP_ID
+        response.error_code = ErrorCode.INVALID_GROUP_ID
         return response
     if not cfg["group.min.session.timeout.ms"] <= req.session_timeout_ms <= cfg["group.max.session.timeout.ms"]:
-        response.error_code = group_errors.INVALID_SESSION_TIMEOUT
+        response.error_code = ErrorCode.INVALID_SESSION_TIMEOUT
         return response
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
     # Kafka creates a group for a member with no id only; a member id names a group.
     group = _group(broker, req.group_id, create=not req.member_id)
     if group is None:
-        response.error_code = group_errors.UNKNOWN_MEMBER_ID
+        response.error_code = ErrorCode.UNKNOWN_MEMBER_ID
         return response
     # In-process pylog Consumers of this group join it too, as one member (bridge.py).
     broker.store.coordinator.bridge_if_shared(req.group_id)
@@ -120,11 +120,11 @@ async def sync_group(broker, conn, header, req):
     """SyncGroup, on the event loop: a follower's waits (as a future) for the leader's."""
     v = header.api_version
     if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
-        return m.SyncGroupResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
+        return m.SyncGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                    assignment=b"")
     group = _group(broker, req.group_id, create=False)
     if group is None:
-        return m.SyncGroupResponse(throttle_time_ms=0, error_code=group_errors.UNKNOWN_MEMBER_ID, assignment=b"")
+        return m.SyncGroupResponse(throttle_time_ms=0, error_code=ErrorCode.UNKNOWN_MEMBER_ID, assignment=b"")
     result = await broker.group_wait(lambda respond: group.sync(
         req.member_id, req.generation_id, {a.member_id: a.assignment for a in req.assignments}, respond,
         group_instance_id=req.group_instance_id if v >= 3 else None,
@@ -137,10 +137,10 @@ async def sync_group(broker, conn, header, req):
 
 def heartbeat(broker, conn, header, req):
     if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
-        return m.HeartbeatResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED)
+        return m.HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     group = _group(broker, req.group_id, create=False)
     instance_id = req.group_instance_id if header.api_version >= 3 else None
-    error = group_errors.UNKNOWN_MEMBER_ID if group is None else \
+    error = ErrorCode.UNKNOWN_MEMBER_ID if group is None else \
         group.heartbeat(req.member_id, req.generation_id, instance_id)
     return m.HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
@@ -148,13 +148,13 @@ def heartbeat(broker, conn, header, req):
 def leave_group(broker, conn, header, req):
     v = header.api_version
     if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
-        return m.LeaveGroupResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
+        return m.LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                     members=[])
     group = _group(broker, req.group_id, create=False)
     if v >= 3:
         wanted = [(mem.member_id, mem.group_instance_id) for mem in req.members]
         if group is None:
-            top, errors = NONE, [group_errors.UNKNOWN_MEMBER_ID] * len(wanted)
+            top, errors = NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(wanted)
         else:
             top, errors = group.leave_members(wanted)
         if top:
@@ -162,7 +162,7 @@ def leave_group(broker, conn, header, req):
         return m.LeaveGroupResponse(throttle_time_ms=0, error_code=NONE, members=[
             m.LeaveGroupResponseMemberResponse(member_id=mid, group_instance_id=iid, error_code=err)
             for (mid, iid), err in zip(wanted, errors)])
-    error = group_errors.UNKNOWN_MEMBER_ID if group is None else group.leave(req.member_id)
+    error = ErrorCode.UNKNOWN_MEMBER_ID if group is None else group.leave(req.member_id)
     return m.LeaveGroupResponse(throttle_time_ms=0, error_code=error)
 
 
@@ -173,16 +173,16 @@ def offset_commit(broker, conn, header, req):
     generation = req.generation_id_or_member_epoch
     instance_id = req.group_instance_id if v >= 7 else None
     if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
-        error = codes.GROUP_AUTHORIZATION_FAILED
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     elif group is not None:
         error = group.check_commit(req.member_id, generation, instance_id)
     elif coordinator.committed_offsets(req.group_id):
         # A group known by its committed offsets only: Kafka's Empty (simple) group.
-        error = NONE if generation < 0 else group_errors.UNKNOWN_MEMBER_ID
+        error = NONE if generation < 0 else ErrorCode.UNKNOWN_MEMBER_ID
     else:
         # No group at all: generation -1 creates a simple group; anything else is
         # ILLEGAL_GENERATION below v9 (Kafka's OffsetMetadataManager).
-        error = NONE if generation < 0 else group_errors.ILLEGAL_GENERATION
+        error = NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
     now = broker.store.clock()
     topics = []
     offsets = {}
@@ -204,11 +204,11 @@ def offset_commit(broker, conn, header, req):
                 readable[tp[0]] = allowed(broker, conn, Operation.READ, TOPIC, tp[0])
             count = broker.store.partition_count(tp[0])
             if not readable[tp[0]]:
-                resp.error_code = codes.TOPIC_AUTHORIZATION_FAILED
+                resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif count is None or not 0 <= tp[1] < count:
-                resp.error_code = codes.UNKNOWN_TOPIC_OR_PARTITION
+                resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(entry.metadata) > max_metadata:     # Kafka counts characters too
-                resp.error_code = codes.OFFSET_METADATA_TOO_LARGE
+                resp.error_code = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 known[tp] = entry
         try:
@@ -236,7 +236,7 @@ def _fetch_offsets(broker, conn, group_id: str, topics):
     out = []
     for name, partitions in topics:
         if not allowed(broker, conn, Operation.DESCRIBE, TOPIC, name):
-            out.append((name, [(p, -1, -1, "", codes.TOPIC_AUTHORIZATION_FAILED) for p in partitions]))
+            out.append((name, [(p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in partitions]))
             continue
         parts = []
         for p in partitions:
@@ -254,7 +254,7 @@ def offset_fetch(broker, conn, header, req):
         for g in req.groups:
             if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, g.group_id):
                 groups.append(m.OffsetFetchResponseOffsetFetchResponseGroup(
-                    group_id=g.group_id, topics=[], error_code=codes.GROUP_AUTHORIZATION_FAILED))
+                    group_id=g.group_id, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
                 continue
             wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
             topics = [m.OffsetFetchResponseOffsetFetchResponseTopics(name=name, partitions=[
@@ -267,12 +267,12 @@ def offset_fetch(broker, conn, header, req):
         return m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, req.group_id):
         # v2+ has a top-level error; before it, Kafka sets it on every partition named.
-        return m.OffsetFetchResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
+        return m.OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                      topics=[m.OffsetFetchResponseOffsetFetchResponseTopic(
                                          name=t.name, partitions=[
                                              m.OffsetFetchResponseOffsetFetchResponsePartition(
                                                  partition_index=p, committed_offset=-1,
-                                                 error_code=codes.GROUP_AUTHORIZATION_FAILED)
+                                                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
                                              for p in t.partition_indexes])
                                          for t in (req.topics or [])] if v < 2 else [])
     wanted = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
@@ -316,7 +316,7 @@ def describe_groups(broker, conn, header, req):
     for gid in req.groups:
         if not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, gid):
             out.append(m.DescribeGroupsResponseDescribedGroup(
-                error_code=codes.GROUP_AUTHORIZATION_FAILED, group_id=gid, group_state="",
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid, group_state="",
                 protocol_type="", protocol_data="", members=[]))
             continue
         group = known.get(gid)
@@ -348,11 +348,11 @@ def delete_groups(broker, conn, header, req):
     for gid in req.groups_names:
         group = known.get(gid, False)
         if not allowed(broker, conn, Operation.DELETE, GROUP_RESOURCE, gid):
-            err = codes.GROUP_AUTHORIZATION_FAILED
+            err = ErrorCode.GROUP_AUTHORIZATION_FAILED
         elif group is False:
-            err = group_errors.GROUP_ID_NOT_FOUND
+            err = ErrorCode.GROUP_ID_NOT_FOUND
         elif group is not None and group.describe()["state"] not in ("Empty", "Dead"):
-            err = group_errors.NON_EMPTY_GROUP
+            err = ErrorCode.NON_EMPTY_GROUP
         else:
             try:
                 broker.store.coordinator.delete_group(gid)
@@ -386,11 +386,11 @@ def offset_delete(broker, conn, header, req):
     group = _all_groups(broker).get(req.group_id, False)
     info = group.describe() if group else {"state": "Empty", "protocol_type": "consumer"}
     if group is False or info["state"] == "Dead":
-        return m.OffsetDeleteResponse(error_code=group_errors.GROUP_ID_NOT_FOUND, throttle_time_ms=0)
+        return m.OffsetDeleteResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND, throttle_time_ms=0)
     subscribed: set[str] | None = set()
     if info["state"] != "Empty":
         if info["protocol_type"] != "consumer":
-            return m.OffsetDeleteResponse(error_code=group_errors.NON_EMPTY_GROUP, throttle_time_ms=0)
+            return m.OffsetDeleteResponse(error_code=ErrorCode.NON_EMPTY_GROUP, throttle_time_ms=0)
         subscribed = _subscribed_topics(info)
     store = broker.store
     topics, deleting = [], []
@@ -399,9 +399,9 @@ def offset_delete(broker, conn, header, req):
         parts = []
         for p in t.partitions:
             if count is None or not 0 <= p.partition_index < count:
-                err = codes.UNKNOWN_TOPIC_OR_PARTITION
+                err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif subscribed is None or t.name in subscribed:
-                err = group_errors.GROUP_SUBSCRIBED_TO_TOPIC
+                err = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 err = NONE
                 deleting.append((t.name, p.partition_index))

@@ -11,9 +11,10 @@ UNKNOWN_LEADER_EPOCH.
 
 from __future__ import annotations
 
+from pylog.errors import ErrorCode
 from pylog.protocol import messages as m
 
-from .errors import RequestError, codes, error_code
+from .errors import RequestError, error_code
 
 __all__ = ["offset_for_leader_epoch", "check_current_leader_epoch"]
 
@@ -23,10 +24,10 @@ def check_current_leader_epoch(log, current: int) -> None:
     if current == -1 or current == log.leader_epoch:
         return
     if current < log.leader_epoch:
-        raise RequestError(codes.FENCED_LEADER_EPOCH,
+        raise RequestError(ErrorCode.FENCED_LEADER_EPOCH,
                            f"leader epoch {current} is older than the partition's "
                            f"{log.leader_epoch}")
-    raise RequestError(codes.UNKNOWN_LEADER_EPOCH,
+    raise RequestError(ErrorCode.UNKNOWN_LEADER_EPOCH,
                        f"leader epoch {current} is newer than the partition's {log.leader_epoch}")
 
 

@@ -30,11 +30,11 @@ import threading
 import time
 
 from pylog.common.acl import CLUSTER_NAME, Operation
-from pylog.errors import PylogError
+from pylog.errors import ErrorCode, PylogError
 from pylog.protocol import messages as m
 
 from .authorizer import CLUSTER, allowed
-from .errors import NONE, codes, error_code
+from .errors import NONE, error_code
 
 __all__ = ["QuotaManagers", "describe_client_quotas", "alter_client_quotas"]
 
@@ -208,7 +208,7 @@ class QuotaManagers:
 def describe_client_quotas(broker, conn, header, req):
     response = m.DescribeClientQuotasResponse(throttle_time_ms=0, error_code=NONE, entries=[])
     if not allowed(broker, conn, Operation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME):
-        response.error_code = codes.CLUSTER_AUTHORIZATION_FAILED
+        response.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         response.error_message = "Cluster authorization failed."
         response.entries = None
         return response
@@ -232,7 +232,7 @@ def alter_client_quotas(broker, conn, header, req):
                 for x in e.entity]
     if not allowed(broker, conn, Operation.ALTER_CONFIGS, CLUSTER, CLUSTER_NAME):
         return m.AlterClientQuotasResponse(throttle_time_ms=0, entries=[
-            m.AlterClientQuotasResponseEntryData(error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+            m.AlterClientQuotasResponseEntryData(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                                  error_message="Cluster authorization failed.",
                                                  entity=entity(e)) for e in req.entries])
     outcomes = broker.store.alter_client_quotas(

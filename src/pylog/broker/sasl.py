@@ -43,8 +43,8 @@ import struct
 from dataclasses import dataclass
 
 from pylog.common import jaas, scram
-from pylog.errors import ConfigError, SaslAuthenticationError
-from pylog.protocol import API_NAMES, MalformedMessageError, decode_request, frame_response
+from pylog.errors import ConfigError, ErrorCode, SaslAuthenticationError
+from pylog.protocol import API_NAMES, ApiKey, MalformedMessageError, decode_request, frame_response
 from pylog.protocol import messages as m
 
 from .config import Listener, ServerConfig
@@ -55,11 +55,6 @@ __all__ = ["SaslConfig", "Authenticator", "sasl_handshake", "sasl_authenticate",
 
 log = logging.getLogger(__name__)
 
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-UNSUPPORTED_VERSION = 35
-SASL_AUTHENTICATION_FAILED = 58
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 #: Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS.
 MIN_REAUTH_INTERVAL_S = 1.0
 #: A pre-authentication request holds a few strings: more elements than this is not one.
@@ -72,12 +67,12 @@ _api_key = struct.Struct(">h")
 # ================================================================ handlers (after auth)
 
 def sasl_handshake(broker, conn, header, req):
-    return m.SaslHandshakeResponse(error_code=ILLEGAL_SASL_STATE, mechanisms=[])
+    return m.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
 def sasl_authenticate(broker, conn, header, req):
     return m.SaslAuthenticateResponse(
-        error_code=ILLEGAL_SASL_STATE, auth_bytes=b"",
+        error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"",
         error_message="SaslAuthenticate request received after successful authentication")
 
 
@@ -217,7 +212,7 @@ class Authenticator:
         "expired" (close: the session outlived connections.max.reauth.ms)."""
         if self.expires_at is None:
             return "serve"
-        if len(frame) >= 2 and _api_key.unpack_from(frame)[0] == SASL_HANDSHAKE and (
+        if len(frame) >= 2 and _api_key.unpack_from(frame)[0] == ApiKey.SASL_HANDSHAKE and (
                 self._reauth_started is None or now - self._reauth_started >= MIN_REAUTH_INTERVAL_S):
             self._reauth_started = now
             self._previous = (self.mechanism, self.conn.principal)
@@ -240,13 +235,13 @@ class Authenticator:
                 raise _Close(f"a {len(frame)}-byte frame is not a request")
             api_key = _api_key.unpack_from(frame)[0]
             if self.state is State.AUTHENTICATE or self.state is State.REAUTH_BAD_MECHANISM:
-                if api_key != SASL_AUTHENTICATE:
+                if api_key != ApiKey.SASL_AUTHENTICATE:
                     raise _Close(f"Unexpected Kafka request of type {_name(api_key)} during SASL "
                                  f"authentication.")
                 return await self._authenticate(frame)
-            if api_key == API_VERSIONS and self.state is State.HANDSHAKE_OR_VERSIONS:
+            if api_key == ApiKey.API_VERSIONS and self.state is State.HANDSHAKE_OR_VERSIONS:
                 return await self._api_versions(frame)
-            if api_key == SASL_HANDSHAKE:
+            if api_key == ApiKey.SASL_HANDSHAKE:
                 return await self._handshake(frame)
             raise _Close(f"Unexpected Kafka request of type {_name(api_key)} during SASL handshake.")
         except MalformedMessageError as exc:
@@ -257,7 +252,7 @@ class Authenticator:
     async def _api_versions(self, frame) -> bool:
         header, body, _ = decode_request(frame, _PRE_AUTH_ELEMENTS)
         if body is None:            # KIP-511: v0 answer with our ranges; the client retries
-            response = self.conn.broker.api_versions_response(UNSUPPORTED_VERSION)
+            response = self.conn.broker.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
             await self.conn._send(frame_response(header, response, version=0))
             return True
         await self.conn._send(await self.conn.broker.handle(self.conn, header, body))
@@ -273,7 +268,7 @@ class Authenticator:
         enabled = list(self.config.mechanisms)
         if mechanism not in enabled:
             answer = frame_response(header, m.SaslHandshakeResponse(
-                error_code=UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
+                error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
             raise _Close(f"Unsupported SASL mechanism {mechanism}", answer)
         self.kafka_headers = header.api_version >= 1
         self.mechanism = mechanism
@@ -300,7 +295,7 @@ class Authenticator:
             token = self._evaluate(body.auth_bytes)
         except SaslAuthenticationError as exc:
             answer = frame_response(header, m.SaslAuthenticateResponse(
-                error_code=SASL_AUTHENTICATION_FAILED, error_message=self._client_message(exc),
+                error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=self._client_message(exc),
                 auth_bytes=b""))
             raise _Close(f"authentication failed: {exc}", answer) from None
         lifetime = self._completed() if self.server.complete else 0

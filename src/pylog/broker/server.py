@@ -17,11 +17,11 @@ connection.LOOP_ELEMENTS array elements), and answers sized by the store rather 
 the request (Metadata for every topic, OffsetFetch, DescribeGroups, ListGroups,
 DescribeConfigs), run in a small CPU pool. The group coordinator's deadlines run on
 its timer thread (coordinator/timer.py); idle connections close on a loop timer each.
-docs/ARCHITECTURE.md ("The broker") has the measurements behind this model.
+docs/ARCHITECTURE.md ("The broker") has the reasons for this model.
 
 Accepting: the listener is the loop's own reader (not asyncio's server, which listens
 again with a backlog of 100 and, out of file descriptors, logs a traceback per failed
-accept, hundreds per loop pass: 1.27 M lines at 6 MB/s measured). Out of fds (or any
+accept, hundreds per loop pass). Out of fds (or any
 accept error) the broker stops accepting for ACCEPT_PAUSE_S, leaving the connections
 waiting in the kernel's backlog, and logs one line per ACCEPT_LOG_INTERVAL_S.
 
@@ -61,9 +61,9 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pylog.coordinator.classic_group import errors as group_errors
 from pylog.coordinator.offset_expiry import expire_offsets
-from pylog.protocol import API_NAMES, frame_response
+from pylog.errors import ErrorCode
+from pylog.protocol import API_NAMES, ApiKey, frame_response
 
 from pylog.common.config import normalize_key
 
@@ -108,20 +108,27 @@ HANDLERS = {
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
 #: Produce only with acks=all or records that take long to validate
 #: (data_plane.produce_may_block), Metadata only when it may create a topic (see handle).
-BLOCKING = {19, 20, 21, 22, 24, 25, 26, 27, 28, 30, 31, 33, 34, 37, 44, 49, 51}
+BLOCKING = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.DELETE_RECORDS,
+            ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN,
+            ApiKey.END_TXN, ApiKey.WRITE_TXN_MARKERS, ApiKey.TXN_OFFSET_COMMIT, ApiKey.CREATE_ACLS,
+            ApiKey.DELETE_ACLS, ApiKey.ALTER_CONFIGS, ApiKey.CREATE_PARTITIONS,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CLIENT_QUOTAS,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_REPLICA_LOG_DIRS}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups, OffsetDelete): the group
 #: pool, which the data plane's fsyncs never fill.
-GROUP_IO = {8, 42, 47}
+GROUP_IO = {ApiKey.OFFSET_COMMIT, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE}
 #: Handlers that wait for the other members (JoinGroup, SyncGroup): coroutines on the
 #: loop, awaiting a future the group completes (no thread waits).
-WAITING = {11, 14}
+WAITING = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP}
 #: Threads of the group pool: its appends serialise on the coordinator's lock anyway.
 GROUP_POOL_THREADS = 2
 #: Handlers whose answers grow with the store, not the request (OffsetFetch of a group's
 #: every offset, DescribeGroups, ListGroups, DescribeConfigs): the CPU pool, as
 #: Metadata for every topic. Each distinct key they name is answered once (see
 #: _distinct_keys), so repeating a key cannot multiply a store-sized answer.
-STORE_SIZED = {9, 15, 16, 32, 35, 61, 65, 66}
+STORE_SIZED = {ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS,
+               ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,
+               ApiKey.LIST_TRANSACTIONS, ApiKey.DESCRIBE_LOG_DIRS}
 
 #: New connections taken per loop pass (Kafka's Processor configures at most 20 per
 #: poll, its ConnectionQueueSize): 1,030 connections opened at once, each with a Fetch,
@@ -571,7 +578,7 @@ class Broker:
         try:
             return await future
         except _CoordinatorStopping:
-            return failed(group_errors.NOT_COORDINATOR)
+            return failed(ErrorCode.NOT_COORDINATOR)
         finally:
             self._group_waits.discard(future)
 
@@ -673,10 +680,9 @@ def _all_topics(header, req) -> bool:
 
 def _distinct_keys(header, req) -> None:
     """Drops the repetitions of a key from an OffsetFetch (v8+ groups), DescribeGroups or
-    DescribeConfigs request, keeping the first: a store-sized answer per distinct key.
-    Measured before: OffsetFetch v8 naming a group of 100 offsets 19,000 times (80 KB)
-    took 35 s and +234 MiB for a 38 MB answer; DescribeConfigs naming the broker 19,000
-    times, 22 s and +173 MiB for 24.5 MB. Kafka answers each repetition (its Metadata
+    DescribeConfigs request, keeping the first: a store-sized answer per distinct key,
+    so a small request naming one key thousands of times cannot draw an answer
+    thousands of times its size. Kafka answers each repetition (its Metadata
     reads topics into a set, as pylog's does); its clients never repeat one (Java's
     admin client keys them by name, librdkafka refuses duplicates), so the shorter
     answer costs them nothing."""

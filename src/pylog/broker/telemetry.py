@@ -19,19 +19,20 @@ import uuid
 import zlib
 from collections import OrderedDict
 
+from pylog.errors import ErrorCode
 from pylog.protocol import messages as m
 from pylog.protocol.codec import ZERO_UUID
+from pylog.compression import GZIP, LZ4, SNAPPY, ZSTD
+from pylog.compression import NONE as NO_COMPRESSION
 
-from .errors import NONE, codes
+from .errors import NONE
 
 __all__ = ["get_telemetry_subscriptions", "push_telemetry", "TelemetryClients"]
 
 PUSH_INTERVAL_MS = 300_000
 TELEMETRY_MAX_BYTES = 1 << 20
-ACCEPTED_COMPRESSION = [4, 3, 1, 2]         # zstd, lz4, gzip, snappy: Kafka's order
+ACCEPTED_COMPRESSION = [ZSTD, LZ4, GZIP, SNAPPY]     # Kafka's order
 CLIENT_INSTANCES = 16384
-UNKNOWN_SUBSCRIPTION_ID = 117
-TELEMETRY_TOO_LARGE = 118
 
 
 class TelemetryClients:
@@ -72,13 +73,13 @@ def push_telemetry(broker, conn, header, req):
     clients: TelemetryClients = broker.telemetry
     instance = req.client_instance_id
     if instance == ZERO_UUID:
-        error = codes.INVALID_REQUEST
+        error = ErrorCode.INVALID_REQUEST
     elif clients.subscription(instance) != req.subscription_id:
-        error = UNKNOWN_SUBSCRIPTION_ID
-    elif req.compression_type != 0 and req.compression_type not in ACCEPTED_COMPRESSION:
-        error = codes.UNSUPPORTED_COMPRESSION_TYPE
+        error = ErrorCode.UNKNOWN_SUBSCRIPTION_ID
+    elif req.compression_type != NO_COMPRESSION and req.compression_type not in ACCEPTED_COMPRESSION:
+        error = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     elif len(req.metrics or b"") > TELEMETRY_MAX_BYTES:
-        error = TELEMETRY_TOO_LARGE
+        error = ErrorCode.TELEMETRY_TOO_LARGE
     else:
         error = NONE                # no metrics plugin: the metrics are dropped
         if req.terminating:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from pylog.errors import ConfigError
+from pylog.errors import ConfigError, PylogError
 
 __all__ = ["ANONYMOUS", "NoMatchingRule", "PrincipalMapper", "subject_name"]
 
@@ -128,7 +128,7 @@ _SPLITTER = re.compile(r"\s*(" + _RULE + r")\s*(,\s*|$)")
 _PARSER = re.compile(_RULE)
 
 
-class NoMatchingRule(Exception):
+class NoMatchingRule(PylogError):
     """No rule of ssl.principal.mapping.rules matched a certificate's name."""
 
 

@@ -12,32 +12,31 @@ from __future__ import annotations
 
 import time
 
-from pylog.common.acl import Operation
+from pylog.common.acl import CLUSTER_NAME, Operation
 from pylog.coordinator import OffsetAndMetadata
 from pylog.coordinator.transaction_state import TxnState
 from pylog.coordinator.transactions import authorize_transactional_id
-from pylog.errors import ProducerFencedError
+from pylog.errors import ErrorCode, ProducerFencedError
+from pylog.protocol import ApiKey
 from pylog.protocol import messages as m
 
-from .authorizer import TRANSACTIONAL_ID, allowed
-from .errors import NONE, codes, error_code
+from .authorizer import CLUSTER, GROUP, TOPIC, TRANSACTIONAL_ID, allowed
+from .errors import NONE, error_code
 
 __all__ = ["init_producer_id", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn",
            "txn_offset_commit", "write_txn_markers", "describe_producers",
            "describe_transactions", "list_transactions"]
 
-INVALID_PRODUCER_EPOCH = 47
-OPERATION_NOT_ATTEMPTED = 55
-TRANSACTIONAL_ID_NOT_FOUND = 105
 #: The first version of each API that carries PRODUCER_FENCED (KIP-588); older versions
 #: get INVALID_PRODUCER_EPOCH, as Kafka answers them.
-_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
+_FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+                 ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2, ApiKey.TXN_OFFSET_COMMIT: 3}
 
 
 def _code(exc: BaseException, header) -> int:
     code = error_code(exc)[0]
     if isinstance(exc, ProducerFencedError) and header.api_version < _FENCED_SINCE.get(header.api_key, 0):
-        return INVALID_PRODUCER_EPOCH
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     return code
 
 
@@ -52,7 +51,7 @@ def _authorized(conn, transactional_id: str, operation: str = "WRITE") -> bool:
 def init_producer_id(broker, conn, header, req):
     """InitProducerId with a transactional id (Kafka's TransactionCoordinator)."""
     if not _authorized(conn, req.transactional_id):
-        return m.InitProducerIdResponse(error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        return m.InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                         producer_id=-1, producer_epoch=-1)
     pid = req.producer_id if header.api_version >= 3 else -1
     epoch = req.producer_epoch if header.api_version >= 3 else -1
@@ -66,20 +65,27 @@ def init_producer_id(broker, conn, header, req):
 
 
 def _add_partitions(broker, conn, header, tid, pid, epoch, topics, verify_only=False):
-    """[(topic, [(partition, error)])] for one transaction of AddPartitionsToTxn."""
+    """[(topic, [(partition, error)])] for one transaction of AddPartitionsToTxn. Kafka's
+    checks in its order: for a client's request (v0-3), WRITE on the transactional id and
+    on each topic (TOPIC_AUTHORIZATION_FAILED, whether it exists or not), then the
+    partition's existence; one failed partition fails them all, the others answering
+    OPERATION_NOT_ATTEMPTED."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     errors: dict[tuple[str, int], int] = {}
-    if not _authorized(conn, tid):
-        errors = {tp: codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    if header.api_version <= 3 and not _authorized(conn, tid):      # v4+: CLUSTER_ACTION
+        errors = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
     elif verify_only:
         found = broker.store.transactions.verify_only(tid, pid, epoch, wanted)
         errors = {tp: NONE if e is None else _code(e, header) for tp, e in found.items()}
     else:
         store = broker.store
-        unknown = {(t, p) for t, p in wanted if not 0 <= p < (store.partition_count(t) or 0)}
-        if unknown:
-            errors = {tp: codes.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                      else OPERATION_NOT_ATTEMPTED for tp in wanted}
+        may_write = {t: header.api_version >= 4 or allowed(broker, conn, Operation.WRITE, TOPIC, t)
+                     for t, _ in wanted}
+        failed = {(t, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED if not may_write[t]
+                  else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for t, p in wanted
+                  if not may_write[t] or not 0 <= p < (store.partition_count(t) or 0)}
+        if failed:
+            errors = {tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
         else:
             try:
                 store.transactions.add_partitions(tid, pid, epoch, wanted)
@@ -97,12 +103,18 @@ def _add_partitions(broker, conn, header, tid, pid, epoch, topics, verify_only=F
 
 def add_partitions_to_txn(broker, conn, header, req):
     """AddPartitionsToTxn: v0-3 one transaction (a client's), v4+ a batch of them with
-    verify_only (a broker's verification, KIP-890 part 1)."""
+    verify_only (a broker's verification, KIP-890 part 1), which needs CLUSTER_ACTION on
+    the cluster (CLUSTER_AUTHORIZATION_FAILED), as Kafka's."""
     if header.api_version <= 3:
         results = _add_partitions(broker, conn, header, req.v3_and_below_transactional_id,
                                   req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
                                   req.v3_and_below_topics)
         return m.AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=results)
+    if not allowed(broker, conn, Operation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+        # v4+ is a broker's request (Kafka's KafkaApis: CLUSTER_ACTION on the cluster).
+        return m.AddPartitionsToTxnResponse(throttle_time_ms=0,
+                                            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                            results_by_transaction=[])
     out = []
     for txn in req.transactions:
         out.append(m.AddPartitionsToTxnResponseAddPartitionsToTxnResult(
@@ -115,9 +127,14 @@ def add_partitions_to_txn(broker, conn, header, req):
 
 
 def add_offsets_to_txn(broker, conn, header, req):
+    """AddOffsetsToTxn: WRITE on the transactional id, then READ on the group (Kafka's
+    order and codes)."""
     if not _authorized(conn, req.transactional_id):
         return m.AddOffsetsToTxnResponse(throttle_time_ms=0,
-                                         error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                                         error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(broker, conn, Operation.READ, GROUP, req.group_id):
+        return m.AddOffsetsToTxnResponse(throttle_time_ms=0,
+                                         error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     try:
         broker.store.transactions.add_offsets(req.transactional_id, req.producer_id,
                                               req.producer_epoch, req.group_id)
@@ -126,39 +143,68 @@ def add_offsets_to_txn(broker, conn, header, req):
     return m.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=NONE)
 
 
+#: The first TxnOffsetCommit and EndTxn versions of transactions v2 (KIP-890 part 2).
+TXN_OFFSET_COMMIT_ADDS_GROUP = 5
+END_TXN_BUMPS_EPOCH = 5
+
+
 def txn_offset_commit(broker, conn, header, req):
-    """TxnOffsetCommit: the offsets become the group's when the transaction commits."""
+    """TxnOffsetCommit: the offsets become the group's when the transaction commits
+    (v5+, transactions v2: the group's partition joins the transaction here). Kafka's
+    checks in its order: WRITE on the transactional id, READ on the group (either failing
+    fails every partition), then per topic READ (TOPIC_AUTHORIZATION_FAILED) and the
+    partition's existence (UNKNOWN_TOPIC_OR_PARTITION); the other partitions commit."""
     code = NONE
+    per_partition: dict[tuple[str, int], int] = {}
     if not _authorized(conn, req.transactional_id):
-        code = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not allowed(broker, conn, Operation.READ, GROUP, req.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
+        store = broker.store
+        may_read = {t.name: allowed(broker, conn, Operation.READ, TOPIC, t.name) for t in req.topics}
+        for t in req.topics:
+            for p in t.partitions:
+                if not may_read[t.name]:
+                    per_partition[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif not 0 <= p.partition_index < (store.partition_count(t.name) or 0):
+                    per_partition[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         offsets = {(t.name, p.partition_index): OffsetAndMetadata(
             p.committed_offset, p.committed_metadata or "",
             p.committed_leader_epoch if header.api_version >= 2 else -1)
-            for t in req.topics for p in t.partitions}
-        try:
-            broker.store.transactions.txn_offset_commit(req.transactional_id, req.group_id,
-                                                        req.producer_id, req.producer_epoch,
-                                                        offsets)
-        except Exception as exc:                # noqa: BLE001
-            code = _code(exc, header)
+            for t in req.topics for p in t.partitions if (t.name, p.partition_index) not in per_partition}
+        if offsets:
+            try:
+                store.transactions.txn_offset_commit(
+                    req.transactional_id, req.group_id, req.producer_id, req.producer_epoch,
+                    offsets, tv2=header.api_version >= TXN_OFFSET_COMMIT_ADDS_GROUP)
+            except Exception as exc:            # noqa: BLE001
+                code = _code(exc, header)
     topics = [m.TxnOffsetCommitResponseTxnOffsetCommitResponseTopic(
         name=t.name, partitions=[m.TxnOffsetCommitResponseTxnOffsetCommitResponsePartition(
-            partition_index=p.partition_index, error_code=code) for p in t.partitions])
+            partition_index=p.partition_index,
+            error_code=per_partition.get((t.name, p.partition_index), code))
+            for p in t.partitions])
         for t in req.topics]
     return m.TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
 
 def end_txn(broker, conn, header, req):
+    """EndTxn; v5+ (transactions v2) bumps the epoch and answers the producer id and
+    epoch the producer goes on with."""
+    failed = m.EndTxnResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1)
     if not _authorized(conn, req.transactional_id):
-        return m.EndTxnResponse(throttle_time_ms=0,
-                                error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        failed.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return failed
     try:
-        broker.store.transactions.end_txn(req.transactional_id, req.producer_id,
-                                          req.producer_epoch, req.committed)
+        pid, epoch = broker.store.transactions.end_txn(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
+            tv2=header.api_version >= END_TXN_BUMPS_EPOCH)
     except Exception as exc:                    # noqa: BLE001
-        return m.EndTxnResponse(throttle_time_ms=0, error_code=_code(exc, header))
-    return m.EndTxnResponse(throttle_time_ms=0, error_code=NONE)
+        failed.error_code = _code(exc, header)
+        return failed
+    return m.EndTxnResponse(throttle_time_ms=0, error_code=NONE, producer_id=pid,
+                            producer_epoch=epoch)
 
 
 def write_txn_markers(broker, conn, header, req):
@@ -174,7 +220,7 @@ def write_txn_markers(broker, conn, header, req):
             for p in t.partition_indexes:
                 code = NONE
                 if marker.transaction_result:
-                    code = codes.INVALID_REQUEST
+                    code = ErrorCode.INVALID_REQUEST
                 else:
                     try:
                         broker.store.transactions.abort_producer(
@@ -228,9 +274,9 @@ def describe_transactions(broker, conn, header, req):
         allowed = _authorized(conn, tid, "DESCRIBE")
         meta = broker.store.transactions.describe(tid) if allowed else None
         if not allowed:
-            state.error_code = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            state.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif meta is None or meta.state == TxnState.DEAD:
-            state.error_code = TRANSACTIONAL_ID_NOT_FOUND
+            state.error_code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
         else:
             state.transaction_state = meta.state.kafka_name
             state.transaction_timeout_ms = meta.timeout_ms
@@ -256,7 +302,7 @@ def list_transactions(broker, conn, header, req):
         try:
             pattern = re.compile(req.transactional_id_pattern)
         except re.error:
-            return m.ListTransactionsResponse(throttle_time_ms=0, error_code=codes.INVALID_REQUEST,
+            return m.ListTransactionsResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
                                               unknown_state_filters=[], transaction_states=[])
     out = []
     for meta in broker.store.transactions.list():

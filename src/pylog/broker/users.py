@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from pylog.common import scram
 from pylog.common.acl import CLUSTER_NAME, Operation
-from pylog.errors import UnacceptableCredentialError
+from pylog.errors import ErrorCode, UnacceptableCredentialError
 from pylog.protocol import messages as m
 
 from .authorizer import CLUSTER, allowed
-from .errors import codes, error_code
+from .errors import error_code
 
 __all__ = ["describe_user_scram_credentials", "alter_user_scram_credentials"]
 
@@ -27,7 +27,7 @@ __all__ = ["describe_user_scram_credentials", "alter_user_scram_credentials"]
 def describe_user_scram_credentials(broker, conn, header, req):
     if not allowed(broker, conn, Operation.DESCRIBE, CLUSTER, CLUSTER_NAME):
         return m.DescribeUserScramCredentialsResponse(
-            throttle_time_ms=0, error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             error_message="Cluster authorization failed.", results=[])
     names = None if not req.users else [u.name for u in req.users]
     results = []
@@ -51,7 +51,7 @@ def alter_user_scram_credentials(broker, conn, header, req):
         names = list(dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions]))
         return m.AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
             m.AlterUserScramCredentialsResponseAlterUserScramCredentialsResult(
-                user=n, error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+                user=n, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 error_message="Cluster authorization failed.") for n in names])
     refused: dict[str, Exception] = {}
     upsertions = []

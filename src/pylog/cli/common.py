@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from pylog.errors import PylogError
+
 __all__ = ["PylogCommandError", "LOG_LEVELS", "configure_logging", "fail_on", "log_dirs_option",
            "print_table", "print_json"]
 
@@ -23,7 +25,7 @@ def configure_logging(level: str) -> None:
                         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
 
 
-class PylogCommandError(Exception):
+class PylogCommandError(PylogError):
     """A problem to print as one line on stderr (exit status 2)."""
 
 

@@ -14,6 +14,9 @@ import time
 
 import click
 
+from pylog.errors import ErrorCode
+from pylog.compression import CODECS
+
 from .common import fail_on, log_dirs_option
 from .remote import bootstrap_option
 
@@ -21,7 +24,6 @@ __all__ = ["console_producer", "console_consumer"]
 
 _UNESCAPE = {"\\t": "\t", "\\n": "\n"}
 _METADATA_ATTEMPTS = 25          # 5 s for a broker to create a topic (0.2 s apart)
-_UNKNOWN_TOPIC_OR_PARTITION, _LEADER_NOT_AVAILABLE = 3, 5
 
 
 def _properties(items: tuple[str, ...], known: set[str]) -> dict[str, str]:
@@ -51,7 +53,7 @@ _PRODUCER_PROPS = {"parse.key", "key.separator", "parse.headers", "headers.delim
               help="parse.key, key.separator (\\t), parse.headers, headers.delimiter (\\t), "
                    "headers.separator (,), headers.key.separator (:), null.marker")
 @click.option("--compression-codec", default="none",
-              type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]))
+              type=click.Choice(list(CODECS)))
 @click.option("--partition", type=int, help="every record to this partition")
 @click.option("--request-required-acks", "acks", default="-1", show_default=True,
               type=click.Choice(["-1", "all", "0", "1"]), help="with --bootstrap-server")
@@ -177,8 +179,8 @@ def _ensure_topic(bootstrap: str, topic: str) -> None:
         for _ in range(_METADATA_ATTEMPTS):
             answer = client.metadata([topic], allow_auto_create=True)
             error = next((t.error_code for t in answer.topics if t.name == topic),
-                         _UNKNOWN_TOPIC_OR_PARTITION)
-            if error != _LEADER_NOT_AVAILABLE:
+                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if error != ErrorCode.LEADER_NOT_AVAILABLE:
                 break
             time.sleep(0.2)
     if error:

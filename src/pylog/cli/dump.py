@@ -12,6 +12,7 @@ import os
 
 import click
 
+from pylog.storage.files import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX
 from pylog.storage.reader import index_entries
 
 from .common import fail_on
@@ -97,7 +98,7 @@ def _legacy_crcs(batch) -> list[int]:
     compressed wrapper holds a message set in its value). Read in Python: a cold path."""
     import struct
 
-    from pylog.record.compression import decompress
+    from pylog.compression import decompress
     raw = bytes(batch.raw)
     if not batch.compression_type:
         return [batch.crc]
@@ -135,7 +136,7 @@ def _dump_index(path: str, sanity: bool, verify_only: bool) -> None:
 
 
 def _log_size(index_path: str) -> int:
-    log = index_path.rsplit(".", 1)[0] + ".log"
+    log = index_path.rsplit(".", 1)[0] + LOG_SUFFIX
     return os.path.getsize(log) if os.path.exists(log) else 0
 
 
@@ -143,7 +144,7 @@ def check_index(path: str, entries: list[tuple[int, int]]) -> list[str]:
     """Each entry must name a batch of the .log that starts at its position and ends at
     its offset; offsets and positions must increase."""
     from pylog.record import iter_batches
-    log = path.rsplit(".", 1)[0] + ".log"
+    log = path.rsplit(".", 1)[0] + LOG_SUFFIX
     if not os.path.exists(log):
         return [f"{log} is missing: the index cannot be checked"]
     with open(log, "rb") as f:
@@ -201,13 +202,13 @@ def dump_log(files, deep_iteration, print_data_log, index_sanity_check, verify_i
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path} does not exist")
         click.echo(f"Dumping {path}")
-        if path.endswith(".log"):
+        if path.endswith(LOG_SUFFIX):
             _dump_log_file(path, deep_iteration, print_data_log)
-        elif path.endswith(".index"):
+        elif path.endswith(INDEX_SUFFIX):
             _dump_index(path, index_sanity_check, verify_index_only)
-        elif path.endswith(".timeindex"):
+        elif path.endswith(TIME_INDEX_SUFFIX):
             _dump_time_index(path)
-        elif path.endswith(".snapshot"):
+        elif path.endswith(SNAPSHOT_SUFFIX):
             _dump_snapshot(path)
         elif "checkpoint" in os.path.basename(path) or os.path.basename(path).startswith("pylog-"):
             with open(path, encoding="utf-8", errors="replace") as f:

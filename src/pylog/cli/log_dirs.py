@@ -31,6 +31,13 @@ def _describe(client, topics: list[str] | None):
     return resp
 
 
+def _error_name(code: int, names) -> str:
+    try:
+        return names(code).name
+    except ValueError:                 # a code newer than pylog's table
+        return str(code)
+
+
 def _node_id(client, bootstrap: str) -> int:
     """The node id of the broker at `bootstrap` (the one whose dirs were described)."""
     brokers = client.metadata([]).brokers
@@ -71,7 +78,8 @@ def _where(resp, topic: str, partition: int) -> tuple[str | None, str | None]:
 @fail_on(Exception)
 def log_dirs(bootstrap_server, action, move, to, topic_list, wait, timeout) -> int:
     from pylog.protocol import messages as m
-    from pylog.protocol.client import ERROR_NAMES, ProtocolClient, ProtocolError
+    from pylog.errors import ErrorCode
+    from pylog.protocol.client import ProtocolClient, ProtocolError
     if not bootstrap_server:
         raise click.UsageError("give --bootstrap-server (the broker that owns the log dirs)")
     if (action is None) == (move is None):
@@ -81,8 +89,7 @@ def log_dirs(bootstrap_server, action, move, to, topic_list, wait, timeout) -> i
             topics = [t for t in (topic_list or "").split(",") if t] or None
             resp = _describe(client, topics)
             dirs = [{"logDir": d.log_dir,
-                     "error": None if not d.error_code else ERROR_NAMES.get(d.error_code,
-                                                                            str(d.error_code)),
+                     "error": None if not d.error_code else _error_name(d.error_code, ErrorCode),
                      "totalBytes": d.total_bytes, "usableBytes": d.usable_bytes,
                      "partitions": [{"partition": f"{t.name}-{p.partition_index}",
                                      "size": p.partition_size, "offsetLag": p.offset_lag,

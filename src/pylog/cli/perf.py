@@ -21,6 +21,8 @@ import time
 
 import click
 
+from pylog.compression import CODECS
+
 from .common import fail_on
 from .remote import bootstrap_option
 
@@ -151,7 +153,7 @@ def perf() -> None:
 @click.option("--batch-size", type=int, help="batch.size (bytes)")
 @click.option("--linger-ms", type=int, help="linger.ms")
 @click.option("--acks", type=click.Choice(["0", "1", "all", "-1"]), help="acks (default all)")
-@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+@click.option("--compression", type=click.Choice(list(CODECS)),
               help="compression.type")
 @click.option("--producer-props", "producer_props", multiple=True, metavar="KEY=VALUE",
               help="any producer config (Kafka's names)")

@@ -20,6 +20,7 @@ def _check(code: int, what: str) -> None:
 
 
 def remote_topics(bootstrap: str, action: str, topic, partitions, configs, as_json, matching) -> int:
+    from pylog.protocol import ApiKey
     from pylog.protocol import messages as m
     from pylog.protocol.client import ProtocolClient
 
@@ -56,13 +57,13 @@ def remote_topics(bootstrap: str, action: str, topic, partitions, configs, as_js
                 name=topic, num_partitions=partitions or -1, replication_factor=-1,
                 configs=[m.CreateTopicsRequestCreatableTopicConfig(name=k, value=v)
                          for k, v in configs.items()])])
-            result = client.request(19, req).topics[0]
+            result = client.request(ApiKey.CREATE_TOPICS, req).topics[0]
             _check(result.error_code, f"creating {topic!r}: {result.error_message or ''}".strip())
             click.echo(f"Created topic {topic}.")
         elif action == "delete":
             req = m.DeleteTopicsRequest(timeout_ms=30000, topic_names=[topic],
                                         topics=[m.DeleteTopicsRequestDeleteTopicState(name=topic)])
-            result = client.request(20, req).responses[0]
+            result = client.request(ApiKey.DELETE_TOPICS, req).responses[0]
             _check(result.error_code, f"deleting {topic!r}")
             click.echo(f"Deleted topic {topic}.")
         else:
@@ -72,7 +73,7 @@ def remote_topics(bootstrap: str, action: str, topic, partitions, configs, as_js
                 req = m.CreatePartitionsRequest(timeout_ms=30000, validate_only=False, topics=[
                     m.CreatePartitionsRequestCreatePartitionsTopic(name=topic, count=partitions,
                                                                    assignments=None)])
-                result = client.request(37, req).results[0]
+                result = client.request(ApiKey.CREATE_PARTITIONS, req).results[0]
                 _check(result.error_code, f"altering the partitions of {topic!r}: "
                                           f"{result.error_message or ''}".strip())
             if configs:
@@ -82,7 +83,7 @@ def remote_topics(bootstrap: str, action: str, topic, partitions, configs, as_js
                         resource_type=2, resource_name=topic, configs=[
                             m.IncrementalAlterConfigsRequestAlterableConfig(
                                 name=k, config_operation=0, value=v) for k, v in configs.items()])])
-                result = client.request(44, req).responses[0]
+                result = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, req).responses[0]
                 _check(result.error_code, f"altering the configs of {topic!r}: "
                                           f"{result.error_message or ''}".strip())
             click.echo(f"Altered topic {topic}.")

@@ -34,7 +34,7 @@ def _matching(names, pattern: str | None) -> list[str]:
     try:
         rx = re.compile(pattern)
     except re.error as exc:
-        raise click.BadParameter(f"not a regular expression: {exc}", param_hint="--topic")
+        raise click.BadParameter(f"not a regular expression: {exc}", param_hint="--topic") from None
     return sorted(n for n in names if rx.fullmatch(n))
 
 

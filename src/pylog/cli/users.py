@@ -205,11 +205,13 @@ class _Remote:
 
     def describe(self, users):
         from pylog.common.scram import MECHANISMS_BY_TYPE
+        from pylog.protocol import ApiKey
         from pylog.protocol import messages as m
         from pylog.protocol.client import ProtocolError
-        answer = self.client.request(50, m.DescribeUserScramCredentialsRequest(
+        request = m.DescribeUserScramCredentialsRequest(
             users=None if users is None else [m.DescribeUserScramCredentialsRequestUserName(name=u)
-                                              for u in users]))
+                                              for u in users])
+        answer = self.client.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request)
         if answer.error_code:
             raise ProtocolError(answer.error_code, f"DescribeUserScramCredentials: {answer.error_message}")
         return {r.user: {MECHANISMS_BY_TYPE[c.mechanism].name: c.iterations for c in r.credential_infos}
@@ -218,13 +220,15 @@ class _Remote:
 
     def alter(self, user, deletions, upsertions) -> str | None:
         from pylog.common.scram import MECHANISMS
+        from pylog.protocol import ApiKey
         from pylog.protocol import messages as m
-        answer = self.client.request(51, m.AlterUserScramCredentialsRequest(
+        request = m.AlterUserScramCredentialsRequest(
             deletions=[m.AlterUserScramCredentialsRequestScramCredentialDeletion(
                 name=user, mechanism=MECHANISMS[name].type) for name in deletions],
             upsertions=[m.AlterUserScramCredentialsRequestScramCredentialUpsertion(
                 name=user, mechanism=MECHANISMS[name].type, iterations=iterations, salt=salt,
-                salted_password=salted) for name, iterations, salt, salted in upsertions]))
+                salted_password=salted) for name, iterations, salt, salted in upsertions])
+        answer = self.client.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, request)
         for r in answer.results:
             if r.user == user and r.error_code:
                 return f"{r.error_message} (Kafka error {r.error_code})"

@@ -24,10 +24,11 @@ from pylog.common.config import (
     unknown_key,
 )
 from pylog.errors import ConfigError
+from pylog.compression import CODECS
 
 __all__ = ["PRODUCER_CONFIGS", "CONSUMER_CONFIGS", "ClientConfig"]
 
-_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+_CODECS = tuple(CODECS)
 
 PRODUCER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("batch.size", "int", 16384, "Bytes of records per partition batch before it is "

@@ -5,10 +5,8 @@ glibc serves an allocation above ``M_MMAP_THRESHOLD`` (128 KiB, raised dynamical
 gives a thread arena's free top back to the kernel (``MADV_DONTNEED``) past
 ``M_TRIM_THRESHOLD``. An encoded batch of 10,000 records or a decoded MiB is such a
 buffer: every call then touches new pages (a page fault each; a host fault on a VM), and
-the ``munmap`` of one thread sends a TLB shootdown to the CPUs running the others.
-Measured here (bench/RESULTS.md, "Many cores"): ``encode_batch`` of 10,000 records from
-a worker thread 8-9 M records/s with glibc's defaults, 24-25 M with the thresholds
-below; two threads 15-18 -> 49-67 M records/s.
+the ``munmap`` of one thread sends a TLB shootdown to the CPUs running the others
+(bench/RESULTS.md, "tune_malloc", has what it gives).
 
 :func:`tune_malloc` raises both thresholds for the whole process. It is a process-wide
 choice, so the library never makes it on import: ``pylog serve``, ``pylog perf`` and the

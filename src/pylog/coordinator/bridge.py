@@ -20,8 +20,9 @@ import threading
 import time
 
 from pylog.common.topic_partition import TopicPartition
+from pylog.errors import ErrorCode
 
-from .classic_group import ClassicGroup, errors
+from .classic_group import ClassicGroup
 from .group import ASSIGNORS, ConsumerGroup
 
 __all__ = ["GroupBridge", "encode_subscription", "decode_subscription", "encode_assignment",
@@ -36,8 +37,9 @@ HEARTBEAT_S = 0.2
 
 
 def _messages():
-    """pylog.protocol's messages, imported on first use: ~90 ms that every `import pylog`
-    (and every CLI command) would otherwise pay for groups shared with Kafka clients."""
+    """pylog.protocol's messages, imported on first use: a large module that every
+    `import pylog` (and every CLI command) would otherwise load for groups shared with
+    Kafka clients."""
     from pylog.protocol import messages
     return messages
 
@@ -138,10 +140,10 @@ class GroupBridge:
             client_host="in-process", protocol_type=PROTOCOL_TYPE, protocols=protocols,
             session_timeout_ms=SESSION_MS, rebalance_timeout_ms=REBALANCE_MS,
             require_known_member=True, group_instance_id=None)
-        if result.error == errors.MEMBER_ID_REQUIRED:
+        if result.error == ErrorCode.MEMBER_ID_REQUIRED:
             self.member_id = result.member_id
             return None
-        if result.error == errors.UNKNOWN_MEMBER_ID:
+        if result.error == ErrorCode.UNKNOWN_MEMBER_ID:
             self.member_id = ""
             return None
         if result.error:
@@ -174,7 +176,7 @@ class GroupBridge:
             if not self.local.members or self._subscribed() != topics:
                 return                          # local members left or changed: rejoin / stop
             error = self.classic.heartbeat(self.member_id, generation)
-            if error == errors.UNKNOWN_MEMBER_ID:
+            if error == ErrorCode.UNKNOWN_MEMBER_ID:
                 self.member_id = ""
             if error:
                 return                          # a rebalance: revoke and rejoin

@@ -44,6 +44,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from pylog.errors import ErrorCode
+
 from .timer import DeadlineTimer, TimerHandle
 
 __all__ = ["ClassicGroup", "Member", "JoinResult", "SyncResult", "errors",
@@ -51,28 +53,14 @@ __all__ = ["ClassicGroup", "Member", "JoinResult", "SyncResult", "errors",
 
 log = logging.getLogger(__name__)
 
+#: The name this module's callers knew Kafka's codes by: the one table, ErrorCode.
+errors = ErrorCode
+
 #: Kafka's bound on a new member's first JoinGroup (GroupCoordinator's
 #: NewMemberJoinTimeoutMs): a client that disconnects while parked and rejoins with a
 #: fresh id must not leave a defunct member waiting forever.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
-
-class errors:  # noqa: N801 - a namespace of Kafka error codes
-    NONE = 0
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
-    ILLEGAL_GENERATION = 22
-    INCONSISTENT_GROUP_PROTOCOL = 23
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    INVALID_SESSION_TIMEOUT = 26
-    REBALANCE_IN_PROGRESS = 27
-    GROUP_ID_NOT_FOUND = 69
-    NON_EMPTY_GROUP = 68
-    MEMBER_ID_REQUIRED = 79
-    GROUP_MAX_SIZE_REACHED = 81
-    FENCED_INSTANCE_ID = 82
-    GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
@@ -182,7 +170,7 @@ class ClassicGroup:
         if member.join_waiter is not None:
             # A second JoinGroup of one member while its first is parked: the first
             # (a connection the client gave up on) is answered, not left hanging.
-            self._answer_join(member, JoinResult(errors.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+            self._answer_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.join_waiter = respond
         if respond is not None:
             self._awaiting_join += 1
@@ -214,9 +202,9 @@ class ClassicGroup:
         protocols = [(n, bytes(md)) for n, md in protocols]
         with self.lock:
             if self.state == DEAD:
-                respond(JoinResult(errors.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
+                respond(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
             elif not self._supports(protocol_type, {n for n, _ in protocols}):
-                respond(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+                respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
             elif not member_id:
                 self._join_new(client_id, client_host, protocol_type, protocols, session_timeout_ms,
                                rebalance_timeout_ms, require_known_member, group_instance_id, respond)
@@ -242,7 +230,7 @@ class ClassicGroup:
             # KIP-394: the client rejoins with this id; until then it is pending, for a session.
             self.pending.add(new_id)
             self._schedule(("session", new_id), session_timeout_ms, lambda: self._session_expired(new_id))
-            respond(JoinResult(errors.MEMBER_ID_REQUIRED, member_id=new_id))
+            respond(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
         else:
             self._add_member(new_id, client_id, client_host, protocol_type, protocols,
                              session_timeout_ms, rebalance_timeout_ms, None, respond)
@@ -271,7 +259,7 @@ class ClassicGroup:
                 f"{'leader' if member_id == self.leader else 'member'} {member_id} rejoined"
                 f"{'' if unchanged else ' with new metadata'}")
         else:
-            respond(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id=member_id))
+            respond(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
 
     def _add_member(self, member_id, client_id, client_host, protocol_type, protocols,
                     session_timeout_ms, rebalance_timeout_ms, group_instance_id, respond) -> None:
@@ -319,7 +307,7 @@ class ClassicGroup:
             if self.protocol == self._choose_protocol():
                 # Its assignment is kept: no rebalance. It is told the leader it knew, so
                 # even a replaced leader syncs as a follower and takes its assignment back.
-                self._answer_join(member, JoinResult(errors.NONE, self.generation, self.protocol_type,
+                self._answer_join(member, JoinResult(ErrorCode.NONE, self.generation, self.protocol_type,
                                                      self.protocol, current_leader or "", new_id))
             else:
                 self._rebalance_or_complete_join(
@@ -334,8 +322,8 @@ class ClassicGroup:
         old = self.members.pop(old_id)
         self._cancel(("session", old_id))
         # Fence the old id at once if it has a request parked.
-        self._answer_join(old, JoinResult(errors.FENCED_INSTANCE_ID, member_id=old_id))
-        self._answer_sync(old, SyncResult(errors.FENCED_INSTANCE_ID))
+        self._answer_join(old, JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        self._answer_sync(old, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         new = Member(new_id, old.client_id, old.client_host, old.session_timeout_ms,
                      old.rebalance_timeout_ms, old.protocol_type, old.protocols, instance_id,
                      assignment=old.assignment)
@@ -359,7 +347,7 @@ class ClassicGroup:
     def _prepare_rebalance(self, reason: str) -> None:
         if self.state == COMPLETING:
             # Parked SyncGroups learn that the generation they synced is gone.
-            self._propagate_assignment(errors.REBALANCE_IN_PROGRESS, reset=True)
+            self._propagate_assignment(ErrorCode.REBALANCE_IN_PROGRESS, reset=True)
         self._remove_sync_expiration()
         initial = self.state == EMPTY
         log.info("preparing to rebalance group %s in state %s with old generation %d (%s)",
@@ -456,8 +444,8 @@ class ClassicGroup:
         # The leader gets the members as they are now (copies: the answer is read on
         # another thread, after the lock is released).
         members = [copy.copy(x) for x in self.members.values()] if m.member_id == self.leader else []
-        return JoinResult(errors.NONE, self.generation, self.protocol_type, self.protocol, self.leader or "",
-                          m.member_id, members)
+        return JoinResult(ErrorCode.NONE, self.generation, self.protocol_type, self.protocol,
+                          self.leader or "", m.member_id, members)
 
     def _supports(self, protocol_type: str, names: set[str]) -> bool:
         """Kafka's supportsProtocols: some offered protocol every member supports (counted,
@@ -491,11 +479,11 @@ class ClassicGroup:
             if error:
                 respond(SyncResult(error))
             elif self.state == PREPARING:
-                respond(SyncResult(errors.REBALANCE_IN_PROGRESS))
+                respond(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
             elif self.state == COMPLETING:
                 member = self.members[member_id]
                 if member.sync_waiter is not None:
-                    self._answer_sync(member, SyncResult(errors.REBALANCE_IN_PROGRESS))
+                    self._answer_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
                 member.sync_waiter = respond
                 self._synced(member_id)
                 if member_id == self.leader:
@@ -503,31 +491,31 @@ class ClassicGroup:
                              member_id, self.generation)
                     for mid, m in self.members.items():
                         m.assignment = bytes(assignments.get(mid, b""))
-                    self._propagate_assignment(errors.NONE)
+                    self._propagate_assignment(ErrorCode.NONE)
                     self._transition(STABLE)
             else:                                          # Stable: the assignment it has
                 self._synced(member_id)
-                respond(SyncResult(errors.NONE, self.members[member_id].assignment, self.protocol_type,
+                respond(SyncResult(ErrorCode.NONE, self.members[member_id].assignment, self.protocol_type,
                                    self.protocol))
 
     def _validate_sync(self, member_id, generation, group_instance_id, protocol_type, protocol) -> int:
         if self.state == DEAD:
-            return errors.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         error = self._validate_member(member_id, group_instance_id)
         if error:
             return error
         if generation != self.generation:
-            return errors.ILLEGAL_GENERATION
+            return ErrorCode.ILLEGAL_GENERATION
         if (protocol_type is not None and self.protocol_type is not None and protocol_type != self.protocol_type) or \
                 (protocol is not None and self.protocol is not None and protocol != self.protocol):
-            return errors.INCONSISTENT_GROUP_PROTOCOL
-        return errors.NONE
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return ErrorCode.NONE
 
     def _propagate_assignment(self, error: int, reset: bool = False) -> None:
         for m in self.members.values():
             if reset:
                 m.assignment = b""
-            ok = error == errors.NONE
+            ok = error == ErrorCode.NONE
             if self._answer_sync(m, SyncResult(error, m.assignment, self.protocol_type if ok else None,
                                                self.protocol if ok else None)):
                 # Its session counts from the answer (it was parked: it could not heartbeat).
@@ -559,28 +547,28 @@ class ClassicGroup:
         if group_instance_id is not None:
             current = self.static.get(group_instance_id)
             if current is None:
-                return errors.UNKNOWN_MEMBER_ID
+                return ErrorCode.UNKNOWN_MEMBER_ID
             if current != member_id:
                 log.info("group %s: member %s of group.instance.id %s is fenced by %s",
                          self.group_id, member_id, group_instance_id, current)
-                return errors.FENCED_INSTANCE_ID
+                return ErrorCode.FENCED_INSTANCE_ID
         if member_id not in self.members:
-            return errors.UNKNOWN_MEMBER_ID
-        return errors.NONE
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
 
     def heartbeat(self, member_id: str, generation: int, group_instance_id: str | None = None) -> int:
         with self.lock:
             if self.state == DEAD:
-                return errors.COORDINATOR_NOT_AVAILABLE
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
             error = self._validate_member(member_id, group_instance_id)
             if error:
                 return error
             if generation != self.generation:
-                return errors.ILLEGAL_GENERATION
+                return ErrorCode.ILLEGAL_GENERATION
             if self.state == EMPTY:
-                return errors.UNKNOWN_MEMBER_ID
+                return ErrorCode.UNKNOWN_MEMBER_ID
             self._reschedule_heartbeat(self.members[member_id])
-            return errors.REBALANCE_IN_PROGRESS if self.state == PREPARING else errors.NONE
+            return ErrorCode.REBALANCE_IN_PROGRESS if self.state == PREPARING else ErrorCode.NONE
 
     def leave(self, member_id: str, group_instance_id: str | None = None) -> int:
         """LeaveGroup of one member (v0-2, and the in-process bridge)."""
@@ -593,19 +581,19 @@ class ClassicGroup:
         removeMembersFromConsumerGroup)."""
         with self.lock:
             if self.state == DEAD:
-                return errors.COORDINATOR_NOT_AVAILABLE, []
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
             out = []
             for member_id, instance_id in members:
                 if not member_id:
                     current = self.static.get(instance_id) if instance_id is not None else None
                     if current is None:
-                        out.append(errors.UNKNOWN_MEMBER_ID)
+                        out.append(ErrorCode.UNKNOWN_MEMBER_ID)
                         continue
                     member_id = current
                 elif member_id in self.pending:
                     self.pending.discard(member_id)
                     self._cancel(("session", member_id))
-                    out.append(errors.NONE)
+                    out.append(ErrorCode.NONE)
                     continue
                 else:
                     error = self._validate_member(member_id, instance_id)
@@ -614,13 +602,13 @@ class ClassicGroup:
                         continue
                 log.info("group %s: member %s left the group", self.group_id, member_id)
                 self._remove(member_id)
-                out.append(errors.NONE)
-            if errors.NONE in out:
+                out.append(ErrorCode.NONE)
+            if ErrorCode.NONE in out:
                 if self.state in (STABLE, COMPLETING):
                     self._rebalance_or_complete_join("members left the group")
                 elif self.state == PREPARING:
                     self._complete_join_if_ready()
-            return errors.NONE, out
+            return ErrorCode.NONE, out
 
     def check_commit(self, member_id: str, generation: int, group_instance_id: str | None = None) -> int:
         """The error for an OffsetCommit from (member, generation), Kafka's
@@ -629,22 +617,22 @@ class ClassicGroup:
         current member of the current generation, not while its assignment is pending."""
         with self.lock:
             if self.state == DEAD:
-                return errors.COORDINATOR_NOT_AVAILABLE
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
             if generation < 0 and self.state == EMPTY:
-                return errors.NONE
+                return ErrorCode.NONE
             if generation >= 0 or member_id or group_instance_id is not None:
                 error = self._validate_member(member_id, group_instance_id)
                 if error:
                     return error
                 if generation != self.generation:
-                    return errors.ILLEGAL_GENERATION
+                    return ErrorCode.ILLEGAL_GENERATION
             elif self.state != EMPTY:
-                return errors.UNKNOWN_MEMBER_ID
+                return ErrorCode.UNKNOWN_MEMBER_ID
             if self.state == COMPLETING:
-                return errors.REBALANCE_IN_PROGRESS
+                return ErrorCode.REBALANCE_IN_PROGRESS
             if self.state in (STABLE, PREPARING):
                 self._reschedule_heartbeat(self.members[member_id])    # a commit keeps the session
-            return errors.NONE
+            return ErrorCode.NONE
 
     # ============================================================ sessions
 
@@ -677,8 +665,8 @@ class ClassicGroup:
             if member.join_waiter is not None:
                 self._awaiting_join -= 1
                 waiter, member.join_waiter = member.join_waiter, None
-                waiter(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id=""))
-            self._answer_sync(member, SyncResult(errors.UNKNOWN_MEMBER_ID))
+                waiter(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=""))
+            self._answer_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
             if member.group_instance_id is not None and self.static.get(member.group_instance_id) == member_id:
                 del self.static[member.group_instance_id]
         if self.leader == member_id:
@@ -712,12 +700,12 @@ class ClassicGroup:
         """join() for a caller that has a thread to spend (the in-process bridge): waits
         up to `wait_s` for the answer (REBALANCE_IN_PROGRESS after that)."""
         return _wait(lambda respond: self.join(respond=respond, **request), wait_s,
-                     JoinResult(errors.REBALANCE_IN_PROGRESS, member_id=request.get("member_id", "")))
+                     JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=request.get("member_id", "")))
 
     def sync_blocking(self, member_id: str, generation: int, assignments: dict[str, bytes],
                       wait_s: float) -> SyncResult:
         return _wait(lambda respond: self.sync(member_id, generation, assignments, respond), wait_s,
-                     SyncResult(errors.REBALANCE_IN_PROGRESS))
+                     SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
 
 
 def _wait(start: Callable[[Respond], None], wait_s: float, timed_out):

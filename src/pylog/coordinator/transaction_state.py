@@ -13,8 +13,13 @@ compacted internal topic ``__transaction_state``:
 - a null value (tombstone) forgets the id (transactional.id.expiration.ms).
 
 ``string`` is an int16 length then UTF-8 bytes (Kafka's non-flexible STRING), so
-Kafka's ``kafka-dump-log.sh --transaction-log-decoder`` reads these records. Version 1
-values (Kafka 4's flexible version, with tagged previous/next producer ids) are read too.
+Kafka's ``kafka-dump-log.sh --transaction-log-decoder`` reads these records.
+
+A transaction of transactions v2 (KIP-890 part 2) is written as a version 1 value, Kafka
+4's flexible one: compact arrays and strings (uvarint length + 1) and tagged fields
+after the start timestamp: 0 ``PreviousProducerId``, 1 ``NextProducerId`` (the id an
+EndTxn hands out when the epoch runs out), 2 ``ClientTransactionVersion`` (int16), each
+written only when not its default (-1, -1, 0). Both versions are read.
 """
 
 from __future__ import annotations
@@ -77,6 +82,12 @@ class TransactionMetadata:
     last_update_ms: int = -1
     last_producer_id: int = -1
     last_producer_epoch: int = -1
+    #: Kafka's ClientTransactionVersion: 2 once a transaction of transactions v2 (Produce
+    #: v12 adding partitions, EndTxn v5 bumping the epoch) began or ended; 0 otherwise.
+    client_tv: int = 0
+    #: The producer id an EndTxn of transactions v2 moves to once its markers are
+    #: written, when the epoch ran out (-1: none).
+    next_producer_id: int = -1
 
     def record_value(self) -> bytes:
         return encode_txn_value(self)
@@ -99,15 +110,43 @@ def decode_txn_key(data: bytes) -> str:
     return r.string()
 
 
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _compact_string(text: str) -> bytes:
+    data = text.encode()
+    return _uvarint(len(data) + 1) + data
+
+
 def encode_txn_value(meta: TransactionMetadata) -> bytes:
+    """Version 0, or version 1 for a transaction of transactions v2 (as Kafka 4 writes)."""
     topics: dict[str, list[int]] = {}
     for topic, partition in sorted(meta.partitions):
         topics.setdefault(topic, []).append(partition)
-    parts = [struct.pack(">hqhib", 0, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
-                         int(meta.state)), struct.pack(">i", len(topics))]
+    flexible = meta.client_tv >= 2
+    parts = [struct.pack(">hqhib", 1 if flexible else 0, meta.producer_id, meta.producer_epoch,
+                         meta.timeout_ms, int(meta.state))]
+    parts.append(_uvarint(len(topics) + 1) if flexible else struct.pack(">i", len(topics)))
     for topic, ids in topics.items():
-        parts.append(_string(topic) + struct.pack(f">i{len(ids)}i", len(ids), *ids))
+        if flexible:
+            parts.append(_compact_string(topic) + _uvarint(len(ids) + 1)
+                         + struct.pack(f">{len(ids)}i", *ids) + b"\x00")
+        else:
+            parts.append(_string(topic) + struct.pack(f">i{len(ids)}i", len(ids), *ids))
     parts.append(struct.pack(">qq", meta.last_update_ms, meta.txn_start_ms))
+    if flexible:
+        tags = [(tag, data) for tag, data, default in (
+            (0, struct.pack(">q", meta.last_producer_id), meta.last_producer_id == -1),
+            (1, struct.pack(">q", meta.next_producer_id), meta.next_producer_id == -1),
+            (2, struct.pack(">h", meta.client_tv), meta.client_tv == 0)) if not default]
+        parts.append(_uvarint(len(tags)))
+        parts += [_uvarint(tag) + _uvarint(len(data)) + data for tag, data in tags]
     return b"".join(parts)
 
 
@@ -132,7 +171,16 @@ def decode_txn_value(transactional_id: str, data: bytes) -> TransactionMetadata:
         if flexible:
             r.skip_tagged_fields()
     last_update, start = r.int64(), r.int64()
-    if flexible:
-        r.skip_tagged_fields()
-    return TransactionMetadata(transactional_id, pid, epoch, timeout, state, partitions,
+    meta = TransactionMetadata(transactional_id, pid, epoch, timeout, state, partitions,
                                start, last_update)
+    if flexible:
+        for _ in range(r.uvarint()):
+            tag, size = r.uvarint(), r.uvarint()
+            data = r.take(size)
+            if tag == 0 and size == 8:
+                meta.last_producer_id = struct.unpack(">q", data)[0]
+            elif tag == 1 and size == 8:
+                meta.next_producer_id = struct.unpack(">q", data)[0]
+            elif tag == 2 and size == 2:
+                meta.client_tv = struct.unpack(">h", data)[0]
+    return meta

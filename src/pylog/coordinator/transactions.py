@@ -32,9 +32,20 @@ One lock serialises every change of the coordinator's state, its records and its
 markers: a change is short (an fsync and one marker per partition) and single-node
 transactions have no remote participant to wait for.
 
-Transactions v2 (KIP-890 part 2: Produce v12 adding partitions, an epoch bump per
-transaction) are not built: the broker does not advertise ``transaction.version``, so
-Kafka 4 clients use v1.
+Transactions v2 (KIP-890 part 2, Kafka 4's default; the broker finalizes the feature
+``transaction.version`` = 2 in ApiVersions) beside v1, per transaction as Kafka:
+
+- the first transactional Produce (v12+) of a partition adds it to the transaction
+  (:meth:`add_partitions` with ``tv2``: no AddPartitionsToTxn from the client), and a
+  TxnOffsetCommit v5 adds its group's ``__consumer_offsets`` partition;
+- every EndTxn v5 bumps the epoch *before* the decision is written: the markers carry
+  the new epoch, so the partitions fence the old one, and the response hands the new
+  (producer id, epoch) to the producer (a new producer id at epoch 0 when the epoch runs
+  out: ``next_producer_id``, taken once the markers are written);
+- an EndTxn whose epoch is one below the coordinator's is the retry of the last one
+  (answered with the current id and epoch); an abort with nothing added bumps the epoch
+  alone (no markers);
+- such a transaction's records are version 1 values (``ClientTransactionVersion`` 2).
 """
 
 from __future__ import annotations
@@ -240,10 +251,12 @@ class TransactionCoordinator:
             meta.producer_epoch += 1
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                       partitions: Iterable[tuple[str, int]]) -> None:
+                       partitions: Iterable[tuple[str, int]], tv2: bool = False) -> None:
         """Kafka's AddPartitionsToTxn: the partitions join the producer's transaction
         (which begins with the first). Raises UnknownTopicOrPartitionError naming the
-        partitions that do not exist (none is added then)."""
+        partitions that do not exist (none is added then). `tv2`: the implicit add of
+        transactions v2 (a Produce v12+, a TxnOffsetCommit v5+): the transaction is
+        marked v2, so its EndTxn bumps the epoch."""
         wanted = {(t, p) for t, p in partitions}
         missing = [f"{t}-{p}" for t, p in sorted(wanted)
                    if t != OFFSETS_TOPIC and not 0 <= p < (self.store.partition_count(t) or 0)]
@@ -254,13 +267,19 @@ class TransactionCoordinator:
             if meta.state in PREPARED or meta.state == TxnState.PREPARE_EPOCH_FENCE:
                 raise ConcurrentTransactionsError(
                     f"transaction of {transactional_id!r} is completing: retry")
-            if meta.state == TxnState.ONGOING and wanted <= meta.partitions:
+            if meta.state == TxnState.ONGOING and wanted <= meta.partitions and \
+                    (not tv2 or meta.client_tv >= 2):
                 return
             if meta.state != TxnState.ONGOING:
+                # A transaction begins: its version is its first add's (Kafka's
+                # clientTransactionVersion); a v2 add within a v1 one makes it v2.
                 meta.txn_start_ms = self.store.clock()
                 meta.partitions = set()
+                meta.client_tv = 0
             meta.state = TxnState.ONGOING
             meta.partitions |= wanted
+            if tv2:
+                meta.client_tv = 2
             self._write(meta, transactional_id)
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> None:
@@ -272,42 +291,108 @@ class TransactionCoordinator:
         self.add_partitions(transactional_id, producer_id, epoch, [tuple(tp)])
 
     def txn_offset_commit(self, transactional_id: str, group: str, producer_id: int, epoch: int,
-                          offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
-        """Kafka's TxnOffsetCommit: offsets that become the group's at commit."""
+                          offsets: dict[TopicPartition, OffsetAndMetadata],
+                          tv2: bool = False) -> None:
+        """Kafka's TxnOffsetCommit: offsets that become the group's at commit. `tv2`
+        (v5+): the group's partition joins the transaction here (no AddOffsetsToTxn)."""
+        if not group:
+            raise ValueError("a group id must not be empty")
         with self._lock:
-            meta = self._get(transactional_id, producer_id, epoch)
             tp = tuple(self.store.coordinator.offsets_partition(group))
+            if tv2:
+                self.add_partitions(transactional_id, producer_id, epoch, [tp], tv2=True)
+            meta = self._get(transactional_id, producer_id, epoch)
             if meta.state != TxnState.ONGOING or tp not in meta.partitions:
                 raise InvalidTxnStateError(
                     f"transactional id {transactional_id!r}: TxnOffsetCommit for group "
                     f"{group!r} before AddOffsetsToTxn added its partition")
             self.store.coordinator.txn_commit_offsets(group, producer_id, epoch, offsets)
 
-    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> None:
-        """Kafka's EndTxn: commit or abort. Returns once the markers are written."""
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool,
+                tv2: bool = False) -> tuple[int, int]:
+        """Kafka's EndTxn: commit or abort; returns once the markers are written, with the
+        producer id and epoch the producer goes on with (`tv2`, EndTxn v5+: bumped)."""
         with self._lock:
             meta = self._txns.get(transactional_id)
+            if meta is not None and meta.state != TxnState.DEAD and (tv2 or meta.client_tv >= 2):
+                return self._end_txn_v2(meta, producer_id, epoch, committed, tv2)
             if meta is not None and meta.producer_id == producer_id and \
                     epoch == meta.last_producer_epoch and not committed and \
                     meta.state == TxnState.COMPLETE_ABORT:
-                return            # the abort of a transaction the coordinator fenced
+                # the abort of a transaction the coordinator fenced
+                return meta.producer_id, meta.producer_epoch
             meta = self._get(transactional_id, producer_id, epoch)
             state = meta.state
             if state == TxnState.ONGOING:
                 self._end(meta, committed)
-                return
+                return meta.producer_id, meta.producer_epoch
             if state in PREPARED or state == TxnState.PREPARE_EPOCH_FENCE:
                 raise ConcurrentTransactionsError(
                     f"transaction of {transactional_id!r} is completing: retry")
             done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
             if state == done:
-                return              # a retry of the EndTxn that completed it
+                return meta.producer_id, meta.producer_epoch    # a retry of the EndTxn
             raise InvalidTxnStateError(
                 f"transactional id {transactional_id!r} is {state.kafka_name}: "
                 f"{'commit' if committed else 'abort'} needs an ongoing transaction")
 
-    def _end(self, meta: TransactionMetadata, committed: bool) -> None:
-        """Ongoing -> Prepare*, durable, then the markers and Complete*. Holds _lock."""
+    def _end_txn_v2(self, meta: TransactionMetadata, producer_id: int, epoch: int,
+                    committed: bool, tv2: bool) -> tuple[int, int]:
+        """EndTxn of transactions v2 (Kafka's rules): the epoch names the transaction, so
+        the same epoch in a completed state is a new (empty) transaction, and the epoch
+        just below the coordinator's is a retry of the EndTxn that bumped it."""
+        state = meta.state
+        retry_bump = producer_id == meta.producer_id and epoch + 1 == meta.producer_epoch
+        retry_overflow = producer_id == meta.last_producer_id != meta.producer_id and \
+            epoch == MAX_EPOCH and meta.producer_epoch == 0
+        if producer_id != meta.producer_id and not retry_overflow:
+            raise InvalidProducerIdMappingError(
+                f"transactional id {meta.transactional_id!r} is not mapped to producer id "
+                f"{producer_id}: call InitProducerId first")
+        if state in PREPARED:
+            valid = retry_bump
+        elif state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid = retry_bump or retry_overflow or epoch == meta.producer_epoch
+        else:
+            valid = epoch == meta.producer_epoch
+        if not valid:
+            raise ProducerFencedError(
+                f"producer {producer_id} of transactional id {meta.transactional_id!r} has "
+                f"epoch {epoch}, the current one is {meta.producer_epoch}: fenced")
+        done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        what = "commit" if committed else "abort"
+        if state == TxnState.ONGOING:
+            self._end(meta, committed, bump=tv2)
+            return meta.producer_id, meta.producer_epoch
+        if state in PREPARED:
+            if state == (TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT):
+                raise ConcurrentTransactionsError(
+                    f"transaction of {meta.transactional_id!r} is completing: retry")
+        elif retry_bump or retry_overflow:
+            if state == done:
+                return meta.producer_id, meta.producer_epoch
+        elif tv2 and not committed and state in IDLE:
+            # Nothing was added (or a Produce that would have failed first): the abort
+            # only bumps the epoch, which fences whatever the old one still sends.
+            self._bump(meta)
+            meta.state, meta.partitions, meta.client_tv = TxnState.COMPLETE_ABORT, set(), 2
+            self._write(meta, meta.transactional_id)
+            return meta.producer_id, meta.producer_epoch
+        raise InvalidTxnStateError(
+            f"transactional id {meta.transactional_id!r} is {state.kafka_name}: "
+            f"{what} with epoch {epoch} needs an ongoing transaction")
+
+    def _end(self, meta: TransactionMetadata, committed: bool, bump: bool = False) -> None:
+        """Ongoing -> Prepare*, durable, then the markers and Complete*. Holds _lock.
+        `bump` (transactions v2): the epoch moves first, so the Prepare record and the
+        markers carry the new one; when it runs out, the markers take the last epoch
+        and the producer id changes once they are written (next_producer_id)."""
+        if bump:
+            meta.last_producer_id, meta.last_producer_epoch = meta.producer_id, meta.producer_epoch
+            if meta.producer_epoch >= MAX_EPOCH:
+                meta.next_producer_id, _ = self.store.init_producer_id()
+            meta.producer_epoch += 1
+            meta.client_tv = 2
         meta.state = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
         self._write(meta, meta.transactional_id)
         self._write_markers_and_complete(meta)
@@ -325,9 +410,12 @@ class TransactionCoordinator:
         self.store.coordinator.complete_txn_offsets(meta.producer_id, committed)
         meta.state = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
         meta.partitions = set()
+        if meta.next_producer_id >= 0:         # the epoch ran out: the id the producer got
+            meta.last_producer_id, meta.producer_id = meta.producer_id, meta.next_producer_id
+            meta.producer_epoch, meta.next_producer_id = 0, -1
         # Not fsync'ed: the markers are, so a Complete lost to a crash only makes the
-        # restart write them again (a retry each partition recognises). Without it the
-        # commit is measured at ~one more fsync per transaction (bench_transactions.py).
+        # restart write them again (a retry each partition recognises). Syncing it would
+        # add an fsync to every transaction's commit.
         self._write(meta, meta.transactional_id, sync=False)
 
     def _coordinator_epoch(self) -> int:
@@ -385,7 +473,9 @@ class TransactionCoordinator:
                          meta.producer_epoch, meta.timeout_ms)
                 try:
                     self._bump(meta)
-                    self._end(meta, committed=False)
+                    # v2: the end bumps it again, as Kafka's (so the producer's EndTxn
+                    # with its old epoch is no retry: it is fenced).
+                    self._end(meta, committed=False, bump=meta.client_tv >= 2)
                 except Exception:           # noqa: BLE001 - the next run retries
                     log.exception("aborting transaction %r failed", meta.transactional_id)
 
@@ -413,7 +503,7 @@ class TransactionCoordinator:
             return TransactionMetadata(meta.transactional_id, meta.producer_id,
                                        meta.producer_epoch, meta.timeout_ms, meta.state,
                                        set(meta.partitions), meta.txn_start_ms,
-                                       meta.last_update_ms)
+                                       meta.last_update_ms, client_tv=meta.client_tv)
 
     def list(self) -> list[TransactionMetadata]:
         with self._lock:

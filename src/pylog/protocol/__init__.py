@@ -16,7 +16,8 @@ from .api import (
     frame_response,
     is_flexible,
 )
+from .api_keys import ApiKey
 from .codec import MalformedMessageError, Reader, Writer
 
-__all__ = ["API_NAMES", "SUPPORTED", "MalformedMessageError", "Reader", "RequestHeader", "Writer",
+__all__ = ["API_NAMES", "SUPPORTED", "ApiKey", "MalformedMessageError", "Reader", "RequestHeader", "Writer",
            "decode_request", "decode_response", "encode_request", "frame_response", "is_flexible"]

@@ -12,10 +12,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from pylog.errors import ErrorCode
+
 from . import messages as m
+from .api_keys import ApiKey
 from .codec import Reader, Writer
 
-__all__ = ["API_NAMES", "SUPPORTED", "UNADVERTISED", "RequestHeader", "decode_request", "encode_request",
+__all__ = ["API_NAMES", "SUPPORTED", "UNADVERTISED", "SUPPORTED_FEATURES", "FINALIZED_FEATURES",
+           "FINALIZED_FEATURES_EPOCH", "RequestHeader", "decode_request", "encode_request",
            "unsupported_version_response",
            "frame_response", "decode_response", "is_flexible"]
 
@@ -35,7 +39,7 @@ API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
 #: SaslAuthenticate are listed because Kafka lists them on a PLAINTEXT listener too
 #: (measured: Kafka 4.1 lists 17: 0-1 and 36: 0-2 and answers both ILLEGAL_SASL_STATE).
 SUPPORTED: dict[int, tuple[int, int]] = {
-    0: (0, 9),      # Produce (10+: KIP-951 leader discovery tags only)
+    0: (0, 12),     # Produce (10: KIP-951 tags, unset on one node; 12: transactions v2; 13+: topic ids)
     1: (4, 18),     # Fetch (7+: sessions, KIP-227; 13+: topics by id)
     2: (1, 9),      # ListOffsets (7: max timestamp, KIP-734; 8: -4, KIP-405; 9: -5, KIP-1005)
     3: (0, 12),     # Metadata
@@ -49,17 +53,17 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     15: (0, 5),     # DescribeGroups
     16: (0, 4),     # ListGroups
     17: (0, 1),     # SaslHandshake (ILLEGAL_SASL_STATE on a PLAINTEXT listener, as Kafka)
-    18: (0, 3),     # ApiVersions
+    18: (0, 4),     # ApiVersions (4: supported features from 0 listed, KIP-1022)
     19: (0, 7),     # CreateTopics
     20: (0, 6),     # DeleteTopics
     21: (0, 2),     # DeleteRecords
-    22: (0, 4),     # InitProducerId (5+: TRANSACTION_ABORTABLE of transactions v2)
+    22: (0, 5),     # InitProducerId (5: may answer TRANSACTION_ABORTABLE; 6+: KIP-939 2PC)
     23: (2, 4),     # OffsetForLeaderEpoch (0-1 removed in Kafka 4.0; 3+: consumers)
     24: (0, 5),     # AddPartitionsToTxn (4+: batched, verify_only)
     25: (0, 4),     # AddOffsetsToTxn
-    26: (0, 4),     # EndTxn (5+: transactions v2, not built)
+    26: (0, 5),     # EndTxn (5: transactions v2, the epoch bumped and answered)
     27: (1, 1),     # WriteTxnMarkers (ABORT from Kafka's tools; the coordinator writes its own)
-    28: (0, 4),     # TxnOffsetCommit (5+: transactions v2)
+    28: (0, 5),     # TxnOffsetCommit (5: transactions v2, the group added implicitly)
     32: (0, 4),     # DescribeConfigs
     33: (0, 2),     # AlterConfigs
     36: (0, 2),     # SaslAuthenticate (ILLEGAL_SASL_STATE on a PLAINTEXT listener, as Kafka)
@@ -84,6 +88,17 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     46: (0, 0),     # ListPartitionReassignments (none is ever ongoing)
 }
 
+#: The features ApiVersions (v3+) lists, name -> (min, max) supported and the finalized
+#: level, as Kafka 4.1's broker answers ``transaction.version`` (measured: supported 0-2,
+#: finalized 2): Kafka 4 clients then use transactions v2 (Produce v12 adds partitions,
+#: EndTxn v5 bumps the epoch). Kafka's other features (metadata.version, group.version,
+#: ...) name things pylog does not do and are not listed.
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"transaction.version": (0, 2)}
+FINALIZED_FEATURES: dict[str, int] = {"transaction.version": 2}
+#: The epoch of the finalized features (Kafka: the metadata offset they were set at):
+#: pylog's never change. A client keeps the features of the highest epoch it saw, from -1.
+FINALIZED_FEATURES_EPOCH = 1
+
 #: APIs answered but left out of ApiVersions, as Kafka's broker does: the client telemetry
 #: APIs (KIP-714) of a broker without a metrics plugin (measured, Kafka 4.1: not listed;
 #: a GetTelemetrySubscriptions sent anyway gets an empty subscription).
@@ -92,7 +107,7 @@ UNADVERTISED: dict[int, tuple[int, int]] = {
     72: (0, 0),     # PushTelemetry
 }
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -135,9 +150,6 @@ def decode_request(frame, max_elements: int | None = None) -> tuple[RequestHeade
     return header, cls.read(r, api_version), None
 
 
-UNSUPPORTED_VERSION = 35
-
-
 def unsupported_version_response(header: RequestHeader, frame, max_elements: int | None = None):
     """The answer to a request of an API pylog speaks at a version it does not, where
     Kafka's messages have a place for the error: a top-level ``error_code`` (e.g. Fetch
@@ -151,8 +163,8 @@ def unsupported_version_response(header: RequestHeader, frame, max_elements: int
     version = header.api_version
     fields = {f[0]: f[3] for f in resp_cls._SCHEMA}
     if "error_code" in fields and fields["error_code"][0] <= version <= fields["error_code"][1]:
-        return resp_cls(error_code=UNSUPPORTED_VERSION)
-    if header.api_key == 0:               # Produce: the error goes in every partition
+        return resp_cls(error_code=ErrorCode.UNSUPPORTED_VERSION)
+    if header.api_key == ApiKey.PRODUCE:  # the error goes in every partition
         r = Reader(frame, max_elements=max_elements)
         r.int16(), r.int16(), r.int32(), r.string(False, True)
         if is_flexible(0, version):
@@ -161,7 +173,7 @@ def unsupported_version_response(header: RequestHeader, frame, max_elements: int
         return resp_cls(responses=[m.ProduceResponseTopicProduceResponse(
             name=t.name, topic_id=t.topic_id,       # v13+: topics by id
             partition_responses=[m.ProduceResponsePartitionProduceResponse(
-                index=p.index, error_code=UNSUPPORTED_VERSION) for p in t.partition_data])
+                index=p.index, error_code=ErrorCode.UNSUPPORTED_VERSION) for p in t.partition_data])
             for t in request.topic_data])
     return None
 

@@ -17,41 +17,15 @@ import socket
 import ssl
 import struct
 
+from pylog.errors import ErrorCode, ProtocolError
+
 from . import messages as m
 from .api import SUPPORTED, decode_response, encode_request
+from .api_keys import ApiKey
 
 __all__ = ["ProtocolClient", "ProtocolError"]
 
 _i32 = struct.Struct(">i")
-
-
-# Kafka's names of the error codes a client of these tools meets (Errors.java).
-ERROR_NAMES = {
-    -1: "UNKNOWN_SERVER_ERROR", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE",
-    3: "UNKNOWN_TOPIC_OR_PARTITION", 4: "INVALID_FETCH_SIZE", 5: "LEADER_NOT_AVAILABLE",
-    6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE",
-    14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR",
-    17: "INVALID_TOPIC_EXCEPTION", 18: "RECORD_LIST_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS",
-    21: "INVALID_REQUIRED_ACKS", 22: "ILLEGAL_GENERATION", 24: "INVALID_GROUP_ID",
-    25: "UNKNOWN_MEMBER_ID", 27: "REBALANCE_IN_PROGRESS", 33: "UNSUPPORTED_SASL_MECHANISM",
-    34: "ILLEGAL_SASL_STATE", 35: "UNSUPPORTED_VERSION",
-    36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
-    40: "INVALID_CONFIG", 41: "NOT_CONTROLLER", 42: "INVALID_REQUEST",
-    9: "REPLICA_NOT_AVAILABLE", 31: "CLUSTER_AUTHORIZATION_FAILED", 39: "INVALID_REPLICA_ASSIGNMENT",
-    56: "KAFKA_STORAGE_ERROR", 57: "LOG_DIR_NOT_FOUND", 58: "SASL_AUTHENTICATION_FAILED", 68: "NON_EMPTY_GROUP",
-    69: "GROUP_ID_NOT_FOUND", 76: "UNSUPPORTED_COMPRESSION_TYPE", 87: "INVALID_RECORD",
-    91: "RESOURCE_NOT_FOUND", 92: "DUPLICATE_RESOURCE", 93: "UNACCEPTABLE_CREDENTIAL",
-}
-
-
-class ProtocolError(Exception):
-    """A response carried a Kafka error code (named as Kafka names it)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        name = ERROR_NAMES.get(code)
-        super().__init__(f"{message}: {name} (Kafka error {code})" if name
-                         else f"{message} (Kafka error {code})")
-        self.code = code
 
 
 class ProtocolClient:
@@ -83,7 +57,7 @@ class ProtocolClient:
         self._ids = itertools.count(1)
         self.versions: dict[int, tuple[int, int]] = {18: (0, 0)}
         try:
-            response = self.request(18, m.ApiVersionsRequest(), version=0)
+            response = self.request(ApiKey.API_VERSIONS, m.ApiVersionsRequest(), version=0)
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
             if authenticate is not None:
                 authenticate(self)
@@ -106,7 +80,7 @@ class ProtocolClient:
         ours = SUPPORTED.get(api_key, m.REQUESTS[api_key].VERSIONS)
         v = min(hi, ours[1])
         if v < max(lo, ours[0]):
-            raise ProtocolError(35, f"no common version of API {api_key}")
+            raise ProtocolError(ErrorCode.UNSUPPORTED_VERSION, f"no common version of API {api_key}")
         return v
 
     # ================================================================ wire
@@ -121,7 +95,8 @@ class ProtocolClient:
     def receive(self, api_key: int, version: int, correlation: int):
         got, body = decode_response(api_key, version, self.receive_frame())
         if got != correlation:
-            raise ProtocolError(-1, f"response {got} arrived for request {correlation}")
+            raise ProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                f"response {got} arrived for request {correlation}")
         return body
 
     def receive_frame(self) -> bytearray:
@@ -147,7 +122,7 @@ class ProtocolClient:
         req = m.MetadataRequest(topics=None if topics is None else
                                 [m.MetadataRequestMetadataRequestTopic(name=t) for t in topics],
                                 allow_auto_topic_creation=allow_auto_create)
-        return self.request(3, req)
+        return self.request(ApiKey.METADATA, req)
 
     def produce(self, topic: str, partition: int, records: bytes, acks: int = -1,
                 version: int | None = None, transactional_id: str | None = None):
@@ -157,9 +132,9 @@ class ProtocolClient:
             name=topic, partition_data=[m.ProduceRequestPartitionProduceData(index=partition,
                                                                               records=records)])])
         if acks == 0:
-            self.send(0, req, version)
+            self.send(ApiKey.PRODUCE, req, version)
             return None
-        return self.request(0, req, version).responses[0].partition_responses[0]
+        return self.request(ApiKey.PRODUCE, req, version).responses[0].partition_responses[0]
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
               max_wait_ms: int = 0, min_bytes: int = 1, isolation_level: int = 0):
@@ -177,7 +152,8 @@ class ProtocolClient:
                                                               current_leader_epoch=-1,
                                                               log_start_offset=-1)])])
         # v12 at most: 13+ names topics by id, which would take a Metadata round trip.
-        return self.request(1, req, min(self.version(1), 12)).responses[0].partitions[0]
+        version = min(self.version(ApiKey.FETCH), 12)
+        return self.request(ApiKey.FETCH, req, version).responses[0].partitions[0]
 
     def list_offset(self, topic: str, partition: int, timestamp: int,
                     isolation_level: int = 0) -> int:
@@ -187,7 +163,7 @@ class ProtocolClient:
                                    topics=[m.ListOffsetsRequestListOffsetsTopic(
             name=topic, partitions=[m.ListOffsetsRequestListOffsetsPartition(
                 partition_index=partition, timestamp=timestamp)])])
-        part = self.request(2, req).topics[0].partitions[0]
+        part = self.request(ApiKey.LIST_OFFSETS, req).topics[0].partitions[0]
         if part.error_code:
             raise ProtocolError(part.error_code, f"ListOffsets {topic}-{partition}")
         return part.offset

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import struct
 
+from pylog.errors import PylogError
+
 __all__ = ["MalformedMessageError", "Reader", "Struct", "TooManyElementsError", "Writer", "ZERO_UUID"]
 
 ZERO_UUID = b"\x00" * 16
@@ -39,7 +41,7 @@ _i64 = struct.Struct(">q")
 _f64 = struct.Struct(">d")
 
 
-class MalformedMessageError(ValueError):
+class MalformedMessageError(PylogError, ValueError):
     """A request body that does not parse as the version its header names."""
 
 

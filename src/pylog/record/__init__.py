@@ -38,18 +38,20 @@ def with_header_fields(data, *, base_sequence: int | None = None,
     import struct
 
     from pylog._core.crc import crc32c
+
+    from . import batch_layout as at
     out = bytearray(data)
     if producer_id is not None:
-        struct.pack_into(">q", out, 43, producer_id)
+        struct.pack_into(">q", out, at.PRODUCER_ID_OFFSET, producer_id)
     if producer_epoch is not None:
-        struct.pack_into(">h", out, 51, producer_epoch)
+        struct.pack_into(">h", out, at.PRODUCER_EPOCH_OFFSET, producer_epoch)
     if transactional:
-        out[22] |= 0x10
+        out[at.ATTRIBUTES_LOW_BYTE] |= at.ATTR_TRANSACTIONAL
     if base_sequence is not None:
-        struct.pack_into(">i", out, 53, base_sequence)
+        struct.pack_into(">i", out, at.BASE_SEQUENCE_OFFSET, base_sequence)
     if last_offset_delta is not None:
-        struct.pack_into(">i", out, 23, last_offset_delta)
-    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+        struct.pack_into(">i", out, at.LAST_OFFSET_DELTA_OFFSET, last_offset_delta)
+    struct.pack_into(">I", out, at.CRC_OFFSET, crc32c(memoryview(out)[at.ATTRIBUTES_OFFSET:]))
     return bytes(out)
 
 
@@ -60,13 +62,15 @@ def mark_transactional(data) -> bytes:
     import struct
 
     from pylog._core.crc import crc32c
+
+    from . import batch_layout as at
     out = bytearray(data)
     view = memoryview(out)
     pos, size = 0, len(out)
-    while pos + 61 <= size:
-        end = pos + 12 + struct.unpack_from(">i", out, pos + 8)[0]
-        out[pos + 22] |= 0x10
-        struct.pack_into(">I", out, pos + 17, crc32c(view[pos + 21:end]))
+    while pos + at.RECORD_BATCH_OVERHEAD <= size:
+        end = pos + at.LOG_OVERHEAD + struct.unpack_from(">i", out, pos + at.LENGTH_OFFSET)[0]
+        out[pos + at.ATTRIBUTES_LOW_BYTE] |= at.ATTR_TRANSACTIONAL
+        struct.pack_into(">I", out, pos + at.CRC_OFFSET, crc32c(view[pos + at.ATTRIBUTES_OFFSET:end]))
         pos = end
     view.release()
     return bytes(out)

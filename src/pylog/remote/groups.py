@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pylog.protocol import ApiKey
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient, ProtocolError
 
+from .security import PLAINTEXT, ClientSecurity
+
 __all__ = ["GroupMember", "GroupDescription", "RemoteGroups"]
 
-_FIND_COORDINATOR, _OFFSET_COMMIT, _OFFSET_FETCH = 10, 8, 9
-_DESCRIBE_GROUPS, _LIST_GROUPS, _DELETE_GROUPS = 15, 16, 42
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +54,11 @@ def _pinned(client: ProtocolClient, api_key: int, newest: int) -> int:
 class RemoteGroups:
     """``with RemoteGroups("host:port") as groups: groups.describe("g")``."""
 
-    def __init__(self, bootstrap: str, client_id: str = "pylog-consumer-groups") -> None:
+    def __init__(self, bootstrap: str, client_id: str = "pylog-consumer-groups",
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = bootstrap.split(",")[0].strip()
         self.client_id = client_id
+        self.security = security
         self._clients: dict[str, ProtocolClient] = {}
 
     def __enter__(self) -> RemoteGroups:
@@ -69,13 +72,13 @@ class RemoteGroups:
     def _client(self, address: str) -> ProtocolClient:
         client = self._clients.get(address)
         if client is None:
-            client = self._clients[address] = ProtocolClient(address, client_id=self.client_id)
+            client = self._clients[address] = self.security.connect(address, self.client_id)
         return client
 
     def _coordinator(self, group: str) -> ProtocolClient:
         client = self._client(self.bootstrap)
-        v = _pinned(client, _FIND_COORDINATOR, 3)
-        found = client.request(_FIND_COORDINATOR, m.FindCoordinatorRequest(key=group, key_type=0), v)
+        v = _pinned(client, ApiKey.FIND_COORDINATOR, 3)
+        found = client.request(ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(key=group, key_type=0), v)
         if found.error_code:
             raise ProtocolError(found.error_code, f"FindCoordinator for group {group!r}")
         return self._client(f"{found.host}:{found.port}")
@@ -86,7 +89,7 @@ class RemoteGroups:
         brokers = [f"{b.host}:{b.port}" for b in seed.metadata([]).brokers] or [self.bootstrap]
         out: dict[str, str] = {}
         for address in brokers:
-            response = self._client(address).request(_LIST_GROUPS, m.ListGroupsRequest())
+            response = self._client(address).request(ApiKey.LIST_GROUPS, m.ListGroupsRequest())
             if response.error_code:
                 raise ProtocolError(response.error_code, f"ListGroups at {address}")
             for g in response.groups:
@@ -94,7 +97,8 @@ class RemoteGroups:
         return dict(sorted(out.items()))
 
     def describe(self, group: str) -> GroupDescription:
-        d = self._coordinator(group).request(_DESCRIBE_GROUPS, m.DescribeGroupsRequest(groups=[group])).groups[0]
+        d = self._coordinator(group).request(ApiKey.DESCRIBE_GROUPS,
+                                             m.DescribeGroupsRequest(groups=[group])).groups[0]
         if d.error_code:
             raise ProtocolError(d.error_code, f"DescribeGroups {group!r}")
         members = []
@@ -107,8 +111,8 @@ class RemoteGroups:
     def committed(self, group: str) -> dict[tuple[str, int], int]:
         """Every committed offset of the group ((topic, partition) -> offset)."""
         client = self._coordinator(group)
-        v = _pinned(client, _OFFSET_FETCH, 7)       # v8+ batches groups: not needed here
-        response = client.request(_OFFSET_FETCH, m.OffsetFetchRequest(group_id=group, topics=None), v)
+        v = _pinned(client, ApiKey.OFFSET_FETCH, 7)       # v8+ batches groups: not needed here
+        response = client.request(ApiKey.OFFSET_FETCH, m.OffsetFetchRequest(group_id=group, topics=None), v)
         if response.error_code:
             raise ProtocolError(response.error_code, f"OffsetFetch {group!r}")
         out = {}
@@ -128,8 +132,8 @@ class RemoteGroups:
                 partition_index=p, committed_offset=offset, committed_leader_epoch=-1,
                 commit_timestamp=-1, committed_metadata=""))
         client = self._coordinator(group)
-        v = _pinned(client, _OFFSET_COMMIT, 7)
-        response = client.request(_OFFSET_COMMIT, m.OffsetCommitRequest(
+        v = _pinned(client, ApiKey.OFFSET_COMMIT, 7)
+        response = client.request(ApiKey.OFFSET_COMMIT, m.OffsetCommitRequest(
             group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
             retention_time_ms=-1, topics=[m.OffsetCommitRequestOffsetCommitRequestTopic(
                 name=t, partitions=ps) for t, ps in by_topic.items()]), v)
@@ -140,6 +144,6 @@ class RemoteGroups:
 
     def delete(self, group: str) -> None:
         result = self._coordinator(group).request(
-            _DELETE_GROUPS, m.DeleteGroupsRequest(groups_names=[group])).results[0]
+            ApiKey.DELETE_GROUPS, m.DeleteGroupsRequest(groups_names=[group])).results[0]
         if result.error_code:
             raise ProtocolError(result.error_code, f"DeleteGroups {group!r}")

@@ -11,33 +11,40 @@ Each request goes to the partition's leader (from Metadata). Fetches return raw
 batches that the C decoder turns into Arrow; the next offset comes from the batch
 headers (``scan_batches``), so control batches never stall a reader. Inside
 ``with RemoteTopics(...)`` the partitions share one connection per leader; outside it,
-each call opens its own (what a Spark task, which lives for one range, wants).
+each call opens its own (what a Spark task, which lives for one range, wants). Every
+connection authenticates as its ``security`` says (:class:`ClientSecurity`: TLS, SASL;
+PLAINTEXT when not given).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from pylog.errors import InvalidTxnStateError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from pylog.errors import (
+    ErrorCode,
+    InvalidTxnStateError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from pylog.protocol.api_keys import ApiKey
 from pylog.protocol.client import ProtocolClient, ProtocolError
 from pylog.record import decode_arrow, scan_batches, slice_offsets
+
+from .security import PLAINTEXT, ClientSecurity
 
 __all__ = ["RemoteTopics", "RemotePartition", "RemoteProducer", "RemoteTransaction", "leaders"]
 
 FETCH_BYTES = 8 << 20
-_OFFSET_OUT_OF_RANGE = 1
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_MESSAGE_TOO_LARGE = 10
 
 
 def _first(bootstrap: str) -> str:
     return bootstrap.split(",")[0].strip()
 
 
-def _cluster(bootstrap: str, topics: list[str] | None, client_id: str):
+def _cluster(bootstrap: str, topics: list[str] | None, client_id: str, security: ClientSecurity):
     """(topic -> partition count, (topic, partition) -> "host:port" of its leader,
     the internal topics) from one Metadata request."""
-    with ProtocolClient(_first(bootstrap), client_id=client_id) as client:
+    with security.connect(_first(bootstrap), client_id) as client:
         meta = client.metadata(topics)
     brokers = {b.node_id: f"{b.host}:{b.port}" for b in meta.brokers}
     counts, where, internal = {}, {}, set()
@@ -52,21 +59,23 @@ def _cluster(bootstrap: str, topics: list[str] | None, client_id: str):
     return counts, where, internal
 
 
-def leaders(bootstrap: str, topics: list[str] | None, client_id: str = "pylog"
-            ) -> tuple[dict[str, int], dict[tuple[str, int], str]]:
+def leaders(bootstrap: str, topics: list[str] | None, client_id: str = "pylog",
+            security: ClientSecurity = PLAINTEXT) -> tuple[dict[str, int], dict[tuple[str, int], str]]:
     """(topic -> partition count, (topic, partition) -> "host:port" of its leader)."""
-    counts, where, _ = _cluster(bootstrap, topics, client_id)
+    counts, where, _ = _cluster(bootstrap, topics, client_id, security)
     return counts, where
 
 
 class RemoteTopics:
     """What planning needs of a cluster: ``topics()`` and ``partition(topic, p)``."""
 
-    def __init__(self, bootstrap: str, client_id: str = "pylog") -> None:
+    def __init__(self, bootstrap: str, client_id: str = "pylog",
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = bootstrap
         self.client_id = client_id
+        self.security = security
         self.paths = [bootstrap]              # for messages ("... does not exist in <where>")
-        self._counts, self._leaders, self.internal = _cluster(bootstrap, None, client_id)
+        self._counts, self._leaders, self.internal = _cluster(bootstrap, None, client_id, security)
         self._pool: dict[str, ProtocolClient] | None = None   # leader -> client, inside `with`
 
     def __enter__(self) -> RemoteTopics:
@@ -86,7 +95,7 @@ class RemoteTopics:
         if leader is None:
             raise UnknownTopicOrPartitionError(
                 f"topic {topic!r} has no partition {partition} at {self.bootstrap}")
-        return RemotePartition(topic, partition, leader, self.client_id, self._pool)
+        return RemotePartition(topic, partition, leader, self.client_id, self._pool, self.security)
 
 
 class RemotePartition:
@@ -94,23 +103,25 @@ class RemotePartition:
     OffsetRange carries it, as it carries a partition dir in path mode)."""
 
     def __init__(self, topic: str, partition: int, leader: str, client_id: str = "pylog",
-                 pool: dict[str, ProtocolClient] | None = None) -> None:
+                 pool: dict[str, ProtocolClient] | None = None,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.topic = topic
         self.partition = partition
         self.directory = leader
         self.client_id = client_id
+        self.security = security
         self._pool = pool
 
     @contextmanager
     def _client(self):
         if self._pool is None:
-            with ProtocolClient(self.directory, client_id=self.client_id) as client:
+            with self.security.connect(self.directory, self.client_id) as client:
                 yield client
             return
         client = self._pool.get(self.directory)
         if client is None:
-            client = self._pool[self.directory] = ProtocolClient(self.directory,
-                                                                 client_id=self.client_id)
+            client = self._pool[self.directory] = self.security.connect(self.directory,
+                                                                        self.client_id)
         yield client
 
     def _list(self, timestamp: int) -> int:
@@ -148,7 +159,7 @@ class RemotePartition:
             while offset < end:
                 part = client.fetch(self.topic, self.partition, offset, max_bytes=max_bytes,
                                     max_wait_ms=500, isolation_level=int(committed))
-                if part.error_code == _OFFSET_OUT_OF_RANGE:
+                if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     raise OffsetOutOfRangeError(
                         f"{self.topic}-{self.partition}: offset {offset} is out of range at "
                         f"{self.directory} (log start {part.log_start_offset}, high watermark "
@@ -188,10 +199,12 @@ class RemoteProducer:
 
     def __init__(self, leaders: dict[tuple[str, int], str], client_id: str = "pylog",
                  acks: int = -1, *, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60000, bootstrap: str | None = None) -> None:
+                 transaction_timeout_ms: int = 60000, bootstrap: str | None = None,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.leaders = leaders
         self.client_id = client_id
         self.acks = acks
+        self.security = security
         self.clients: dict[str, ProtocolClient] = {}
         # Transactions (Kafka's producer API names): see RemoteTransaction.
         self.txn = None if transactional_id is None else RemoteTransaction(
@@ -201,7 +214,7 @@ class RemoteProducer:
     def client(self, address: str) -> ProtocolClient:
         client = self.clients.get(address)
         if client is None:
-            client = self.clients[address] = ProtocolClient(address, client_id=self.client_id)
+            client = self.clients[address] = self.security.connect(address, self.client_id)
         return client
 
     # Kafka's transactional producer API, when made with a transactional_id.
@@ -236,7 +249,7 @@ class RemoteProducer:
             data = self.txn.stamp(topic, partition, data, records)
             tid = self.txn.transactional_id
         response = client.produce(topic, partition, data, acks=self.acks, transactional_id=tid)
-        if response is not None and response.error_code == _MESSAGE_TOO_LARGE and records > 1:
+        if response is not None and response.error_code == ErrorCode.MESSAGE_TOO_LARGE and records > 1:
             self._send_split(topic, partition, data)
             return
         if response is not None and response.error_code:
@@ -283,7 +296,8 @@ class RemoteTransaction:
     id, AddPartitionsToTxn before a partition's first batch of a transaction (v3, the
     client form), Produce with the transactional id (each batch stamped with the
     producer id, epoch, its partition's sequence and the transactional attribute),
-    AddOffsetsToTxn and TxnOffsetCommit, EndTxn. Errors raise ProtocolError with Kafka's
+    AddOffsetsToTxn and TxnOffsetCommit, EndTxn (v5, transactions v2: the producer goes
+    on with the producer id and epoch it answers). Errors raise ProtocolError with Kafka's
     code (PRODUCER_FENCED: another producer took the id)."""
 
     def __init__(self, producer: RemoteProducer, transactional_id: str, timeout_ms: int,
@@ -303,9 +317,9 @@ class RemoteTransaction:
     def _coordinator(self, key: str, key_type: int) -> ProtocolClient:
         from pylog.protocol import messages as m
         client = self.producer.client(self.bootstrap)
-        resp = client.request(10, m.FindCoordinatorRequest(key=key, key_type=key_type,
-                                                          coordinator_keys=[key]))
-        if client.version(10) >= 4:
+        resp = client.request(ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(
+            key=key, key_type=key_type, coordinator_keys=[key]))
+        if client.version(ApiKey.FIND_COORDINATOR) >= 4:
             resp = resp.coordinators[0]
         if resp.error_code:
             raise ProtocolError(resp.error_code, f"FindCoordinator for {key!r}")
@@ -408,8 +422,14 @@ class RemoteTransaction:
         if self.partitions is None:
             raise InvalidTxnStateError(f"{what}: no transaction is open")
         if self.partitions or committed:
-            self._call(self.transactional_id, 1, 26, m.EndTxnRequest(
+            resp = self._call(self.transactional_id, 1, 26, m.EndTxnRequest(
                 transactional_id=self.transactional_id, producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch, committed=committed),
                 lambda r: r.error_code, "EndTxn")
+            if resp.producer_id >= 0 and resp.producer_epoch >= 0 and \
+                    (resp.producer_id, resp.producer_epoch) != (self.producer_id, self.producer_epoch):
+                # EndTxn v5 (transactions v2) bumped the epoch: a new epoch's sequences
+                # start at 0.
+                self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+                self.sequences = {}
         self.partitions = None

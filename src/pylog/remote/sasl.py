@@ -22,13 +22,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pylog.common import jaas, scram
-from pylog.errors import ConfigError
+from pylog.errors import ConfigError, ErrorCode
+from pylog.protocol import ApiKey
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient, ProtocolError
 
 from .tls import security_protocol
 
 __all__ = ["SaslLogin"]
+
+_FAILED = ErrorCode.SASL_AUTHENTICATION_FAILED       # what a broker that fails SCRAM's checks gets
 
 _SERVER_FIRST = re.compile(rb"(?:m=[^,]+,)?r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+),s=(?P<salt>[A-Za-z0-9+/=]+),"
                            rb"i=(?P<iterations>[0-9]+)(?:,.*)?", re.DOTALL)
@@ -67,7 +70,8 @@ class SaslLogin:
         return cls(mechanism, options["username"], options["password"])
 
     def __call__(self, client: ProtocolClient) -> None:
-        answer = client.request(17, m.SaslHandshakeRequest(mechanism=self.mechanism), version=1)
+        answer = client.request(ApiKey.SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism=self.mechanism),
+                                version=1)
         if answer.error_code:
             raise ProtocolError(answer.error_code, f"SASL handshake for {self.mechanism} (the "
                                 f"broker offers {', '.join(answer.mechanisms) or 'none'})")
@@ -77,7 +81,7 @@ class SaslLogin:
             self._scram(client, scram.MECHANISMS[self.mechanism])
 
     def _step(self, client: ProtocolClient, token: bytes) -> bytes:
-        answer = client.request(36, m.SaslAuthenticateRequest(auth_bytes=token))
+        answer = client.request(ApiKey.SASL_AUTHENTICATE, m.SaslAuthenticateRequest(auth_bytes=token))
         if answer.error_code:
             raise ProtocolError(answer.error_code, f"SASL authentication as {self.username!r}: "
                                 f"{answer.error_message}")
@@ -89,11 +93,11 @@ class SaslLogin:
         server_first = self._step(client, b"n,," + first_bare)
         found = _SERVER_FIRST.fullmatch(server_first)
         if found is None or not found["nonce"].startswith(nonce):
-            raise ProtocolError(58, f"SCRAM: the broker's first message is invalid: {server_first!r}")
+            raise ProtocolError(_FAILED, f"SCRAM: the broker's first message is invalid: {server_first!r}")
         iterations = int(found["iterations"])
         if iterations < mech.min_iterations:
-            raise ProtocolError(58, f"SCRAM: the broker asks for {iterations} iterations, fewer "
-                                f"than {mech.min_iterations}")
+            raise ProtocolError(_FAILED, f"SCRAM: the broker asks for {iterations} iterations, fewer "
+                                         f"than {mech.min_iterations}")
         salted = scram.salted_password(mech, self.password, base64.b64decode(found["salt"]), iterations)
         without_proof = b"c=biws,r=" + found["nonce"]
         auth_message = b",".join((first_bare, server_first, without_proof))
@@ -102,5 +106,5 @@ class SaslLogin:
         expected = b"v=" + base64.b64encode(
             scram.server_signature(mech, mech.hmac(salted, b"Server Key"), auth_message))
         if not hmac.compare_digest(server_final, expected):
-            raise ProtocolError(58, "SCRAM: the broker's signature is wrong (it does not hold "
-                                f"{self.username!r}'s credential)")
+            raise ProtocolError(_FAILED, "SCRAM: the broker's signature is wrong (it does not hold "
+                                         f"{self.username!r}'s credential)")

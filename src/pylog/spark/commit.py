@@ -38,14 +38,16 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple, dataclass
 
+from pylog.errors import PylogError
+from pylog.record import batch_layout as at
 from pylog.storage import make_dirs, write_file_atomically
 
 __all__ = ["StagedBatch", "append_staged", "QueryCommits", "StagedDataError"]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")     # a v2 batch header: 61 bytes (docs/FORMAT.md 2)
+_HEADER = at.HEADER
 
 
-class StagedDataError(RuntimeError):
+class StagedDataError(PylogError, RuntimeError):
     """A staged file is missing or is not the bytes its manifest describes."""
 
 
@@ -73,7 +75,7 @@ def _plan(batches) -> dict[tuple[str, int], list[StagedBatch]]:
 
 def _read_batch(fd: int, b: StagedBatch, where: str) -> bytes:
     data = os.pread(fd, b.length, b.position)
-    crc = struct.unpack_from(">I", data, 17)[0] if len(data) >= 21 else None
+    crc = struct.unpack_from(">I", data, at.CRC_OFFSET)[0] if len(data) >= at.ATTRIBUTES_OFFSET else None
     if len(data) != b.length or (b.crc is not None and crc != b.crc):
         raise StagedDataError(
             f"{where}: the staged batch at byte {b.position} of {b.file} is not the one "

@@ -12,6 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pylog.compression import CODECS
+from pylog.errors import ConfigError, PylogError
+from pylog.remote.security import PLAINTEXT, SECURITY_KEYS, ClientSecurity
+
 __all__ = ["SourceOptions", "SinkOptions", "OptionError", "EARLIEST", "LATEST"]
 
 EARLIEST = -2      # Kafka's JSON offsets: -2 is the earliest offset, -1 the latest
@@ -30,6 +34,9 @@ SOURCE_OPTIONS = {
 }
 SINK_OPTIONS = {"path", "kafka.bootstrap.servers", "topic", "kafka.compression.type",
                 "includeheaders"}
+# Remote mode's TLS and SASL: the Kafka client's own keys with Spark's "kafka." prefix
+# (Spark's Kafka connector passes them the same way), e.g. kafka.security.protocol.
+SECURITY_OPTIONS = {"kafka." + key for key in SECURITY_KEYS}
 
 # The spelling users know, for messages.
 _CANONICAL = {name.lower(): name for name in (
@@ -41,7 +48,7 @@ _CANONICAL = {name.lower(): name for name in (
     "kafka.compression.type", "kafka.bootstrap.servers", "kafka.isolation.level")}
 
 
-class OptionError(ValueError):
+class OptionError(PylogError, ValueError):
     """A bad ``format("pylog")`` option: the message names it."""
 
 
@@ -68,7 +75,7 @@ def _name(key: str) -> str:
 def _check_known(options: Mapping[str, str], known: set[str], what: str) -> dict[str, str]:
     out = {str(k).lower(): str(v) for k, v in options.items()}
     for key in out:
-        if key in known or key in _SPARK_ADDED:
+        if key in known or key in _SPARK_ADDED or key in SECURITY_OPTIONS:
             continue
         if key.startswith("kafka."):
             raise OptionError(
@@ -76,12 +83,29 @@ def _check_known(options: Mapping[str, str], known: set[str], what: str) -> dict
                 f"{what} takes kafka.bootstrap.servers (remote mode)"
                 + (" and kafka.compression.type" if what == "sink" else
                    " and kafka.isolation.level")
-                + " (no TLS/SASL yet)")
+                + f", and for TLS and SASL {', '.join(sorted(SECURITY_OPTIONS))}")
         hint = difflib.get_close_matches(key, sorted(known), n=1)
         suggestion = f"; did you mean {_name(hint[0])!r}?" if hint else ""
         raise OptionError(f"unknown option {key!r} for the pylog {what}{suggestion} "
                           f"(known: {', '.join(sorted(_name(k) for k in known))})")
     return out
+
+
+def _security(opts: dict[str, str], bootstrap: str | None, what: str) -> ClientSecurity:
+    """Remote mode's connections: the kafka.security.protocol, kafka.sasl.* and
+    kafka.ssl.* options, checked here on the driver (a missing trust store or a wrong
+    mechanism is an error naming the option, not an executor's traceback)."""
+    given = {k[len("kafka."):]: v for k, v in opts.items() if k in SECURITY_OPTIONS}
+    if not given:
+        return PLAINTEXT
+    if bootstrap is None:
+        raise OptionError(f"option(s) {', '.join('kafka.' + k for k in sorted(given))}: TLS and "
+                          f"SASL are for remote mode (kafka.bootstrap.servers); the {what} reads "
+                          f"log dirs directly")
+    try:
+        return ClientSecurity(given, "option kafka.")
+    except ConfigError as exc:
+        raise OptionError(str(exc).replace("option kafka.: ", "option kafka.", 1)) from None
 
 
 def _int(opts: dict[str, str], key: str, minimum: int | None = None) -> int | None:
@@ -159,6 +183,8 @@ class SourceOptions:
     #: kafka.isolation.level=read_committed: ranges end at the last stable offset and
     #: aborted transactions' records are skipped (Spark's Kafka source option).
     read_committed: bool = False
+    #: Remote mode's TLS and SASL (kafka.security.protocol, kafka.sasl.*, kafka.ssl.*).
+    security: ClientSecurity = PLAINTEXT
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -166,7 +192,7 @@ class SourceOptions:
         what = "streaming source" if streaming else "source"
         opts = _check_known(options, SOURCE_OPTIONS, what)
         paths, bootstrap = _location(opts, what)
-        out = cls(paths=paths, bootstrap=bootstrap)
+        out = cls(paths=paths, bootstrap=bootstrap, security=_security(opts, bootstrap, what))
         given = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
         if len(given) != 1:
             raise OptionError("give exactly one of the options 'subscribe', 'subscribePattern' "
@@ -278,14 +304,16 @@ class SinkOptions:
     bootstrap: str | None = None
     topic: str | None = None
     compression: str = "none"
+    security: ClientSecurity = PLAINTEXT
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         opts = _check_known(options, SINK_OPTIONS, "sink")
         paths, bootstrap = _location(opts, "sink")
         compression = opts.get("kafka.compression.type", "none").lower()
-        if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
-            raise OptionError("option 'kafka.compression.type' must be none, gzip, snappy, lz4 or "
-                              f"zstd, got {compression!r}")
+        if compression not in CODECS:
+            *others, last = CODECS
+            raise OptionError(f"option 'kafka.compression.type' must be {', '.join(others)} or "
+                              f"{last}, got {compression!r}")
         return cls(paths=paths, bootstrap=bootstrap, topic=opts.get("topic") or None,
-                   compression=compression)
+                   compression=compression, security=_security(opts, bootstrap, "sink"))

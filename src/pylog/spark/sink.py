@@ -142,7 +142,8 @@ class _StagingWriter:
         self.leaders: dict | None = None
         if opts.bootstrap is not None:
             from pylog.remote import leaders
-            self.partitions, self.leaders = leaders(opts.bootstrap, None, "pylog-spark")
+            self.partitions, self.leaders = leaders(opts.bootstrap, None, "pylog-spark",
+                                                    opts.security)
             where, self.log_dir = opts.bootstrap, None
         else:
             reader = LogDirsReader(opts.paths)
@@ -166,7 +167,8 @@ class _StagingWriter:
         task, attempt, task_attempt, query_id, batch_id = _task_context()
         if self.leaders is not None:
             from pylog.remote import RemoteProducer
-            with RemoteProducer(self.leaders, "pylog-spark") as producer:
+            with RemoteProducer(self.leaders, "pylog-spark",
+                                security=self.opts.security) as producer:
                 for batch in batches:
                     if batch.num_rows:
                         self._stage(batch, task, producer.send)

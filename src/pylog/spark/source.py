@@ -50,7 +50,8 @@ class RangePartition(InputPartition):
     def __init__(self, r: OffsetRange, opts: SourceOptions) -> None:
         # remote: r.directory is then the partition's leader ("host:port").
         super().__init__((r, opts.include_headers, opts.fail_on_data_loss,
-                          opts.bootstrap is not None, opts.read_committed))
+                          opts.security if opts.bootstrap is not None else None,
+                          opts.read_committed))
 
     def __repr__(self) -> str:
         r = self.value[0]
@@ -61,11 +62,12 @@ def read_range(part: InputPartition):
     """Executor side: Arrow batches of the Kafka source schema for one task."""
     if part.value is None:
         return          # PySpark's stand-in when planning found nothing to read
-    r, include_headers, fail_on_data_loss, remote, read_committed = part.value
+    r, include_headers, fail_on_data_loss, remote_security, read_committed = part.value
     isolation = "read_committed" if read_committed else "read_uncommitted"
-    if remote:
+    if remote_security is not None:        # remote mode: how to connect to the leader
         from pylog.remote import RemotePartition
-        reader = RemotePartition(r.topic, r.partition, r.directory, "pylog-spark")
+        reader = RemotePartition(r.topic, r.partition, r.directory, "pylog-spark",
+                                 security=remote_security)
     else:
         reader = PartitionReader(r.topic, r.partition, r.directory)
     # read_committed: the planned range ends at or below the last stable offset; the
@@ -93,7 +95,7 @@ def open_topics(opts: SourceOptions):
     """The log dirs (read-only) or, in remote mode, the broker: same questions, same answers."""
     if opts.bootstrap is not None:
         from pylog.remote import RemoteTopics
-        return RemoteTopics(opts.bootstrap, "pylog-spark")
+        return RemoteTopics(opts.bootstrap, "pylog-spark", opts.security)
     return LogDirsReader(opts.paths)
 
 

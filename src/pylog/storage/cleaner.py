@@ -55,7 +55,6 @@ import contextlib
 import logging
 import mmap
 import os
-import struct
 import time
 from dataclasses import dataclass
 
@@ -64,6 +63,7 @@ import pyarrow as pa
 
 from pylog._core.crc import crc32c
 from pylog._core.storage import LogFile, OffsetIndex, TimeIndex
+from pylog.record import batch_layout as at
 from pylog.record import decode_arrow, encode_batch, iter_batches, with_header_fields
 
 from . import files
@@ -79,7 +79,6 @@ __all__ = ["CleanerStats", "OffsetMap", "clean_log", "cleanable_range", "dirty_r
 
 SLOT_BYTES = 24          # Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset
 LOAD_FACTOR = 0.9
-_HEADER = struct.Struct(">qiiBIhiqqqhii")   # record batch v2 header, 61 bytes
 
 
 @dataclass
@@ -143,7 +142,7 @@ class OffsetMap:
     def add(self, keys: pa.Array, offsets: np.ndarray, must: bool = False) -> bool:
         """Adds one segment's keys (nulls skipped). Refuses (returns False, nothing
         added) when the distinct keys would exceed the capacity, unless `must`."""
-        import pyarrow.compute as pc  # here, not at the top: 50 ms of every `import pylog`
+        import pyarrow.compute as pc  # here, not at the top: too slow for every `import pylog`
         valid = pc.is_valid(keys)
         part = self._group(pa.table({"key": pc.filter(keys, valid).cast(pa.binary()),
                                      "offset": pa.array(offsets[np.asarray(valid)])}))
@@ -293,12 +292,13 @@ def _empty_batch(batch) -> bytes:
     """An emptied v2 batch kept for its producer state: Kafka's writeEmptyHeader."""
     last_delta = batch.last_offset - batch.base_offset
     ts = batch.max_timestamp
-    attributes = batch.attributes & ~0x07            # no compression: no records
-    body = _HEADER.pack(batch.base_offset, 49, batch.partition_leader_epoch, 2, 0, attributes,
-                        last_delta, ts, ts, batch.producer_id, batch.producer_epoch,
-                        batch.base_sequence, 0)
-    crc = crc32c(body[21:])
-    return body[:17] + crc.to_bytes(4, "big") + body[21:]
+    attributes = batch.attributes & ~at.ATTR_COMPRESSION_MASK     # no compression: no records
+    body = at.HEADER.pack(batch.base_offset, at.RECORD_BATCH_OVERHEAD - at.LOG_OVERHEAD,
+                          batch.partition_leader_epoch, 2, 0, attributes,
+                          last_delta, ts, ts, batch.producer_id, batch.producer_epoch,
+                          batch.base_sequence, 0)
+    crc = crc32c(body[at.ATTRIBUTES_OFFSET:])
+    return body[:at.CRC_OFFSET] + crc.to_bytes(4, "big") + body[at.ATTRIBUTES_OFFSET:]
 
 
 class _Survivors:

@@ -32,6 +32,7 @@ from pylog.common.config import (
     unknown_key,
 )
 from pylog.errors import ConfigError
+from pylog.compression import CODECS
 
 __all__ = ["TOPIC_CONFIGS", "BROKER_CONFIGS", "LogConfig", "BrokerConfig", "LONG_MAX"]
 
@@ -99,7 +100,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = config_defs(
               subset_of("delete", "compact"), ("log.cleanup.policy",)),
     ConfigDef("compression.type", "str", "producer", "Final compression of the topic's batches; "
               "producer keeps what the producer sent.",
-              one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+              one_of("producer", "uncompressed", *(name for name in CODECS if name != "none")),
               ("compression.type",)),
     ConfigDef("delete.retention.ms", "int", _DAY_MS, "How long tombstones are kept in a "
               "compacted log.", at_least(0), ("log.cleaner.delete.retention.ms",)),

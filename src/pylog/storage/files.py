@@ -13,7 +13,8 @@ __all__ = [
     "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "TXN_INDEX_SUFFIX", "SNAPSHOT_SUFFIX",
     "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "DELETE_DIR_SUFFIX",
     "LOG_STATE_FILE", "filename_prefix_from_offset", "offset_from_filename",
-    "log_file", "index_file", "time_index_file", "txn_index_file", "SEGMENT_FILE_SUFFIXES",
+    "log_file", "index_file", "time_index_file", "txn_index_file", "snapshot_file",
+    "SEGMENT_FILE_SUFFIXES",
     "partition_dir_name", "parse_partition_dir",
     "fsync_dir", "make_dirs", "LOCK_FILE", "META_PROPERTIES_FILE", "CLEAN_SHUTDOWN_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE",
@@ -85,6 +86,11 @@ def time_index_file(directory: str, base_offset: int) -> str:
 
 def txn_index_file(directory: str, base_offset: int) -> str:
     return os.path.join(directory, filename_prefix_from_offset(base_offset) + TXN_INDEX_SUFFIX)
+
+
+def snapshot_file(directory: str, offset: int) -> str:
+    """The producer-state snapshot taken at `offset` (Kafka's ``<offset>.snapshot``)."""
+    return os.path.join(directory, filename_prefix_from_offset(offset) + SNAPSHOT_SUFFIX)
 
 
 def partition_dir_name(topic: str, partition: int) -> str:

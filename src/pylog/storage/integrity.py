@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pylog._core.storage import LogFile, OffsetIndex, TimeIndex
 from pylog.errors import CorruptRecordError, UnknownTopicOrPartitionError
 from pylog.record import scan_batches
+from pylog.record.batch_layout import MAGIC_OFFSET
 
 from . import files
 from .checkpoints import read_clean_shutdown, read_offset_checkpoint
@@ -108,7 +109,7 @@ def check_partition(directory: str, topic: str, partition: int, *,
     segment_files = (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX)
     bases = sorted({b for n in names if n.endswith(segment_files)
                     and (b := files.offset_from_filename(n)) is not None})
-    logs = [b for b in bases if f"{b:020d}{files.LOG_SUFFIX}" in names]
+    logs = [b for b in bases if files.filename_prefix_from_offset(b) + files.LOG_SUFFIX in names]
     reports: list[FileReport] = []
     with tempfile.TemporaryDirectory(prefix="pylog-verify-") as scratch:
         for base in bases:
@@ -116,8 +117,9 @@ def check_partition(directory: str, topic: str, partition: int, *,
             report = FileReport(topic, partition, path)
             reports.append(report)
             if base not in logs:
-                orphans = [n for n in (f"{base:020d}{files.INDEX_SUFFIX}",
-                                       f"{base:020d}{files.TIME_INDEX_SUFFIX}") if n in names]
+                prefix = files.filename_prefix_from_offset(base)
+                orphans = [n for n in (prefix + files.INDEX_SUFFIX, prefix + files.TIME_INDEX_SUFFIX)
+                           if n in names]
                 report.problems.append(f"the .log is missing: {' and '.join(orphans)} "
                                        f"{'is' if len(orphans) == 1 else 'are'} orphaned "
                                        "(pylog deletes them at open)")
@@ -301,10 +303,10 @@ def _tail(report: FileReport, lf: LogFile, pos: int, size: int, expect: _Expect)
 
 def _one_cut_batch(lf: LogFile, pos: int, size: int) -> bool:
     """The tail is the start of a single batch whose length runs past the end."""
-    header = os.pread(lf.fileno(), _HEADER.size + 5, pos)
-    if len(header) < _HEADER.size + 5:
+    header = os.pread(lf.fileno(), MAGIC_OFFSET + 1, pos)
+    if len(header) < MAGIC_OFFSET + 1:
         return True                     # not even a header: a write cut short
-    length, magic = _HEADER.unpack_from(header)[1], header[16]
+    length, magic = _HEADER.unpack_from(header)[1], header[MAGIC_OFFSET]
     return magic <= 2 and pos + _HEADER.size + length > size
 
 

@@ -76,6 +76,7 @@ from pylog.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from pylog.record.batch_layout import ATTR_CONTROL, ATTR_TRANSACTIONAL
 
 from . import files
 from .background import wall_clock_ms
@@ -100,8 +101,6 @@ from .transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
-_ATTR_TRANSACTIONAL = 0x10       # record batch attributes, bit 4 (docs/FORMAT.md, section 2)
-_ATTR_CONTROL = 0x20             # bit 5: a control batch (a transaction marker)
 
 # AppendInfo from a tuple without the namedtuple's Python __new__ (once per append).
 _new_append_info = partial(tuple.__new__, AppendInfo)
@@ -485,7 +484,7 @@ class Log(LogState):
         elif prepared.has_producer_ids:
             producers = [prepared.batch(i) for i in range(prepared.batch_count)]
             duplicates = self.producer_state.check_append(
-                [(b[5], b[6], b[7], b[3], b[8] & _ATTR_TRANSACTIONAL) for b in producers],
+                [(b[5], b[6], b[7], b[3], b[8] & ATTR_TRANSACTIONAL) for b in producers],
                 verification_guard)
             if duplicates is not None:
                 # A retry of batches already in the log: nothing is written.
@@ -539,7 +538,7 @@ class Log(LogState):
         from pylog.record import iter_batches
         markers = {}
         wanted = [i for i in range(prepared.batch_count)
-                  if prepared.batch(i)[8] & _ATTR_CONTROL and prepared.batch(i)[5] >= 0]
+                  if prepared.batch(i)[8] & ATTR_CONTROL and prepared.batch(i)[5] >= 0]
         if not wanted:
             return markers
         for i, batch in enumerate(iter_batches(batches, validate=False)):
@@ -560,7 +559,7 @@ class Log(LogState):
             base, last, max_ts, records, _, pid, epoch, seq, attributes = prepared.batch(i)
             if pid < 0:
                 continue
-            if attributes & _ATTR_CONTROL:
+            if attributes & ATTR_CONTROL:
                 marker = markers.get(i) if markers else None
                 if marker is None:
                     continue
@@ -572,9 +571,9 @@ class Log(LogState):
                         except OSError as exc:
                             raise self._storage_error(exc, "transaction index append") from exc
                     state.complete(done)
-            elif seq >= 0 or attributes & _ATTR_TRANSACTIONAL:
+            elif seq >= 0 or attributes & ATTR_TRANSACTIONAL:
                 state.update(pid, epoch, seq, records, base, last, max_ts,
-                             bool(attributes & _ATTR_TRANSACTIONAL))
+                             bool(attributes & ATTR_TRANSACTIONAL))
 
     # ========================================================= transactions
 

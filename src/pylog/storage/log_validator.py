@@ -23,13 +23,15 @@ from __future__ import annotations
 
 from pylog._core.storage import (LegacyBatchError, PreparedAppend, convert_client_batches,
                                  prepare_append)
+from pylog.compression import CODECS, NONE
 
 from .config import LONG_MAX, LogConfig
 
 __all__ = ["TARGET_CODECS", "validate_append"]
 
 # compression.type -> the codec every stored batch must have (-1: the producer's).
-TARGET_CODECS = {"producer": -1, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+TARGET_CODECS = {"producer": -1, "uncompressed": NONE,
+                 **{name: codec for name, codec in CODECS.items() if codec != NONE}}
 
 
 def validate_append(batches, config: LogConfig, next_offset: int, leader_epoch: int, now: int,

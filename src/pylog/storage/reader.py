@@ -33,7 +33,8 @@ import struct
 from collections.abc import Iterable, Iterator
 
 from pylog._core.storage import LogFile
-from pylog.errors import CorruptRecordError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from pylog.errors import (CorruptRecordError, OffsetOutOfRangeError, PylogError,
+                          UnknownTopicOrPartitionError)
 
 from . import files
 from .checkpoints import read_offset_checkpoint
@@ -51,7 +52,7 @@ _TIME_ENTRY = struct.Struct(">qi")        # timestamp, relative offset
 _SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
 
 
-class NotALogDirError(ValueError):
+class NotALogDirError(PylogError, ValueError):
     """A path given as a log dir is missing or holds no pylog/Kafka log dir."""
 
 

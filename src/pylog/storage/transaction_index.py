@@ -35,6 +35,8 @@ from typing import NamedTuple
 
 from pylog.errors import CorruptIndexError
 
+from . import files
+
 __all__ = ["AbortedTxn", "TransactionIndex", "ENTRY_SIZE"]
 
 _ENTRY = struct.Struct(">hqqqq")
@@ -96,7 +98,7 @@ class TransactionIndex:
         entries = self._entries
         if entries is None:
             data = b""
-            for path in (self.path, self.path + ".deleted"):
+            for path in (self.path, self.path + files.DELETED_SUFFIX):
                 try:
                     with open(path, "rb") as f:
                         data = f.read()

@@ -12,7 +12,9 @@
 //     aborted one is flushed first, so its records are in the log) print
 //     "COMMITTED <step>" / "ABORTED <step>"; "open:N" sends N, flushes, prints "OPEN <step>",
 //     waits for a line on stdin, then sends one more and commits; "stall:N:MS" sends N,
-//     flushes, sleeps MS and commits. A step that throws prints "FAILED <exception class>"
+//     flushes, sleeps MS and commits; "offsets:N" sends N and, before committing, sends the
+//     offset N of partition 0 to the transaction for the group "<TRANSACTIONAL_ID>-group"
+//     (sendOffsetsToTransaction). A step that throws prints "FAILED <exception class>"
 //     and ends the run. "INITIALIZED" after initTransactions().
 //   read BOOTSTRAP TOPIC ISOLATION COUNT -> every partition from the beginning with
 //     isolation.level ISOLATION: one value per line until COUNT (or 10 s without a
@@ -28,9 +30,11 @@ import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Collectors;
 
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -125,6 +129,10 @@ public class JavaClients {
                     } else if (s[0].equals("stall")) {
                         producer.flush();
                         Thread.sleep(Long.parseLong(s[2]));
+                    } else if (s[0].equals("offsets")) {
+                        producer.sendOffsetsToTransaction(
+                            java.util.Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(n)),
+                            new ConsumerGroupMetadata(args[2] + "-group"));
                     }
                     producer.commitTransaction();
                     System.out.println("COMMITTED " + step);

@@ -4,9 +4,8 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 
 cdef enum:
     # A CPU pass (encode, decode, an append's CRC and record walk) over fewer
-    # bytes keeps the GIL: the release and re-acquire (~400 instructions and
-    # four atomics uncontended, a thread wake when another thread takes it)
-    # would cost more than the work (~0.7 us of CRC and walk at 16 KiB).
+    # bytes keeps the GIL: the release and re-acquire (atomics uncontended, a
+    # thread wake when another thread takes it) would cost more than the work.
     NOGIL_MIN_BYTES = 16384
 
 
