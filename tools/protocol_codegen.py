@@ -88,6 +88,9 @@ MESSAGES = [
     "DescribeProducers", "DescribeTransactions", "ListTransactions",
     # The consumer rebalance protocol, KIP-848 (coordinator/consumer_group.py)
     "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
+    # Log dirs (storage/log_dir_moves.py, broker/log_dirs.py)
+    "DescribeLogDirs", "AlterReplicaLogDirs", "AlterPartitionReassignments",
+    "ListPartitionReassignments",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

@@ -47,6 +47,8 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidTxnStateError",
     "TransactionCoordinatorFencedError",
+    "NotLeaderOrFollowerError",
+    "LogDirNotFoundError",
     "KafkaStorageError",
     "InvalidProducerIdMappingError",
     "InvalidTransactionTimeoutError",
@@ -300,6 +302,20 @@ class ProducerFencedError(KafkaError):
     is a zombie (Kafka PRODUCER_FENCED)."""
 
     code = ErrorCode.PRODUCER_FENCED
+
+
+class NotLeaderOrFollowerError(KafkaError):
+    """This broker does not (or no longer) hold the partition's replica that was asked
+    for; pylog raises it when a partition moved to another log dir under a caller
+    holding its old Log (the client retries, as for a leader change)."""
+
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class LogDirNotFoundError(KafkaError, ValueError):
+    """The log dir named is not one of the broker's log dirs."""
+
+    code = ErrorCode.LOG_DIR_NOT_FOUND
 
 
 class KafkaStorageError(KafkaError, OSError):

@@ -36,6 +36,8 @@ TOOLS = {
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server": "kafka.Kafka",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
 }
 
 

@@ -67,8 +67,8 @@ from pylog.protocol import API_NAMES, ApiKey, frame_response
 
 from pylog.common.config import normalize_key
 
-from . import (acls, admin, configs, consumer_groups, data_plane, groups, leader_epochs, quotas, sasl,
-               telemetry, transactions, users)
+from . import (acls, admin, configs, consumer_groups, data_plane, groups, leader_epochs, log_dirs,
+               quotas, sasl, telemetry, transactions, users)
 from .authorizer import authorizer_of
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig
 from .connection import Connection
@@ -102,6 +102,8 @@ HANDLERS = {
     65: transactions.describe_transactions, 66: transactions.list_transactions,
     68: consumer_groups.consumer_group_heartbeat, 69: consumer_groups.consumer_group_describe,
     71: telemetry.get_telemetry_subscriptions, 72: telemetry.push_telemetry,
+    34: log_dirs.alter_replica_log_dirs, 35: log_dirs.describe_log_dirs,
+    45: log_dirs.alter_partition_reassignments, 46: log_dirs.list_partition_reassignments,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
@@ -112,7 +114,7 @@ BLOCKING = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.DELETE_RECORDS,
             ApiKey.END_TXN, ApiKey.WRITE_TXN_MARKERS, ApiKey.TXN_OFFSET_COMMIT, ApiKey.CREATE_ACLS,
             ApiKey.DELETE_ACLS, ApiKey.ALTER_CONFIGS, ApiKey.CREATE_PARTITIONS,
             ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CLIENT_QUOTAS,
-            ApiKey.ALTER_USER_SCRAM_CREDENTIALS}
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_REPLICA_LOG_DIRS}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups, OffsetDelete): the group
 #: pool, which the data plane's fsyncs never fill.
 GROUP_IO = {ApiKey.OFFSET_COMMIT, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE}
@@ -127,7 +129,7 @@ GROUP_POOL_THREADS = 2
 #: _distinct_keys), so repeating a key cannot multiply a store-sized answer.
 STORE_SIZED = {ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS,
                ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,
-               ApiKey.LIST_TRANSACTIONS}
+               ApiKey.LIST_TRANSACTIONS, ApiKey.DESCRIBE_LOG_DIRS}
 
 #: New connections taken per loop pass (Kafka's Processor configures at most 20 per
 #: poll, its ConnectionQueueSize): 1,030 connections opened at once, each with a Fetch,

@@ -11,6 +11,8 @@ first use, so ``pylog --help`` stays fast:
 - ``console-producer``, ``console-consumer`` (console.py): Kafka's console tools;
 - ``consumer-groups`` (groups.py): list, describe with lag, reset offsets, delete;
 - ``users`` (users.py): SCRAM credentials, as kafka-configs --entity-type users;
+- ``log-dirs`` (log_dirs.py): a broker's log dirs (kafka-log-dirs.sh), a partition moved
+  between them (KIP-113);
 - ``dump-log`` (dump.py): Kafka's kafka-dump-log on pylog's (and Kafka's) files;
 - ``verify``, ``recover`` (verify.py): offline checks and recovery, with a report;
 - ``perf produce|consume|end-to-end`` (perf.py): Kafka's perf tests (pylog.perf).
@@ -30,6 +32,7 @@ from .console import console_consumer, console_producer
 from .dump import dump_log
 from .export import export_to_kafka
 from .groups import consumer_groups
+from .log_dirs import log_dirs
 from .perf import perf
 from .serve import serve
 from .topics import get_offsets, topics
@@ -62,7 +65,7 @@ def cli(ctx: click.Context, verbose: bool, log_level: str | None) -> None:
 
 
 for command in (serve, export_to_kafka, topics, get_offsets, console_producer, console_consumer,
-                consumer_groups, dump_log, verify, recover, perf, users):
+                consumer_groups, dump_log, verify, recover, perf, users, log_dirs):
     cli.add_command(command)
 
 

@@ -84,6 +84,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     66: (0, 2),     # ListTransactions
     68: (0, 1),     # ConsumerGroupHeartbeat (KIP-848; 1: regex subscriptions, client member ids)
     69: (0, 1),     # ConsumerGroupDescribe
+    34: (1, 2),     # AlterReplicaLogDirs (KIP-113; 0 removed in Kafka 4.0)
+    35: (1, 4),     # DescribeLogDirs (0 removed in Kafka 4.0; 4: total and usable bytes)
+    45: (0, 1),     # AlterPartitionReassignments (one broker: only [node.id])
+    46: (0, 0),     # ListPartitionReassignments (none is ever ongoing)
 }
 
 #: The features ApiVersions (v3+) lists, name -> (min, max) supported and the finalized

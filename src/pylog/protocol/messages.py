@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .codec import ZERO_UUID, Struct
 
-__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
+__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 'AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse', 'AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', 'ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
 
 
 class ProduceRequestPartitionProduceData(Struct):
@@ -6918,6 +6918,629 @@ class ConsumerGroupDescribeResponse(Struct):
             w.empty_tagged_fields()
 
 
+class DescribeLogDirsRequestDescribableLogDirTopic(Struct):
+    __slots__ = ('topic', 'partitions')
+    _FIELDS = (('topic', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic', 'string', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.topic = r.string(flex)
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.string(self.topic, flex)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeLogDirsRequest(Struct):
+    """DescribeLogDirsRequest (api key 35, versions 0-4, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 f769819428bbca85 / 33094e407ac5ce5e."""
+
+    API_KEY = 35
+    VERSIONS = (0, 4)
+    FLEXIBLE = 2
+    __slots__ = ('topics',)
+    _FIELDS = (('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topics', '[]struct', 'DescribeLogDirsRequestDescribableLogDirTopic', (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.topics = r.struct_array(flex, DescribeLogDirsRequestDescribableLogDirTopic, v, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeLogDirsResponseDescribeLogDirsPartition(Struct):
+    __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key')
+    _FIELDS = (('partition_index', 0), ('partition_size', 0), ('offset_lag', 0), ('is_future_key', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('partition_size', 'int64', None, (0, 32768), None, None), ('offset_lag', 'int64', None, (0, 32768), None, None), ('is_future_key', 'bool', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.partition_index = r.int32()
+        self.partition_size = r.int64()
+        self.offset_lag = r.int64()
+        self.is_future_key = r.bool()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int32(self.partition_index)
+        w.int64(self.partition_size)
+        w.int64(self.offset_lag)
+        w.bool(self.is_future_key)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeLogDirsResponseDescribeLogDirsTopic(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'DescribeLogDirsResponseDescribeLogDirsPartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.name = r.string(flex)
+        self.partitions = r.struct_array(flex, DescribeLogDirsResponseDescribeLogDirsPartition, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.string(self.name, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeLogDirsResponseDescribeLogDirsResult(Struct):
+    __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes')
+    _FIELDS = (('error_code', 0), ('log_dir', ''), ('topics', []), ('total_bytes', -1), ('usable_bytes', -1), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('log_dir', 'string', None, (0, 32768), None, None), ('topics', '[]struct', 'DescribeLogDirsResponseDescribeLogDirsTopic', (0, 32768), None, None), ('total_bytes', 'int64', None, (4, 32768), None, None), ('usable_bytes', 'int64', None, (4, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.error_code = r.int16()
+        self.log_dir = r.string(flex)
+        self.topics = r.struct_array(flex, DescribeLogDirsResponseDescribeLogDirsTopic, v)
+        self.total_bytes = r.int64() if v >= 4 else -1
+        self.usable_bytes = r.int64() if v >= 4 else -1
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int16(self.error_code)
+        w.string(self.log_dir, flex)
+        w.struct_array(self.topics, flex, v)
+        if v >= 4:
+            w.int64(self.total_bytes)
+        if v >= 4:
+            w.int64(self.usable_bytes)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeLogDirsResponse(Struct):
+    """DescribeLogDirsResponse (api key 35, versions 0-4, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 cfc933a17bb07fc4 / cabec7f1c2e5fb3a."""
+
+    API_KEY = 35
+    VERSIONS = (0, 4)
+    FLEXIBLE = 2
+    __slots__ = ('throttle_time_ms', 'error_code', 'results')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('results', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (3, 32768), None, None), ('results', '[]struct', 'DescribeLogDirsResponseDescribeLogDirsResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16() if v >= 3 else 0
+        self.results = r.struct_array(flex, DescribeLogDirsResponseDescribeLogDirsResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int32(self.throttle_time_ms)
+        if v >= 3:
+            w.int16(self.error_code)
+        w.struct_array(self.results, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterReplicaLogDirsRequestAlterReplicaLogDirTopic(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.name = r.string(flex)
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.string(self.name, flex)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterReplicaLogDirsRequestAlterReplicaLogDir(Struct):
+    __slots__ = ('path', 'topics')
+    _FIELDS = (('path', ''), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('path', 'string', None, (0, 32768), None, None), ('topics', '[]struct', 'AlterReplicaLogDirsRequestAlterReplicaLogDirTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.path = r.string(flex)
+        self.topics = r.struct_array(flex, AlterReplicaLogDirsRequestAlterReplicaLogDirTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.string(self.path, flex)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterReplicaLogDirsRequest(Struct):
+    """AlterReplicaLogDirsRequest (api key 34, versions 0-2, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 36b2407c1b6964bf / e764fe99e24e0a0d."""
+
+    API_KEY = 34
+    VERSIONS = (0, 2)
+    FLEXIBLE = 2
+    __slots__ = ('dirs',)
+    _FIELDS = (('dirs', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('dirs', '[]struct', 'AlterReplicaLogDirsRequestAlterReplicaLogDir', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.dirs = r.struct_array(flex, AlterReplicaLogDirsRequestAlterReplicaLogDir, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.struct_array(self.dirs, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult(Struct):
+    __slots__ = ('partition_index', 'error_code')
+    _FIELDS = (('partition_index', 0), ('error_code', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.partition_index = r.int32()
+        self.error_code = r.int16()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int32(self.partition_index)
+        w.int16(self.error_code)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult(Struct):
+    __slots__ = ('topic_name', 'partitions')
+    _FIELDS = (('topic_name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.topic_name = r.string(flex)
+        self.partitions = r.struct_array(flex, AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.string(self.topic_name, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterReplicaLogDirsResponse(Struct):
+    """AlterReplicaLogDirsResponse (api key 34, versions 0-2, flexible 2+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 23ecf9485b51be64 / 2bab9c741dd7507f."""
+
+    API_KEY = 34
+    VERSIONS = (0, 2)
+    FLEXIBLE = 2
+    __slots__ = ('throttle_time_ms', 'results')
+    _FIELDS = (('throttle_time_ms', 0), ('results', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('results', '[]struct', 'AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = v >= 2
+        self.throttle_time_ms = r.int32()
+        self.results = r.struct_array(flex, AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = v >= 2
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.results, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterPartitionReassignmentsRequestReassignablePartition(Struct):
+    __slots__ = ('partition_index', 'replicas')
+    _FIELDS = (('partition_index', 0), ('replicas', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('replicas', '[]int32', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.replicas = r.array(flex, r.int32, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        w.array(self.replicas, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterPartitionReassignmentsRequestReassignableTopic(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'AlterPartitionReassignmentsRequestReassignablePartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.name = r.string(flex)
+        self.partitions = r.struct_array(flex, AlterPartitionReassignmentsRequestReassignablePartition, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.name, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterPartitionReassignmentsRequest(Struct):
+    """AlterPartitionReassignmentsRequest (api key 45, versions 0-1, flexible 0+): Apache Kafka 4.1.0, sha256 09ed6a85622e8083."""
+
+    API_KEY = 45
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('timeout_ms', 'allow_replication_factor_change', 'topics')
+    _FIELDS = (('timeout_ms', 60000), ('allow_replication_factor_change', True), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('timeout_ms', 'int32', None, (0, 32768), None, None), ('allow_replication_factor_change', 'bool', None, (1, 32768), None, None), ('topics', '[]struct', 'AlterPartitionReassignmentsRequestReassignableTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.timeout_ms = r.int32()
+        self.allow_replication_factor_change = r.bool() if v >= 1 else True
+        self.topics = r.struct_array(flex, AlterPartitionReassignmentsRequestReassignableTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.timeout_ms)
+        if v >= 1:
+            w.bool(self.allow_replication_factor_change)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterPartitionReassignmentsResponseReassignablePartitionResponse(Struct):
+    __slots__ = ('partition_index', 'error_code', 'error_message')
+    _FIELDS = (('partition_index', 0), ('error_code', 0), ('error_message', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterPartitionReassignmentsResponseReassignableTopicResponse(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'AlterPartitionReassignmentsResponseReassignablePartitionResponse', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.name = r.string(flex)
+        self.partitions = r.struct_array(flex, AlterPartitionReassignmentsResponseReassignablePartitionResponse, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.name, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterPartitionReassignmentsResponse(Struct):
+    """AlterPartitionReassignmentsResponse (api key 45, versions 0-1, flexible 0+): Apache Kafka 4.1.0, sha256 449f1c0669ef1932."""
+
+    API_KEY = 45
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'allow_replication_factor_change', 'error_code', 'error_message', 'responses')
+    _FIELDS = (('throttle_time_ms', 0), ('allow_replication_factor_change', True), ('error_code', 0), ('error_message', ''), ('responses', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('allow_replication_factor_change', 'bool', None, (1, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('responses', '[]struct', 'AlterPartitionReassignmentsResponseReassignableTopicResponse', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.allow_replication_factor_change = r.bool() if v >= 1 else True
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.responses = r.struct_array(flex, AlterPartitionReassignmentsResponseReassignableTopicResponse, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        if v >= 1:
+            w.bool(self.allow_replication_factor_change)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.responses, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ListPartitionReassignmentsRequestListPartitionReassignmentsTopics(Struct):
+    __slots__ = ('name', 'partition_indexes')
+    _FIELDS = (('name', ''), ('partition_indexes', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partition_indexes', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.name = r.string(flex)
+        self.partition_indexes = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.name, flex)
+        w.array(self.partition_indexes, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ListPartitionReassignmentsRequest(Struct):
+    """ListPartitionReassignmentsRequest (api key 46, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 505ce26ea78b1d60."""
+
+    API_KEY = 46
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('timeout_ms', 'topics')
+    _FIELDS = (('timeout_ms', 60000), ('topics', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('timeout_ms', 'int32', None, (0, 32768), None, None), ('topics', '[]struct', 'ListPartitionReassignmentsRequestListPartitionReassignmentsTopics', (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.timeout_ms = r.int32()
+        self.topics = r.struct_array(flex, ListPartitionReassignmentsRequestListPartitionReassignmentsTopics, v, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.timeout_ms)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ListPartitionReassignmentsResponseOngoingPartitionReassignment(Struct):
+    __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas')
+    _FIELDS = (('partition_index', 0), ('replicas', []), ('adding_replicas', []), ('removing_replicas', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('replicas', '[]int32', None, (0, 32768), None, None), ('adding_replicas', '[]int32', None, (0, 32768), None, None), ('removing_replicas', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.replicas = r.array(flex, r.int32)
+        self.adding_replicas = r.array(flex, r.int32)
+        self.removing_replicas = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        w.array(self.replicas, flex, w.int32)
+        w.array(self.adding_replicas, flex, w.int32)
+        w.array(self.removing_replicas, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ListPartitionReassignmentsResponseOngoingTopicReassignment(Struct):
+    __slots__ = ('name', 'partitions')
+    _FIELDS = (('name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'ListPartitionReassignmentsResponseOngoingPartitionReassignment', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.name = r.string(flex)
+        self.partitions = r.struct_array(flex, ListPartitionReassignmentsResponseOngoingPartitionReassignment, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.name, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ListPartitionReassignmentsResponse(Struct):
+    """ListPartitionReassignmentsResponse (api key 46, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 d554a4e116c0e3c9."""
+
+    API_KEY = 46
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'topics')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', ''), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('topics', '[]struct', 'ListPartitionReassignmentsResponseOngoingTopicReassignment', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.topics = r.struct_array(flex, ListPartitionReassignmentsResponseOngoingTopicReassignment, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
 class ConsumerProtocolSubscriptionTopicPartition(Struct):
     __slots__ = ('topic', 'partitions')
     _FIELDS = (('topic', ''), ('partitions', []), )
@@ -7020,5 +7643,5 @@ class ConsumerProtocolAssignment(Struct):
 
 
 # api key -> request class, response class
-REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest, 68: ConsumerGroupHeartbeatRequest, 69: ConsumerGroupDescribeRequest}
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse, 68: ConsumerGroupHeartbeatResponse, 69: ConsumerGroupDescribeResponse}
+REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest, 68: ConsumerGroupHeartbeatRequest, 69: ConsumerGroupDescribeRequest, 35: DescribeLogDirsRequest, 34: AlterReplicaLogDirsRequest, 45: AlterPartitionReassignmentsRequest, 46: ListPartitionReassignmentsRequest}
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse, 68: ConsumerGroupHeartbeatResponse, 69: ConsumerGroupDescribeResponse, 35: DescribeLogDirsResponse, 34: AlterReplicaLogDirsResponse, 45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse}

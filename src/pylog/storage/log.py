@@ -824,6 +824,10 @@ class Log(LogState):
             self.flush(offset)
         except (KafkaStorageError, ValueError):
             pass  # reported through on_io_error (or the log closed); the next flush retries
+        except Exception:
+            if self._offline is None:
+                raise
+            # Deleted, or moved to another log dir (log_dir_moves.py): nothing to flush here.
 
     def _checkpoint(self, now: int) -> None:
         try:
@@ -1223,40 +1227,45 @@ class Log(LogState):
         a LogManager's clean-shutdown marker relies on it) and closes its files:
         its dir stays exactly as it was."""
         with self._flush_lock, self._lock:
-            if self._closed:
-                return
-            if not self._dirty:
-                try:
-                    self._flush_all_for_close()
-                except OSError as exc:
-                    raise self._storage_error(exc, "close") from exc
-                finally:
-                    self._closed = True
-                    for segment in self._segments:
-                        segment.close_handles()
-                    self._release_dir_lock()
-                return
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        """close()'s work; the caller holds _flush_lock and _lock (a log-dir move closes
+        its source under them)."""
+        if self._closed:
+            return
+        if not self._dirty:
             try:
-                active = self._segments[-1]
-                # Trim before the final flush, so the flushed length is the true one.
-                if active.active:
-                    active.time_index.maybe_append(active.max_timestamp, active.offset_of_max_timestamp, True)
-                    active.offset_index.trim()
-                    active.time_index.trim()
-                    active.log.trim()
-                    active.active = False
-                # At the log end, so the next open replays nothing.
-                self.producer_state.write_snapshot(self._next_offset)
                 self._flush_all_for_close()
-                if self.standalone:
-                    self._write_state(self._next_offset, self._log_start_offset, clean=True)
             except OSError as exc:
                 raise self._storage_error(exc, "close") from exc
             finally:
                 self._closed = True
                 for segment in self._segments:
-                    segment.close()
+                    segment.close_handles()
                 self._release_dir_lock()
+            return
+        try:
+            active = self._segments[-1]
+            # Trim before the final flush, so the flushed length is the true one.
+            if active.active:
+                active.time_index.maybe_append(active.max_timestamp, active.offset_of_max_timestamp, True)
+                active.offset_index.trim()
+                active.time_index.trim()
+                active.log.trim()
+                active.active = False
+            # At the log end, so the next open replays nothing.
+            self.producer_state.write_snapshot(self._next_offset)
+            self._flush_all_for_close()
+            if self.standalone:
+                self._write_state(self._next_offset, self._log_start_offset, clean=True)
+        except OSError as exc:
+            raise self._storage_error(exc, "close") from exc
+        finally:
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+            self._release_dir_lock()
 
     def abandon(self) -> None:
         """Closes the files without trimming or flushing anything (the log dir

@@ -13,6 +13,8 @@ In between it owns:
   the checkpointed recovery points, and one summary line is logged;
 - **background work** on one thread (:mod:`pylog.background`): flusher,
   time-based roll and retention, delayed file deletion, checkpoints;
+- **log-dir moves** (:mod:`.log_dir_moves`, Kafka's KIP-113): a partition moves to
+  another dir while it is written, through a ``-future`` dir, crash-safe;
 - **offline dirs**: an I/O error takes its dir offline (its partitions
   raise KafkaStorageError, code 56), the other dirs keep serving;
 - **dynamic broker configs** (Kafka's KIP-226, :mod:`.dynamic_config`): ``log.``
@@ -47,6 +49,7 @@ from pylog.errors import (
     ConfigError,
     CorruptCheckpointError,
     KafkaStorageError,
+    NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
 )
 
@@ -57,6 +60,7 @@ from .config import LONG_MAX, BrokerConfig, LogConfig
 from .dynamic_config import DynamicConfigs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
+from .log_dir_moves import LogDirMoves
 from .producer_ids import ProducerIdAllocator
 from .acls import AccessControlLists
 from .client_quotas import ClientQuotas
@@ -84,8 +88,8 @@ def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> l
     return [os.fspath(p) for p in log_dirs]
 
 
-class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials, AccessControlLists,
-                 ClientQuotas):
+class LogManager(LogLoading, TopicAdmin, LogDirMoves, DynamicConfigs, UserScramCredentials,
+                 AccessControlLists, ClientQuotas):
     """The store: ``LogManager(log_dirs, config=None)``.
 
     ``log_dirs``: a path, a comma-separated string (Kafka's ``log.dirs``) or a
@@ -128,6 +132,7 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials, A
         self._dir_of: dict[TopicPartition, LogDir] = {}
         # Partitions of the topic table that are not open, and why (startup.py).
         self._unavailable: dict[TopicPartition, Unavailable] = {}
+        self._init_moves()
         self._install_topics(TopicTable())
         self._topic_configs: dict[str, LogConfig] = {}
         self._failure_threads: list[threading.Thread] = []
@@ -263,7 +268,8 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials, A
                 stats = self.clean_once(stage=stage)
             except _CleanerStopped:
                 return
-            except (KafkaStorageError, OSError, ValueError) as exc:
+            except (KafkaStorageError, OSError, ValueError, NotLeaderOrFollowerError) as exc:
+                # (NotLeaderOrFollowerError: its log moved to another dir while it cleaned)
                 log.warning("the log cleaner skipped a pass: %s", exc)
                 stats = None
             except Exception:  # noqa: BLE001 - a cleaner bug must not kill the store
@@ -538,6 +544,8 @@ class LogManager(LogLoading, TopicAdmin, DynamicConfigs, UserScramCredentials, A
         """Clean shutdown: stops the background thread, closes (trims and flushes)
         every log, writes the checkpoints and then the clean-shutdown marker of
         each dir that had no error, and releases the locks."""
+        if not self._closed:
+            self._stop_moves()
         self._cleaner_stop.set()
         if self._cleaner_thread is not None:
             self._cleaner_thread.join()

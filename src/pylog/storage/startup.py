@@ -10,7 +10,8 @@ The loading half of :class:`~pylog.storage.manager.LogManager` (Kafka's
    then the dynamic broker configs, the same way (dynamic_config.py);
 4. per dir: the clean-shutdown marker is read and then deleted (a crash while
    loading counts as unclean, KAFKA-10471), the checkpoints are read, and the
-   partition dirs are scanned (``-delete`` dirs removed, strays set aside);
+   partition dirs are scanned (``-delete`` dirs removed, strays set aside), then the
+   ``-future`` dirs of log-dir moves are settled (log_dir_moves.py);
 5. the logs load in parallel, ``num.recovery.threads.per.data.dir`` per dir, as
    many as the process's open files and memory maps hold (storage/budget.py;
    internal topics first, then whole topics from the smallest);
@@ -49,6 +50,7 @@ from pylog.errors import (
 from . import budget, checkpoints, files, leader_epochs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
+from .log_dir_moves import FUTURE_DIR_SUFFIX, parse_future_dir
 from .topics import INTERNAL_TOPICS, Topic, TopicTable, validate_topic_name
 
 __all__ = ["LogLoading", "StartupReport", "Unavailable"]
@@ -214,6 +216,7 @@ class LogLoading:
         self._load_acls()
         self._load_client_quotas()
         # 4. Per dir: marker, checkpoints, partition dirs.
+        self._future_dirs: list = []
         found: dict[TopicPartition, tuple[LogDir, str]] = {}
         state: dict[str, tuple[dict, dict]] = {}
         for d in self._online_dirs():
@@ -237,6 +240,12 @@ class LogLoading:
                     found[tp] = (d, path)
             except OSError as exc:
                 self._dir_failed_at_startup(d, exc, "cannot read it")
+        # 4b. Future dirs of log-dir moves: an unfinished copy goes, a copy whose source
+        #     is gone (a move cut between its renames) takes its place (log_dir_moves.py).
+        try:
+            self._settle_future_dirs(self._future_dirs, found, adopt)
+        finally:
+            self._future_dirs = []
         if adopt:
             # No topic table anywhere: a new store, or log dirs written by Kafka.
             counts: dict[str, int] = {}
@@ -404,7 +413,11 @@ class LogLoading:
                 continue
             if name == files.SPARK_DIR:
                 continue                       # pylog.spark's sink (not a partition)
-            if name.endswith(files.STRAY_DIR_SUFFIX) or name.endswith("-future"):
+            future = parse_future_dir(name)
+            if future is not None:
+                self._future_dirs.append((d, future, entry.path))
+                continue
+            if name.endswith((files.STRAY_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
                 log.warning("ignoring %s (set aside earlier; delete it if unneeded)", entry.path)
                 continue
             parsed = files.parse_partition_dir(name)

@@ -243,6 +243,7 @@ class TopicAdmin:
             gone = UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
             for p in range(topic.partitions):
                 tp = (name, p)
+                self._cancel_move(tp)
                 lg = self._logs.pop(tp, None)
                 d = self._dir_of.pop(tp, None)
                 offline = self._unavailable.pop(tp, None)
