@@ -503,9 +503,11 @@ class Broker:
             loop=loop)
         TlsTransport(loop, tls, protocol, kernel_tx, kernel_rx).start()
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                             listener: Listener, principal: str = ANONYMOUS,
-                             zero_copy: bool = True) -> None:
+    def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       listener: Listener, principal: str = ANONYMOUS, zero_copy: bool = True):
+        """A new connection's Connection; its run() coroutine is what the stream protocol
+        makes its task (returned, not awaited here: one coroutine fewer held per
+        connection), or None for a connection refused."""
         with self._lock:
             if len(self._connections) >= self.server_config["max.connections"]:
                 log.warning("refusing connection from %s: max.connections (%d) reached",
@@ -518,7 +520,7 @@ class Broker:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.stats["connections.accepted"] += 1
-        await conn.run()
+        return conn.run()
 
     def _forget(self, conn: Connection) -> None:
         with self._lock:
@@ -540,27 +542,16 @@ class Broker:
     def unpark(self, event: asyncio.Event) -> None:
         self._parked.discard(event)
 
-    async def group_wait(self, start, failed):
-        """Starts a group operation that answers through a callback (``start(respond)``)
-        and awaits the answer as a future: no thread waits. The group may answer from
-        any thread (a request's, the coordinator's timer, the in-process bridge); if the
-        broker stops first, the answer is ``failed(NOT_COORDINATOR)``."""
-        loop = self.loop
-        future = loop.create_future()
-
-        def settle(result) -> None:
-            if not future.done():
-                future.set_result(result)
-
-        def respond(result) -> None:
-            if threading.get_ident() == self._loop_ident:
-                settle(result)
-            else:
-                try:
-                    loop.call_soon_threadsafe(settle, result)
-                except RuntimeError:                 # the loop is closed: nobody is waiting
-                    pass
-        start(respond)
+    async def group_wait(self, operation, /, *args, **kwargs):
+        """Starts a group operation that answers through a callback
+        (``operation(*args, respond=..., **kwargs)``) and awaits the answer as a future: no
+        thread waits. The group may answer from any thread (a request's, the
+        coordinator's timer, the in-process bridge). None if the broker stops first (the
+        caller answers NOT_COORDINATOR). A parked join holds a future and a
+        _GroupAnswer, no closures: each object it holds is one more for every full pass
+        of the cyclic collector, on the loop."""
+        future = self.loop.create_future()
+        operation(*args, respond=_GroupAnswer(future, self._loop_ident), **kwargs)
         if future.done():
             return future.result()
         self._group_waits.add(future)
@@ -569,7 +560,7 @@ class Broker:
         try:
             return await future
         except _CoordinatorStopping:
-            return failed(group_errors.NOT_COORDINATOR)
+            return None
         finally:
             self._group_waits.discard(future)
 
@@ -650,6 +641,31 @@ class Broker:
         """The store's dynamic values of the broker's dynamic keys changed (KIP-226)."""
         self.server_config = ServerConfig({**self.static_server_config, **dynamic})
         self._sasl_configs = {}
+
+
+class _GroupAnswer:
+    """A group operation's ``respond``: sets the broker's future with the result, on the
+    loop (directly when called there), once."""
+
+    __slots__ = ("future", "loop_ident")
+
+    def __init__(self, future: asyncio.Future, loop_ident: int | None) -> None:
+        self.future = future
+        self.loop_ident = loop_ident
+
+    def __call__(self, result) -> None:
+        if threading.get_ident() == self.loop_ident:
+            _settle(self.future, result)
+        else:
+            try:
+                self.future.get_loop().call_soon_threadsafe(_settle, self.future, result)
+            except RuntimeError:                     # the loop is closed: nobody is waiting
+                pass
+
+
+def _settle(future: asyncio.Future, result) -> None:
+    if not future.done():
+        future.set_result(result)
 
 
 def _answer(handler, broker: Broker, conn: Connection, header, body):

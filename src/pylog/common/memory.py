@@ -22,7 +22,7 @@ import ctypes
 import ctypes.util
 import os
 
-__all__ = ["tune_malloc"]
+__all__ = ["freeze_heap", "tune_malloc"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -51,3 +51,21 @@ def tune_malloc(mmap_threshold: int = 32 << 20, trim_threshold: int = 256 << 20)
         return "mallopt refused the thresholds: malloc left as it is"
     return (f"malloc: mmap threshold {mmap_threshold >> 20} MiB, trim threshold "
             f"{trim_threshold >> 20} MiB (pylog.common.memory.tune_malloc)")
+
+
+def freeze_heap() -> int:
+    """Collects, then moves every object the process holds to the cyclic collector's
+    permanent generation (``gc.freeze``); returns how many were frozen.
+
+    A full pass of CPython's collector walks every object it tracks while holding the
+    GIL, so its pause grows with the heap: a served store's modules, classes, config and
+    partitions are tens of thousands of objects that live as long as the process, walked
+    again on every full pass on the event loop (bench/RESULTS.md, "joins-parked"). Frozen,
+    they are never walked again. Process-wide, so the library never does this on import:
+    ``pylog serve`` calls it once the broker is up. The price: an object frozen here
+    that later dies inside a reference cycle is never freed (reference counting still
+    frees the rest), which bounds the leak by the heap at the call."""
+    import gc
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
