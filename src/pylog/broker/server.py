@@ -61,7 +61,6 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pylog.coordinator.classic_group import errors as group_errors
 from pylog.coordinator.offset_expiry import expire_offsets
 from pylog.protocol import API_NAMES, frame_response
 
