@@ -146,6 +146,7 @@ class Connection:
         else:
             self.principal = principal
             self.sasl = None
+        self.task: asyncio.Task | None = None   # the one that runs run() (the broker sets it)
         self.busy = False                  # a request is being handled (graceful shutdown waits)
         self.requests = 0
         self.last_active = 0.0             # loop time of the last request (the idle deadline's)

@@ -437,8 +437,7 @@ class Broker:
         """An accepted socket as asyncio streams, served by _on_connection."""
         loop = self.loop
         reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
-        protocol = asyncio.StreamReaderProtocol(
-            reader, lambda r, w: self._on_connection(r, w, listener), loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, _Serve(self, listener), loop=loop)
         try:
             await loop.connect_accepted_socket(lambda: protocol, sock)
         except OSError as exc:
@@ -498,15 +497,15 @@ class Broker:
         self.stats["tls.connections.ktls" if kernel_tx else "tls.connections.user_space"] += 1
         reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
         protocol = asyncio.StreamReaderProtocol(
-            reader, lambda r, w: self._on_connection(r, w, listener, principal, kernel_tx),
-            loop=loop)
+            reader, _Serve(self, listener, principal, kernel_tx), loop=loop)
         TlsTransport(loop, tls, protocol, kernel_tx, kernel_rx).start()
 
     def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       listener: Listener, principal: str = ANONYMOUS, zero_copy: bool = True):
-        """A new connection's Connection; its run() coroutine is what the stream protocol
-        makes its task (returned, not awaited here: one coroutine fewer held per
-        connection), or None for a connection refused."""
+                       listener: Listener, principal: str = ANONYMOUS, zero_copy: bool = True) -> None:
+        """A new connection: its Connection, and the task that runs it (the connection
+        holds it). Not a coroutine the stream protocol would wrap in a task: that adds a
+        coroutine and a done-callback closure to every connection, for the collector to
+        walk on each full pass."""
         with self._lock:
             if len(self._connections) >= self.server_config["max.connections"]:
                 log.warning("refusing connection from %s: max.connections (%d) reached",
@@ -519,7 +518,7 @@ class Broker:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.stats["connections.accepted"] += 1
-        return conn.run()
+        conn.task = self.loop.create_task(conn.run())
 
     def _forget(self, conn: Connection) -> None:
         with self._lock:
@@ -640,6 +639,24 @@ class Broker:
         """The store's dynamic values of the broker's dynamic keys changed (KIP-226)."""
         self.server_config = ServerConfig({**self.static_server_config, **dynamic})
         self._sasl_configs = {}
+
+
+class _Serve:
+    """A listener's stream callback (``client_connected_cb``): Broker._on_connection
+    for a new connection. (A slotted object, not a closure: every connection's protocol
+    holds it.)"""
+
+    __slots__ = ("broker", "listener", "principal", "zero_copy")
+
+    def __init__(self, broker: Broker, listener: Listener, principal: str = ANONYMOUS,
+                 zero_copy: bool = True) -> None:
+        self.broker = broker
+        self.listener = listener
+        self.principal = principal
+        self.zero_copy = zero_copy
+
+    def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.broker._on_connection(reader, writer, self.listener, self.principal, self.zero_copy)
 
 
 class _GroupAnswer:
