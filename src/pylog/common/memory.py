@@ -14,6 +14,9 @@ below; two threads 15-18 -> 49-67 M records/s.
 choice, so the library never makes it on import: ``pylog serve``, ``pylog perf`` and the
 benchmarks call it, and an application may. Memory freed stays in the process (up to
 the trim threshold per arena) instead of going back to the kernel at once.
+
+:func:`freeze_heap`, the other process-wide choice here, keeps the objects a server
+made at start-up out of the cyclic collector's full passes (``pylog serve`` only).
 """
 
 from __future__ import annotations
