@@ -107,3 +107,38 @@ def _read_frame(s: socket.socket) -> bytes:
         assert chunk, "closed"
         data += chunk
     return data
+
+
+def test_a_burst_of_connections_is_taken_a_bounded_number_per_loop_pass(tmp_path):
+    """200 connections waiting in the backlog at once are taken at most
+    NEW_CONNECTIONS_PER_PASS per pass of the event loop (Kafka's Processor: 20 per poll),
+    so the passes between them serve the open connections. Counted per pass by a
+    callback that re-queues itself (it runs once a pass), not timed."""
+    from pylog.broker.server import NEW_CONNECTIONS_PER_PASS
+    burst = 200
+    with pylog.open(tmp_path) as store, pylog.Broker(store, listen="127.0.0.1:0") as broker:
+        taken: list[int] = []
+
+        def sample() -> None:
+            taken.append(broker.stats["connections.accepted"])
+            if len(taken) < 100_000 and taken[-1] < burst:
+                broker.loop.call_soon(sample)
+
+        # The listener stops being the loop's reader meanwhile: the whole burst waits in
+        # the kernel's backlog before the first accept.
+        broker.loop.call_soon_threadsafe(broker._stop_accepting)
+        assert wait_until(lambda: not broker._accepting), "accepting paused"
+        clients = [socket.create_connection(broker.address) for _ in range(burst)]
+        try:
+            def resume() -> None:
+                broker._start_accepting()
+                broker.loop.call_soon(sample)
+            broker.loop.call_soon_threadsafe(resume)
+            assert wait_until(lambda: broker.connection_count == burst, timeout=60), \
+                f"{broker.connection_count} of {burst} connections taken"
+            steps = [b - a for a, b in zip(taken, taken[1:])]
+            assert max(steps) <= NEW_CONNECTIONS_PER_PASS, steps
+            assert sum(steps) + taken[0] == burst
+        finally:
+            for c in clients:
+                c.close()

@@ -171,3 +171,43 @@ def test_a_reader_that_takes_nothing_is_closed_after_connections_max_idle_ms(tmp
             received += len(chunk)
         assert 0 < received < 4 * 60 * 16384                  # a part, then the close
         s.close()
+
+
+def test_a_parked_join_holds_few_objects_for_the_collector(tmp_path):
+    """Every full pass of CPython's cyclic collector walks each object the process
+    tracks, on whichever thread allocates, holding the GIL: on the event loop, a stall
+    of every connection. A parked JoinGroup holds its objects until the rebalance ends,
+    so their count is its share of that stall (counted here, not timed; the stall is
+    bench_hostile's joins-parked, bench/RESULTS.md). Closures were most of them before:
+    a function, a tuple and a cell per captured variable, in the join's path and in the
+    group's session deadline."""
+    import gc
+    parked = 200
+    join = m.JoinGroupRequest(group_id="crowded", session_timeout_ms=30_000, rebalance_timeout_ms=60_000,
+                              member_id="", protocol_type="consumer",
+                              protocols=[m.JoinGroupRequestJoinGroupRequestProtocol(name="range",
+                                                                                    metadata=b"")])
+    frame = encode_request(11, 3, 1, "crowd", join)          # v3: joins at once, no member id round
+    # The initial rebalance's delay parks every join until it passes.
+    with pylog.open(str(tmp_path)) as store, pylog.Broker(
+            store, listen="127.0.0.1:0", group_initial_rebalance_delay_ms=60_000) as broker:
+        crowd = [socket.create_connection(broker.address) for _ in range(parked)]
+        try:
+            wait_until(lambda: broker.connection_count == parked, "the crowd is connected")
+            gc.collect()
+            idle = len(gc.get_objects())
+            for s in crowd:
+                s.sendall(frame)
+
+            def members() -> int:
+                group = store.coordinator.classic_group("crowded", create=False)
+                return 0 if group is None else len(group.describe()["members"])
+            wait_until(lambda: members() == parked, "the crowd is parked", timeout=60)
+            group = store.coordinator.classic_group("crowded", create=False)
+            gc.collect()
+            per_join = (len(gc.get_objects()) - idle) / parked
+            assert group.describe()["state"] == "PreparingRebalance"
+            assert per_join <= 24, f"a parked JoinGroup holds {per_join:.1f} objects the collector walks"
+        finally:
+            for s in crowd:
+                s.close()

@@ -146,6 +146,7 @@ class Connection:
         else:
             self.principal = principal
             self.sasl = None
+        self.task: asyncio.Task | None = None   # the one that runs run() (the broker sets it)
         self.busy = False                  # a request is being handled (graceful shutdown waits)
         self.requests = 0
         self.last_active = 0.0             # loop time of the last request (the idle deadline's)
@@ -309,30 +310,36 @@ class Connection:
         except MalformedMessageError as exc:
             return self._refuse(frame, exc)
         if body is None:
-            if header.api_key == API_VERSIONS_KEY:
-                # KIP-511: an ApiVersions version we do not know gets a v0 answer with the
-                # error and our ranges; the client retries with a version we speak.
-                response = self.broker.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
-                await self._send(frame_response(header, response, version=0))
-                return True
-            try:
-                answer, _ = await self._decode(
-                    lambda f, n: unsupported_version_response(header, f, n), frame)
-            except MalformedMessageError:
-                answer = None
-            if answer is not None:
-                log.info("%s: %s (client %r): answered UNSUPPORTED_VERSION", self.peer, problem,
-                         header.client_id)
-                await self._send(frame_response(header, answer))
-                return True
-            log.warning("closing connection %s: %s (client %r)", self.peer, problem, header.client_id)
-            return False
+            return await self._unsupported(header, frame, problem)
         self.request_bytes = len(frame)
         parts = await self.broker.handle(self, header, body, heavy)
         if parts is None:
             return True                  # acks=0 produce: no response
         await self._send(parts)
         return True
+
+    async def _unsupported(self, header, frame, problem: str) -> bool:
+        """A request of an API or version pylog does not speak: UNSUPPORTED_VERSION where
+        its message has a place for it, else False (close). (Its own method: the closure
+        below would make ``header`` a cell in every _serve frame, parked ones included.)"""
+        if header.api_key == API_VERSIONS_KEY:
+            # KIP-511: an ApiVersions version we do not know gets a v0 answer with the
+            # error and our ranges; the client retries with a version we speak.
+            response = self.broker.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
+            await self._send(frame_response(header, response, version=0))
+            return True
+        try:
+            answer, _ = await self._decode(
+                lambda f, n: unsupported_version_response(header, f, n), frame)
+        except MalformedMessageError:
+            answer = None
+        if answer is not None:
+            log.info("%s: %s (client %r): answered UNSUPPORTED_VERSION", self.peer, problem,
+                     header.client_id)
+            await self._send(frame_response(header, answer))
+            return True
+        log.warning("closing connection %s: %s (client %r)", self.peer, problem, header.client_id)
+        return False
 
     async def _send(self, parts: list) -> None:
         writer = self.writer

@@ -76,40 +76,40 @@ def _group(broker, group_id: str, create: bool = True):
 
 async def join_group(broker, conn, header, req):
     """JoinGroup, on the event loop: the group answers through a future when the
-    rebalance completes (a parked join holds no thread)."""
+    rebalance completes (a parked join holds no thread, and its answer is built only
+    then: a parked join holds as few objects as it can)."""
     v = header.api_version
     cfg = broker.server_config
-    response = m.JoinGroupResponse(throttle_time_ms=0, generation_id=-1, protocol_name=None if v >= 7 else "",
-                                   leader="", member_id=req.member_id)
     if not allowed(broker, conn, Operation.READ, GROUP_RESOURCE, req.group_id):
-        response.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        return response
+        return _join_response(v, JoinResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, member_id=req.member_id))
     if not req.group_id:
-        response.error_code = ErrorCode.INVALID_GROUP_ID
-        return response
+        return _join_response(v, JoinResult(ErrorCode.INVALID_GROUP_ID, member_id=req.member_id))
     if not cfg["group.min.session.timeout.ms"] <= req.session_timeout_ms <= cfg["group.max.session.timeout.ms"]:
-        response.error_code = ErrorCode.INVALID_SESSION_TIMEOUT
-        return response
+        return _join_response(v, JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT,
+                                            member_id=req.member_id))
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
     # Kafka creates a group for a member with no id only; a member id names a group.
     try:
         group = _group(broker, req.group_id, create=not req.member_id)
     except GroupError as exc:               # a consumer-protocol group with members
-        response.error_code = exc.code
-        return response
+        return _join_response(v, JoinResult(exc.code, member_id=req.member_id))
     if group is None:
-        response.error_code = ErrorCode.UNKNOWN_MEMBER_ID
-        return response
+        return _join_response(v, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id))
     # In-process pylog Consumers of this group join it too, as one member (bridge.py).
     broker.store.coordinator.bridge_if_shared(req.group_id)
     instance_id = req.group_instance_id if v >= 5 else None
-    result = await broker.group_wait(lambda respond: group.join(
-        req.member_id, header.client_id or "", conn.host, req.protocol_type,
+    result = await broker.group_wait(
+        group.join, req.member_id, header.client_id or "", conn.host, req.protocol_type,
         [(p.name, p.metadata) for p in req.protocols], req.session_timeout_ms, rebalance_timeout,
-        require_known_member=v >= 4, group_instance_id=instance_id, respond=respond),
-        lambda error: JoinResult(error, member_id=req.member_id))
-    response.error_code = result.error
-    response.member_id = result.member_id
+        require_known_member=v >= 4, group_instance_id=instance_id)
+    if result is None:                     # the broker stopped: the client looks again
+        result = JoinResult(ErrorCode.NOT_COORDINATOR, member_id=req.member_id)
+    return _join_response(v, result)
+
+
+def _join_response(v: int, result: JoinResult):
+    response = m.JoinGroupResponse(throttle_time_ms=0, generation_id=-1, protocol_name=None if v >= 7 else "",
+                                   leader="", member_id=result.member_id, error_code=result.error)
     if result.error == NONE:
         response.generation_id = result.generation
         response.protocol_type = result.protocol_type
@@ -130,12 +130,14 @@ async def sync_group(broker, conn, header, req):
     group = _group(broker, req.group_id, create=False)
     if group is None:
         return m.SyncGroupResponse(throttle_time_ms=0, error_code=ErrorCode.UNKNOWN_MEMBER_ID, assignment=b"")
-    result = await broker.group_wait(lambda respond: group.sync(
-        req.member_id, req.generation_id, {a.member_id: a.assignment for a in req.assignments}, respond,
+    result = await broker.group_wait(
+        group.sync, req.member_id, req.generation_id,
+        {a.member_id: a.assignment for a in req.assignments},
         group_instance_id=req.group_instance_id if v >= 3 else None,
         protocol_type=req.protocol_type if v >= 5 else None,
-        protocol=req.protocol_name if v >= 5 else None),
-        SyncResult)
+        protocol=req.protocol_name if v >= 5 else None)
+    if result is None:                     # the broker stopped: the client looks again
+        result = SyncResult(ErrorCode.NOT_COORDINATOR)
     return m.SyncGroupResponse(throttle_time_ms=0, error_code=result.error, assignment=result.assignment,
                                protocol_type=result.protocol_type, protocol_name=result.protocol)
 

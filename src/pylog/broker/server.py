@@ -62,7 +62,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pylog.coordinator.offset_expiry import expire_offsets
-from pylog.errors import ErrorCode
 from pylog.protocol import API_NAMES, ApiKey, frame_response
 
 from pylog.common.config import normalize_key
@@ -448,8 +447,7 @@ class Broker:
         """An accepted socket as asyncio streams, served by _on_connection."""
         loop = self.loop
         reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
-        protocol = asyncio.StreamReaderProtocol(
-            reader, lambda r, w: self._on_connection(r, w, listener), loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, _Serve(self, listener), loop=loop)
         try:
             await loop.connect_accepted_socket(lambda: protocol, sock)
         except OSError as exc:
@@ -509,13 +507,15 @@ class Broker:
         self.stats["tls.connections.ktls" if kernel_tx else "tls.connections.user_space"] += 1
         reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
         protocol = asyncio.StreamReaderProtocol(
-            reader, lambda r, w: self._on_connection(r, w, listener, principal, kernel_tx),
-            loop=loop)
+            reader, _Serve(self, listener, principal, kernel_tx), loop=loop)
         TlsTransport(loop, tls, protocol, kernel_tx, kernel_rx).start()
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                             listener: Listener, principal: str = ANONYMOUS,
-                             zero_copy: bool = True) -> None:
+    def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       listener: Listener, principal: str = ANONYMOUS, zero_copy: bool = True) -> None:
+        """A new connection: its Connection, and the task that runs it (the connection
+        holds it). Not a coroutine the stream protocol would wrap in a task: that adds a
+        coroutine and a done-callback closure to every connection, for the collector to
+        walk on each full pass."""
         with self._lock:
             if len(self._connections) >= self.server_config["max.connections"]:
                 log.warning("refusing connection from %s: max.connections (%d) reached",
@@ -528,7 +528,7 @@ class Broker:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.stats["connections.accepted"] += 1
-        await conn.run()
+        conn.task = self.loop.create_task(conn.run())
 
     def _forget(self, conn: Connection) -> None:
         with self._lock:
@@ -550,27 +550,16 @@ class Broker:
     def unpark(self, event: asyncio.Event) -> None:
         self._parked.discard(event)
 
-    async def group_wait(self, start, failed):
-        """Starts a group operation that answers through a callback (``start(respond)``)
-        and awaits the answer as a future: no thread waits. The group may answer from
-        any thread (a request's, the coordinator's timer, the in-process bridge); if the
-        broker stops first, the answer is ``failed(NOT_COORDINATOR)``."""
-        loop = self.loop
-        future = loop.create_future()
-
-        def settle(result) -> None:
-            if not future.done():
-                future.set_result(result)
-
-        def respond(result) -> None:
-            if threading.get_ident() == self._loop_ident:
-                settle(result)
-            else:
-                try:
-                    loop.call_soon_threadsafe(settle, result)
-                except RuntimeError:                 # the loop is closed: nobody is waiting
-                    pass
-        start(respond)
+    async def group_wait(self, operation, /, *args, **kwargs):
+        """Starts a group operation that answers through a callback
+        (``operation(*args, respond=..., **kwargs)``) and awaits the answer as a future: no
+        thread waits. The group may answer from any thread (a request's, the
+        coordinator's timer, the in-process bridge). None if the broker stops first (the
+        caller answers NOT_COORDINATOR). A parked join holds a future and a
+        _GroupAnswer, no closures: each object it holds is one more for every full pass
+        of the cyclic collector, on the loop."""
+        future = self.loop.create_future()
+        operation(*args, respond=_GroupAnswer(future, self._loop_ident), **kwargs)
         if future.done():
             return future.result()
         self._group_waits.add(future)
@@ -579,7 +568,7 @@ class Broker:
         try:
             return await future
         except _CoordinatorStopping:
-            return failed(ErrorCode.NOT_COORDINATOR)
+            return None
         finally:
             self._group_waits.discard(future)
 
@@ -660,6 +649,49 @@ class Broker:
         """The store's dynamic values of the broker's dynamic keys changed (KIP-226)."""
         self.server_config = ServerConfig({**self.static_server_config, **dynamic})
         self._sasl_configs = {}
+
+
+class _Serve:
+    """A listener's stream callback (``client_connected_cb``): Broker._on_connection
+    for a new connection. (A slotted object, not a closure: every connection's protocol
+    holds it.)"""
+
+    __slots__ = ("broker", "listener", "principal", "zero_copy")
+
+    def __init__(self, broker: Broker, listener: Listener, principal: str = ANONYMOUS,
+                 zero_copy: bool = True) -> None:
+        self.broker = broker
+        self.listener = listener
+        self.principal = principal
+        self.zero_copy = zero_copy
+
+    def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.broker._on_connection(reader, writer, self.listener, self.principal, self.zero_copy)
+
+
+class _GroupAnswer:
+    """A group operation's ``respond``: sets the broker's future with the result, on the
+    loop (directly when called there), once."""
+
+    __slots__ = ("future", "loop_ident")
+
+    def __init__(self, future: asyncio.Future, loop_ident: int | None) -> None:
+        self.future = future
+        self.loop_ident = loop_ident
+
+    def __call__(self, result) -> None:
+        if threading.get_ident() == self.loop_ident:
+            _settle(self.future, result)
+        else:
+            try:
+                self.future.get_loop().call_soon_threadsafe(_settle, self.future, result)
+            except RuntimeError:                     # the loop is closed: nobody is waiting
+                pass
+
+
+def _settle(future: asyncio.Future, result) -> None:
+    if not future.done():
+        future.set_result(result)
 
 
 def _answer(handler, broker: Broker, conn: Connection, header, body):

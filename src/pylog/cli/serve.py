@@ -94,6 +94,8 @@ def _serve(log_dirs, listen, config_file, override, log_level, metrics_port) -> 
         print(f"TLS: {broker.tls_engine}", flush=True)
     if metrics is not None:
         print(f"metrics on http://127.0.0.1:{metrics.server_port}/metrics", flush=True)
+    from pylog.common.memory import freeze_heap
+    freeze_heap()       # start-up objects: out of the collector's full passes
     try:
         broker.serve_forever()
     finally:

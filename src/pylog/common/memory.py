@@ -12,6 +12,9 @@ the ``munmap`` of one thread sends a TLB shootdown to the CPUs running the other
 choice, so the library never makes it on import: ``pylog serve``, ``pylog perf`` and the
 benchmarks call it, and an application may. Memory freed stays in the process (up to
 the trim threshold per arena) instead of going back to the kernel at once.
+
+:func:`freeze_heap`, the other process-wide choice here, keeps the objects a server
+made at start-up out of the cyclic collector's full passes (``pylog serve`` only).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import ctypes
 import ctypes.util
 import os
 
-__all__ = ["tune_malloc"]
+__all__ = ["freeze_heap", "tune_malloc"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -49,3 +52,21 @@ def tune_malloc(mmap_threshold: int = 32 << 20, trim_threshold: int = 256 << 20)
         return "mallopt refused the thresholds: malloc left as it is"
     return (f"malloc: mmap threshold {mmap_threshold >> 20} MiB, trim threshold "
             f"{trim_threshold >> 20} MiB (pylog.common.memory.tune_malloc)")
+
+
+def freeze_heap() -> int:
+    """Collects, then moves every object the process holds to the cyclic collector's
+    permanent generation (``gc.freeze``); returns how many were frozen.
+
+    A full pass of CPython's collector walks every object it tracks while holding the
+    GIL, so its pause grows with the heap: a served store's modules, classes, config and
+    partitions are tens of thousands of objects that live as long as the process, walked
+    again on every full pass on the event loop (bench/RESULTS.md, "joins-parked"). Frozen,
+    they are never walked again. Process-wide, so the library never does this on import:
+    ``pylog serve`` calls it once the broker is up. The price: an object frozen here
+    that later dies inside a reference cycle is never freed (reference counting still
+    frees the rest), which bounds the leak by the heap at the call."""
+    import gc
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

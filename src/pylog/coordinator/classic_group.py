@@ -115,6 +115,28 @@ class Member:
         return not self.is_new and (self.join_waiter is not None or self.sync_waiter is not None)
 
 
+class _Deadline:
+    """A group's deadline on its timer: fn(*args) under the group's lock, unless the
+    deadline was replaced or cancelled meanwhile (it may fire while another thread
+    replaces it)."""
+
+    __slots__ = ("group", "key", "fn", "args", "handle")
+
+    def __init__(self, group: ClassicGroup, key, fn: Callable[..., None], args: tuple) -> None:
+        self.group = group
+        self.key = key
+        self.fn = fn
+        self.args = args
+        self.handle: TimerHandle | None = None
+
+    def __call__(self) -> None:
+        group = self.group
+        with group.lock:
+            if group._timers.get(self.key) is self:
+                del group._timers[self.key]
+                self.fn(*self.args)
+
+
 class ClassicGroup:
     """One group's membership. Every method is thread-safe; none blocks."""
 
@@ -138,31 +160,28 @@ class ClassicGroup:
         self._awaiting_join = 0                     # members with a parked JoinGroup
         self._supported: Counter = Counter()        # protocol name -> members offering it
         self._initial_delay_ms = initial_delay_ms
-        self._timers: dict[object, TimerHandle] = {}
+        self._timers: dict[object, _Deadline] = {}
 
     # ============================================================== timers
 
-    def _schedule(self, key, delay_ms: float, fn: Callable[[], None]) -> None:
-        """Runs fn (under the lock) after delay_ms, replacing the deadline `key` had."""
+    def _schedule(self, key, delay_ms: float, fn: Callable[..., None], *args) -> None:
+        """Runs fn(*args) (under the lock) after delay_ms, replacing the deadline `key`
+        had. (A _Deadline, not a closure: every member holds a session deadline, and each
+        object they hold is one more for every full pass of the cyclic collector.)"""
         self._cancel(key)
-        handle: list[TimerHandle] = []
-
-        def fire() -> None:
-            with self.lock:
-                # A deadline replaced or cancelled while it fired is not acted on.
-                if handle and self._timers.get(key) is handle[0]:
-                    del self._timers[key]
-                    fn()
-        handle.append(self.timer.call_later(delay_ms / 1000, fire))
-        self._timers[key] = handle[0]
+        deadline = _Deadline(self, key, fn, args)
+        deadline.handle = self.timer.call_later(delay_ms / 1000, deadline)
+        self._timers[key] = deadline
 
     def _cancel(self, key) -> None:
-        self.timer.cancel(self._timers.pop(key, None))
+        deadline = self._timers.pop(key, None)
+        if deadline is not None:
+            self.timer.cancel(deadline.handle)
 
     def _reschedule_heartbeat(self, member: Member, timeout_ms: int | None = None) -> None:
-        mid = member.member_id
-        self._schedule(("session", mid), member.session_timeout_ms if timeout_ms is None else timeout_ms,
-                       lambda: self._session_expired(mid))
+        self._schedule(("session", member.member_id),
+                       member.session_timeout_ms if timeout_ms is None else timeout_ms,
+                       self._session_expired, member.member_id)
 
     # =========================================================== waiters
 
@@ -229,7 +248,7 @@ class ClassicGroup:
         elif require_known_member:
             # KIP-394: the client rejoins with this id; until then it is pending, for a session.
             self.pending.add(new_id)
-            self._schedule(("session", new_id), session_timeout_ms, lambda: self._session_expired(new_id))
+            self._schedule(("session", new_id), session_timeout_ms, self._session_expired, new_id)
             respond(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
         else:
             self._add_member(new_id, client_id, client_host, protocol_type, protocols,
@@ -356,7 +375,7 @@ class ClassicGroup:
             # Kafka's InitialDelayedJoin: wait a little for the rest of a starting group.
             delay = self._initial_delay_ms
             remaining = max(self._rebalance_timeout_ms() - delay, 0)
-            self._schedule("join", delay, lambda: self._initial_delay_passed(delay, remaining))
+            self._schedule("join", delay, self._initial_delay_passed, delay, remaining)
         self._transition(PREPARING)
         if not initial:
             if self._all_joined():
@@ -370,7 +389,7 @@ class ClassicGroup:
             self.new_member_added = False
             next_delay = min(self._initial_delay_ms, remaining)
             next_remaining = max(remaining - delay, 0)
-            self._schedule("join", next_delay, lambda: self._initial_delay_passed(next_delay, next_remaining))
+            self._schedule("join", next_delay, self._initial_delay_passed, next_delay, next_remaining)
         else:
             self._complete_join()
 
@@ -415,8 +434,7 @@ class ClassicGroup:
             self._reschedule_heartbeat(m)
             m.is_new = False
             self.pending_sync.add(m.member_id)
-        generation = self.generation
-        self._schedule("sync", self._rebalance_timeout_ms(), lambda: self._sync_expired(generation))
+        self._schedule("sync", self._rebalance_timeout_ms(), self._sync_expired, self.generation)
 
     def _elect_joined_leader(self) -> bool:
         """Keeps the leader if it rejoined, else picks a member that did; False if none did."""
