@@ -11,7 +11,8 @@ again. A smaller frame (a size prefix, a metadata request) is copied out as byte
 the buffer is reused.
 
 Invariants:
-- the bytes not yet taken are ``_buffer[_start:_end]``;
+- the bytes not yet taken are ``_buffer[_start:_end]``; a connection that waits with
+  none holds no buffer (RECEIVE_BUFFER bytes are allocated when bytes come);
 - a buffer a frame was handed over in is never written again (the frame, and the
   records decoded from it, are views of it);
 - the buffer grows only for a frame a reader waits for, to at most GROWTH times the
@@ -39,6 +40,8 @@ HANDOFF_BYTES = 64 * 1024
 #: A buffer too small for the awaited frame grows to at most this many times the bytes
 #: it holds (each growth copies them: a larger factor copies less, trusts more).
 GROWTH = 4
+#: No buffer (between frames, when none of the next one has come).
+_EMPTY = bytearray()
 
 
 class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
@@ -49,7 +52,7 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
     def __init__(self, loop: asyncio.AbstractEventLoop, connected) -> None:
         super().__init__(loop=loop)
         self._connected = connected
-        self._buffer = bytearray(RECEIVE_BUFFER)
+        self._buffer = _EMPTY           # allocated when bytes come (an idle connection holds none)
         self._start = self._end = 0
         self._want = 0                  # bytes from _start the waiting reader needs
         self._waiter: asyncio.Future | None = None
@@ -80,7 +83,10 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._end == len(self._buffer):
-            self._make_room()
+            if self._end == self._start:
+                self._buffer, self._start, self._end = bytearray(RECEIVE_BUFFER), 0, 0
+            else:
+                self._make_room()
         return memoryview(self._buffer)[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -129,7 +135,9 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
                 self._start = self._end = 0
                 raise asyncio.IncompleteReadError(partial, n)
             self._want = n
-            if self._end == len(self._buffer):
+            if self._end == self._start:
+                self._buffer, self._start, self._end = _EMPTY, 0, 0    # (idle: let it go)
+            elif self._end == len(self._buffer):
                 self._make_room()
             if self._reading_paused:
                 self._reading_paused = False
@@ -150,8 +158,9 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
             received = memoryview(self._buffer)
             data = received[start:start + n]
             rest = self._end - (start + n)
-            fresh = bytearray(max(RECEIVE_BUFFER, rest))
+            fresh = _EMPTY
             if rest:
+                fresh = bytearray(max(RECEIVE_BUFFER, rest))
                 fresh[:rest] = received[start + n:self._end]
             self._buffer, self._start, self._end = fresh, 0, rest
         if self._reading_paused and self._end < len(self._buffer):

@@ -158,21 +158,30 @@ class TlsTransport(asyncio.Transport):
     def _read_into_protocol(self) -> None:
         """Reads into an asyncio.BufferedProtocol's buffer (get_buffer, buffer_updated):
         OpenSSL decrypts straight into it (one TLS record a read), or the kernel's TLS
-        receives into it. READS_PER_CALL reads at most, then the loop serves the others."""
+        receives into it. READS_PER_CALL buffers at most, then the loop serves the others."""
         protocol = self._protocol
         try:
             for _ in range(READS_PER_CALL):
                 if not self._reading or self._conn_lost:
                     return
+                # One buffer is filled by as many reads as it takes (a TLS record each,
+                # where OpenSSL decrypts): the protocol hears of them once.
                 buffer = protocol.get_buffer(-1)
-                got = self._recv_into(buffer)
+                filled, got = 0, 0
+                while filled < len(buffer):
+                    got = self._recv_into(buffer[filled:] if filled else buffer)
+                    if not got:
+                        break
+                    filled += got
                 del buffer
+                if filled:
+                    protocol.buffer_updated(filled)
                 if got is None:
                     return                  # nothing more now
-                if not got:
-                    self._eof()
+                if got == 0:
+                    if not self._conn_lost:
+                        self._eof()
                     return
-                protocol.buffer_updated(got)
             if not self.kernel_rx:
                 self._loop.call_soon(self._read_ready)   # OpenSSL may hold more (as above)
         except (ConnectionError, ssl.SSLError, OSError) as exc:
