@@ -133,6 +133,7 @@ def kafka_broker(workdir: Path, certs):
     listeners and the bench's SCRAM user; (broker, {listener name: address})."""
     from kafka_reference.support import KafkaBroker, free_port, run_tool
     from broker.tls_certs import KEY_PASSWORD
+    workdir.mkdir(parents=True, exist_ok=True)
     ports = {name: free_port() for name in ("PLAINTEXT", "SASL_SSL", "CONTROLLER")}
     while len(set(ports.values())) < len(ports):
         ports = {name: free_port() for name in ports}
@@ -171,8 +172,9 @@ def produce_rows(listeners: dict, certs, count: int, repeat: int, pid: int) -> l
                       for _ in range(repeat)])
         rows.append([name, f"{run[0] / 1e3:,.0f}", f"{run[0] * 1024 / 1e6:,.0f}", f"{run[1]:.2f}",
                      run[0]])
+    base = rows[0][4]
     for row in rows:
-        row[4] = f"{row[4] / rows[0][4]:.2f}"
+        row[4] = f"{row[4] / base:.2f}"
     return rows
 
 
@@ -231,12 +233,17 @@ def main(argv=None) -> int:
         if producing:
             rows = produce_rows(broker.listeners, certs, args.produce_records, args.repeat, broker.pid)
     load.append(os.getloadavg()[0])
+    kafka_failed = None
     if producing and args.kafka:
-        kafka, listeners = kafka_broker(Path(root) / "kafka", certs)
         try:
-            kafka_rows = produce_rows(listeners, certs, args.produce_records, args.repeat, kafka.proc.pid)
-        finally:
-            kafka.stop()
+            kafka, listeners = kafka_broker(Path(root) / "kafka", certs)
+            try:
+                kafka_rows = produce_rows(listeners, certs, args.produce_records, args.repeat,
+                                          kafka.proc.pid)
+            finally:
+                kafka.stop()
+        except Exception as exc:        # (pylog's rows still print)
+            kafka_failed = f"Kafka's broker did not run: {exc!r}"[:300]
         load.append(os.getloadavg()[0])
     if fetching:
         if ktls:
@@ -268,6 +275,8 @@ def main(argv=None) -> int:
         notes = [f"target >= 0.8x PLAINTEXT: {verdict(float(rows[1][4]) >= 0.8)}",
                  "pylog: a TLS read decrypts into the connection's receive buffer, and a "
                  "request's frame is taken from it: no copy per record"]
+        if kafka_failed:
+            notes.append(kafka_failed)
         if kafka_rows:
             notes.append(f"pylog's SASL_SSL records/s x Kafka's: "
                          f"{float(rows[1][1].replace(',', '')) / float(kafka_rows[1][1].replace(',', '')):.2f}; "
