@@ -135,8 +135,8 @@ def produce_rate(bootstrap: str, topic: str, count: int, size: int, pid: int,
 def kafka_broker(workdir: Path, certs):
     """Apache Kafka's broker with PLAINTEXT and SASL_SSL (SCRAM-SHA-512, PEM stores)
     listeners and the bench's SCRAM user; (broker, {listener name: address})."""
-    from kafka_reference.support import KafkaBroker, free_port, run_tool
     from broker.tls_certs import KEY_PASSWORD
+    from kafka_reference.support import KafkaBroker, free_port, run_tool
     workdir.mkdir(parents=True, exist_ok=True)
     ports = {name: free_port() for name in ("PLAINTEXT", "SASL_SSL", "CONTROLLER")}
     while len(set(ports.values())) < len(ports):
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
                                           kafka.proc.pid)
             finally:
                 kafka.stop()
-        except Exception as exc:        # (pylog's rows still print)
+        except Exception as exc:        # noqa: BLE001 (any failure: pylog's rows still print)
             kafka_failed = f"Kafka's broker did not run: {exc!r}"[:300]
         load.append(os.getloadavg()[0])
     if fetching:
