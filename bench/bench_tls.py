@@ -19,7 +19,11 @@ out come from its /proc/PID/stat. Where the kernel has no tls module (this VM's)
 
 Produce: confluent-kafka (librdkafka) sends --produce-records 1 KiB records, acks=1, to
 one partition over PLAINTEXT and over SASL_SSL with SCRAM-SHA-512; records/s and the
-broker's CPU per GB in. The issue's target is >= 0.8x PLAINTEXT.
+broker's CPU per GB in. The issue's target is >= 0.8x PLAINTEXT. With --kafka, Apache
+Kafka's broker (KRaft, one node, the jars of tools/kafka/fetch) takes the same producer
+over the same two listeners afterwards, its JVM's CPU per GB in beside pylog's.
+
+    .venv/bin/python bench/bench_tls.py --only produce --kafka   # produce rows, and Kafka's
 """
 
 from __future__ import annotations
@@ -104,15 +108,18 @@ def fetch_mb_s(address: str, context: ssl.SSLContext | None, topic: str, end_off
     return total / elapsed / 1e6, cpu / (total / 1e9)
 
 
-def produce_rate(bootstrap: str, topic: str, count: int, size: int, pid: int, **security) -> tuple[float, float]:
-    """(records/s, broker CPU s per GB in) of confluent-kafka, acks=1, one partition."""
+def produce_rate(bootstrap: str, topic: str, count: int, size: int, pid: int,
+                 **security) -> tuple[float, float, float]:
+    """(records/s, broker CPU s per GB in, the client's CPU s per GB out) of
+    confluent-kafka, acks=1, one partition. The client is this process (the Python
+    loop and librdkafka's threads: its encryption over TLS)."""
     import confluent_kafka as ck
     p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
                      "batch.size": 1 << 20, "queue.buffering.max.messages": 2_000_000, **security})
     p.list_topics(timeout=30)                   # connected (and authenticated) first
     value = os.urandom(size)
     produce = p.produce
-    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    cpu0, t0, mine0 = cpu_seconds(pid), time.perf_counter(), time.process_time()
     for _ in range(count):
         try:
             produce(topic, value, partition=0)
@@ -121,7 +128,58 @@ def produce_rate(bootstrap: str, topic: str, count: int, size: int, pid: int, **
             produce(topic, value, partition=0)
     assert p.flush(120) == 0
     elapsed, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
-    return count / elapsed, cpu / (count * size / 1e9)
+    gb = count * size / 1e9
+    return count / elapsed, cpu / gb, (time.process_time() - mine0) / gb
+
+
+def kafka_broker(workdir: Path, certs):
+    """Apache Kafka's broker with PLAINTEXT and SASL_SSL (SCRAM-SHA-512, PEM stores)
+    listeners and the bench's SCRAM user; (broker, {listener name: address})."""
+    from broker.tls_certs import KEY_PASSWORD
+    from kafka_reference.support import KafkaBroker, free_port, run_tool
+    workdir.mkdir(parents=True, exist_ok=True)
+    ports = {name: free_port() for name in ("PLAINTEXT", "SASL_SSL", "CONTROLLER")}
+    while len(set(ports.values())) < len(ports):
+        ports = {name: free_port() for name in ports}
+    listeners = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+    broker = KafkaBroker(workdir, **{
+        "listeners": ",".join(f"{name}://{address}" for name, address in listeners.items()),
+        "advertised.listeners": f"PLAINTEXT://{listeners['PLAINTEXT']},SASL_SSL://{listeners['SASL_SSL']}",
+        "controller.quorum.voters": f"1@{listeners['CONTROLLER']}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.server_encrypted),
+        "ssl.key.password": KEY_PASSWORD, "log.segment.bytes": "1073741824"})
+    broker.bootstrap = listeners["PLAINTEXT"]
+    broker.start()
+    run_tool("kafka-configs", "--bootstrap-server", listeners["PLAINTEXT"], "--alter",
+             "--add-config", f"SCRAM-SHA-512=[password={PASSWORD}]", "--entity-type", "users",
+             "--entity-name", USER)
+    for topic in ("p-plain", "p-sasl-ssl"):
+        run_tool("kafka-topics", "--bootstrap-server", listeners["PLAINTEXT"], "--create",
+                 "--topic", topic, "--partitions", "1", "--replication-factor", "1")
+    return broker, listeners
+
+
+def produce_rows(listeners: dict, certs, count: int, repeat: int, pid: int) -> list[list[str]]:
+    """One row per listener (PLAINTEXT, then SASL_SSL): name, k records/s, MB/s, broker
+    CPU s/GB in, x PLAINTEXT."""
+    rows = []
+    for name, security in (("PLAINTEXT", {}), ("SASL_SSL, SCRAM-SHA-512", {
+            "security.protocol": "SASL_SSL", "ssl.ca.location": str(certs.ca),
+            "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": USER, "sasl.password": PASSWORD})):
+        listener = "PLAINTEXT" if not security else "SASL_SSL"
+        topic = "p-plain" if not security else "p-sasl-ssl"
+        run = median([produce_rate(listeners[listener], topic, count, 1024, pid, **security)
+                      for _ in range(repeat)])
+        rows.append([name, f"{run[0] / 1e3:,.0f}", f"{run[0] * 1024 / 1e6:,.0f}", f"{run[1]:.2f}",
+                     f"{run[1] * run[0] * 1024 / 1e9:.2f}", f"{run[2]:.2f}", run[0]])
+    base = rows[0][-1]
+    for row in rows:
+        row[-1] = f"{row[-1] / base:.2f}"
+    return rows
 
 
 def median(runs: list[tuple]) -> tuple:
@@ -135,16 +193,20 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per row (median shown)")
     ap.add_argument("--fetch-mb", type=int, default=512, help="MB of 1 KiB records to fetch")
     ap.add_argument("--produce-records", type=int, default=400_000)
+    ap.add_argument("--only", choices=("fetch", "produce"), help="one of the two benchmarks")
+    ap.add_argument("--kafka", action="store_true",
+                    help="also Apache Kafka's broker taking the same produce (needs Java)")
     ap.add_argument("--dir", default=None, help="parent of the temporary dirs")
     args = ap.parse_args(argv)
     if args.quick:
         args.fetch_mb, args.produce_records, args.repeat = 128, 100_000, 1
+    fetching, producing = args.only in (None, "fetch"), args.only in (None, "produce")
     from broker.tls_certs import make_certs
     root = tempfile.mkdtemp(prefix="pylog-bench-tls-", dir=args.dir)
     atexit.register(shutil.rmtree, root, True)
     certs = make_certs(Path(root) / "certs")
     data = str(Path(root) / "data")
-    records = args.fetch_mb * 1024
+    records = args.fetch_mb * 1024 if fetching else 0
     with pylog.open(data) as store:
         mech = scram.MECHANISMS["SCRAM-SHA-512"]
         store.alter_user_scram_credentials(upsertions=[(USER, mech.name, scram.new_credential(mech, PASSWORD))])
@@ -156,61 +218,81 @@ def main(argv=None) -> int:
         for name in ("p-plain", "p-sasl-ssl"):
             store.create_topic(name, 1)
         end = log.log_end_offset
-    segment = str(sorted(Path(data).glob("fetched-0/*.log"))[0])
     context = ssl.create_default_context(cafile=str(certs.ca))
     engine = pylog.tls_engine()
     ktls = engine.startswith("kTLS")
     out = []
     before = cpu_snapshot()
-    fetch_rows, produce_rows = [], []
+    fetch_rows, rows, kafka_rows = [], [], []
+    load = [os.getloadavg()[0]]
     with serve(data, certs, ktls=True) as broker:
-        plain = median([fetch_mb_s(broker.listeners["PLAINTEXT"], None, "fetched", end, broker.pid)
-                        for _ in range(args.repeat)])
-        tls = median([fetch_mb_s(broker.listeners["SSL"], context, "fetched", end, broker.pid)
-                      for _ in range(args.repeat)])
-        fetch_rows.append(["PLAINTEXT (sendfile)", f"{plain[0]:,.0f}", f"{plain[1]:.2f}", "1.00"])
-        fetch_rows.append([f"SSL, {'kTLS (sendfile)' if ktls else 'no kTLS here: user space'}",
-                           f"{tls[0]:,.0f}", f"{tls[1]:.2f}", f"{tls[0] / plain[0]:.2f}"])
-        for name, security in (("PLAINTEXT", {}), ("SASL_SSL, SCRAM-SHA-512", {
-                "security.protocol": "SASL_SSL", "ssl.ca.location": str(certs.ca),
-                "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": USER, "sasl.password": PASSWORD})):
-            listener = "PLAINTEXT" if not security else "SASL_SSL"
-            topic = "p-plain" if not security else "p-sasl-ssl"
-            run = median([produce_rate(broker.listeners[listener], topic, args.produce_records, 1024,
-                                       broker.pid, **security) for _ in range(args.repeat)])
-            produce_rows.append([name, f"{run[0] / 1e3:,.0f}", f"{run[0] * 1024 / 1e6:,.0f}", f"{run[1]:.2f}"])
-        plain_rate = float(produce_rows[0][1].replace(",", ""))
-        ratio = float(produce_rows[1][1].replace(",", "")) / plain_rate
-        for row in produce_rows:
-            row.append(f"{float(row[1].replace(',', '')) / plain_rate:.2f}")
-    if ktls:
-        with serve(data, certs, ktls=False) as broker:
-            off = median([fetch_mb_s(broker.listeners["SSL"], context, "fetched", end, broker.pid)
+        if fetching:
+            plain = median([fetch_mb_s(broker.listeners["PLAINTEXT"], None, "fetched", end, broker.pid)
+                            for _ in range(args.repeat)])
+            tls = median([fetch_mb_s(broker.listeners["SSL"], context, "fetched", end, broker.pid)
                           for _ in range(args.repeat)])
-        fetch_rows.append(["SSL, kTLS off (user space)", f"{off[0]:,.0f}", f"{off[1]:.2f}",
-                           f"{off[0] / plain[0]:.2f}"])
-    raw = raw_file_mb_s(segment, "sendfile")
-    naive = raw_file_mb_s(segment, "read")
-    fetch_rows.append(["raw sendfile(2) of the segment", f"{raw:,.0f}", "", f"{raw / plain[0]:.2f}"])
-    fetch_rows.append(["raw read()+send()", f"{naive:,.0f}", "", f"{naive / plain[0]:.2f}"])
+            fetch_rows.append(["PLAINTEXT (sendfile)", f"{plain[0]:,.0f}", f"{plain[1]:.2f}", "1.00"])
+            fetch_rows.append([f"SSL, {'kTLS (sendfile)' if ktls else 'no kTLS here: user space'}",
+                               f"{tls[0]:,.0f}", f"{tls[1]:.2f}", f"{tls[0] / plain[0]:.2f}"])
+        if producing:
+            rows = produce_rows(broker.listeners, certs, args.produce_records, args.repeat, broker.pid)
+    load.append(os.getloadavg()[0])
+    kafka_failed = None
+    if producing and args.kafka:
+        try:
+            kafka, listeners = kafka_broker(Path(root) / "kafka", certs)
+            try:
+                kafka_rows = produce_rows(listeners, certs, args.produce_records, args.repeat,
+                                          kafka.proc.pid)
+            finally:
+                kafka.stop()
+        except Exception as exc:        # noqa: BLE001 (any failure: pylog's rows still print)
+            kafka_failed = f"Kafka's broker did not run: {exc!r}"[:300]
+        load.append(os.getloadavg()[0])
+    if fetching:
+        if ktls:
+            with serve(data, certs, ktls=False) as broker:
+                off = median([fetch_mb_s(broker.listeners["SSL"], context, "fetched", end, broker.pid)
+                              for _ in range(args.repeat)])
+            fetch_rows.append(["SSL, kTLS off (user space)", f"{off[0]:,.0f}", f"{off[1]:.2f}",
+                               f"{off[0] / plain[0]:.2f}"])
+        segment = str(sorted(Path(data).glob("fetched-0/*.log"))[0])
+        raw = raw_file_mb_s(segment, "sendfile")
+        naive = raw_file_mb_s(segment, "read")
+        fetch_rows.append(["raw sendfile(2) of the segment", f"{raw:,.0f}", "", f"{raw / plain[0]:.2f}"])
+        fetch_rows.append(["raw read()+send()", f"{naive:,.0f}", "", f"{naive / plain[0]:.2f}"])
     others, steal = cpu_report(before, cpu_snapshot())
-    out.append(render(f"Fetch over TLS: {args.fetch_mb} MB of 1 KiB records, one connection, "
-                      f"8 MiB fetches (median of {args.repeat})",
-                      ["path", "MB/s", "broker CPU s/GB out", "x PLAINTEXT"], fetch_rows, args.markdown,
-                      [f"TLS engine: {engine}",
-                       "TLS 1.3 AES-256-GCM (OpenSSL's default); the client decrypts with OpenSSL",
-                       f"target with kTLS: >= 0.8x PLAINTEXT: "
-                       f"{verdict(tls[0] / plain[0] >= 0.8) if ktls else 'not measurable here (no kTLS)'}",
-                       f"other processes used {others:.0f}% of the CPUs meanwhile (steal {steal:.0f}%)"],
-                      text_columns=1))
-    out.append(render(f"Produce over SASL_SSL: confluent-kafka, {args.produce_records:,} records of "
-                      f"1 KiB, acks=1, one partition (median of {args.repeat})",
-                      ["listener", "k records/s", "MB/s", "broker CPU s/GB in", "x PLAINTEXT"],
-                      produce_rows, args.markdown,
-                      [f"target >= 0.8x PLAINTEXT: {verdict(ratio >= 0.8)}",
-                       "the records arrive through SSL_read into the connection's buffer (one "
-                       "copy per read, not per record), as PLAINTEXT's arrive through recv"],
-                      text_columns=1))
+    machine = [f"other processes used {others:.0f}% of the CPUs meanwhile (steal {steal:.0f}%); "
+               f"load average (1 min) {', '.join(f'{x:.1f}' for x in load)} (start, after pylog"
+               f"{', after Kafka' if kafka_rows else ''})"]
+    if fetching:
+        out.append(render(f"Fetch over TLS: {args.fetch_mb} MB of 1 KiB records, one connection, "
+                          f"8 MiB fetches (median of {args.repeat})",
+                          ["path", "MB/s", "broker CPU s/GB out", "x PLAINTEXT"], fetch_rows, args.markdown,
+                          [f"TLS engine: {engine}",
+                           "TLS 1.3 AES-256-GCM (OpenSSL's default); the client decrypts with OpenSSL",
+                           f"target with kTLS: >= 0.8x PLAINTEXT: "
+                           f"{verdict(tls[0] / plain[0] >= 0.8) if ktls else 'not measurable here (no kTLS)'}",
+                           *machine], text_columns=1))
+    if producing:
+        table = [["pylog", *row] for row in rows] + [["Kafka", *row] for row in kafka_rows]
+        notes = [f"target >= 0.8x PLAINTEXT: {verdict(float(rows[1][-1]) >= 0.8)}",
+                 "broker CPUs busy: its CPU seconds per second of the run (1.00: one core); "
+                 "the client's CPU is this process's (librdkafka's threads and the produce loop)",
+                 "pylog: a TLS read decrypts into the connection's receive buffer, and a "
+                 "request's frame is taken from it: no copy per record"]
+        if kafka_failed:
+            notes.append(kafka_failed)
+        if kafka_rows:
+            notes.append(f"pylog's SASL_SSL records/s x Kafka's: "
+                         f"{float(rows[1][1].replace(',', '')) / float(kafka_rows[1][1].replace(',', '')):.2f}; "
+                         f"broker CPU per GB in, Kafka's / pylog's: "
+                         f"{float(kafka_rows[1][3]) / float(rows[1][3]):.2f}")
+        out.append(render(f"Produce over SASL_SSL: confluent-kafka, {args.produce_records:,} records of "
+                          f"1 KiB, acks=1, one partition (median of {args.repeat})",
+                          ["broker", "listener", "k records/s", "MB/s", "broker CPU s/GB in",
+                           "broker CPUs busy", "client CPU s/GB out", "x PLAINTEXT"],
+                          table, args.markdown, notes + ([] if fetching else machine), text_columns=2))
     print("\n".join(out))
     return 0
 

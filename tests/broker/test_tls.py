@@ -437,3 +437,59 @@ def test_records_received_over_tls_reach_the_connection_in_large_reads(tls_certs
     reads = asyncio.run(run())
     assert max(reads) > 16 * 1024 and max(reads) <= MAX_READ
     assert len(reads) <= 4 * len(payload) // MAX_READ, reads
+
+
+def test_frames_received_over_tls_are_decrypted_into_the_frame_reader(tls_certs):
+    """The broker's TLS connections read through a FrameReader: OpenSSL decrypts into
+    its buffer, a frame of HANDOFF_BYTES or more comes back as a view of the buffer it
+    was decrypted into (no copy of it), smaller ones as bytes; pipelined frames of every
+    size (a 4-byte size prefix, a few bytes, one around the handoff size, several MiB
+    that make the buffer grow) come back whole and in order, and the end of the stream
+    is an IncompleteReadError with the bytes of the cut frame."""
+    import socket as sockets
+
+    from pylog.broker.frame_reader import HANDOFF_BYTES, FrameReader
+    from pylog.broker.tls_transport import TlsTransport, handshake
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(str(tls_certs.server))
+    sizes = [4, 7, HANDOFF_BYTES - 1, HANDOFF_BYTES, 300_000, 5 << 20, 4, 1 << 20]
+    frames = [bytes([i]) * size for i, size in enumerate(sizes)]
+    cut = b"\xee" * 1000                                  # the start of a frame never finished
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        ours, theirs = sockets.socketpair()
+        ours.setblocking(False)
+        tls = server_ctx.wrap_socket(ours, server_side=True, do_handshake_on_connect=False)
+        client = client_context(tls_certs)
+        client.check_hostname = False
+
+        def send() -> None:
+            with client.wrap_socket(theirs, server_hostname="localhost") as s:
+                s.sendall(b"".join(frames) + cut)
+                s.unwrap()                              # close_notify: the end of the stream
+        sender = loop.run_in_executor(None, send)
+        await handshake(loop, tls, 10)
+        got = loop.create_future()
+
+        async def serve(reader, writer) -> None:
+            out = []
+            try:
+                for size in sizes:
+                    out.append(await reader.readexactly(size))
+                await reader.readexactly(2000)
+            except asyncio.IncompleteReadError as exc:
+                got.set_result((out, exc.partial))
+            else:
+                got.set_result((out, None))
+            writer.close()
+        TlsTransport(loop, tls, FrameReader(loop, serve), False, False).start()
+        result = await asyncio.wait_for(got, 60)
+        await sender
+        return result
+
+    received, partial = asyncio.run(run())
+    assert [bytes(f) for f in received] == frames
+    for frame in received:
+        assert isinstance(frame, memoryview if len(frame) >= HANDOFF_BYTES else bytes)
+    assert partial == cut

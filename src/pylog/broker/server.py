@@ -29,7 +29,8 @@ Listeners (listeners.py): each listener's security protocol (``listeners`` and
 ``listener.security.protocol.map``) decides its connections' transport and who they
 are. SSL and SASL_SSL connections handshake TLS on the socket first (bounded by
 pylog.ssl.handshake.timeout.ms), then run over a TlsTransport (tls_transport.py) whose
-directions are the kernel's where kTLS took them. On SSL the principal is the client
+directions are the kernel's where kTLS took them, into a FrameReader (frame_reader.py:
+decrypted bytes land in the buffer a request frame is taken from). On SSL the principal is the client
 certificate's (ssl.principal.mapping.rules), else ANONYMOUS; on SASL_PLAINTEXT and
 SASL_SSL every connection authenticates before its first request (sasl.py), which
 sets its principal; a connection that has not authenticated in time is closed by its
@@ -75,6 +76,7 @@ from .fetch_sessions import FetchSessionCache
 from .listeners import Listener
 from .tls import kernel_directions, ktls_support, server_context, tls_engine
 from .tls_principal import ANONYMOUS, NoMatchingRule, subject_name
+from .frame_reader import FrameReader
 from .tls_transport import TlsTransport, handshake
 
 __all__ = ["Broker"]
@@ -505,9 +507,7 @@ class Broker:
                 return
         kernel_tx, kernel_rx = kernel_directions(tls) if self.ktls else (False, False)
         self.stats["tls.connections.ktls" if kernel_tx else "tls.connections.user_space"] += 1
-        reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
-        protocol = asyncio.StreamReaderProtocol(
-            reader, _Serve(self, listener, principal, kernel_tx), loop=loop)
+        protocol = FrameReader(loop, _Serve(self, listener, principal, kernel_tx))
         TlsTransport(loop, tls, protocol, kernel_tx, kernel_rx).start()
 
     def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,

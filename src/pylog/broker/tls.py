@@ -44,7 +44,9 @@ OP_ENABLE_KTLS = 0x8
 #: SSL_CTRL_SET_READ_AHEAD (SSL_CTX_set_read_ahead is a macro over SSL_CTX_ctrl).
 SSL_CTRL_SET_READ_AHEAD = 41
 #: OpenSSL's read buffer with read-ahead: the most one read(2) of a TLS connection takes.
-READ_AHEAD_BYTES = 256 * 1024
+#: Not more: before each record OpenSSL moves the unread rest of this buffer to its front
+#: (to align the record's payload), so each 16 KiB record costs a copy of up to this much.
+READ_AHEAD_BYTES = 64 * 1024
 SOL_TLS = 282
 TLS_TX, TLS_RX = 1, 2
 TCP_ULP = 31

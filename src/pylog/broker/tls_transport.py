@@ -93,6 +93,7 @@ class TlsTransport(asyncio.Transport):
         self._sock = sock
         self._fd = sock.fileno()
         self._protocol = protocol
+        self._buffered = isinstance(protocol, asyncio.BufferedProtocol)
         self.kernel_tx, self.kernel_rx = kernel_tx, kernel_rx
         self._buffer: collections.deque = collections.deque()   # bytes / memoryviews to send
         self._buffer_size = 0
@@ -135,6 +136,9 @@ class TlsTransport(asyncio.Transport):
             self._loop.call_soon(self._read_ready)
 
     def _read_ready(self) -> None:
+        if self._buffered:
+            self._read_into_protocol()
+            return
         try:
             for _ in range(READS_PER_CALL):
                 if not self._reading or self._conn_lost:
@@ -150,6 +154,62 @@ class TlsTransport(asyncio.Transport):
                 self._loop.call_soon(self._read_ready)   # OpenSSL may hold more (as above)
         except (ConnectionError, ssl.SSLError, OSError) as exc:
             self._fatal_error(exc)
+
+    def _read_into_protocol(self) -> None:
+        """Reads into an asyncio.BufferedProtocol's buffer (get_buffer, buffer_updated):
+        OpenSSL decrypts straight into it (one TLS record a read), or the kernel's TLS
+        receives into it. READS_PER_CALL buffers at most, then the loop serves the others."""
+        protocol = self._protocol
+        try:
+            for _ in range(READS_PER_CALL):
+                if not self._reading or self._conn_lost:
+                    return
+                # One buffer is filled by as many reads as it takes (a TLS record each,
+                # where OpenSSL decrypts): the protocol hears of them once.
+                buffer = protocol.get_buffer(-1)
+                filled, got = 0, 0
+                while filled < len(buffer):
+                    got = self._recv_into(buffer[filled:] if filled else buffer)
+                    if not got:
+                        break
+                    filled += got
+                del buffer
+                if filled:
+                    protocol.buffer_updated(filled)
+                if got is None:
+                    return                  # nothing more now
+                if got == 0:
+                    if not self._conn_lost:
+                        self._eof()
+                    return
+            if not self.kernel_rx:
+                self._loop.call_soon(self._read_ready)   # OpenSSL may hold more (as above)
+        except (ConnectionError, ssl.SSLError, OSError) as exc:
+            self._fatal_error(exc)
+
+    def _recv_into(self, buffer: memoryview) -> int | None:
+        """Plaintext bytes received into `buffer`; 0 at the end of the stream; None if
+        none now."""
+        if self.kernel_rx:
+            try:
+                got, ancillary, _, _ = socket.socket.recvmsg_into(self._sock, [buffer],
+                                                                  self._cmsg_space)
+            except (BlockingIOError, InterruptedError):
+                return None
+            for level, kind, value in ancillary:
+                if level == SOL_TLS and kind == TLS_GET_RECORD_TYPE and value[0] != _APPLICATION_DATA:
+                    return len(self._control_record(value[0], bytes(buffer[:got])))
+            return got
+        try:
+            return self._sock.read(len(buffer), buffer)
+        except ssl.SSLWantReadError:
+            return None
+        except ssl.SSLWantWriteError:
+            self._read_wants_write = True   # (a KeyUpdate's answer waits for room)
+            self._start_writing()
+            return None
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            return 0                        # close_notify, or the peer closed TCP
 
     def _recv(self) -> bytes | None:
         """Plaintext received; b"" at the end of the stream; None if none now."""
@@ -316,6 +376,7 @@ class TlsTransport(asyncio.Transport):
 
     def set_protocol(self, protocol) -> None:
         self._protocol = protocol
+        self._buffered = isinstance(protocol, asyncio.BufferedProtocol)
 
     def close(self) -> None:
         """Closes after the buffered bytes are sent (with close_notify)."""
