@@ -11,11 +11,14 @@ import time
 import uuid
 
 import pytest
+from log_support import wait_until
 from txn_support import TxnProducer, txn_batch
 
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient
 from pylog.record import decode_arrow, encode_batch
+
+from .conftest import parked
 
 
 def consume(client: str, bootstrap: str, topic: str, isolation: str, count: int,
@@ -85,7 +88,7 @@ def test_read_committed_clients_skip_aborted_records_and_wait_at_the_lso(served,
     reader = threading.Thread(target=lambda: got.extend(
         consume(client, served.bootstrap, topic, "read_committed", 7, 30)))
     reader.start()
-    time.sleep(2)
+    assert wait_until(lambda: parked(served.broker) >= 1, timeout=60), "the fetch never parked"
     c.commit()
     reader.join(40)
     assert got == COMMITTED + [b"c-0", b"plain-2"]

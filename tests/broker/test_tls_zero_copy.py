@@ -27,8 +27,8 @@ from pylog.protocol import encode_request
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient
 
-from .process import ServeProcess
-from .test_zero_copy import strace_counts
+from .process import ServeProcess, wait_until
+from .test_zero_copy import attached, strace_counts
 
 TOTAL = 8 << 20
 NEEDS_KTLS = pytest.mark.skipif(not ktls_support().available,
@@ -80,7 +80,7 @@ def _traced(served: ServeProcess, trace, work):
                                "trace=sendfile,read,pread64,readv,preadv,preadv2",
                                "-p", str(served.pid), "-o", str(trace)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(1.0)
+    assert wait_until(lambda: attached(tracer, served.pid), 30), "strace did not attach"
     if tracer.poll() is not None:
         pytest.skip(f"strace cannot attach here: {tracer.stderr.read().decode().strip()}")
     try:

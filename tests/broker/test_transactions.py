@@ -177,7 +177,9 @@ def test_a_new_producer_fences_the_zombie_and_aborts_its_transaction(txn_served)
 def test_a_transaction_past_its_timeout_is_aborted(txn_served):
     topic = txn_served.topic(1)
     tid = f"tx-{topic}"
-    p = producer(txn_served.bootstrap, tid, **{"transaction.timeout.ms": 1000})
+    # Long enough for the record to land before the abort on a loaded machine (at 1 s,
+    # beside busy xdist workers, the abort came first and fenced the producer's flush).
+    p = producer(txn_served.bootstrap, tid, **{"transaction.timeout.ms": 5000})
     p.begin_transaction()
     p.produce(topic, b"late")
     p.flush(30)

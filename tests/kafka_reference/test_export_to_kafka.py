@@ -20,7 +20,7 @@ from pylog.record import encode_batch
 from pylog.storage import PartitionReader
 from pylog.storage.kafka_export import ExportError, export_topic
 
-from .support import KafkaBroker, run_tool
+from .support import KafkaBroker, create_topics, run_tool
 from .test_java_clients import java
 
 # One worker for the module: its Kafka broker is set up once, and JavaClients compiled once.
@@ -41,9 +41,7 @@ def kafka(tmp_path_factory):
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
     broker.start()
     try:
-        for topic, partitions in TOPICS.items():
-            run_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic",
-                     topic, "--partitions", str(partitions), "--replication-factor", "1")
+        create_topics(broker.bootstrap, TOPICS)
     finally:
         broker.stop()
     return broker

@@ -6,8 +6,9 @@ pylog's Consumer and kafka-python. (Transactions: test_java_transactions.py.)"""
 
 from __future__ import annotations
 
-import atexit
 import functools
+import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -21,7 +22,7 @@ import pylog
 
 from .support import kafka_libs, unavailable
 
-# One worker for the module: JavaClients.java is compiled once per process (compiled()).
+# One worker for the module: its tests share one pylog broker.
 pytestmark = pytest.mark.xdist_group("java-clients")
 
 SOURCE = Path(__file__).resolve().parent / "java" / "JavaClients.java"
@@ -29,15 +30,24 @@ SOURCE = Path(__file__).resolve().parent / "java" / "JavaClients.java"
 
 @functools.lru_cache(maxsize=None)
 def compiled() -> str:
-    """JavaClients.java compiled once per run (the source launcher compiles at every
-    start: seconds on a loaded machine, which a restart within a session cannot spare)."""
+    """JavaClients.java compiled once per machine, beside Kafka's jars (the source launcher
+    compiles at every start: seconds on a loaded machine, which a restart within a session
+    cannot spare). The classes' dir is named by the hash of the source and the jars' dir,
+    and renamed into place whole, so workers compiling at once agree on one copy."""
     if shutil.which("javac") is None:
         unavailable("no JDK (javac): Kafka's Java clients run from a Java source file")
-    out = tempfile.mkdtemp(prefix="pylog-java-clients-")
-    atexit.register(shutil.rmtree, out, True)
-    subprocess.run(["javac", "-nowarn", "-cp", f"{kafka_libs()}/*", "-d", out, str(SOURCE)],
-                   check=True, capture_output=True, timeout=300)
-    return out
+    libs = kafka_libs()
+    key = hashlib.sha256(SOURCE.read_bytes() + str(libs).encode()).hexdigest()[:16]
+    done = libs.parent / f"java-clients-{key}"
+    if not done.is_dir():
+        out = tempfile.mkdtemp(prefix="java-clients-", dir=libs.parent)
+        subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", out, str(SOURCE)],
+                       check=True, capture_output=True, timeout=300)
+        try:
+            os.rename(out, done)
+        except OSError:                  # another worker's copy is in place: the same classes
+            shutil.rmtree(out, ignore_errors=True)
+    return str(done)
 
 
 def java_command(*args: str) -> list[str]:

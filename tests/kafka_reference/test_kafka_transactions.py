@@ -19,7 +19,10 @@ import pylog
 from pylog.record import decode_arrow, encode_batch
 from pylog.storage import Log
 
-from .support import KafkaBroker, run_tool
+from .support import KafkaBroker, create_topics, run_tool
+
+# One worker for the module: its Kafka broker and transactions are set up once.
+pytestmark = pytest.mark.xdist_group("kafka-transactions")
 
 TOPICS = {"written-by-kafka": 1, "txn-export": 2, "txn-open": 1}
 
@@ -84,10 +87,7 @@ def kafka(tmp_path_factory):
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
     broker.start()
     try:
-        for topic, partitions in TOPICS.items():
-            config = ["--config", "segment.bytes=1048576"] if topic == "written-by-kafka" else []
-            run_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic",
-                     topic, "--partitions", str(partitions), "--replication-factor", "1", *config)
+        create_topics(broker.bootstrap, TOPICS, {"written-by-kafka": {"segment.bytes": "1048576"}})
         common = {"bootstrap.servers": broker.bootstrap, "linger.ms": 0}
         a = Producer({**common, "transactional.id": "txn-a"})
         b = Producer({**common, "transactional.id": "txn-b"})
