@@ -523,6 +523,11 @@ cdef class RecordFutureBase:
         self._index = index
         self._own_state = u"PENDING"
 
+    def add_done_callback(self, fn):
+        """Calls fn(future) once the record is complete (the subclass's Future
+        protocol; ProducerBase.send registers a send() callback through it)."""
+        raise NotImplementedError(f"{type(self).__name__} does not provide add_done_callback")
+
 
 cdef inline RecordFutureBase new_future(type cls, ProducerBatch batch, Py_ssize_t index):
     """A future of `cls` (a RecordFutureBase subclass) through its tp_new slot: no
@@ -757,12 +762,37 @@ cdef class ProducerBase:
     """The C half of ``pylog.Producer``: ``send()``, the per-record path, is one
     C call (no Python frame between the caller and the accumulator), and so is
     a common ``send_batch`` (``_send_small``); ``_direct`` is send_batch's
-    direct path for both."""
+    direct path for both.
+
+    The core's contract with its subclass: ``_attach`` hands over the
+    accumulator and the classes the direct path makes; the subclass keeps
+    ``_round`` (the sender's round being appended: (topic, partition) -> its
+    batches, or empty) and overrides the four hooks below, which the direct
+    path calls and nothing else of the subclass."""
 
     cdef Accumulator _accumulator
     cdef object _adapt_callback
     cdef object _batch_result_cls, _encode_failed_cls
     cdef type _completed_future_cls
+    cdef public object _round
+
+    def _topic_locks(self, topic, count):
+        """The producer's `count` partition locks (FastLock) of `topic`."""
+        raise NotImplementedError(f"{type(self).__name__} does not provide _topic_locks")
+
+    def _encode_chunks(self, values, keys, timestamps, headers, chunks, sequences):
+        """The chunks' records (rows of the columns) encoded as one batch each,
+        at their base sequences: a list of bytes-like, one per chunk."""
+        raise NotImplementedError(f"{type(self).__name__} does not provide _encode_chunks")
+
+    def _give_back(self, topic, p, failed):
+        """Gives back the sequences of `failed`, a batch that was not written."""
+        raise NotImplementedError(f"{type(self).__name__} does not provide _give_back")
+
+    def _flush_logs(self, appended):
+        """fsyncs the logs of ``(batches, log, info)`` entries (acks=all); returns
+        id(log) -> the error of a log that failed, or None."""
+        raise NotImplementedError(f"{type(self).__name__} does not provide _flush_logs")
 
     def _attach(self, Accumulator accumulator, adapt_callback, batch_result_cls,
                 encode_failed_cls, type completed_future_cls):
