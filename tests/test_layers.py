@@ -75,8 +75,8 @@ STORAGE_PUBLIC_ONLY = {"coordinator", "client", "store", "broker", "spark"}
 _FUTURE = ("send_batch's fast path makes a concurrent.futures.Future (failed) or a "
            "CompletedFuture (its _result): Future's protocol, which RecordFuture also defines")
 CORE_REACHES: dict[tuple[str, str], str] = {
-    ("_core/producer.pyx", "_result"): _FUTURE,
-    ("_core/producer.pyx", "set_exception"): _FUTURE,
+    ("_core/producer_direct.pxi", "_result"): _FUTURE,
+    ("_core/producer_direct.pxi", "set_exception"): _FUTURE,
 }
 
 CYTHON = (".pyx", ".pxd", ".pxi")
