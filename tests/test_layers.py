@@ -67,30 +67,16 @@ ALLOWED: dict[str, set[str]] = {
 STORAGE_PUBLIC_ONLY = {"coordinator", "client", "store", "broker", "spark"}
 
 # The core's known reaches into its classes' upper-layer subclasses, (core file, member)
-# -> why. Each is a debt (issue 47, item 2: the C append path should get a small explicit
-# interface instead); a new reach fails the test.
-_LOG = "log_append's C path calls Log's private Python path (the append falls back to it)"
-_LOG_ERR = "log_append's C path repairs and reports an I/O error through Log's private methods"
-_PRODUCER = "ProducerBase (the C half of client.Producer) calls its Python subclass's hooks"
-_FUTURE = "RecordFutureBase's subclass adds concurrent.futures.Future: the C path completes it"
+# -> why; a new reach fails the test. The core's classes declare what they need of their
+# subclasses (LogState: the append's Python path, undo, storage errors, the producer table;
+# ProducerBase: the direct path's hooks; RecordFutureBase: add_done_callback), so what is
+# left here are names of concurrent.futures.Future's own protocol, which RecordFuture
+# (a Future) also defines.
+_FUTURE = ("send_batch's fast path makes a concurrent.futures.Future (failed) or a "
+           "CompletedFuture (its _result): Future's protocol, which RecordFuture also defines")
 CORE_REACHES: dict[tuple[str, str], str] = {
-    ("_core/storage_fastappend.pxi", "_append_locked"): _LOG,
-    ("_core/storage_fastappend.pxi", "_undo_partial_write"): _LOG_ERR,
-    ("_core/storage_fastappend.pxi", "_storage_error"): _LOG_ERR,
-    ("_core/storage_fastappend.pxi", "producer_state"):
-        "an idempotent append checks sequences in log.producer_state.producers (storage's table)",
-    ("_core/storage_fastappend.pxi", "offset_index"):
-        "segment_append and the roll check reach LogSegment's index properties",
-    ("_core/storage_fastappend.pxi", "time_index"):
-        "segment_append and the roll check reach LogSegment's index properties",
-    ("_core/producer.pyx", "_encode_chunks"): _PRODUCER,
-    ("_core/producer.pyx", "_flush_logs"): _PRODUCER,
-    ("_core/producer.pyx", "_give_back"): _PRODUCER,
-    ("_core/producer.pyx", "_round"): _PRODUCER,
-    ("_core/producer.pyx", "_topic_locks"): _PRODUCER,
-    ("_core/producer.pyx", "_result"): _FUTURE,
-    ("_core/producer.pyx", "add_done_callback"): _FUTURE,
-    ("_core/producer.pyx", "set_exception"): _FUTURE,
+    ("_core/producer_direct.pxi", "_result"): _FUTURE,
+    ("_core/producer_direct.pxi", "set_exception"): _FUTURE,
 }
 
 CYTHON = (".pyx", ".pxd", ".pxi")

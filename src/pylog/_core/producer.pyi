@@ -11,6 +11,8 @@ from _typeshed import ReadableBuffer
 _Column = Sequence[ReadableBuffer | None] | pa.Array | pa.ChunkedArray
 _Header = tuple[str, bytes | None]
 
+RECORD_OVERHEAD_BYTES: int
+
 def murmur2(data: ReadableBuffer) -> int: ...
 def key_partition(key: ReadableBuffer, num_partitions: int) -> int: ...
 def partition_keys(keys: _Column, num_partitions: int) -> np.ndarray: ...
@@ -63,6 +65,7 @@ class ProducerBatch:
 class RecordFutureBase:
     """The C half of pylog.client.futures.RecordFuture: its batch and its index in it."""
     def __init__(self, batch: ProducerBatch, index: int) -> None: ...
+    def add_done_callback(self, fn: Callable[[Any], object]) -> None: ...
 
 class TopicState:
     """Partition count, open batches and the sticky partition of one topic."""

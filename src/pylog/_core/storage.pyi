@@ -162,6 +162,7 @@ class LogState:
     leader_epoch: Any
     records_appended: int
     bytes_appended: int
+    producer_state: Any
 
 class SegmentState:
     """The same for a LogSegment."""
@@ -176,8 +177,11 @@ class SegmentState:
     offset_of_max_timestamp: int
     bytes_since_index_entry: int
 
-def segment_roll_reason(segment: SegmentState, incoming: PreparedAppend, now_ms: int) -> str | None: ...
-def segment_append(segment: SegmentState, engine: IoEngine, prepared: PreparedAppend,
+def segment_roll_reason(segment: SegmentState, log: LogFile, offset_index: OffsetIndex,
+                        time_index: TimeIndex, incoming: PreparedAppend,
+                        now_ms: int) -> str | None: ...
+def segment_append(segment: SegmentState, log: LogFile, offset_index: OffsetIndex,
+                   time_index: TimeIndex, engine: IoEngine, prepared: PreparedAppend,
                    datasync: bool) -> int: ...
 
 class AppendLimits:

@@ -68,19 +68,42 @@ cdef class LogState:
     (a test clock's floats included). ``_writing`` is False until the Log's
     first change (Log._begin_writing: its dir marked as being written, its
     last segment made active); until then every append takes the Python path,
-    which makes that change first."""
+    which makes that change first.
+
+    The core's contract with its subclass: besides these fields, the subclass
+    provides ``producer_state`` (an object whose ``producers`` dict maps a
+    producer id to its entry: the table an idempotent append checks sequences
+    in), ``flush(offset)`` and the three hooks below, which this class declares
+    and the subclass overrides. log_append calls nothing else of it."""
     cdef public object config, clock, engine, leader_epoch
     cdef public bint _writing
     cdef public object _offline, _closed, _append_limits, _segments
     cdef public object _log_start_offset, _last_flush_ms
     cdef public object _lock, _listeners
+    cdef public object producer_state
     cdef public int64_t _next_offset, _unflushed_records, records_appended, bytes_appended
+
+    def _append_locked(self, batches, origin, validated, converted, verification_guard):
+        """The append's Python path, with the lock held: everything _append_fast
+        declined (`validated`: its ``(PreparedAppend, now)``, or None). Returns
+        an AppendInfo."""
+        raise NotImplementedError(f"{type(self).__name__} does not provide _append_locked")
+
+    def _undo_partial_write(self, segment):
+        """Cuts the active `segment` back to its size before a failed write."""
+        raise NotImplementedError(f"{type(self).__name__} does not provide _undo_partial_write")
+
+    def _storage_error(self, exc, action):
+        """The exception to raise for OSError `exc` during `action` (the log
+        dir's failure handled)."""
+        raise NotImplementedError(f"{type(self).__name__} does not provide _storage_error")
 
 
 cdef class SegmentState:
     """The same for a LogSegment (pylog/storage/segment.py): its offsets,
     timestamps, counters and files (None while closed); int64 where an
-    append moves them."""
+    append moves them. The files come to segment_append and segment_roll_reason
+    as arguments (LogSegment opens its indexes lazily)."""
     cdef public object config, base_offset, rolling_based_timestamp, created_ms
     cdef public object roll_jitter_ms, flushed_size
     cdef public object _log, _offset_index, _time_index
@@ -112,14 +135,15 @@ cdef object _roll_reason(SegmentState segment, LogFile lf, OffsetIndex oi, TimeI
     return None
 
 
-def segment_roll_reason(SegmentState segment, PreparedAppend incoming, int64_t now_ms):
+def segment_roll_reason(SegmentState segment, LogFile log, OffsetIndex offset_index,
+                        TimeIndex time_index, PreparedAppend incoming, int64_t now_ms):
     """Why the active LogSegment must roll before taking `incoming`, or None
     (Kafka's shouldRoll): segment.bytes, segment.ms (from the first batch's
     timestamp, else the segment's creation, minus its jitter), a full index,
     or offsets beyond an index entry's 32 bits."""
     config = segment.config
-    return _roll_reason(segment, segment.log, segment.offset_index, segment.time_index, incoming,
-                        now_ms, config.segment_bytes, config.segment_ms)
+    return _roll_reason(segment, log, offset_index, time_index, incoming, now_ms,
+                        config.segment_bytes, config.segment_ms)
 
 
 cdef int64_t _segment_append(SegmentState segment, LogFile lf, OffsetIndex oi, TimeIndex ti,
@@ -152,13 +176,13 @@ cdef int64_t _segment_append(SegmentState segment, LogFile lf, OffsetIndex oi, T
     return position
 
 
-def segment_append(SegmentState segment, IoEngine engine, PreparedAppend prepared,
-                   bint datasync):
+def segment_append(SegmentState segment, LogFile log, OffsetIndex offset_index,
+                   TimeIndex time_index, IoEngine engine, PreparedAppend prepared, bint datasync):
     """Writes the batches at the end of the active LogSegment in one I/O (with
     its fdatasync when `datasync`), then indexes them (recovery's rule) and
     updates the segment's offsets and timestamps. Returns their position."""
-    return _segment_append(segment, segment.log, segment.offset_index, segment.time_index, engine,
-                           prepared, segment.config.index_interval_bytes, datasync)
+    return _segment_append(segment, log, offset_index, time_index, engine, prepared,
+                           segment.config.index_interval_bytes, datasync)
 
 
 # ---------------------------------------------------------- the Log's append

@@ -484,7 +484,8 @@ class LogSegment(SegmentState):
 
     def should_roll(self, incoming: PreparedAppend, now_ms: int) -> str | None:
         """Why the segment must roll before taking `incoming`, or None (Kafka's shouldRoll)."""
-        return segment_roll_reason(self, incoming, now_ms)
+        return segment_roll_reason(self, self.log, self.offset_index, self.time_index, incoming,
+                                   now_ms)
 
     def should_roll_by_time(self, now_ms: int) -> bool:
         """The LogManager's periodic check: has segment.ms passed since creation?"""
@@ -494,7 +495,8 @@ class LogSegment(SegmentState):
         """Writes the batches in one I/O, then indexes them. Returns their position.
         Only the active segment appends (``segment_append``, shared with the Log's
         C fast path)."""
-        return segment_append(self, engine, prepared, datasync)
+        return segment_append(self, self.log, self.offset_index, self.time_index, engine, prepared,
+                              datasync)
 
     def on_become_inactive(self) -> None:
         """At roll: the final time index entry, then trim the indexes and the .log."""
