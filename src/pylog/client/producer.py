@@ -78,7 +78,7 @@ __all__ = ["Producer", "RecordMetadata", "BatchResult"]
 class Producer(ProducerBase, BatchPlanner, Sender):
     """``Producer(store, **config)`` with Kafka's producer config names.
 
-    ``store`` is a :class:`pylog.LogManager` (or anything with
+    ``store`` is a :class:`pylog.Store` (or anything with
     ``log(topic, partition)`` and ``describe_topic(topic)``). Config keys:
     ``batch.size``, ``linger.ms``, ``compression.type``, ``acks``,
     ``max.request.size``, ``buffer.memory``, ``max.block.ms``,
