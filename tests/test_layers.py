@@ -543,3 +543,16 @@ def test_a_deep_storage_import_from_above_is_caught(tmp_path, monkeypatch):
     found = violations()
     assert any("use the names of pylog.storage" in v for v in found), found
     assert any("_private not in pylog.storage.__all__" in v for v in found), found
+
+
+def test_the_core_base_shadows_no_member_of_a_mixin():
+    """Log and Producer are a core class first, then mixins (Log(LogState, LogTransactions,
+    LogRetention), Producer(ProducerBase, BatchPlanner, Sender)): a member of the core class
+    would silently win over the mixin's method of the same name."""
+    from pylog.client.producer import Producer
+    from pylog.storage.log import Log
+    for cls in (Log, Producer):
+        core, *mixins = cls.__bases__
+        for mixin in mixins:
+            clash = [name for name in vars(mixin) if not name.startswith("__") and hasattr(core, name)]
+            assert not clash, f"{core.__name__} shadows {mixin.__name__}'s {clash}"
