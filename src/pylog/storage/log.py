@@ -37,7 +37,7 @@ A Log is refused a partition of a running Kafka broker. To read a dir that
 another process owns (without its lock), use
 :class:`~pylog.storage.reader.LogDirsReader` / ``PartitionReader``.
 
-Transactions (the storage side; a transaction coordinator drives it, docs/FORMAT.md
+Transactions (the storage side, in log_transactions.py; a coordinator drives it, docs/FORMAT.md
 sections 5 and 8): ``append`` takes transactional batches (attribute bit 4, producer
 id, epoch, sequences); the first one of a producer here opens its transaction and
 needs the ``verification_guard`` that ``maybe_start_transaction_verification`` hands
