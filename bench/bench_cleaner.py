@@ -46,7 +46,7 @@ BATCH = 1000
 
 def build(path: str, records: int, keys: int, seed: int = 1) -> None:
     rng = np.random.default_rng(seed)
-    with pylog.LogManager(path, background=False) as store:
+    with pylog.Store(path, background=False) as store:
         store.create_topic("c", 1, config={"cleanup.policy": "compact",
                                            "segment.bytes": str(64 << 20)})
         lg = store.log("c", 0)
@@ -93,7 +93,7 @@ def rewrite(path: str) -> tuple[float, int]:
 
 def clean(path: str, buffer: int) -> tuple[float, int, int, int]:
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with pylog.LogManager(path, {"log.cleaner.dedupe.buffer.size": buffer},
+    with pylog.Store(path, {"log.cleaner.dedupe.buffer.size": buffer},
                           background=False) as store:
         started, read, passes = time.perf_counter(), 0, 0
         while (stats := store.clean_once()) is not None:

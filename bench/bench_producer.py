@@ -63,9 +63,7 @@ import pylog
 from pylog.client.partitioner import partition_keys
 # send_batch's own framing estimate, request limit margin and queueing size: the
 # bare rows split a call by the producer's numbers, not copies of them.
-from pylog.client.producer import _BATCH_OVERHEAD as BATCH_OVERHEAD
-from pylog.client.producer import _OVERLAP_BYTES as OVERLAP_BYTES
-from pylog.client.producer import _RECORD_OVERHEAD as RECORD_OVERHEAD
+from pylog.client.batch_planner import BATCH_OVERHEAD, OVERLAP_BYTES, RECORD_OVERHEAD
 from pylog.record import encode_batch
 
 PARTITIONS = 8

@@ -132,7 +132,7 @@ class Workloads:
         self.big_batch = records.encode_batch(self.values * 9, timestamps=1_700_000_000_000)
         # send: small segments and retention, so new appends reuse the page
         # cache that deleted segments just freed (see the module doc).
-        self.store = pylog.LogManager([os.path.join(tmp, "store")], {
+        self.store = pylog.Store([os.path.join(tmp, "store")], {
             "log.segment.bytes": 16 << 20, "log.retention.check.interval.ms": 50,
             "log.segment.delete.delay.ms": 0})
         self.store.create_topic("send", max_threads, {"retention.bytes": 48 << 20})

@@ -117,7 +117,7 @@ def open_once(dirs: list[str], threads: int, case: str, drop: bool) -> dict:
     if drop:
         drop_caches()
     started = time.perf_counter()
-    store = pylog.LogManager(dirs, {"num.recovery.threads.per.data.dir": threads}, background=False)
+    store = pylog.Store(dirs, {"num.recovery.threads.per.data.dir": threads}, background=False)
     opened = time.perf_counter() - started
     report = store.startup
     started = time.perf_counter()

@@ -362,21 +362,36 @@ def core_reaches() -> dict[tuple[str, str], list[int]]:
     core_classes = set()
     for path in core:
         core_classes.update(re.findall(r"^(?:cdef\s+)?class\s+(\w+)", path.read_text(encoding="utf-8"), re.M))
-    subclass_members: set[str] = set()
+    classes: dict[str, list[ast.ClassDef]] = {}    # pylog's Python classes by name
     for path in sources():
-        if path.suffix != ".py":
+        if path.suffix == ".py":
+            for cls in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(cls, ast.ClassDef):
+                    classes.setdefault(cls.name, []).append(cls)
+
+    def base_names(cls: ast.ClassDef) -> list[str]:
+        return [b.id if isinstance(b, ast.Name) else b.attr for b in cls.bases
+                if isinstance(b, (ast.Name, ast.Attribute))]
+
+    # A subclass of a core class, with its other pylog bases (the mixins that make it
+    # up, such as client.Producer's Sender and BatchPlanner): the core reaches them all.
+    todo = [cls for group in classes.values() for cls in group
+            if set(base_names(cls)) & core_classes]
+    seen: set[int] = set()
+    subclass_members: set[str] = set()
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
             continue
-        for cls in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(cls, ast.ClassDef) or not any(
-                    (isinstance(b, ast.Name) and b.id in core_classes)
-                    or (isinstance(b, ast.Attribute) and b.attr in core_classes) for b in cls.bases):
-                continue
-            for node in ast.walk(cls):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    subclass_members.add(node.name)
-                elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-                      and isinstance(node.value, ast.Name) and node.value.id == "self"):
-                    subclass_members.add(node.attr)
+        seen.add(id(cls))
+        todo.extend(base for name in base_names(cls) if name not in core_classes
+                    for base in classes.get(name, ()))
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                subclass_members.add(node.name)
+            elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                  and isinstance(node.value, ast.Name) and node.value.id == "self"):
+                subclass_members.add(node.attr)
     upward = subclass_members - core_declared_names(core)
     found: dict[tuple[str, str], list[int]] = {}
     for path in core:
@@ -514,3 +529,16 @@ def test_a_deep_storage_import_from_above_is_caught(tmp_path, monkeypatch):
     found = violations()
     assert any("use the names of pylog.storage" in v for v in found), found
     assert any("_private not in pylog.storage.__all__" in v for v in found), found
+
+
+def test_the_core_base_shadows_no_member_of_a_mixin():
+    """Log and Producer are a core class first, then mixins (Log(LogState, LogTransactions,
+    LogRetention), Producer(ProducerBase, BatchPlanner, Sender)): a member of the core class
+    would silently win over the mixin's method of the same name."""
+    from pylog.client.producer import Producer
+    from pylog.storage.log import Log
+    for cls in (Log, Producer):
+        core, *mixins = cls.__bases__
+        for mixin in mixins:
+            clash = [name for name in vars(mixin) if not name.startswith("__") and hasattr(core, name)]
+            assert not clash, f"{core.__name__} shadows {mixin.__name__}'s {clash}"

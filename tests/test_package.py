@@ -17,7 +17,7 @@ import pylog
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PUBLIC = ("open", "LogManager", "Log", "Producer", "Consumer", "TopicPartition", "records", "errors",
+PUBLIC = ("open", "Store", "Log", "Producer", "Consumer", "TopicPartition", "records", "errors",
           "crc32c", "io_engine")
 
 
@@ -29,7 +29,7 @@ def test_public_api_names():
 
 def test_the_store_is_storage_plus_the_coordinator(tmp_path):
     with pylog.open(str(tmp_path)) as store:
-        assert isinstance(store, pylog.storage.LogManager)
+        assert isinstance(store, pylog.Store) and isinstance(store, pylog.storage.LogManager)
         store.create_topic("t", 1)
         store.commit_offsets("g", {("t", 0): 3})
         assert store.coordinator.committed("g", "t", 0) == 3 == store.committed("g", "t", 0)

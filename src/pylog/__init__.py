@@ -2,7 +2,7 @@
 
 The public API. The layers behind it (docs/ARCHITECTURE.md): ``record``
 (batch bytes), ``storage`` (logs and log dirs), ``coordinator`` (groups and
-committed offsets), ``client`` (Producer, Consumer), ``store`` (the store
+committed offsets), ``client`` (Producer, Consumer), ``store`` (``Store``, the store
 ``open`` returns), over the compiled core ``_core``.
 """
 
@@ -25,7 +25,7 @@ from .storage import (
     default_engine,
 )
 from .store import (
-    LogManager,
+    Store,
     open,  # noqa: A004 - pylog.open(...) is the friendly entry point
 )
 
@@ -72,11 +72,11 @@ __all__ = [
     "FileSlice",
     "Log",
     "LogConfig",
-    "LogManager",
     "OffsetAndMetadata",
     "PylogError",
     "RecoveryReport",
     "StartupReport",
+    "Store",
     "TimestampOffset",
     "TopicDescription",
     "__version__",

@@ -1,6 +1,6 @@
-"""The store a process opens: storage's LogManager plus the group coordinator.
+"""The store a process opens (``pylog.Store``): storage's LogManager plus the coordinators.
 
-``pylog.open(dirs)`` and ``pylog.LogManager(dirs)`` return this class. It is
+``pylog.open(dirs)`` and ``pylog.Store(dirs)`` return this class. It is
 :class:`pylog.storage.LogManager` (log dirs, topics, partitions, background
 work) with the store's one :class:`~pylog.coordinator.GroupCoordinator`
 attached (``store.coordinator``) and its transaction coordinator
@@ -22,13 +22,13 @@ from typing import Any
 from pylog.common.topic_partition import TopicPartition
 from pylog.coordinator import GroupCoordinator, OffsetAndMetadata
 from pylog.coordinator.transactions import TransactionCoordinator
-from pylog.storage import LogManager as StorageLogManager
+from pylog.storage import LogManager
 
-__all__ = ["LogManager", "open"]
+__all__ = ["Store", "open"]
 
 
-class LogManager(StorageLogManager):
-    """The store: ``LogManager(log_dirs, config=None, *, clock=None, background=True, **configs)``.
+class Store(LogManager):
+    """The store: ``Store(log_dirs, config=None, *, clock=None, background=True, **configs)``.
 
     Everything :class:`pylog.storage.LogManager` does (see there for the
     arguments), plus the consumer groups and committed offsets of
@@ -93,14 +93,14 @@ class LogManager(StorageLogManager):
         return out
 
 
-def open(log_dirs: str | os.PathLike | Iterable[str | os.PathLike], **config: Any) -> LogManager:  # noqa: A001
+def open(log_dirs: str | os.PathLike | Iterable[str | os.PathLike], **config: Any) -> Store:  # noqa: A001
     """Opens (or creates) a store: ``pylog.open("/data/pylog", log_retention_hours=24)``.
 
     `log_dirs` is one path, a comma-separated list (Kafka's ``log.dirs``) or a
     list of paths, one per disk. Keyword arguments are broker configs, with
     Kafka's names or the same names with underscores
     (``num_recovery_threads_per_data_dir=4``, ``log_segment_bytes=...``);
-    ``clock`` and ``background`` are passed to :class:`LogManager`.
+    ``clock`` and ``background`` are passed to :class:`Store`.
     """
     options = {k: config.pop(k) for k in ("clock", "background") if k in config}
-    return LogManager(log_dirs, config, **options)
+    return Store(log_dirs, config, **options)

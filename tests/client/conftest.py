@@ -1,4 +1,4 @@
-"""A real store (LogManager) per test, closed afterwards."""
+"""A real store (pylog.Store) per test, closed afterwards."""
 
 import pytest
 

@@ -20,6 +20,6 @@ def dirs(tmp_path):
 
 @pytest.fixture
 def open_manager(clock):
-    """``open_manager(dirs, **config)``: a pylog.LogManager with the fake clock and no
+    """``open_manager(dirs, **config)``: a pylog.Store with the fake clock and no
     background thread (tests call run_background_tasks); closed at teardown."""
-    yield from manager_factory(pylog.LogManager, clock)
+    yield from manager_factory(pylog.Store, clock)

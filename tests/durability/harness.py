@@ -160,7 +160,7 @@ def check_store(root: str, promises: Promises, upto: int | None = None) -> dict:
     def made(pos: int) -> bool:
         return upto is None or pos <= upto
 
-    store = pylog.LogManager(workload.log_dirs(root), {**workload.STORE_CONFIG},
+    store = pylog.Store(workload.log_dirs(root), {**workload.STORE_CONFIG},
                              background=False)
     try:
         counts = {"acked": 0, "records": 0}

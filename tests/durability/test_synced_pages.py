@@ -95,7 +95,7 @@ def test_flush_syncs_what_was_appended_and_nothing_is_synced_before(tmp_path, en
 
 @pytest.fixture
 def store(tmp_path, engine_kind):
-    s = pylog.LogManager([str(tmp_path / "d0")], {"pylog.io.engine": engine_kind})
+    s = pylog.Store([str(tmp_path / "d0")], {"pylog.io.engine": engine_kind})
     yield s
     s.close()
 

@@ -2,7 +2,7 @@
 
 Usage: python workload.py ROOT SESSION SEED ENGINE EVENTS_FILE [RECORDS]
 
-Opens a LogManager over two log dirs below ROOT (JBOD) with the background
+Opens a store (pylog.Store) over two log dirs below ROOT (JBOD) with the background
 thread flushing, rolling, applying retention and writing checkpoints, then
 runs until it is killed (or has sent RECORDS records, then closes cleanly):
 
@@ -98,7 +98,7 @@ def main() -> None:
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     os.fsync(fd)
     os.close(fd)
-    store = pylog.LogManager(log_dirs(root), {**STORE_CONFIG, "pylog.io.engine": engine})
+    store = pylog.Store(log_dirs(root), {**STORE_CONFIG, "pylog.io.engine": engine})
     for topic, partitions in TOPICS.items():
         if store.partition_count(topic) is None:
             store.create_topic(topic, partitions, config=TOPIC_CONFIG[topic])

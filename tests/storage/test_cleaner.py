@@ -235,7 +235,7 @@ def test_batches_keep_their_offsets_and_producer_fields_and_kafka_python_reads_t
     from kafka.record.memory_records import MemoryRecords
 
     import pylog
-    store = pylog.LogManager(dirs[0], clock=clock, background=False)
+    store = pylog.Store(dirs[0], clock=clock, background=False)
     try:
         store.create_topic("p", 1, config=COMPACT)
         with pylog.Producer(store, compression_type="lz4", linger_ms=0) as producer:

@@ -147,7 +147,7 @@ class _CoordinatorStopping(Exception):
 
 
 class Broker:
-    """A Kafka-protocol broker over `store` (a ``pylog.LogManager``).
+    """A Kafka-protocol broker over `store` (a ``pylog.Store``).
 
     ``listen`` is Kafka's ``listeners``: ``host:port`` or ``NAME://host:port,...``
     (port 0: a free port; see :attr:`listeners` once started); a listener's security

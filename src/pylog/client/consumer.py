@@ -91,7 +91,7 @@ class _Fetch(NamedTuple):
 class Consumer:
     """``Consumer(store, *topics, **config)`` with Kafka's consumer config names.
 
-    ``store`` is a :class:`pylog.LogManager`. Topics given here are subscribed
+    ``store`` is a :class:`pylog.Store`. Topics given here are subscribed
     (as ``subscribe(topics)``). Config: ``group.id``, ``auto.offset.reset``,
     ``enable.auto.commit``, ``auto.commit.interval.ms``, ``max.poll.records``,
     ``fetch.max.bytes``, ``max.partition.fetch.bytes``,

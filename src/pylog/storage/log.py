@@ -37,7 +37,7 @@ A Log is refused a partition of a running Kafka broker. To read a dir that
 another process owns (without its lock), use
 :class:`~pylog.storage.reader.LogDirsReader` / ``PartitionReader``.
 
-Transactions (the storage side; a transaction coordinator drives it, docs/FORMAT.md
+Transactions (the storage side, in log_transactions.py; a coordinator drives it, docs/FORMAT.md
 sections 5 and 8): ``append`` takes transactional batches (attribute bit 4, producer
 id, epoch, sequences); the first one of a producer here opens its transaction and
 needs the ``verification_guard`` that ``maybe_start_transaction_verification`` hands
@@ -76,13 +76,13 @@ from pylog.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-from pylog.record.batch_layout import ATTR_CONTROL, ATTR_TRANSACTIONAL
+from pylog.record.batch_layout import ATTR_TRANSACTIONAL
 
 from . import files
 from .background import wall_clock_ms
 from .config import LogConfig
 from .file_slice import FileSlice
-from .info import AppendInfo, CommittedRead, RecoveryReport, TimestampOffset
+from .info import AppendInfo, RecoveryReport, TimestampOffset
 from .log_dir import PartitionDirLock, process_limit_hint
 from .log_loader import (
     cleaned_up_to,
@@ -92,12 +92,13 @@ from .log_loader import (
     remove_temporary_files,
     write_log_state,
 )
+from .log_retention import LogRetention, remove_deleted_files
+from .log_transactions import LogTransactions
 from .log_validator import TARGET_CODECS, validate_append
-from .producer_state import (BatchMetadata, CompletedTxn, ProducerInfo, ProducerStateManager,
-                             VerificationGuard, replay_batches)
+from .producer_state import (BatchMetadata, ProducerStateManager,
+                             VerificationGuard)
 from .scheduler import Scheduler, default_scheduler
 from .segment import IndexEntryError, LogSegment
-from .transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ _now_ms = wall_clock_ms
 configure_fast_append(AppendInfo, _now_ms, TARGET_CODECS, BatchMetadata)
 
 
-class Log(LogState):
+class Log(LogState, LogTransactions, LogRetention):
     """One topic-partition: ``Log(path, config)``.
 
     ``config`` is a LogConfig or a mapping of Kafka topic config keys. Options
@@ -265,68 +266,6 @@ class Log(LogState):
             bytes_truncated=sum(r.truncated_bytes for r in recovered),
             seconds=time.monotonic() - started)
 
-    def _load_producer_state(self, txn_rebuild=()) -> None:
-        """The newest snapshot at or below the log end, then the batches after it
-        (from the log start when there is no snapshot: a crash between a first
-        roll and its snapshot, or a log written without them). The segments of
-        `txn_rebuild` (possibly unflushed, or with a torn .txnindex) get their
-        .txnindex checked against the markers: the snapshot is then one at or below
-        the first of them, and the aborted transactions whose markers the replay
-        meets in them are what their .txnindex must hold (Kafka's
-        LogSegment.recover). A .txnindex that holds them already is left as it is
-        (reading writes nothing); any other is rewritten, after marking the dir.
-
-        The state is built aside and swapped in whole: a reader of the last stable
-        offset meanwhile sees the old state, never an empty one."""
-        state = ProducerStateManager(self.path)
-        rebuild = {s.base_offset: s for s in self._segments if s.base_offset in set(txn_rebuild)}
-        aborted: dict[int, list[AbortedTxn]] = {base: [] for base in rebuild}
-        start = state.load(self._next_offset, min(rebuild) if rebuild else None, self._mark_dirty)
-        if start < 0:
-            start = self._log_start_offset
-        for segment in self._segments:
-            if segment.next_offset > start and segment.size:
-                on_complete = None
-                if segment.base_offset in rebuild:
-                    def on_complete(done, lso, found=aborted[segment.base_offset]):
-                        if done.aborted:
-                            found.append(AbortedTxn(done.producer_id, done.first_offset,
-                                                    done.last_offset, lso))
-                try:
-                    state.replay(replay_batches(segment.log, segment.size, start), on_complete)
-                except CorruptRecordError as exc:
-                    # Damage kept below the recovery point (see log_loader): the
-                    # batches before it were replayed; reads report the rest.
-                    log.warning("%s: producer state replay stopped in segment %d: %s",
-                                self.path, segment.base_offset, exc)
-        for base, segment in rebuild.items():
-            index = segment.txn_index
-            if not segment.txn_index_whole() or index.entries() != tuple(aborted[base]):
-                self._mark_dirty()
-                index.reset()
-                for txn in aborted[base]:
-                    self._append_aborted(segment, txn)
-            elif aborted[base]:
-                self._note_aborted(segment)
-        self.producer_state = state
-
-    def _index_aborted(self, segment: LogSegment, done: CompletedTxn, lso: int) -> None:
-        """Appends an aborted transaction to the .txnindex of `segment` (its marker's)."""
-        self._append_aborted(segment, AbortedTxn(done.producer_id, done.first_offset,
-                                                 done.last_offset, lso))
-
-    def _append_aborted(self, segment: LogSegment, txn: AbortedTxn) -> None:
-        index = segment.txn_index
-        index.append(txn)
-        if index.created:
-            self._dir_dirty = True
-        self._note_aborted(segment)
-
-    def _note_aborted(self, segment: LogSegment) -> None:
-        """Lists `segment` among those whose .txnindex has entries (reads consult them)."""
-        if segment.base_offset not in self._aborted_bases:
-            self._aborted_bases = tuple(sorted(self._aborted_bases + (segment.base_offset,)))
-
     def _write_state(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
         write_log_state(self.path, recovery_point, log_start_offset, clean)
 
@@ -373,17 +312,6 @@ class Log(LogState):
     def high_watermark(self) -> int:
         """Single node: every appended record is committed."""
         return self._next_offset
-
-    @property
-    def last_stable_offset(self) -> int:
-        """Kafka's LSO: the first offset not yet decided, the first offset of the
-        oldest transaction still open here (not below the log start), else the high
-        watermark. A read_committed reader reads below it only."""
-        end = self._next_offset
-        first = self.producer_state.first_unstable_offset
-        if first < 0:
-            return end
-        return min(max(first, self._log_start_offset), end)
 
     @property
     def recovery_point(self) -> int:
@@ -530,149 +458,6 @@ class Log(LogState):
                                  prepared.max_timestamp, prepared.offset_of_max_timestamp, lat,
                                  self._log_start_offset, prepared.records, prepared.batch_count,
                                  prepared.size, flush))
-
-    def _check_markers(self, batches, prepared) -> dict[int, tuple[bool, int]]:
-        """The transaction markers of a coordinator append, by batch index: (committed,
-        coordinator epoch), each checked against its producer's epochs (Kafka's
-        appendEndTxnMarker: InvalidProducerEpochError, TransactionCoordinatorFencedError)."""
-        from pylog.record import iter_batches
-        markers = {}
-        wanted = [i for i in range(prepared.batch_count)
-                  if prepared.batch(i)[8] & ATTR_CONTROL and prepared.batch(i)[5] >= 0]
-        if not wanted:
-            return markers
-        for i, batch in enumerate(iter_batches(batches, validate=False)):
-            if i in wanted:
-                kind = batch.control_type
-                if kind in ("commit", "abort"):
-                    self.producer_state.check_marker(batch.producer_id, batch.producer_epoch,
-                                                     batch.coordinator_epoch)
-                    markers[i] = (kind == "commit", batch.coordinator_epoch)
-        return markers
-
-    def _update_producers(self, prepared, segment: LogSegment, markers) -> None:
-        """The producer state after an append was written (in batch order): data
-        batches remembered, transactions opened, and each marker's transaction
-        closed (an aborted one indexed in `segment`'s .txnindex)."""
-        state = self.producer_state
-        for i in range(prepared.batch_count):
-            base, last, max_ts, records, _, pid, epoch, seq, attributes = prepared.batch(i)
-            if pid < 0:
-                continue
-            if attributes & ATTR_CONTROL:
-                marker = markers.get(i) if markers else None
-                if marker is None:
-                    continue
-                done = state.end_transaction(pid, epoch, marker[1], marker[0], base, max_ts)
-                if done is not None:
-                    if done.aborted:
-                        try:
-                            self._index_aborted(segment, done, state.last_stable_offset_after(done))
-                        except OSError as exc:
-                            raise self._storage_error(exc, "transaction index append") from exc
-                    state.complete(done)
-            elif seq >= 0 or attributes & ATTR_TRANSACTIONAL:
-                state.update(pid, epoch, seq, records, base, last, max_ts,
-                             bool(attributes & ATTR_TRANSACTIONAL))
-
-    # ========================================================= transactions
-
-    def maybe_start_transaction_verification(self, producer_id: int, sequence: int = 0,
-                                             epoch: int = 0) -> VerificationGuard | None:
-        """Kafka's maybeStartTransactionVerification: a guard for the transactional
-        append that opens `producer_id`'s transaction in this partition, or None when
-        one is open here (later batches need none). The coordinator's side verifies
-        the partition is in the producer's transaction (AddPartitionsToTxn, verify
-        only) and then appends with ``verification_guard=`` the guard; a marker or
-        any transactional write of the producer in between retires it, and the append
-        fails with InvalidTxnStateError (the client retries)."""
-        with self._lock:
-            self._check_open()
-            return self.producer_state.start_verification(producer_id)
-
-    def write_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                         committed: bool, *, timestamp: int | None = None) -> AppendInfo:
-        """Writes a transaction marker (Kafka's WriteTxnMarkers for one partition): a
-        control batch of one COMMIT or ABORT record (Kafka's EndTransactionMarker,
-        docs/FORMAT.md section 2) for `producer_id` at `producer_epoch` (TV2: the bumped
-        epoch), and closes the producer's transaction here: the last stable offset
-        passes it; an aborted one goes to this segment's .txnindex.
-
-        Refused (nothing written): InvalidProducerEpochError for an epoch older than
-        the producer's, TransactionCoordinatorFencedError for a coordinator epoch older
-        than its last marker's. A retry (the same marker again, nothing of the producer
-        since) writes nothing and returns the first one's offsets with size 0. A marker
-        for a producer with no transaction open here (an empty transaction) is written
-        and moves only its epochs. Durable as any append: by flush.messages and
-        flush.ms; a caller that acknowledges only durable markers (Kafka's acks=all)
-        calls ``flush(info.last_offset + 1)``."""
-        from pylog.record import encode_control_batch
-        with self._lock:
-            self._check_open()
-            entry = self.producer_state.producers.get(producer_id)
-            if entry is not None and entry.txn_first_offset < 0 and entry.epoch == producer_epoch \
-                    and entry.coordinator_epoch == coordinator_epoch \
-                    and entry.marker_committed is committed and entry.marker_offset >= 0 \
-                    and (not entry.batches or entry.batches[-1].last_offset < entry.marker_offset):
-                o = entry.marker_offset
-                return AppendInfo(o, o, entry.marker_timestamp, o, -1, self._log_start_offset,
-                                  1, 1, 0, self._recovery_point > o)
-            data = encode_control_batch("commit" if committed else "abort",
-                                        producer_id=producer_id, producer_epoch=producer_epoch,
-                                        coordinator_epoch=coordinator_epoch,
-                                        timestamp=self.clock() if timestamp is None else timestamp,
-                                        partition_leader_epoch=self.leader_epoch)
-            info = self._append_locked(data, "coordinator", None)
-        for event in self._listeners:
-            event.set()
-        if info.flushed:
-            self.flush(info.last_offset + 1)
-        return info
-
-    def describe_producers(self) -> list[ProducerInfo]:
-        """Every producer this partition knows (Kafka's DescribeProducers): epoch, last
-        sequence and timestamp, coordinator epoch, open transaction's first offset."""
-        with self._lock:
-            return self.producer_state.describe()
-
-    def ongoing_transactions(self) -> list[ProducerInfo]:
-        """The producers whose transaction is open here, oldest first (Kafka's
-        find-hanging transactions: ``current_txn_start_offset`` below the last stable
-        offset for long means a transaction nobody ends)."""
-        return sorted((p for p in self.describe_producers() if p.current_txn_start_offset >= 0),
-                      key=lambda p: p.current_txn_start_offset)
-
-    def aborted_transactions(self, start: int, upper_bound: int) -> list[AbortedTxn]:
-        """Kafka's collectAbortedTransactions: the aborted transactions overlapping
-        [start, upper_bound), from the .txnindex of the segment holding `start` on,
-        up to the first entry whose last stable offset reaches `upper_bound`. Never
-        locks (segments with no entries are skipped without a look)."""
-        aborted = self._aborted_bases
-        if not aborted:
-            return []
-        segments, bases = self._segments, self._bases
-        if len(bases) != len(segments):
-            return self.aborted_transactions(start, upper_bound)   # replaced meanwhile
-        floor = bases[max(bisect.bisect_right(bases, start) - 1, 0)]
-        out: list[AbortedTxn] = []
-        for base in aborted[bisect.bisect_left(aborted, floor):]:
-            i = bisect.bisect_left(bases, base)
-            if i == len(bases) or bases[i] != base:
-                continue                        # deleted or merged by the cleaner
-            found, complete = segments[i].txn_index.collect(start, upper_bound)
-            out += found
-            if complete:
-                break
-        return out
-
-    def read_committed(self, offset: int, max_bytes: int = 1 << 20) -> CommittedRead:
-        """A read_committed read (Kafka's FetchIsolation.TXN_COMMITTED): whole batches
-        from `offset` below the last stable offset (an empty slice at or past it), and
-        the aborted transactions that overlap them. Raises as :meth:`read`."""
-        lso = self.last_stable_offset
-        part = self.read(offset, max_bytes, max_offset=lso)
-        aborted = self.aborted_transactions(offset, part.last_offset + 1) if part.size else []
-        return CommittedRead(part, aborted, lso)
 
     def append_records(self, values, keys=None, timestamps=None, headers=None, *,
                        compression: str | None = None) -> AppendInfo:
@@ -1021,148 +806,6 @@ class Log(LogState):
                     return TimestampOffset(record.timestamp, record.offset)
         return None
 
-    # ====================================================== truncation, delete
-
-    def truncate_to(self, offset: int) -> int:
-        """Removes every record at offsets >= `offset` (whole batches: a batch that
-        straddles `offset` goes too). Returns the new log end offset."""
-        with self._flush_lock, self._lock:
-            self._check_open()
-            if offset >= self._next_offset:
-                return self._next_offset
-            if offset < self._log_start_offset:
-                raise OffsetOutOfRangeError(
-                    f"{self._name()}: cannot truncate to {offset}, below its log start offset "
-                    f"{self._log_start_offset} ({self.path})", offset=offset,
-                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset,
-                    topic_partition=self.topic_partition)
-            try:
-                self._begin_writing()
-                keep = [s for s in self._segments if s.base_offset < offset] or [self._segments[0]]
-                drop = [s for s in self._segments if s not in keep]
-                for segment in drop:
-                    segment.close()
-                    delete_segment_files(self.path, segment.base_offset)
-                last = keep[-1]
-                if not last.active:
-                    last.make_active()
-                last.truncate_to(offset)
-                self._publish(tuple(keep))
-                self._next_offset = last.next_offset
-                # Kafka's truncateAndReload: the snapshots past the new end go, and the
-                # state is rebuilt from the newest one left (an open or ended
-                # transaction cut away is undone with it).
-                self.producer_state.delete_snapshots_above(self._next_offset)
-                self._load_producer_state()
-                self._recovery_point = min(self._recovery_point, self._next_offset)
-                self._log_start_offset = min(self._log_start_offset, self._next_offset)
-                self._dir_dirty = True
-                if self.standalone:
-                    self._write_state(self._recovery_point, self._log_start_offset, clean=False)
-            except OSError as exc:
-                raise self._storage_error(exc, "truncate") from exc
-            return self._next_offset
-
-    def advance_log_start_offset(self, offset: int) -> int:
-        """Moves the log start offset up to `offset` (Kafka's DeleteRecords) and deletes
-        the segments that lie wholly below it. Returns the number of segments deleted."""
-        with self._flush_lock, self._lock:   # never under a flush (see _delete_segments)
-            self._check_open()
-            if offset > self._next_offset:
-                raise OffsetOutOfRangeError(
-                    f"{self._name()}: cannot move the log start offset to {offset}, past its "
-                    f"log end offset {self._next_offset} ({self.path})", offset=offset,
-                    log_start_offset=self._log_start_offset, log_end_offset=self._next_offset,
-                    topic_partition=self.topic_partition)
-            if offset > self._log_start_offset:
-                try:
-                    self._begin_writing()   # the new log start is persisted from here on
-                except OSError as exc:
-                    raise self._storage_error(exc, "advance the log start offset") from exc
-                self._log_start_offset = offset
-            return self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset,
-                                         reason=f"log start offset {self._log_start_offset} breach "
-                                                "(DeleteRecords)")
-
-    def delete_segments_before(self, offset: int) -> int:
-        """Deletes every segment whose offsets are all below `offset` and advances the
-        log start offset to the first remaining one. Returns the number deleted."""
-        with self._flush_lock, self._lock:   # never under a flush (see _delete_segments)
-            self._check_open()
-            return self._delete_segments(lambda s, nxt: s.next_offset <= offset and nxt is not None
-                                         and nxt <= max(offset, s.next_offset),
-                                         reason=f"deletion of offsets below {offset}")
-
-    def apply_retention(self, now_ms: int | None = None) -> int:
-        """Kafka's deleteOldSegments: log-start-offset breach, then ``retention.bytes``,
-        then ``retention.ms`` (by each segment's largest timestamp). The active
-        segment is rolled first if it too must go, so one segment always remains.
-        Returns the number of segments deleted."""
-        with self._flush_lock, self._lock:   # never under a flush (see _delete_segments)
-            self._check_open()
-            now = self.clock() if now_ms is None else now_ms
-            deleted = self._delete_segments(lambda s, nxt: nxt is not None and nxt <= self._log_start_offset,
-                                            reason=f"log start offset {self._log_start_offset} breach")
-            limit = self.config.retention_bytes
-            if limit >= 0:
-                excess = [self.size - limit]
-
-                def over_size(segment: LogSegment, nxt: int | None) -> bool:
-                    if excess[0] - segment.size < 0:
-                        return False
-                    excess[0] -= segment.size
-                    return True
-                deleted += self._delete_segments(over_size, allow_active=True, now=now,
-                                                 reason=f"log retention size {limit} breach")
-            retention_ms = self.config.retention_ms
-            if retention_ms >= 0:
-                deleted += self._delete_segments(
-                    lambda s, nxt: now - s.largest_timestamp > retention_ms, allow_active=True, now=now,
-                    reason=f"log retention time {retention_ms}ms breach based on the largest "
-                           "record timestamp in the segment")
-            return deleted
-
-    def _delete_segments(self, predicate, allow_active: bool = False, now: int | None = None,
-                         reason: str = "") -> int:
-        """Deletes the oldest segments while `predicate(segment, next_base)` holds.
-        The caller holds _flush_lock and _lock: a flush takes its segments under
-        _lock and syncs them outside it, so a deletion in between would pull a
-        segment's files from under the flush (an index without a descriptor is
-        synced by its path: ENOENT once renamed, which took the dir offline)."""
-        segments = self._segments
-        doomed: list[LogSegment] = []
-        for i, segment in enumerate(segments):
-            nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            if nxt is None and (not allow_active or segment.size == 0):
-                break
-            if not predicate(segment, nxt):
-                break
-            doomed.append(segment)
-        if not doomed:
-            return 0
-        log.info("%s: deleting %d segment%s (base offsets %d..%d, %d bytes) due to %s", self.path,
-                 len(doomed), "" if len(doomed) == 1 else "s", doomed[0].base_offset,
-                 doomed[-1].base_offset, sum(seg.size for seg in doomed), reason)
-        try:
-            self._begin_writing()
-            if doomed[-1] is segments[-1]:
-                self._roll(self.clock() if now is None else now)   # keep one segment
-                segments = self._segments
-            remaining = segments[len(doomed):]
-            self._publish(remaining)
-            self._log_start_offset = max(self._log_start_offset, remaining[0].base_offset)
-            self.producer_state.delete_snapshots_below(remaining[0].base_offset)
-            delay = self.config.file_delete_delay_ms / 1000
-            for segment in doomed:
-                renamed = segment.rename_to_deleted()
-                self.scheduler.schedule(delay, lambda paths=renamed: _remove_files(paths))
-            self._dir_dirty = True
-            if self.standalone:
-                self._write_state(self._recovery_point, self._log_start_offset, clean=False)
-        except OSError as exc:
-            raise self._storage_error(exc, "delete segments") from exc
-        return len(doomed)
-
     # ============================================================= cleaning
 
     def replace_segments(self, old: list[LogSegment], base: int, names: list[str], mtime_ms: int,
@@ -1207,7 +850,7 @@ class Log(LogState):
             self._publish(segments[:i] + (new,) + segments[i + len(old):])
             self._dir_dirty = True
             delay = self.config.file_delete_delay_ms / 1000
-            self.scheduler.schedule(delay, lambda paths=doomed: _remove_files(paths))
+            self.scheduler.schedule(delay, lambda paths=doomed: remove_deleted_files(paths))
             return True
 
     # ============================================================= lifecycle
@@ -1302,11 +945,3 @@ class Log(LogState):
     def __repr__(self) -> str:
         return (f"Log({self.path!r}, log_start_offset={self._log_start_offset}, "
                 f"log_end_offset={self._next_offset}, segments={len(self._segments)})")
-
-
-def _remove_files(paths: list[str]) -> None:
-    for path in paths:
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
