@@ -483,7 +483,9 @@ def test_frames_received_over_tls_are_decrypted_into_the_frame_reader(tls_certs)
             else:
                 got.set_result((out, None))
             writer.close()
-        TlsTransport(loop, tls, FrameReader(loop, serve), False, False).start()
+        tasks = []                                  # the connected callback starts the serving task
+        TlsTransport(loop, tls, FrameReader(loop, lambda r, w: tasks.append(loop.create_task(serve(r, w)))),
+                     False, False).start()
         result = await asyncio.wait_for(got, 60)
         await sender
         return result

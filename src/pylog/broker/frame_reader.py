@@ -46,8 +46,9 @@ _EMPTY = bytearray()
 
 class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
     """A connection's receive buffer and the protocol of its transport. ``connected``
-    is called with (reader, writer) when the transport connects (a coroutine function:
-    it runs as a task, as asyncio.start_server's callback does). On the loop only."""
+    is called with (reader, writer) when the transport connects, and starts whatever
+    serves the connection (the broker's _Serve: a Connection and the task it holds).
+    On the loop only."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, connected) -> None:
         super().__init__(loop=loop)
@@ -60,7 +61,6 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
         self._exception: BaseException | None = None
         self._transport = None
         self._reading_paused = False
-        self._task: asyncio.Task | None = None
         self._closed = loop.create_future()
 
     # ------------------------------------------------------------ the transport's side
@@ -70,16 +70,7 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
         # (StreamWriter takes a StreamReader or None: its drain() learns of a lost
         # connection from FlowControlMixin instead.)
         writer = asyncio.StreamWriter(transport, self, None, self._loop)
-        self._task = self._loop.create_task(self._connected(self, writer))
-        self._task.add_done_callback(self._served)
-
-    def _served(self, task: asyncio.Task) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            self._loop.call_exception_handler({"message": "Unhandled exception serving a connection",
-                                               "exception": task.exception(),
-                                               "transport": self._transport})
-            if self._transport is not None:
-                self._transport.close()
+        self._connected(self, writer)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._end == len(self._buffer):
