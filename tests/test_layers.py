@@ -532,13 +532,21 @@ def test_a_deep_storage_import_from_above_is_caught(tmp_path, monkeypatch):
 
 
 def test_the_core_base_shadows_no_member_of_a_mixin():
-    """Log and Producer are a core class first, then mixins (Log(LogState, LogTransactions,
-    LogRetention), Producer(ProducerBase, BatchPlanner, Sender)): a member of the core class
-    would silently win over the mixin's method of the same name."""
+    """Log and Producer are a core class and mixins (Log(LogState, LogTransactions,
+    LogRetention), Producer(BatchPlanner, Sender, ProducerBase)). The core class declares
+    the hooks its C calls (raising NotImplementedError until a subclass provides them): a
+    member of the core class that came before a mixin in the MRO would silently win over
+    the mixin's method of the same name, so every mixin member must resolve to the mixin."""
+    from pylog._core.producer import ProducerBase
+    from pylog._core.storage import LogState
     from pylog.client.producer import Producer
     from pylog.storage.log import Log
-    for cls in (Log, Producer):
-        core, *mixins = cls.__bases__
+    for cls, core in ((Log, LogState), (Producer, ProducerBase)):
+        mixins = [b for b in cls.__bases__ if b is not core]
+        assert mixins
         for mixin in mixins:
-            clash = [name for name in vars(mixin) if not name.startswith("__") and hasattr(core, name)]
-            assert not clash, f"{core.__name__} shadows {mixin.__name__}'s {clash}"
+            for name in vars(mixin):
+                if name.startswith("__"):
+                    continue
+                owner = next(c for c in cls.__mro__ if name in vars(c))
+                assert owner is not core, f"{core.__name__} shadows {mixin.__name__}.{name} in {cls.__name__}"

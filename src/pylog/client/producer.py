@@ -75,7 +75,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Producer", "RecordMetadata", "BatchResult"]
 
 
-class Producer(ProducerBase, BatchPlanner, Sender):
+class Producer(BatchPlanner, Sender, ProducerBase):
     """``Producer(store, **config)`` with Kafka's producer config names.
 
     ``store`` is a :class:`pylog.Store` (or anything with
