@@ -56,16 +56,20 @@ public class JavaClients {
             .collect(Collectors.joining(","));
     }
 
-    static void member(String[] args) throws Exception {
+    /** A consumer's properties: `group` ("-" or null: none), static membership when
+     * `instance` is not "-" or null, from the earliest offset, no auto-commit. */
+    static Properties consumerProperties(String bootstrap, String group, String instance) {
         Properties p = new Properties();
-        p.put("bootstrap.servers", args[1]);
-        p.put("group.id", args[3]);
-        p.put("group.instance.id", args[4]);
-        p.put("session.timeout.ms", args[5]);
-        p.put("heartbeat.interval.ms", "200");
-        p.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer.RangeAssignor");
+        p.put("bootstrap.servers", bootstrap);
+        if (group != null && !group.equals("-")) p.put("group.id", group);
+        if (instance != null && !instance.equals("-")) p.put("group.instance.id", instance);
         p.put("auto.offset.reset", "earliest");
         p.put("enable.auto.commit", "false");
+        return p;
+    }
+
+    /** Set once stdin says "close" (or ends): the long-running modes poll until then. */
+    static AtomicBoolean closeOnStdin() {
         AtomicBoolean close = new AtomicBoolean();
         Thread stdin = new Thread(() -> {
             try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
@@ -76,6 +80,15 @@ public class JavaClients {
         });
         stdin.setDaemon(true);
         stdin.start();
+        return close;
+    }
+
+    static void member(String[] args) throws Exception {
+        Properties p = consumerProperties(args[1], args[3], args[4]);
+        p.put("session.timeout.ms", args[5]);
+        p.put("heartbeat.interval.ms", "200");
+        p.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer.RangeAssignor");
+        AtomicBoolean close = closeOnStdin();
         try (KafkaConsumer<byte[], byte[]> consumer =
                  new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
             consumer.subscribe(List.of(args[2]), new ConsumerRebalanceListener() {
@@ -99,24 +112,10 @@ public class JavaClients {
     }
 
     static void kip848(String[] args) throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", args[1]);
-        p.put("group.id", args[3]);
+        Properties p = consumerProperties(args[1], args[3], args[4]);
         p.put("group.protocol", "consumer");
-        if (!args[4].equals("-")) p.put("group.instance.id", args[4]);
         if (!args[5].equals("-")) p.put("group.remote.assignor", args[5]);
-        p.put("auto.offset.reset", "earliest");
-        p.put("enable.auto.commit", "false");
-        AtomicBoolean close = new AtomicBoolean();
-        Thread stdin = new Thread(() -> {
-            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
-                String line;
-                while ((line = in.readLine()) != null && !line.equals("close")) { }
-            } catch (Exception e) { }
-            close.set(true);
-        });
-        stdin.setDaemon(true);
-        stdin.start();
+        AtomicBoolean close = closeOnStdin();
         long consumed = 0;
         try (KafkaConsumer<byte[], byte[]> consumer =
                  new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
@@ -198,10 +197,8 @@ public class JavaClients {
     }
 
     static void read(String[] args) throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", args[1]);
+        Properties p = consumerProperties(args[1], null, null);   // assigned: no group
         p.put("isolation.level", args[3]);
-        p.put("enable.auto.commit", "false");
         int count = Integer.parseInt(args[4]);
         int seen = 0;
         try (KafkaConsumer<byte[], byte[]> consumer =
@@ -255,15 +252,10 @@ public class JavaClients {
         } else if (args[0].equals("read")) {
             read(args);
         } else {
-            Properties p = new Properties();
-            p.put("bootstrap.servers", args[1]);
-            p.put("group.id", args[3]);
-            if (!args[4].equals("-")) p.put("group.instance.id", args[4]);
+            Properties p = consumerProperties(args[1], args[3], args[4]);
             p.put("partition.assignment.strategy",
                   "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
             p.put("isolation.level", "read_uncommitted");
-            p.put("auto.offset.reset", "earliest");
-            p.put("enable.auto.commit", "false");
             int count = Integer.parseInt(args[5]);
             int seen = 0;
             try (KafkaConsumer<byte[], byte[]> consumer =
