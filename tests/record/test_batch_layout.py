@@ -17,9 +17,11 @@ HEADER_FILE = Path(__file__).resolve().parents[2] / "src" / "pylog" / "_core" / 
 
 def header_constants() -> dict[str, int]:
     """NAME -> value for every enumerator of batch_format.h (expressions of earlier names,
-    integers and '+', as the file writes them)."""
+    integers and '+', as the file writes them) and every integer #define."""
     text = re.sub(r"/\*.*?\*/", "", HEADER_FILE.read_text(), flags=re.S)
     values: dict[str, int] = {}
+    for name, literal in re.findall(r"#define\s+(PYLOG_\w+)\s+\(?(-?\d+)LL\)?", text):
+        values[name] = int(literal)
     for body in re.findall(r"enum\s*\{(.*?)\}", text, flags=re.S):
         for item in body.split(","):
             if "=" not in item:
@@ -36,7 +38,7 @@ def header_constants() -> dict[str, int]:
 def test_every_python_name_is_the_headers():
     c = header_constants()
     names = [n for n in layout.__all__ if n not in ("HEADER", "ATTRIBUTES_LOW_BYTE")]
-    assert len(names) == 21
+    assert len(names) == 22
     for name in names:
         assert getattr(layout, name) == c["PYLOG_" + name], name
     # every offset and attribute bit the header defines has its Python twin

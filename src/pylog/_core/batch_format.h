@@ -45,4 +45,8 @@ enum {
 
 #define PYLOG_NO_TIMESTAMP (-1LL)
 
+/* Idempotent producers' sequence numbers (base sequence, int32) wrap to 0 after int32 max,
+ * as Kafka's DefaultRecordBatch.incrementSequence: arithmetic on them is modulo this. */
+#define PYLOG_SEQUENCE_SPACE 2147483648LL
+
 #endif

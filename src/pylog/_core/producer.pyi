@@ -12,6 +12,8 @@ _Column = Sequence[ReadableBuffer | None] | pa.Array | pa.ChunkedArray
 _Header = tuple[str, bytes | None]
 
 RECORD_OVERHEAD_BYTES: int
+OVERLAP_BYTES: int
+SMALL_CALL_BYTES: int
 
 def murmur2(data: ReadableBuffer) -> int: ...
 def key_partition(key: ReadableBuffer, num_partitions: int) -> int: ...

@@ -27,6 +27,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy, memset
 
 from pylog._core.includes.ccore cimport PYLOG_RECORD_BATCH_OVERHEAD as BATCH_OVERHEAD
+from pylog._core.includes.ccore cimport PYLOG_SEQUENCE_SPACE
 
 from concurrent.futures import Future as _Future
 

@@ -313,7 +313,7 @@ cdef class Accumulator:
         """The next `records` sequence numbers of a partition (lock held); they wrap
         at int32 max as Kafka's do."""
         cdef int64_t first = state.sequences[partition]
-        state.sequences[partition] = (first + records) % 2147483648
+        state.sequences[partition] = (first + records) % PYLOG_SEQUENCE_SPACE
         return <int32_t>first
 
     cpdef seal(self, TopicState state, ProducerBatch batch):

@@ -3,8 +3,13 @@
 # chunks under the partitions' locks).
 
 cdef enum:
-    SMALL_CALL_BYTES = 2 * 65536   # twice Producer._OVERLAP_BYTES: no chunk of such a call is queued
+    QUEUED_CHUNK_MIN = 64 << 10           # send_batch queues a chunk from this size on
+    SMALL_CALL_MAX = 2 * QUEUED_CHUNK_MIN  # no chunk of a call below this is queued
     READY_SCAN_LIMIT = 64          # a longer ready queue is not scanned: its partitions count as busy
+
+# The Python planner (client/batch_planner.py) reads both from here.
+OVERLAP_BYTES = QUEUED_CHUNK_MIN
+SMALL_CALL_BYTES = SMALL_CALL_MAX
 
 
 cdef object _busy_partitions(Accumulator acc, str topic):
@@ -100,7 +105,7 @@ cdef class ProducerBase:
         cdef int32_t p, nparts = state.num_partitions
         cdef bint by_key = keys is not None and not acc.ignore_keys and partition < 0
         cdef int64_t total = 0
-        if n == 0 or n * RECORD_OVERHEAD >= SMALL_CALL_BYTES or partition >= nparts or \
+        if n == 0 or n * RECORD_OVERHEAD >= SMALL_CALL_MAX or partition >= nparts or \
                 (keys is not None and (type(keys) is not list or PyList_GET_SIZE(keys) != n)):
             return None
         cdef list work = []                # (partition, rows), ascending partitions
@@ -120,7 +125,7 @@ cdef class ProducerBase:
                                 n, nparts, RECORD_OVERHEAD, scratch,
                                 parts if by_key else NULL, &total) < n:
                 return None
-            if total >= SMALL_CALL_BYTES or total + BATCH_OVERHEAD > batch_limit(
+            if total >= SMALL_CALL_MAX or total + BATCH_OVERHEAD > batch_limit(
                     state, acc.store, state.sticky if partition < 0 else partition,
                     acc.max_request):
                 return None

@@ -225,7 +225,6 @@ cdef inline int64_t _wall_ms() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
-DEF SEQUENCE_SPACE = 2147483648      # sequences wrap at int32 max (producer_state._last_seq)
 
 
 cdef object _in_sequence(object producers, PreparedAppend p):
@@ -259,9 +258,9 @@ cdef object _in_sequence(object producers, PreparedAppend p):
                 or (b.attributes & PYLOG_ATTR_TRANSACTIONAL) != txn_bit:
             return None
         first = b.base_sequence
-        if first != (last + 1) % SEQUENCE_SPACE:
+        if first != (last + 1) % PYLOG_SEQUENCE_SPACE:
             return None
-        last = (first + b.records - 1) % SEQUENCE_SPACE
+        last = (first + b.records - 1) % PYLOG_SEQUENCE_SPACE
         for old in remembered:
             if old.first_seq == first and old.last_seq == last:
                 return None
@@ -276,7 +275,7 @@ cdef int _remember_batches(object entry, PreparedAppend p) except -1:
     remember = entry.batches.append
     for i in range(p.count):
         b = &p.batches[i]
-        fields = (b.base_sequence, (b.base_sequence + b.records - 1) % SEQUENCE_SPACE,
+        fields = (b.base_sequence, (b.base_sequence + b.records - 1) % PYLOG_SEQUENCE_SPACE,
                   b.base_offset, b.last_offset, b.max_timestamp)
         args = (fields,)
         remember((<PyTypeObject *>tuple).tp_new(<type>_BatchMetadata, <PyObject *>args, NULL))

@@ -26,7 +26,9 @@ from concurrent.futures._base import FINISHED
 import numpy as np
 
 from pylog._core.producer import (
+    OVERLAP_BYTES,
     RECORD_OVERHEAD_BYTES,
+    SMALL_CALL_BYTES,
     ProducerBatch,
     TopicState,
     batch_limit,
@@ -48,7 +50,6 @@ __all__ = ["BatchPlanner", "BatchResult"]
 # What _core/producer.pyx counts: per-record framing and the batch header, in bytes.
 RECORD_OVERHEAD = RECORD_OVERHEAD_BYTES
 BATCH_OVERHEAD = RECORD_BATCH_OVERHEAD
-OVERLAP_BYTES = 64 << 10   # send_batch queues chunks from this size on (see send_batch)
 
 
 def _now_ms() -> int:
@@ -172,7 +173,7 @@ class BatchPlanner:
         # A call that fits one batch whole has one chunk per partition.
         fits = call_bytes + BATCH_OVERHEAD <= limit
         # Whether a chunk is worth queueing (see below): only big calls have big chunks.
-        big = [False] * len(work) if call_bytes < 2 * OVERLAP_BYTES else \
+        big = [False] * len(work) if call_bytes < SMALL_CALL_BYTES else \
             [chunk[3] >= OVERLAP_BYTES for chunk in plan]
         try:
             # A call that fits one request with no big chunk (one chunk per

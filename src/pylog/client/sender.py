@@ -31,6 +31,7 @@ from pylog.errors import (
     RecordListTooLargeError,
 )
 from pylog.record import mark_transactional, with_header_fields
+from pylog.record.batch_layout import SEQUENCE_SPACE
 
 from .futures import complete_batch
 
@@ -48,7 +49,6 @@ class EncodeFailed:
 ENCODING = object()        # in place of a queued batch's bytes while send_batch encodes it
 
 _JOIN_LIMIT = 1 << 20     # small batches of one partition are joined into writes of about this
-_SEQUENCE_SPACE = 1 << 31  # idempotent sequence numbers wrap at int32 max, as Kafka's
 
 
 class Sender:
@@ -310,7 +310,7 @@ class Sender:
         records before it failed; -1 without idempotence."""
         if batch.base_sequence < 0:
             return -1
-        return (batch.base_sequence + index - skipped) % _SEQUENCE_SPACE
+        return (batch.base_sequence + index - skipped) % SEQUENCE_SPACE
 
     def _forget_sequences(self, topic: str, partition: int, failed: list[ProducerBatch],
                           later: list[ProducerBatch]) -> None:
@@ -331,12 +331,12 @@ class Sender:
         with self._lock:
             state = self._topics.get(topic)
             if state is not None and partition < len(state.sequences):
-                state.sequences[partition] = (state.sequences[partition] - shift) % _SEQUENCE_SPACE
+                state.sequences[partition] = (state.sequences[partition] - shift) % SEQUENCE_SPACE
             queued = [b for b in self._ready if b.topic == topic and b.partition == partition]
             for b in later + queued:
                 if b.base_sequence < 0:
                     continue
-                b.base_sequence = (b.base_sequence - shift) % _SEQUENCE_SPACE
+                b.base_sequence = (b.base_sequence - shift) % SEQUENCE_SPACE
                 if isinstance(b.encoded, bytes):   # not while encoding (it re-reads) or failed
                     b.encoded = with_header_fields(b.encoded, base_sequence=b.base_sequence)
 

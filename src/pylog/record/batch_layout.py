@@ -16,7 +16,7 @@ __all__ = [
     "BASE_TIMESTAMP_OFFSET", "MAX_TIMESTAMP_OFFSET", "PRODUCER_ID_OFFSET",
     "PRODUCER_EPOCH_OFFSET", "BASE_SEQUENCE_OFFSET", "RECORDS_COUNT_OFFSET", "RECORDS_OFFSET",
     "RECORD_BATCH_OVERHEAD", "LOG_OVERHEAD", "ATTR_COMPRESSION_MASK", "ATTR_TIMESTAMP_TYPE",
-    "ATTR_TRANSACTIONAL", "ATTR_CONTROL", "ATTR_DELETE_HORIZON", "HEADER",
+    "ATTR_TRANSACTIONAL", "ATTR_CONTROL", "ATTR_DELETE_HORIZON", "SEQUENCE_SPACE", "HEADER",
 ]
 
 BASE_OFFSET_OFFSET = 0              # int64
@@ -43,6 +43,10 @@ ATTR_TIMESTAMP_TYPE = 0x08          # 0 CreateTime, 1 LogAppendTime
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
+
+#: Idempotent sequence numbers (BASE_SEQUENCE_OFFSET, int32) wrap to 0 after int32 max, as
+#: Kafka's DefaultRecordBatch.incrementSequence: arithmetic on them is modulo this.
+SEQUENCE_SPACE = 1 << 31
 
 #: The whole header, field by field in the order above (big-endian, as Kafka writes it).
 HEADER = struct.Struct(">qiibIhiqqqhii")

@@ -29,6 +29,7 @@ from pylog.errors import (
 from pylog.protocol.api_keys import ApiKey
 from pylog.protocol.client import ProtocolClient, ProtocolError
 from pylog.record import decode_arrow, scan_batches, slice_offsets
+from pylog.record.batch_layout import SEQUENCE_SPACE
 
 from .security import PLAINTEXT, ClientSecurity
 
@@ -392,7 +393,7 @@ class RemoteTransaction:
     def sent(self, topic: str, partition: int, records: int) -> None:
         """A stamped batch was written: the partition's next sequence follows it."""
         tp = (topic, partition)
-        self.sequences[tp] = (self.sequences.get(tp, 0) + records) % (1 << 31)
+        self.sequences[tp] = (self.sequences.get(tp, 0) + records) % SEQUENCE_SPACE
 
     def send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str) -> None:
         from pylog.protocol import messages as m

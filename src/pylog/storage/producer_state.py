@@ -60,7 +60,7 @@ from pylog.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from pylog.record.batch_layout import ATTR_CONTROL, ATTR_TRANSACTIONAL
+from pylog.record.batch_layout import ATTR_CONTROL, ATTR_TRANSACTIONAL, SEQUENCE_SPACE
 
 from . import files
 
@@ -159,7 +159,7 @@ class ProducerEntry:
 
 def _last_seq(first_seq: int, records: int) -> int:
     """Sequences wrap at int32 max, as Kafka's DefaultRecordBatch.incrementSequence."""
-    return (first_seq + records - 1) % (INT32_MAX + 1)
+    return (first_seq + records - 1) % SEQUENCE_SPACE
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
