@@ -31,6 +31,7 @@ import time
 
 from pylog.common.acl import CLUSTER_NAME, Operation
 from pylog.errors import ErrorCode, PylogError
+from pylog.protocol import ApiKey
 from pylog.protocol import messages as m
 
 from .authorizer import CLUSTER, allowed
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 USER, CLIENT_ID = "user", "client-id"
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 #: Requests the request quota never throttles (the connection's set-up).
-EXEMPT = frozenset({17, 18, 36})
+EXEMPT = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.API_VERSIONS, ApiKey.SASL_AUTHENTICATE})
 
 
 class Rate:
@@ -173,7 +174,7 @@ class QuotaManagers:
         if key in EXEMPT:
             return
         throttle = self.record(REQUEST, conn, header.client_id, handler_s * 100.0)
-        if key == 0:
+        if key == ApiKey.PRODUCE:
             throttle = max(throttle, self.record(PRODUCE, conn, header.client_id, request_bytes))
         self._apply(conn, response, throttle)
 

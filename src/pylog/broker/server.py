@@ -84,27 +84,57 @@ __all__ = ["Broker"]
 log = logging.getLogger(__name__)
 
 HANDLERS = {
-    0: data_plane.produce, 1: data_plane.fetch, 2: data_plane.list_offsets,
-    3: admin.metadata, 8: groups.offset_commit, 9: groups.offset_fetch,
-    10: groups.find_coordinator, 11: groups.join_group, 12: groups.heartbeat,
-    13: groups.leave_group, 14: groups.sync_group, 15: groups.describe_groups,
-    16: groups.list_groups, 17: sasl.sasl_handshake, 18: admin.api_versions,
-    19: admin.create_topics, 20: admin.delete_topics, 21: data_plane.delete_records,
-    22: data_plane.init_producer_id, 23: leader_epochs.offset_for_leader_epoch,
-    32: configs.describe_configs, 33: configs.alter_configs,
-    36: sasl.sasl_authenticate, 37: admin.create_partitions, 42: groups.delete_groups,
-    47: groups.offset_delete, 44: configs.incremental_alter_configs, 50: users.describe_user_scram_credentials,
-    51: users.alter_user_scram_credentials, 60: admin.describe_cluster,
-    29: acls.describe_acls, 30: acls.create_acls, 31: acls.delete_acls,
-    48: quotas.describe_client_quotas, 49: quotas.alter_client_quotas,
-    24: transactions.add_partitions_to_txn, 25: transactions.add_offsets_to_txn,
-    26: transactions.end_txn, 27: transactions.write_txn_markers,
-    28: transactions.txn_offset_commit, 61: transactions.describe_producers,
-    65: transactions.describe_transactions, 66: transactions.list_transactions,
-    68: consumer_groups.consumer_group_heartbeat, 69: consumer_groups.consumer_group_describe,
-    71: telemetry.get_telemetry_subscriptions, 72: telemetry.push_telemetry,
-    34: log_dirs.alter_replica_log_dirs, 35: log_dirs.describe_log_dirs,
-    45: log_dirs.alter_partition_reassignments, 46: log_dirs.list_partition_reassignments,
+    ApiKey.PRODUCE: data_plane.produce,
+    ApiKey.FETCH: data_plane.fetch,
+    ApiKey.LIST_OFFSETS: data_plane.list_offsets,
+    ApiKey.METADATA: admin.metadata,
+    ApiKey.OFFSET_COMMIT: groups.offset_commit,
+    ApiKey.OFFSET_FETCH: groups.offset_fetch,
+    ApiKey.FIND_COORDINATOR: groups.find_coordinator,
+    ApiKey.JOIN_GROUP: groups.join_group,
+    ApiKey.HEARTBEAT: groups.heartbeat,
+    ApiKey.LEAVE_GROUP: groups.leave_group,
+    ApiKey.SYNC_GROUP: groups.sync_group,
+    ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
+    ApiKey.LIST_GROUPS: groups.list_groups,
+    ApiKey.SASL_HANDSHAKE: sasl.sasl_handshake,
+    ApiKey.API_VERSIONS: admin.api_versions,
+    ApiKey.CREATE_TOPICS: admin.create_topics,
+    ApiKey.DELETE_TOPICS: admin.delete_topics,
+    ApiKey.DELETE_RECORDS: data_plane.delete_records,
+    ApiKey.INIT_PRODUCER_ID: data_plane.init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epochs.offset_for_leader_epoch,
+    ApiKey.ADD_PARTITIONS_TO_TXN: transactions.add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: transactions.add_offsets_to_txn,
+    ApiKey.END_TXN: transactions.end_txn,
+    ApiKey.WRITE_TXN_MARKERS: transactions.write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: transactions.txn_offset_commit,
+    ApiKey.DESCRIBE_ACLS: acls.describe_acls,
+    ApiKey.CREATE_ACLS: acls.create_acls,
+    ApiKey.DELETE_ACLS: acls.delete_acls,
+    ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
+    ApiKey.ALTER_CONFIGS: configs.alter_configs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.alter_replica_log_dirs,
+    ApiKey.DESCRIBE_LOG_DIRS: log_dirs.describe_log_dirs,
+    ApiKey.SASL_AUTHENTICATE: sasl.sasl_authenticate,
+    ApiKey.CREATE_PARTITIONS: admin.create_partitions,
+    ApiKey.DELETE_GROUPS: groups.delete_groups,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: log_dirs.alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: log_dirs.list_partition_reassignments,
+    ApiKey.OFFSET_DELETE: groups.offset_delete,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: users.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: users.alter_user_scram_credentials,
+    ApiKey.DESCRIBE_CLUSTER: admin.describe_cluster,
+    ApiKey.DESCRIBE_PRODUCERS: transactions.describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: transactions.list_transactions,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: telemetry.get_telemetry_subscriptions,
+    ApiKey.PUSH_TELEMETRY: telemetry.push_telemetry,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
@@ -582,7 +612,7 @@ class Broker:
         started = time.perf_counter()
         try:
             handler = HANDLERS[key]
-            if key == 1:
+            if key == ApiKey.FETCH:
                 response = await handler(self, conn, header, body, heavy)
                 if self.quotas.active:
                     # (a parked fetch's wait is not handler time: request_percentage
@@ -601,11 +631,11 @@ class Broker:
                 return frame_response(header, response)
             if key in GROUP_IO:
                 pool = self._group_pool
-            elif key in BLOCKING or (key == 0 and data_plane.produce_may_block(body)):
+            elif key in BLOCKING or (key == ApiKey.PRODUCE and data_plane.produce_may_block(body)):
                 pool = self._io_pool
-            elif heavy or key in STORE_SIZED or (key == 3 and _all_topics(header, body)):
+            elif heavy or key in STORE_SIZED or (key == ApiKey.METADATA and _all_topics(header, body)):
                 pool = self.cpu_pool             # (a heavy Metadata creates its topics there)
-            elif key == 3 and self._may_create(body):
+            elif key == ApiKey.METADATA and self._may_create(body):
                 pool = self._io_pool
             else:
                 return _answer(handler, self, conn, header, body)
@@ -720,12 +750,12 @@ def _distinct_keys(header, req) -> None:
     admin client keys them by name, librdkafka refuses duplicates), so the shorter
     answer costs them nothing."""
     key = header.api_key
-    if key == 9 and header.api_version >= 8:
+    if key == ApiKey.OFFSET_FETCH and header.api_version >= 8:
         req.groups = _first_of_each(req.groups, lambda g: (g.group_id, None if g.topics is None else
                                     tuple((t.name, tuple(t.partition_indexes)) for t in g.topics)))
-    elif key == 15:
+    elif key == ApiKey.DESCRIBE_GROUPS:
         req.groups = list(dict.fromkeys(req.groups))
-    elif key == 32:
+    elif key == ApiKey.DESCRIBE_CONFIGS:
         req.resources = _first_of_each(req.resources, lambda r: (
             r.resource_type, r.resource_name,
             None if r.configuration_keys is None else tuple(r.configuration_keys)))

@@ -17,6 +17,7 @@ __all__ = ["log_dirs"]
 
 
 def _describe(client, topics: list[str] | None):
+    from pylog.protocol import ApiKey
     from pylog.protocol import messages as m
     wanted = None
     if topics:
@@ -24,7 +25,7 @@ def _describe(client, topics: list[str] | None):
         wanted = [m.DescribeLogDirsRequestDescribableLogDirTopic(
             topic=t.name, partitions=[p.partition_index for p in t.partitions])
             for t in meta.topics if not t.error_code]
-    resp = client.request(35, m.DescribeLogDirsRequest(topics=wanted))
+    resp = client.request(ApiKey.DESCRIBE_LOG_DIRS, m.DescribeLogDirsRequest(topics=wanted))
     if resp.error_code:
         from pylog.protocol.client import ProtocolError
         raise ProtocolError(resp.error_code, "describing the log dirs")
@@ -77,6 +78,7 @@ def _where(resp, topic: str, partition: int) -> tuple[str | None, str | None]:
               help="seconds --wait waits")
 @fail_on(Exception)
 def log_dirs(bootstrap_server, action, move, to, topic_list, wait, timeout) -> int:
+    from pylog.protocol import ApiKey
     from pylog.protocol import messages as m
     from pylog.errors import ErrorCode
     from pylog.protocol.client import ProtocolClient, ProtocolError
@@ -105,7 +107,7 @@ def log_dirs(bootstrap_server, action, move, to, topic_list, wait, timeout) -> i
         if not to:
             raise click.UsageError("--move needs --to DIR")
         partition = int(number)
-        resp = client.request(34, m.AlterReplicaLogDirsRequest(dirs=[
+        resp = client.request(ApiKey.ALTER_REPLICA_LOG_DIRS, m.AlterReplicaLogDirsRequest(dirs=[
             m.AlterReplicaLogDirsRequestAlterReplicaLogDir(path=to, topics=[
                 m.AlterReplicaLogDirsRequestAlterReplicaLogDirTopic(name=topic,
                                                                     partitions=[partition])])]))

@@ -288,7 +288,8 @@ class RemoteProducer:
 
 
 #: Kafka's retriable answers of a transaction coordinator: ask again after a pause.
-_COORDINATOR_RETRY = {14, 15, 16, 51}       # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
+_COORDINATOR_RETRY = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                      ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS}
 
 
 class RemoteTransaction:
