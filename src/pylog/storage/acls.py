@@ -6,6 +6,9 @@ fsync, rename, fsync of the dir, in every dir before a change is answered, so th
 survive kill -9 and the loss of any one disk; the newest epoch wins at open). Readers
 (the broker's authorizer, on every request) take no lock: a change installs a new
 immutable table, and :attr:`acl_epoch` tells them when to re-index.
+
+:class:`AccessControlLists` is the keeper the LogManager owns (it delegates its public
+methods); it sees the store only through :class:`~.dir_tables.TableDirs`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pylog.common.acl import AclBinding, AclFilter, validate_binding
 from pylog.errors import CorruptCheckpointError, PylogError
 
 from . import files
-from .dir_tables import install_table, load_table
+from .dir_tables import TableDirs, install_table, load_table
 
 __all__ = ["AclTable", "AccessControlLists"]
 
@@ -28,7 +31,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class AclTable:
     FILE = files.ACLS_FILE
-    WHAT = "the ACLs"
+    WHAT = "ACLs"
+    MODE = 0o644
 
     epoch: int = 0
     bindings: tuple[AclBinding, ...] = ()
@@ -51,13 +55,15 @@ class AclTable:
 
 
 class AccessControlLists:
-    """LogManager's ACLs (a mixin: the state is LogManager's)."""
+    """The store's ACLs: read without a lock, changed under ``dirs.lock``."""
 
-    def _init_acls(self) -> None:
+    def __init__(self, dirs: TableDirs) -> None:
+        self._dirs = dirs
         self._acls = AclTable()
 
-    def _load_acls(self) -> None:
-        table = load_table(self, AclTable)
+    def load(self) -> None:
+        """At open: the newest copy in the log dirs."""
+        table = load_table(self._dirs, AclTable)
         if table is not None:
             self._acls = table
 
@@ -88,8 +94,8 @@ class AccessControlLists:
             except PylogError as exc:
                 results.append(exc)
         if new:
-            with self._lock:
-                self._check_open()
+            with self._dirs.lock:
+                self._dirs.check_open()
                 current = self._acls
                 merged = tuple(dict.fromkeys(current.bindings + tuple(new)))
                 if len(merged) != len(current.bindings):
@@ -103,8 +109,8 @@ class AccessControlLists:
         filter invalid; one write for the whole request."""
         filters = list(filters)
         results: list[list[AclBinding] | PylogError] = []
-        with self._lock:
-            self._check_open()
+        with self._dirs.lock:
+            self._dirs.check_open()
             current = self._acls
             doomed: set[AclBinding] = set()
             for f in filters:
@@ -123,5 +129,5 @@ class AccessControlLists:
         return results
 
     def _install_acls(self, table: AclTable) -> None:
-        install_table(self, table)
+        install_table(self._dirs, table)
         self._acls = table

@@ -8,6 +8,9 @@ of None meaning the type's default (``<default>`` in kafka-configs). pylog keeps
 ``pylog-client-quotas.json``, one copy per online log dir (dir_tables.py), written before
 a change is answered. Readers (the broker's quota manager) take no lock: a change
 installs a new table and moves :attr:`client_quota_epoch`.
+
+:class:`ClientQuotas` is the keeper the LogManager owns (it delegates its public
+methods); it sees the store only through :class:`~.dir_tables.TableDirs`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from pylog.errors import CorruptCheckpointError, InvalidRequestError, PylogError
 
 from . import files
-from .dir_tables import install_table, load_table
+from .dir_tables import TableDirs, install_table, load_table
 
 __all__ = ["QUOTA_KEYS", "USER", "CLIENT_ID", "Entity", "ClientQuotaTable", "ClientQuotas"]
 
@@ -72,7 +75,8 @@ def check_value(key: str, value: float) -> float:
 @dataclass(frozen=True)
 class ClientQuotaTable:
     FILE = files.CLIENT_QUOTAS_FILE
-    WHAT = "the client quotas"
+    WHAT = "client quotas"
+    MODE = 0o644
 
     epoch: int = 0
     quotas: dict[Entity, dict[str, float]] = field(default_factory=dict)
@@ -94,13 +98,15 @@ class ClientQuotaTable:
 
 
 class ClientQuotas:
-    """LogManager's client quotas (a mixin: the state is LogManager's)."""
+    """The store's client quotas: read without a lock, changed under ``dirs.lock``."""
 
-    def _init_client_quotas(self) -> None:
+    def __init__(self, dirs: TableDirs) -> None:
+        self._dirs = dirs
         self._client_quotas = ClientQuotaTable()
 
-    def _load_client_quotas(self) -> None:
-        table = load_table(self, ClientQuotaTable)
+    def load(self) -> None:
+        """At open: the newest copy in the log dirs."""
+        table = load_table(self._dirs, ClientQuotaTable)
         if table is not None:
             self._client_quotas = table
 
@@ -169,8 +175,8 @@ class ClientQuotas:
             except PylogError as exc:
                 results.append(exc)
         if changes and not validate_only:
-            with self._lock:
-                self._check_open()
+            with self._dirs.lock:
+                self._dirs.check_open()
                 quotas = {e: dict(v) for e, v in self._client_quotas.quotas.items()}
                 for entity, ops in changes:
                     values = quotas.setdefault(entity, {})
@@ -182,7 +188,7 @@ class ClientQuotas:
                     if not values:
                         del quotas[entity]
                 table = ClientQuotaTable(self._client_quotas.epoch + 1, quotas)
-                install_table(self, table)
+                install_table(self._dirs, table)
                 self._client_quotas = table
                 log.info("client quotas changed: %s", "; ".join(
                     f"{dict(e)}: {ops}" for e, ops in changes))

@@ -23,9 +23,7 @@ warning (Kafka's ``removeInvalidConfigs``): the store always opens.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +32,7 @@ from pylog.common.config import ConfigDef, unknown_key
 from pylog.errors import ConfigError, CorruptCheckpointError
 
 from . import files
+from .dir_tables import TableDirs, install_table, load_table
 from .config import _BROKER_SYNONYMS, BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, LogConfig, normalize_key
 from .topics import config_to_strings
 
@@ -43,7 +42,6 @@ __all__ = ["DYNAMIC_BROKER_CONFIGS", "PER_BROKER", "CLUSTER_DEFAULT", "DynamicCo
 log = logging.getLogger(__name__)
 
 PER_BROKER, CLUSTER_DEFAULT = "broker", "default"
-TABLE_VERSION = 1
 
 #: Topic configs whose broker default cannot change under live logs: the I/O engine is
 #: chosen when a log opens, and the checkpoint interval schedules a task at open.
@@ -80,7 +78,11 @@ def broker_config_synonyms(key: str) -> tuple[str, ...]:
 @dataclass(slots=True)
 class DynamicConfigTable:
     """The dynamic configs of both levels, as Kafka's properties strings, and the epoch
-    of the last change."""
+    of the last change (a dir_tables table)."""
+
+    FILE = files.BROKER_CONFIGS_FILE
+    WHAT = "dynamic broker config"
+    MODE = 0o644
 
     epoch: int = 0
     broker: dict[str, str] = field(default_factory=dict)      # this node's
@@ -96,50 +98,41 @@ class DynamicConfigTable:
         """Both levels, the per-broker value winning."""
         return {**self.default, **self.broker}
 
-    @staticmethod
-    def path(log_dir: str) -> str:
-        return os.path.join(log_dir, files.BROKER_CONFIGS_FILE)
+    def copy(self) -> DynamicConfigTable:
+        return DynamicConfigTable(self.epoch, dict(self.broker), dict(self.default))
 
-    def encode(self) -> bytes:
-        body = {"version": TABLE_VERSION, "epoch": self.epoch,
-                "broker": dict(sorted(self.broker.items())),
-                "default": dict(sorted(self.default.items()))}
-        return (json.dumps(body, indent=1) + "\n").encode("utf-8")
+    def to_json(self) -> dict:
+        return {PER_BROKER: dict(sorted(self.broker.items())),
+                CLUSTER_DEFAULT: dict(sorted(self.default.items()))}
 
     @classmethod
-    def read(cls, log_dir: str) -> DynamicConfigTable | None:
-        """The copy in `log_dir`; None if it has none. Raises CorruptCheckpointError."""
-        path = cls.path(log_dir)
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            return None
-        try:
-            body = json.loads(raw)
-            if body.get("version") != TABLE_VERSION:
-                raise CorruptCheckpointError(f"{path}: unsupported version {body.get('version')!r}")
-            levels = []
-            for name in (PER_BROKER, CLUSTER_DEFAULT):
-                values = body[name]
-                if not isinstance(values, dict) or not all(
-                        isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
-                    raise CorruptCheckpointError(f"{path}: {name!r} must map names to strings")
-                levels.append(values)
-            return cls(int(body["epoch"]), *levels)
-        except CorruptCheckpointError:
-            raise
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CorruptCheckpointError(f"{path} is not a valid broker config file: {exc!r}") from None
-
-    def write(self, log_dir: str) -> None:
-        files.write_file_atomically(self.path(log_dir), self.encode())
+    def from_json(cls, body: dict, path: str) -> DynamicConfigTable:
+        levels = []
+        for name in (PER_BROKER, CLUSTER_DEFAULT):
+            values = body[name]
+            if not isinstance(values, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
+                raise CorruptCheckpointError(f"{path}: {name!r} must map names to strings")
+            levels.append(values)
+        return cls(int(body["epoch"]), *levels)
 
 
 class DynamicConfigs:
-    """LogManager's dynamic broker configs (a mixin: the state is LogManager's)."""
+    """The store's dynamic broker configs (the LogManager owns this keeper and delegates
+    its public methods).
 
-    def _init_dynamic_configs(self, static: Mapping[str, Any]) -> None:
+    Its view of the store: ``dirs`` (:class:`~.dir_tables.TableDirs`: the lock, the
+    dirs to write), ``topic_overrides()`` (topic name -> its config overrides, to check
+    that every topic's config stays valid) and ``apply(config, topic_configs)`` (called
+    with the lock held: the store takes the new broker config and each topic's config
+    to its live logs)."""
+
+    def __init__(self, dirs: TableDirs, static: Mapping[str, Any],
+                 topic_overrides: Callable[[], Mapping[str, Mapping[str, str]]],
+                 apply: Callable[[BrokerConfig, dict[str, LogConfig]], None]) -> None:
+        self._dirs = dirs
+        self._topic_overrides = topic_overrides
+        self._apply = apply
         #: The config the store was opened with (Kafka's STATIC_BROKER_CONFIG), as given.
         self.static_config: dict[str, Any] = {normalize_key(k): v for k, v in static.items()}
         self._dynamic = DynamicConfigTable()
@@ -159,6 +152,10 @@ class DynamicConfigs:
         for defs, _ in self._reconfigurables:
             keys.update(defs)
         return keys
+
+    def store_config(self) -> BrokerConfig:
+        """The static config with the dynamic store keys over it (per-broker winning)."""
+        return self._store_config(self._dynamic)
 
     # ============================================================== changing
 
@@ -184,26 +181,20 @@ class DynamicConfigs:
                 raise ConfigError(f"cannot update {key} dynamically: it is read-only (set it in "
                                   f"server.properties and restart{hint})")
             new[key] = config_to_strings({key: definition.parse(value, key)})[key]
-        with self._lock:
-            self._check_open()
-            table = DynamicConfigTable(self._dynamic.epoch + 1, dict(self._dynamic.broker),
-                                       dict(self._dynamic.default))
+        with self._dirs.lock:
+            self._dirs.check_open()
+            table = self._dynamic.copy()
+            table.epoch += 1
             target = table.level(level)
             target.clear()
             target.update(new)
             config, topic_configs = self._reconfigured(table)       # checks the whole result
             if validate_only:
                 return
-            written = 0
-            for d in self._online_dirs():
-                try:
-                    table.write(d.path)
-                    written += 1
-                except OSError as exc:
-                    self._fail_dir(d, exc, "writing the dynamic broker configs")
-            if not written:
-                self._check_open()
-            self._install_dynamic(table, config, topic_configs)
+            install_table(self._dirs, table)
+            self._dynamic = table
+            self._apply(config, topic_configs)
+            self._notify(table)
         log.info("dynamic %s configs are now %s", "broker" if level == PER_BROKER else
                  "cluster default", new or "empty")
 
@@ -214,53 +205,35 @@ class DynamicConfigs:
         dynamic values (per-broker winning over the default, as strings) now and after
         every change. Values stored earlier that no longer validate are left out, with
         a warning."""
-        with self._lock:
+        with self._dirs.lock:
             self._reconfigurables.append((dict(defs), on_change))
-            table = DynamicConfigTable(self._dynamic.epoch, dict(self._dynamic.broker),
-                                       dict(self._dynamic.default))
+            table = self._dynamic.copy()
             self._drop_invalid(table, defs, defs)
             self._dynamic = table             # a new table: readers copy without the lock
             on_change({k: v for k, v in table.merged().items() if k in defs})
 
     def remove_reconfigurable(self, on_change: Callable[[dict[str, str]], None]) -> None:
-        with self._lock:
+        with self._dirs.lock:
             self._reconfigurables = [r for r in self._reconfigurables if r[1] != on_change]
 
     # ============================================================== internals
 
-    def _load_dynamic_configs(self) -> None:
+    def load(self) -> BrokerConfig | None:
         """At open, before any topic config is built: the newest copy of the table wins,
         stale copies are rewritten, and the store's keys are applied (a value that no
-        longer validates is ignored with a warning)."""
-        copies: dict[str, DynamicConfigTable | None] = {}
-        for d in self._online_dirs():
-            try:
-                copies[d.path] = DynamicConfigTable.read(d.path)
-            except CorruptCheckpointError as exc:
-                log.warning("ignoring a corrupt dynamic broker config file: %s", exc)
-                copies[d.path] = None
-            except OSError as exc:
-                self._dir_failed_at_startup(d, exc, "cannot read the dynamic broker configs")
-        tables = [t for t in copies.values() if t is not None]
-        if not tables:
-            return
-        table = max(tables, key=lambda t: t.epoch)
-        for d in self._online_dirs():
-            copy = copies.get(d.path)
-            if copy is None or copy.epoch != table.epoch:
-                try:
-                    table.write(d.path)
-                except OSError as exc:
-                    self._dir_failed_at_startup(d, exc, "cannot write the dynamic broker configs")
+        longer validates is ignored with a warning). Returns the store's config under
+        it, or None when no dir has a copy."""
+        table = load_table(self._dirs, DynamicConfigTable)
+        if table is None:
+            return None
         # Store keys that are not dynamic (hand-edited) are dropped too; keys the store
         # does not know are kept for the layers above (add_reconfigurable checks them).
         self._drop_invalid(table, {k: broker_config_def(k) for k in
                                    (*BROKER_CONFIGS, *_BROKER_SYNONYMS)}, DYNAMIC_BROKER_CONFIGS)
         self._dynamic = table
-        self.config = self._store_config(table)
-        self.defaults = self.config.log_config
         if table.merged():
             log.info("dynamic broker configs: %s", table.merged())
+        return self._store_config(table)
 
     @staticmethod
     def _drop_invalid(table: DynamicConfigTable, defs: Mapping[str, ConfigDef],
@@ -281,7 +254,6 @@ class DynamicConfigs:
                     del level[key]
 
     def _store_config(self, table: DynamicConfigTable) -> BrokerConfig:
-        """The static config with `table`'s store keys over it (per-broker winning)."""
         return BrokerConfig({**self.static_config, **{
             k: v for k, v in table.merged().items() if k in DYNAMIC_BROKER_CONFIGS}})
 
@@ -289,24 +261,11 @@ class DynamicConfigs:
         """The store's config and every topic's config under `table`; raises ConfigError
         (nothing changed) if any of them is invalid."""
         config = self._store_config(table)
-        topic_configs = {name: LogConfig(topic.config, defaults=config.log_config)
-                         for name, topic in self._topics.topics.items()}
+        topic_configs = {name: LogConfig(overrides, defaults=config.log_config)
+                         for name, overrides in self._topic_overrides().items()}
         return config, topic_configs
 
-    def _install_dynamic(self, table: DynamicConfigTable, config: BrokerConfig,
-                         topic_configs: dict[str, LogConfig]) -> None:
-        """Makes `table` current (LogManager._lock held): the store's config, each topic's,
-        each live log's, then the registered reconfigurables."""
-        self._dynamic = table
-        self.config = config
-        self.defaults = config.log_config
-        for name, topic_config in topic_configs.items():
-            if self._topic_configs.get(name) != topic_config:
-                self._topic_configs[name] = topic_config
-                for p in range(self._topics.topics[name].partitions):
-                    lg = self._logs.get((name, p))
-                    if lg is not None and not lg.offline:
-                        lg.update_config(topic_config)
+    def _notify(self, table: DynamicConfigTable) -> None:
         merged = table.merged()
         for defs, on_change in self._reconfigurables:
             on_change({k: v for k, v in merged.items() if k in defs})

@@ -45,11 +45,15 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from pylog.common.acl import AclBinding, AclFilter
+from pylog.common.config import ConfigDef
+from pylog.common.scram import ScramCredential
 from pylog.errors import (
     ConfigError,
     CorruptCheckpointError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
+    PylogError,
     UnknownTopicOrPartitionError,
 )
 
@@ -63,9 +67,10 @@ from .log_dir import LogDir, process_limit_hint
 from .log_dir_moves import LogDirMoves
 from .producer_ids import ProducerIdAllocator
 from .acls import AccessControlLists
-from .client_quotas import ClientQuotas
+from .client_quotas import ClientQuotas, Entity
 from .scram_credentials import UserScramCredentials
 from .startup import LogLoading, StartupReport, Unavailable
+from .dir_tables import TableDirs
 from .topic_admin import TopicAdmin
 from .topics import (
     TopicTable,
@@ -88,8 +93,7 @@ def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> l
     return [os.fspath(p) for p in log_dirs]
 
 
-class LogManager(LogLoading, TopicAdmin, LogDirMoves, DynamicConfigs, UserScramCredentials,
-                 AccessControlLists, ClientQuotas):
+class LogManager(LogLoading, TopicAdmin, LogDirMoves):
     """The store: ``LogManager(log_dirs, config=None)``.
 
     ``log_dirs``: a path, a comma-separated string (Kafka's ``log.dirs``) or a
@@ -110,10 +114,17 @@ class LogManager(LogLoading, TopicAdmin, LogDirMoves, DynamicConfigs, UserScramC
         given = {**dict(config or {}), **kwargs}
         self.config = BrokerConfig(given)        # static; replaced by dynamic configs (KIP-226)
         self.defaults: LogConfig = self.config.log_config
-        self._init_dynamic_configs(given)
-        self._init_scram_credentials()
-        self._init_acls()
-        self._init_client_quotas()
+        self._lock = threading.RLock()             # topic table and the partition maps
+        # The tables kept in every log dir, each by a keeper that sees the store only
+        # through this (dir_tables.TableDirs).
+        self._table_dirs = TableDirs(self._lock, self._check_open, self._online_dirs,
+                                     self._fail_dir, self._dir_failed_at_startup)
+        self._dynamic_configs = DynamicConfigs(
+            self._table_dirs, given, lambda: {n: t.config for n, t in self._topics.topics.items()},
+            self._apply_broker_config)
+        self._scram_credentials = UserScramCredentials(self._table_dirs)
+        self._acls = AccessControlLists(self._table_dirs)
+        self._client_quotas = ClientQuotas(self._table_dirs)
         if log_dirs is None:
             log_dirs = self.config["log.dirs"] or (self.config["log.dir"],)
         paths = _as_dir_list(log_dirs)
@@ -127,7 +138,6 @@ class LogManager(LogLoading, TopicAdmin, LogDirMoves, DynamicConfigs, UserScramC
             seen[real] = p
         self.clock = clock or wall_clock_ms
         self.dirs = [LogDir(p) for p in paths]
-        self._lock = threading.RLock()             # topic table and the partition maps
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
         # Partitions of the topic table that are not open, and why (startup.py).
@@ -289,6 +299,99 @@ class LogManager(LogLoading, TopicAdmin, LogDirMoves, DynamicConfigs, UserScramC
 
     def _make_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig(overrides, defaults=self.defaults)
+
+    def _apply_broker_config(self, config: BrokerConfig, topic_configs: dict[str, LogConfig]) -> None:
+        """A dynamic config change (the lock held): the store's config, then each topic's
+        config that changed, to its live logs."""
+        self.config = config
+        self.defaults = config.log_config
+        for name, topic_config in topic_configs.items():
+            if self._topic_configs.get(name) != topic_config:
+                self._topic_configs[name] = topic_config
+                for p in range(self._topics.topics[name].partitions):
+                    lg = self._logs.get((name, p))
+                    if lg is not None and not lg.offline:
+                        lg.update_config(topic_config)
+
+    # ================================================= dynamic broker configs
+    # (dynamic_config.DynamicConfigs: the methods' documentation is there)
+
+    @property
+    def static_config(self) -> dict[str, Any]:
+        """The config the store was opened with (Kafka's STATIC_BROKER_CONFIG), as given."""
+        return self._dynamic_configs.static_config
+
+    @property
+    def dynamic_broker_configs(self) -> dict[str, dict[str, str]]:
+        return self._dynamic_configs.dynamic_broker_configs
+
+    def dynamic_config_keys(self) -> dict[str, ConfigDef]:
+        return self._dynamic_configs.dynamic_config_keys()
+
+    def alter_broker_configs(self, level: str, configs: Mapping[str, Any], *,
+                             validate_only: bool = False) -> None:
+        self._dynamic_configs.alter_broker_configs(level, configs, validate_only=validate_only)
+
+    def add_reconfigurable(self, defs: Mapping[str, ConfigDef],
+                           on_change: Callable[[dict[str, str]], None]) -> None:
+        self._dynamic_configs.add_reconfigurable(defs, on_change)
+
+    def remove_reconfigurable(self, on_change: Callable[[dict[str, str]], None]) -> None:
+        self._dynamic_configs.remove_reconfigurable(on_change)
+
+    # ==================================================== SCRAM credentials
+    # (scram_credentials.UserScramCredentials)
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self._scram_credentials.scram_credential(user, mechanism)
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                        ) -> dict[str, dict[str, int] | PylogError]:
+        return self._scram_credentials.describe_user_scram_credentials(users)
+
+    def alter_user_scram_credentials(
+            self, deletions: Iterable[tuple[str, str | int]] = (),
+            upsertions: Iterable[tuple[str, str | int, ScramCredential]] = (),
+    ) -> dict[str, PylogError | None]:
+        return self._scram_credentials.alter_user_scram_credentials(deletions, upsertions)
+
+    # ============================================================== ACLs
+    # (acls.AccessControlLists)
+
+    @property
+    def acls(self) -> tuple[AclBinding, ...]:
+        return self._acls.acls
+
+    @property
+    def acl_epoch(self) -> int:
+        return self._acls.acl_epoch
+
+    def describe_acls(self, acl_filter: AclFilter) -> list[AclBinding]:
+        return self._acls.describe_acls(acl_filter)
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> list[PylogError | None]:
+        return self._acls.create_acls(bindings)
+
+    def delete_acls(self, filters: Iterable[AclFilter]) -> list[list[AclBinding] | PylogError]:
+        return self._acls.delete_acls(filters)
+
+    # ======================================================== client quotas
+    # (client_quotas.ClientQuotas)
+
+    @property
+    def client_quotas(self) -> dict[Entity, dict[str, float]]:
+        return self._client_quotas.client_quotas
+
+    @property
+    def client_quota_epoch(self) -> int:
+        return self._client_quotas.client_quota_epoch
+
+    def describe_client_quotas(self, components: list[tuple[str, int, str | None]],
+                               strict: bool) -> dict[Entity, dict[str, float]]:
+        return self._client_quotas.describe_client_quotas(components, strict)
+
+    def alter_client_quotas(self, entries, validate_only: bool = False) -> list[PylogError | None]:
+        return self._client_quotas.alter_client_quotas(entries, validate_only)
 
     # ========================================================= offline dirs
 

@@ -20,9 +20,7 @@ RESOURCE_NOT_FOUND; the users without an error change together, in one write.
 from __future__ import annotations
 
 import base64
-import json
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -37,12 +35,11 @@ from pylog.errors import (
 )
 
 from . import files
+from .dir_tables import TableDirs, install_table, load_table
 
 __all__ = ["ScramCredentialTable", "UserScramCredentials"]
 
 log = logging.getLogger(__name__)
-
-TABLE_VERSION = 1
 
 #: user -> mechanism name -> credential
 Credentials = dict[str, dict[str, ScramCredential]]
@@ -50,59 +47,39 @@ Credentials = dict[str, dict[str, ScramCredential]]
 
 @dataclass(slots=True)
 class ScramCredentialTable:
-    """Every user's credentials, and the epoch of the last change."""
+    """Every user's credentials, and the epoch of the last change (a dir_tables table)."""
+
+    FILE = files.SCRAM_CREDENTIALS_FILE
+    WHAT = "SCRAM credentials"
+    MODE = 0o600
 
     epoch: int = 0
     users: Credentials = field(default_factory=dict)
 
-    @staticmethod
-    def path(log_dir: str) -> str:
-        return os.path.join(log_dir, files.SCRAM_CREDENTIALS_FILE)
-
-    def encode(self) -> bytes:
+    def to_json(self) -> dict:
         b64 = lambda raw: base64.b64encode(raw).decode("ascii")     # noqa: E731
-        users = {user: {name: {"salt": b64(c.salt), "stored_key": b64(c.stored_key),
-                               "server_key": b64(c.server_key), "iterations": c.iterations}
-                        for name, c in sorted(mechanisms.items())}
-                 for user, mechanisms in sorted(self.users.items())}
-        body = {"version": TABLE_VERSION, "epoch": self.epoch, "users": users}
-        return (json.dumps(body, indent=1) + "\n").encode("utf-8")
+        return {"users": {user: {name: {"salt": b64(c.salt), "stored_key": b64(c.stored_key),
+                                        "server_key": b64(c.server_key), "iterations": c.iterations}
+                                 for name, c in sorted(mechanisms.items())}
+                          for user, mechanisms in sorted(self.users.items())}}
 
     @classmethod
-    def read(cls, log_dir: str) -> ScramCredentialTable | None:
-        """The copy in `log_dir`; None if it has none. Raises CorruptCheckpointError."""
-        path = cls.path(log_dir)
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            return None
-        try:
-            body = json.loads(raw)
-            if body.get("version") != TABLE_VERSION:
-                raise CorruptCheckpointError(f"{path}: unsupported version {body.get('version')!r}")
-            users: Credentials = {}
-            for user, mechanisms in body["users"].items():
-                users[user] = {}
-                for name, c in mechanisms.items():
-                    mechanism = MECHANISMS.get(name)
-                    if mechanism is None:
-                        raise CorruptCheckpointError(f"{path}: user {user!r} has an unknown "
-                                                     f"mechanism {name!r}")
-                    keys = [base64.b64decode(c[k], validate=True) for k in ("stored_key", "server_key")]
-                    if any(len(k) != mechanism.digest_size for k in keys):
-                        raise CorruptCheckpointError(f"{path}: user {user!r}'s {name} keys are not "
-                                                     f"{mechanism.digest_size} bytes")
-                    users[user][name] = ScramCredential(base64.b64decode(c["salt"], validate=True),
-                                                        *keys, int(c["iterations"]))
-            return cls(int(body["epoch"]), users)
-        except CorruptCheckpointError:
-            raise
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CorruptCheckpointError(f"{path} is not a valid SCRAM credentials file: {exc!r}") from None
-
-    def write(self, log_dir: str) -> None:
-        files.write_file_atomically(self.path(log_dir), self.encode(), mode=0o600)
+    def from_json(cls, body: dict, path: str) -> ScramCredentialTable:
+        users: Credentials = {}
+        for user, mechanisms in body["users"].items():
+            users[user] = {}
+            for name, c in mechanisms.items():
+                mechanism = MECHANISMS.get(name)
+                if mechanism is None:
+                    raise CorruptCheckpointError(f"{path}: user {user!r} has an unknown "
+                                                 f"mechanism {name!r}")
+                keys = [base64.b64decode(c[k], validate=True) for k in ("stored_key", "server_key")]
+                if any(len(k) != mechanism.digest_size for k in keys):
+                    raise CorruptCheckpointError(f"{path}: user {user!r}'s {name} keys are not "
+                                                 f"{mechanism.digest_size} bytes")
+                users[user][name] = ScramCredential(base64.b64decode(c["salt"], validate=True),
+                                                    *keys, int(c["iterations"]))
+        return cls(int(body["epoch"]), users)
 
 
 def _mechanism(which: str | int) -> ScramMechanism:
@@ -113,13 +90,21 @@ def _mechanism(which: str | int) -> ScramMechanism:
 
 
 class UserScramCredentials:
-    """LogManager's SCRAM credentials (a mixin: the state is LogManager's).
+    """The store's SCRAM credentials (the LogManager owns this keeper and delegates its
+    public methods; the store is seen only through :class:`~.dir_tables.TableDirs`).
 
     Readers (the broker's SASL server, on its event loop) take no lock: a change
     installs a new table."""
 
-    def _init_scram_credentials(self) -> None:
+    def __init__(self, dirs: TableDirs) -> None:
+        self._dirs = dirs
         self._scram = ScramCredentialTable()
+
+    def load(self) -> None:
+        """At open: the newest copy in the log dirs."""
+        table = load_table(self._dirs, ScramCredentialTable)
+        if table is not None:
+            self._scram = table
 
     # ============================================================== reading
 
@@ -179,8 +164,8 @@ class UserScramCredentials:
         for user, which, credential in upsertions:
             take(user, which, credential)
         if changes:
-            with self._lock:
-                self._check_open()
+            with self._dirs.lock:
+                self._dirs.check_open()
                 users = {u: dict(m) for u, m in self._scram.users.items()}
                 for user, (mechanism, credential) in list(changes.items()):
                     if credential is None:
@@ -195,7 +180,9 @@ class UserScramCredentials:
                     else:
                         users.setdefault(user, {})[mechanism.name] = credential
                 if changes:
-                    self._install_scram(ScramCredentialTable(self._scram.epoch + 1, users))
+                    table = ScramCredentialTable(self._scram.epoch + 1, users)
+                    install_table(self._dirs, table)
+                    self._scram = table
                     log.info("SCRAM credentials changed: %s", ", ".join(
                         f"{u} {'-' if c is None else '+'}{m.name}" for u, (m, c) in changes.items()))
         return {**{u: None for u in changes}, **errors}
@@ -211,43 +198,3 @@ class UserScramCredentials:
             if credential.iterations > mechanism.max_iterations:
                 raise UnacceptableCredentialError("Too many iterations")
         return mechanism
-
-    # ============================================================== internals
-
-    def _install_scram(self, table: ScramCredentialTable) -> None:
-        """Writes `table` to every online dir, then makes it current (LogManager._lock
-        held). A dir that fails goes offline; with none written, nothing changes."""
-        written = 0
-        for d in self._online_dirs():
-            try:
-                table.write(d.path)
-                written += 1
-            except OSError as exc:
-                self._fail_dir(d, exc, "writing the SCRAM credentials")
-        if not written:
-            self._check_open()
-        self._scram = table
-
-    def _load_scram_credentials(self) -> None:
-        """At open: the newest copy wins; stale or missing copies are rewritten."""
-        copies: dict[str, ScramCredentialTable | None] = {}
-        for d in self._online_dirs():
-            try:
-                copies[d.path] = ScramCredentialTable.read(d.path)
-            except CorruptCheckpointError as exc:
-                log.warning("ignoring a corrupt SCRAM credentials file: %s", exc)
-                copies[d.path] = None
-            except OSError as exc:
-                self._dir_failed_at_startup(d, exc, "cannot read the SCRAM credentials")
-        tables = [t for t in copies.values() if t is not None]
-        if not tables:
-            return
-        table = max(tables, key=lambda t: t.epoch)
-        for d in self._online_dirs():
-            copy = copies.get(d.path)
-            if copy is None or copy.epoch != table.epoch:
-                try:
-                    table.write(d.path)
-                except OSError as exc:
-                    self._dir_failed_at_startup(d, exc, "cannot write the SCRAM credentials")
-        self._scram = table

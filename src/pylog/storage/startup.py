@@ -50,6 +50,7 @@ from pylog.errors import (
 from . import budget, checkpoints, files, leader_epochs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
+from .dir_tables import read_copies
 from .log_dir_moves import FUTURE_DIR_SUFFIX, parse_future_dir
 from .topics import INTERNAL_TOPICS, Topic, TopicTable, validate_topic_name
 
@@ -197,24 +198,18 @@ class LogLoading:
             raise KafkaStorageError(errno_mod.EIO, "no log dir could be opened: " + "; ".join(
                 f"{d.path}: {d.offline_reason}" for d in self.dirs))
         # 3. The topic table: the newest copy wins.
-        copies: dict[str, TopicTable | None] = {}
-        for d in self._online_dirs():
-            try:
-                copies[d.path] = TopicTable.read(d.path)
-            except CorruptCheckpointError as exc:
-                log.warning("ignoring a corrupt topic table: %s", exc)
-                copies[d.path] = None
-            except OSError as exc:
-                self._dir_failed_at_startup(d, exc, "cannot read the topic table")
+        copies = read_copies(self._table_dirs, TopicTable)
         tables = [t for t in copies.values() if t is not None]
         adopt = not tables
         if tables:
             self._install_topics(max(tables, key=lambda t: t.epoch))
         # 3b. Dynamic broker configs (KIP-226), before any topic config is built.
-        self._load_dynamic_configs()
-        self._load_scram_credentials()
-        self._load_acls()
-        self._load_client_quotas()
+        config = self._dynamic_configs.load()
+        if config is not None:
+            self.config, self.defaults = config, config.log_config
+        self._scram_credentials.load()
+        self._acls.load()
+        self._client_quotas.load()
         # 4. Per dir: marker, checkpoints, partition dirs.
         self._future_dirs: list = []
         found: dict[TopicPartition, tuple[LogDir, str]] = {}

@@ -13,7 +13,6 @@ all of them hold ``LogManager._lock``.
 from __future__ import annotations
 
 import copy
-import errno as errno_mod
 import logging
 import os
 import shutil
@@ -34,6 +33,7 @@ from pylog.errors import (
 
 from . import budget, checkpoints, files, leader_epochs
 from .config import LogConfig, normalize_key
+from .dir_tables import install_table
 from .log import Log
 from .log_dir import LogDir
 from .topics import (
@@ -358,16 +358,7 @@ class TopicAdmin:
         return self.describe_topic(name)
 
     def _write_topic_table(self, table: TopicTable) -> None:
-        written = 0
-        for d in self._online_dirs():
-            try:
-                table.write(d.path)
-                written += 1
-            except OSError as exc:
-                self._fail_dir(d, exc, "writing the topic table")
-        if not written:
-            self._check_open()
-            raise KafkaStorageError(errno_mod.EIO, "the topic table could not be written to any log dir")
+        install_table(self._table_dirs, table)
 
     #: Grows with every topic change (create, delete, add partitions, alter): the
     #: layers above compare it to notice metadata changes without listing topics. A

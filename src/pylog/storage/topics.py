@@ -11,8 +11,6 @@ otherwise, as in Kafka.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,8 +32,6 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
-
-TABLE_VERSION = 1
 
 
 def validate_topic_name(name: Any) -> str:
@@ -116,52 +112,32 @@ class TopicDescription:
 
 
 class TopicTable:
-    """The topic table in memory, and its copies in the log dirs.
+    """The topic table in memory, and its copies in the log dirs (a dir_tables table).
 
     Not thread-safe: the LogManager serialises changes under its lock.
     """
+
+    FILE = files.TOPICS_FILE
+    WHAT = "topic table"
+    MODE = 0o644
 
     def __init__(self) -> None:
         self.topics: dict[str, Topic] = {}
         self.epoch = 0
 
-    @staticmethod
-    def path(log_dir: str) -> str:
-        return os.path.join(log_dir, files.TOPICS_FILE)
-
-    def encode(self) -> bytes:
-        body = {"version": TABLE_VERSION, "epoch": self.epoch,
-                "topics": {name: t.to_json() for name, t in sorted(self.topics.items())}}
-        return (json.dumps(body, indent=1, sort_keys=False) + "\n").encode("utf-8")
+    def to_json(self) -> dict:
+        return {"topics": {name: t.to_json() for name, t in sorted(self.topics.items())}}
 
     @classmethod
-    def read(cls, log_dir: str) -> TopicTable | None:
-        """The copy in `log_dir`; None if it has none. Raises CorruptCheckpointError."""
-        path = cls.path(log_dir)
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            return None
-        try:
-            body = json.loads(raw)
-            if body.get("version") != TABLE_VERSION:
-                raise CorruptCheckpointError(f"{path}: unsupported version {body.get('version')!r}")
-            table = cls()
-            table.epoch = int(body["epoch"])
-            for name, row in body["topics"].items():
-                validate_topic_name(name)
-                config = {str(k): str(v) for k, v in row.get("config", {}).items()}
-                unknown = [k for k in config if k not in TOPIC_CONFIGS]
-                if unknown:
-                    raise CorruptCheckpointError(f"{path}: topic {name!r} has unknown config "
-                                                 f"keys {unknown}")
-                table.topics[name] = Topic(name, str(row["topic_id"]), int(row["partitions"]), config)
-            return table
-        except CorruptCheckpointError:
-            raise
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CorruptCheckpointError(f"{path} is not a valid topic table: {exc!r}") from None
-
-    def write(self, log_dir: str) -> None:
-        files.write_file_atomically(self.path(log_dir), self.encode())
+    def from_json(cls, body: dict, path: str) -> TopicTable:
+        table = cls()
+        table.epoch = int(body["epoch"])
+        for name, row in body["topics"].items():
+            validate_topic_name(name)
+            config = {str(k): str(v) for k, v in row.get("config", {}).items()}
+            unknown = [k for k in config if k not in TOPIC_CONFIGS]
+            if unknown:
+                raise CorruptCheckpointError(f"{path}: topic {name!r} has unknown config "
+                                             f"keys {unknown}")
+            table.topics[name] = Topic(name, str(row["topic_id"]), int(row["partitions"]), config)
+        return table
