@@ -1,6 +1,7 @@
 """Log dirs as Kafka's tools see them: describing them, and moving a partition to another
 log dir while it is written and read (Kafka's DescribeLogDirs and AlterReplicaLogDirs,
-KIP-113). A mixin of :class:`~pylog.storage.manager.LogManager`.
+KIP-113). :class:`LogDirMoves` is the keeper the LogManager owns for them (it delegates
+its public methods); it sees the store only through :class:`MoveHost`.
 
 A move copies the partition dir into the destination log dir under Kafka's name for a
 future replica, ``<topic>-<partition>.<uuid>-future``, on its own thread:
@@ -19,7 +20,7 @@ future replica, ``<topic>-<partition>.<uuid>-future``, on its own thread:
 
 Crash safety rests on one invariant: the future dir is complete whenever the source dir
 no longer exists (it is renamed away only after the future is complete and durable).
-So at open (:meth:`LogDirMoves._settle_future_dirs`), a ``-future`` dir whose partition
+So at open (:func:`settle_future_dirs`), a ``-future`` dir whose partition
 dir exists in some log dir is an unfinished copy and is deleted (the move is issued
 again; Kafka resumes it instead), and one whose partition dir exists nowhere, all log
 dirs online, is a move cut between its two renames and is renamed into place. No
@@ -34,6 +35,7 @@ import os
 import shutil
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pylog.errors import (
@@ -47,7 +49,8 @@ from . import files, leader_epochs
 from .log import Log
 from .log_dir import LogDir
 
-__all__ = ["FUTURE_DIR_SUFFIX", "LogDirDescription", "LogDirMoves", "ReplicaDescription"]
+__all__ = ["FUTURE_DIR_SUFFIX", "LogDirDescription", "LogDirMoves", "MoveHost", "ReplicaDescription",
+           "parse_future_dir", "settle_future_dirs"]
 
 log = logging.getLogger(__name__)
 
@@ -220,10 +223,34 @@ class _Move:
         self.thread: threading.Thread | None = None
 
 
-class LogDirMoves:
-    """LogManager's log-dir methods (a mixin: the state is LogManager's)."""
+@dataclass(frozen=True, slots=True)
+class MoveHost:
+    """The store's side of log-dir moves (LogManager's, bound).
 
-    def _init_moves(self) -> None:
+    ``logs`` and ``dir_of`` are the store's partition maps (its own dicts): a swap
+    replaces a partition's entries in them, under ``lock``, which also serialises
+    every other change to them. ``log(topic, partition)`` raises why a partition is
+    unavailable; ``open_log(d, tp, path, config, recovery_point, log_start_offset,
+    clean_shutdown)`` opens a Log as the store opens its own; ``moved(tp, source_dir,
+    dest_dir)`` follows a swap (cleaner offsets, both dirs' checkpoints);
+    ``schedule(delay_s, fn)`` runs `fn` later on the store's background thread."""
+
+    lock: threading.RLock
+    dirs: list[LogDir]
+    logs: dict[TopicPartition, Log]
+    dir_of: dict[TopicPartition, LogDir]
+    check_open: Callable[[], None]
+    log: Callable[[str, int], Log]
+    open_log: Callable[..., Log]
+    moved: Callable[[TopicPartition, LogDir, LogDir], None]
+    schedule: Callable[[float, Callable[[], None]], None]
+
+
+class LogDirMoves:
+    """The store's log dirs as Kafka's tools see them, and the moves under way."""
+
+    def __init__(self, host: MoveHost) -> None:
+        self._host = host
         self._moves: dict[TopicPartition, _Move] = {}
 
     # ------------------------------------------------------------ describing
@@ -232,9 +259,9 @@ class LogDirMoves:
         """The log dir that holds a partition now (during a swap: the source, until the
         copy takes over). UnknownTopicOrPartitionError, or KafkaStorageError for a
         partition that is offline."""
-        d = self._dir_of.get((topic, partition))
+        d = self._host.dir_of.get((topic, partition))
         if d is None:
-            self.log(topic, partition)         # raises why it is in no dir
+            self._host.log(topic, partition)   # raises why it is in no dir
         return d.path
 
     def describe_log_dirs(self, partitions=None) -> list[LogDirDescription]:
@@ -243,14 +270,15 @@ class LogDirMoves:
         partition), when given), a moving partition's copy as a future replica of its
         destination dir."""
         wanted = None if partitions is None else set(partitions)
-        by_dir: dict[str, list[ReplicaDescription]] = {d.path: [] for d in self.dirs}
-        for tp, lg in list(self._logs.items()):
-            d = self._dir_of.get(tp)
+        host = self._host
+        by_dir: dict[str, list[ReplicaDescription]] = {d.path: [] for d in host.dirs}
+        for tp, lg in list(host.logs.items()):
+            d = host.dir_of.get(tp)
             if d is None or (wanted is not None and tp not in wanted):
                 continue          # (a source in its swap is closed: listed until replaced)
             by_dir[d.path].append(ReplicaDescription(tp[0], tp[1], lg.size, 0, False))
         for tp, move in list(self._moves.items()):
-            lg = self._logs.get(tp)
+            lg = host.logs.get(tp)
             copy = move.copy
             if lg is None or copy is None or (wanted is not None and tp not in wanted):
                 continue
@@ -258,7 +286,7 @@ class LogDirMoves:
             by_dir[move.dest.path].append(ReplicaDescription(tp[0], tp[1], copy.copied_bytes(),
                                                              lag, True))
         result = []
-        for d in self.dirs:
+        for d in host.dirs:
             if not d.online:
                 result.append(LogDirDescription(d.path, f"log dir {d.path} is offline: "
                                                 f"{d.offline_reason}"))
@@ -278,13 +306,14 @@ class LogDirMoves:
     def _log_dir_named(self, path: str) -> LogDir:
         """The log dir at `path` (LogDirNotFoundError if none; KafkaStorageError if offline)."""
         target = os.path.abspath(path)
-        for d in self.dirs:
+        for d in self._host.dirs:
             if d.path == target or os.path.realpath(d.path) == os.path.realpath(target):
                 if not d.online:
                     raise KafkaStorageError(errno_mod.EIO, f"log dir {d.path} is offline: "
                                             f"{d.offline_reason}", d.path)
                 return d
-        raise LogDirNotFoundError(f"{path} is not one of the log dirs ({', '.join(self.log_dirs)})")
+        raise LogDirNotFoundError(f"{path} is not one of the log dirs "
+                                  f"({', '.join(d.path for d in self._host.dirs)})")
 
     def alter_log_dir(self, topic: str, partition: int, log_dir: str) -> bool:
         """Moves a partition to the log dir `log_dir` (Kafka's AlterReplicaLogDirs) while
@@ -293,23 +322,25 @@ class LogDirMoves:
         cancels a move under way. Raises LogDirNotFoundError, KafkaStorageError (the
         dir is offline, or one is), UnknownTopicOrPartitionError."""
         tp = (topic, partition)
-        with self._lock:
-            self._check_open()
+        host = self._host
+        with host.lock:
+            host.check_open()
             dest = self._log_dir_named(log_dir)
-            lg = self.log(topic, partition)
-            current = self._dir_of[tp]
+            lg = host.log(topic, partition)
+            current = host.dir_of[tp]
             move = self._moves.get(tp)
             if move is not None:
                 if move.dest is dest:
                     return False
-                self._cancel_move(tp)
+                self.cancel(tp)
             if current is dest:
                 return False
-            if any(not d.online for d in self.dirs):
+            offline = [d.path for d in host.dirs if not d.online]
+            if offline:
                 # As Kafka: no future replica while a dir is offline (the partition might
                 # have a copy there that comes back).
                 raise KafkaStorageError(errno_mod.EIO, "cannot move a partition while a log dir "
-                                        "is offline: " + ", ".join(self.offline_log_dirs), None)
+                                        "is offline: " + ", ".join(offline), None)
             name = f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
             if len(name.encode()) > 255:      # as Kafka (KAFKA-4893): no room for the suffix
                 raise InvalidTopicError("The topic name is too long.")
@@ -329,16 +360,16 @@ class LogDirMoves:
         move = self._moves.get((topic, partition))
         return move.dest.path if move else None
 
-    def _cancel_move(self, tp: TopicPartition) -> None:
-        """Stops a move (the caller holds ``_lock``); its thread removes the future dir."""
+    def cancel(self, tp: TopicPartition) -> None:
+        """Stops a move (the caller holds the lock); its thread removes the future dir."""
         move = self._moves.pop(tp, None)
         if move is not None:
             move.stop.set()
 
-    def _stop_moves(self) -> None:
-        """At close: stops every move and waits for its thread (outside ``_lock``: a move
+    def stop(self) -> None:
+        """At close: stops every move and waits for its thread (outside the lock: a move
         may be waiting for it to swap)."""
-        with self._lock:
+        with self._host.lock:
             moves = list(self._moves.values())
             self._moves.clear()
         for move in moves:
@@ -383,7 +414,7 @@ class LogDirMoves:
                              tp[0], tp[1], move.dest.path, exc)
                 return
             shutil.rmtree(move.future_path, ignore_errors=True)
-            with self._lock:
+            with self._host.lock:
                 if self._moves.get(tp) is move:
                     del self._moves[tp]
             if isinstance(exc, OSError) and not isinstance(exc, KafkaStorageError):
@@ -393,13 +424,14 @@ class LogDirMoves:
                 log.warning("moving %s-%d to %s stopped: %s", tp[0], tp[1], move.dest.path, exc)
 
     def _swap(self, move: _Move, source: Log) -> None:
-        """The last pass and the swap (see the module's docstring), under ``_lock`` and
-        the source's flush and append locks."""
+        """The last pass and the swap (see the module's docstring), under the store's
+        lock and the source's flush and append locks."""
         tp, dest = move.tp, move.dest
-        with self._lock:
-            if self._moves.get(tp) is not move or self._logs.get(tp) is not source:
+        host = self._host
+        with host.lock:
+            if self._moves.get(tp) is not move or host.logs.get(tp) is not source:
                 raise _MoveCancelled()
-            src_dir = self._dir_of[tp]
+            src_dir = host.dir_of[tp]
             with source._flush_lock, source._lock:
                 source._check_open()
                 segments = source.segments
@@ -435,26 +467,18 @@ class LogDirMoves:
                 _stage("renamed")
                 config = source.config
                 moved = self._open_in_place_of(source, target, dest, tp)
-                self._logs[tp] = moved
-                self._dir_of[tp] = dest
+                host.logs[tp] = moved
+                host.dir_of[tp] = dest
                 del self._moves[tp]
-            cleaned = self._cleaner_offsets.get(src_dir.path, {}).pop(tp, None)
-            if cleaned is not None:
-                self._cleaner_offsets.setdefault(dest.path, {})[tp] = cleaned
-            for d in (src_dir, dest):
-                if d.online:
-                    self._write_checkpoints(d)
-            self._tasks.schedule(config.file_delete_delay_ms / 1000,
-                                 lambda: shutil.rmtree(deleted, ignore_errors=True))
+            host.moved(tp, src_dir, dest)
+            host.schedule(config.file_delete_delay_ms / 1000,
+                          lambda: shutil.rmtree(deleted, ignore_errors=True))
         log.info("moved %s-%d from %s to %s", tp[0], tp[1], src_dir.path, dest.path)
 
     def _open_in_place_of(self, source: Log, path: str, d: LogDir, tp: TopicPartition) -> Log:
         """A Log on `path` (the source's files, closed cleanly) to replace `source`."""
-        config = source.config
-        lg = Log(path, config, engine=self._engine(d, config), clock=self.clock,
-                 scheduler=self._tasks, recovery_point=source.log_end_offset,
-                 log_start_offset=source.log_start_offset, clean_shutdown=True,
-                 on_io_error=self._io_error_handler(d, tp), topic_partition=tp)
+        lg = self._host.open_log(d, tp, path, source.config, recovery_point=source.log_end_offset,
+                                 log_start_offset=source.log_start_offset, clean_shutdown=True)
         leader_epochs.attach(lg, path)
         # Who waits for appends (an in-process Consumer, a parked fetch) goes on being
         # woken by the new Log's.
@@ -463,47 +487,45 @@ class LogDirMoves:
 
     def _reopen_source(self, tp: TopicPartition, d: LogDir, source: Log) -> None:
         """A swap failed before its commit point, after closing its source: the source
-        opens again in its place (the caller holds ``_lock``)."""
+        opens again in its place (the caller holds the lock)."""
         try:
-            self._logs[tp] = self._open_in_place_of(source, source.path, d, tp)
+            self._host.logs[tp] = self._open_in_place_of(source, source.path, d, tp)
         except Exception as exc:  # noqa: BLE001 - the partition stays offline, named
             log.error("%s-%d could not be opened again after its move failed: %s; it is "
                       "offline until the store is opened again", tp[0], tp[1], exc)
 
-    # ------------------------------------------------------------ at open
 
-    def _settle_future_dirs(self, futures: list[tuple[LogDir, TopicPartition, str]],
-                            found: dict[TopicPartition, tuple[LogDir, str]], adopt: bool) -> None:
-        """At open, after every dir was scanned: a future dir whose partition is in some
-        dir is an unfinished copy and goes; one whose partition is in none (every dir
-        online) is a move cut between its renames, and is renamed into place (`found`
-        gains it). With `adopt` (no topic table) every topic found counts as known."""
-        by_tp: dict[TopicPartition, list[tuple[LogDir, str]]] = {}
-        for d, tp, path in futures:
-            by_tp.setdefault(tp, []).append((d, path))
-        all_online = all(d.online for d in self.dirs)
-        for tp, copies in sorted(by_tp.items()):
-            known = self._topics.topics.get(tp[0])
-            if tp in found or tp in self._unavailable or not adopt and (
-                    known is None or tp[1] >= known.partitions):
-                for d, path in copies:
-                    shutil.rmtree(path, ignore_errors=True)
-                    log.warning("removed %s: an unfinished move of %s-%d to %s (issue the move "
-                                "again)", path, tp[0], tp[1], d.path)
-                continue
-            if not all_online or len(copies) > 1:
-                log.error("left %s as it is: %s-%d is in no online log dir, and with %s its "
-                          "move cannot be completed safely", ", ".join(p for _, p in copies),
-                          tp[0], tp[1], "a log dir offline" if not all_online else
-                          "several future copies")
-                continue
-            d, path = copies[0]
-            target = os.path.join(d.path, files.partition_dir_name(*tp))
-            os.rename(path, target)
-            files.fsync_dir(d.path)
-            found[tp] = (d, target)
-            log.warning("completed the move of %s-%d to %s: it was cut short after its copy was "
-                        "complete", tp[0], tp[1], d.path)
+def settle_future_dirs(dirs: list[LogDir], futures: list[tuple[LogDir, TopicPartition, str]],
+                       found: dict[TopicPartition, tuple[LogDir, str]],
+                       claimed: Callable[[TopicPartition], bool]) -> None:
+    """At open, after every dir was scanned: a future dir whose partition is in some
+    dir (`found`, or not `claimed`: no topic has it, or it is kept offline) is an
+    unfinished copy and goes; one whose partition is in none (every dir online) is a
+    move cut between its renames, and is renamed into place (`found` gains it)."""
+    by_tp: dict[TopicPartition, list[tuple[LogDir, str]]] = {}
+    for d, tp, path in futures:
+        by_tp.setdefault(tp, []).append((d, path))
+    all_online = all(d.online for d in dirs)
+    for tp, copies in sorted(by_tp.items()):
+        if tp in found or not claimed(tp):
+            for d, path in copies:
+                shutil.rmtree(path, ignore_errors=True)
+                log.warning("removed %s: an unfinished move of %s-%d to %s (issue the move "
+                            "again)", path, tp[0], tp[1], d.path)
+            continue
+        if not all_online or len(copies) > 1:
+            log.error("left %s as it is: %s-%d is in no online log dir, and with %s its "
+                      "move cannot be completed safely", ", ".join(p for _, p in copies),
+                      tp[0], tp[1], "a log dir offline" if not all_online else
+                      "several future copies")
+            continue
+        d, path = copies[0]
+        target = os.path.join(d.path, files.partition_dir_name(*tp))
+        os.rename(path, target)
+        files.fsync_dir(d.path)
+        found[tp] = (d, target)
+        log.warning("completed the move of %s-%d to %s: it was cut short after its copy was "
+                    "complete", tp[0], tp[1], d.path)
 
 
 def parse_future_dir(name: str) -> tuple[str, int] | None:

@@ -64,7 +64,7 @@ from .config import LONG_MAX, BrokerConfig, LogConfig
 from .dynamic_config import DynamicConfigs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
-from .log_dir_moves import LogDirMoves
+from .log_dir_moves import LogDirDescription, LogDirMoves, MoveHost
 from .producer_ids import ProducerIdAllocator
 from .acls import AccessControlLists
 from .client_quotas import ClientQuotas, Entity
@@ -93,7 +93,7 @@ def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> l
     return [os.fspath(p) for p in log_dirs]
 
 
-class LogManager(LogLoading, TopicAdmin, LogDirMoves):
+class LogManager(LogLoading, TopicAdmin):
     """The store: ``LogManager(log_dirs, config=None)``.
 
     ``log_dirs``: a path, a comma-separated string (Kafka's ``log.dirs``) or a
@@ -142,7 +142,6 @@ class LogManager(LogLoading, TopicAdmin, LogDirMoves):
         self._dir_of: dict[TopicPartition, LogDir] = {}
         # Partitions of the topic table that are not open, and why (startup.py).
         self._unavailable: dict[TopicPartition, Unavailable] = {}
-        self._init_moves()
         self._install_topics(TopicTable())
         self._topic_configs: dict[str, LogConfig] = {}
         self._failure_threads: list[threading.Thread] = []
@@ -150,6 +149,9 @@ class LogManager(LogLoading, TopicAdmin, LogDirMoves):
         self._closing = False
         self._tasks = BackgroundTasks(self.clock, name="pylog-log-manager",
                                       poll_s=self.config["pylog.background.poll.ms"] / 1000)
+        self._log_dir_moves = LogDirMoves(MoveHost(
+            self._lock, self.dirs, self._logs, self._dir_of, self._check_open, self.log,
+            self._open_log, self._log_moved, self._tasks.schedule))
         if self.config["pylog.raise.open.files.limit"]:
             budget.raise_open_files_limit()
         try:
@@ -300,6 +302,15 @@ class LogManager(LogLoading, TopicAdmin, LogDirMoves):
     def _make_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig(overrides, defaults=self.defaults)
 
+    def _open_log(self, d: LogDir, tp: TopicPartition, path: str, config: LogConfig, *,
+                  recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> Log:
+        """A Log of this store on `path` in `d`: its dir's engine, the store's clock and
+        scheduler, and I/O errors that take `d` offline (loading, creating, moving)."""
+        return Log(path, config, engine=self._engine(d, config), clock=self.clock,
+                   scheduler=self._tasks, recovery_point=recovery_point,
+                   log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
+                   on_io_error=self._io_error_handler(d, tp), topic_partition=tp)
+
     def _apply_broker_config(self, config: BrokerConfig, topic_configs: dict[str, LogConfig]) -> None:
         """A dynamic config change (the lock held): the store's config, then each topic's
         config that changed, to its live logs."""
@@ -392,6 +403,31 @@ class LogManager(LogLoading, TopicAdmin, LogDirMoves):
 
     def alter_client_quotas(self, entries, validate_only: bool = False) -> list[PylogError | None]:
         return self._client_quotas.alter_client_quotas(entries, validate_only)
+
+    # ======================================================== log-dir moves
+    # (log_dir_moves.LogDirMoves: the methods' documentation is there)
+
+    def log_dir_of(self, topic: str, partition: int) -> str:
+        return self._log_dir_moves.log_dir_of(topic, partition)
+
+    def describe_log_dirs(self, partitions=None) -> list[LogDirDescription]:
+        return self._log_dir_moves.describe_log_dirs(partitions)
+
+    def alter_log_dir(self, topic: str, partition: int, log_dir: str) -> bool:
+        return self._log_dir_moves.alter_log_dir(topic, partition, log_dir)
+
+    def moving(self, topic: str, partition: int) -> str | None:
+        return self._log_dir_moves.moving(topic, partition)
+
+    def _log_moved(self, tp: TopicPartition, source: LogDir, dest: LogDir) -> None:
+        """After a move's swap (the lock held): its cleaner offset follows it, and both
+        dirs' checkpoints are written."""
+        cleaned = self._cleaner_offsets.get(source.path, {}).pop(tp, None)
+        if cleaned is not None:
+            self._cleaner_offsets.setdefault(dest.path, {})[tp] = cleaned
+        for d in (source, dest):
+            if d.online:
+                self._write_checkpoints(d)
 
     # ========================================================= offline dirs
 
@@ -648,7 +684,7 @@ class LogManager(LogLoading, TopicAdmin, LogDirMoves):
         every log, writes the checkpoints and then the clean-shutdown marker of
         each dir that had no error, and releases the locks."""
         if not self._closed:
-            self._stop_moves()
+            self._log_dir_moves.stop()
         self._cleaner_stop.set()
         if self._cleaner_thread is not None:
             self._cleaner_thread.join()

@@ -51,7 +51,7 @@ from . import budget, checkpoints, files, leader_epochs
 from .log import Log
 from .log_dir import LogDir, process_limit_hint
 from .dir_tables import read_copies
-from .log_dir_moves import FUTURE_DIR_SUFFIX, parse_future_dir
+from .log_dir_moves import FUTURE_DIR_SUFFIX, parse_future_dir, settle_future_dirs
 from .topics import INTERNAL_TOPICS, Topic, TopicTable, validate_topic_name
 
 __all__ = ["LogLoading", "StartupReport", "Unavailable"]
@@ -237,8 +237,12 @@ class LogLoading:
                 self._dir_failed_at_startup(d, exc, "cannot read it")
         # 4b. Future dirs of log-dir moves: an unfinished copy goes, a copy whose source
         #     is gone (a move cut between its renames) takes its place (log_dir_moves.py).
+        def claimed(tp: TopicPartition) -> bool:      # by the topic table (all, adopting)
+            topic = self._topics.topics.get(tp[0])
+            return tp not in self._unavailable and (
+                adopt or topic is not None and tp[1] < topic.partitions)
         try:
-            self._settle_future_dirs(self._future_dirs, found, adopt)
+            settle_future_dirs(self.dirs, self._future_dirs, found, claimed)
         finally:
             self._future_dirs = []
         if adopt:
@@ -469,10 +473,8 @@ class LogLoading:
         config = self._topic_configs[tp[0]]
         progress.start()
         try:
-            lg = Log(path, config, engine=self._engine(d, config), clock=self.clock,
-                     scheduler=self._tasks, recovery_point=recovery_point,
-                     log_start_offset=log_start_offset, clean_shutdown=clean,
-                     on_io_error=self._io_error_handler(d, tp), topic_partition=tp)
+            lg = self._open_log(d, tp, path, config, recovery_point=recovery_point,
+                                log_start_offset=log_start_offset, clean_shutdown=clean)
             topic = self._topics.topics.get(tp[0])
             if topic is not None and checkpoints.read_partition_metadata(path) is None:
                 checkpoints.write_partition_metadata(path, topic.topic_id)

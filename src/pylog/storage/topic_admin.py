@@ -184,10 +184,8 @@ class TopicAdmin:
                     log.warning("set aside %s as %s: a new partition of that name is created",
                                 path, target)
                 try:
-                    lg = Log(path, config, engine=self._engine(d, config), clock=self.clock,
-                             scheduler=self._tasks, recovery_point=0, log_start_offset=0,
-                             clean_shutdown=False, on_io_error=self._io_error_handler(d, tp),
-                             topic_partition=tp)
+                    lg = self._open_log(d, tp, path, config, recovery_point=0, log_start_offset=0,
+                                        clean_shutdown=False)
                 except BaseException:
                     shutil.rmtree(path, ignore_errors=True)   # e.g. ENOSPC: leave no empty dir
                     raise
@@ -243,7 +241,7 @@ class TopicAdmin:
             gone = UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
             for p in range(topic.partitions):
                 tp = (name, p)
-                self._cancel_move(tp)
+                self._log_dir_moves.cancel(tp)
                 lg = self._logs.pop(tp, None)
                 d = self._dir_of.pop(tp, None)
                 offline = self._unavailable.pop(tp, None)
