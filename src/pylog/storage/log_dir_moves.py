@@ -408,7 +408,7 @@ class LogDirMoves:
         except Exception as exc:  # noqa: BLE001 - a failed move leaves the partition where it was
             if move.committed:
                 # Past the commit point the copy is the only one: it is never removed;
-                # the next open renames it into place (_settle_future_dirs).
+                # the next open renames it into place (settle_future_dirs).
                 log.critical("moving %s-%d to %s failed after its commit point: %s; the "
                              "partition is offline until the store is opened again",
                              tp[0], tp[1], move.dest.path, exc)

@@ -38,6 +38,7 @@ from pylog.errors import (CorruptRecordError, OffsetOutOfRangeError, PylogError,
 
 from . import files
 from .checkpoints import read_offset_checkpoint
+from .dir_tables import read_copy
 from .producer_state import ProducerInfo, ProducerStateManager, replay_batches
 from .segment_check import entry_is_wrong
 from .topics import TopicTable
@@ -104,7 +105,7 @@ class LogDirsReader:
     def topic_table(self) -> dict:
         """The newest topic table of the dirs (highest epoch): name -> its row (topic id,
         partition count, config overrides); {} when no dir has one."""
-        tables = [t for t in (TopicTable.read(p) for p in self.paths) if t is not None]
+        tables = [t for t in (read_copy(TopicTable, p) for p in self.paths) if t is not None]
         return dict(max(tables, key=lambda t: t.epoch).topics) if tables else {}
 
     def topics(self) -> dict[str, int]:
