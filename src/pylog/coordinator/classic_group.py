@@ -517,13 +517,9 @@ class ClassicGroup:
                                    self.protocol))
 
     def _validate_sync(self, member_id, generation, group_instance_id, protocol_type, protocol) -> int:
-        if self.state == DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_member(member_id, group_instance_id)
+        error = self._validate_generation(member_id, group_instance_id, generation)
         if error:
             return error
-        if generation != self.generation:
-            return ErrorCode.ILLEGAL_GENERATION
         if (protocol_type is not None and self.protocol_type is not None and protocol_type != self.protocol_type) or \
                 (protocol is not None and self.protocol is not None and protocol != self.protocol):
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
@@ -574,15 +570,24 @@ class ClassicGroup:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE
 
+    def _validate_generation(self, member_id: str, group_instance_id: str | None,
+                             generation: int) -> int:
+        """SyncGroup's and Heartbeat's first checks, in Kafka's order: a live group, a
+        current member (:meth:`_validate_member`), of the current generation."""
+        if self.state == DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_member(member_id, group_instance_id)
+        if error:
+            return error
+        if generation != self.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
     def heartbeat(self, member_id: str, generation: int, group_instance_id: str | None = None) -> int:
         with self.lock:
-            if self.state == DEAD:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-            error = self._validate_member(member_id, group_instance_id)
+            error = self._validate_generation(member_id, group_instance_id, generation)
             if error:
                 return error
-            if generation != self.generation:
-                return ErrorCode.ILLEGAL_GENERATION
             if self.state == EMPTY:
                 return ErrorCode.UNKNOWN_MEMBER_ID
             self._reschedule_heartbeat(self.members[member_id])

@@ -29,6 +29,7 @@ import struct
 from dataclasses import dataclass, field
 
 from pylog.errors import CorruptRecordError
+from pylog.protocol.codec import uvarint_bytes
 
 from .offsets import _Reader, _string, partition_for_group
 
@@ -110,18 +111,9 @@ def decode_txn_key(data: bytes) -> str:
     return r.string()
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _compact_string(text: str) -> bytes:
     data = text.encode()
-    return _uvarint(len(data) + 1) + data
+    return uvarint_bytes(len(data) + 1) + data
 
 
 def encode_txn_value(meta: TransactionMetadata) -> bytes:
@@ -132,10 +124,10 @@ def encode_txn_value(meta: TransactionMetadata) -> bytes:
     flexible = meta.client_tv >= 2
     parts = [struct.pack(">hqhib", 1 if flexible else 0, meta.producer_id, meta.producer_epoch,
                          meta.timeout_ms, int(meta.state))]
-    parts.append(_uvarint(len(topics) + 1) if flexible else struct.pack(">i", len(topics)))
+    parts.append(uvarint_bytes(len(topics) + 1) if flexible else struct.pack(">i", len(topics)))
     for topic, ids in topics.items():
         if flexible:
-            parts.append(_compact_string(topic) + _uvarint(len(ids) + 1)
+            parts.append(_compact_string(topic) + uvarint_bytes(len(ids) + 1)
                          + struct.pack(f">{len(ids)}i", *ids) + b"\x00")
         else:
             parts.append(_string(topic) + struct.pack(f">i{len(ids)}i", len(ids), *ids))
@@ -145,8 +137,8 @@ def encode_txn_value(meta: TransactionMetadata) -> bytes:
             (0, struct.pack(">q", meta.last_producer_id), meta.last_producer_id == -1),
             (1, struct.pack(">q", meta.next_producer_id), meta.next_producer_id == -1),
             (2, struct.pack(">h", meta.client_tv), meta.client_tv == 0)) if not default]
-        parts.append(_uvarint(len(tags)))
-        parts += [_uvarint(tag) + _uvarint(len(data)) + data for tag, data in tags]
+        parts.append(uvarint_bytes(len(tags)))
+        parts += [uvarint_bytes(tag) + uvarint_bytes(len(data)) + data for tag, data in tags]
     return b"".join(parts)
 
 

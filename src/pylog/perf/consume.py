@@ -21,7 +21,7 @@ import time
 from pylog.client import Consumer
 from pylog.store import open as open_store
 
-from .stats import MB, Stats, Summary
+from .stats import MB, Stats, Summary, run_threads
 from .workload import Workload, cpu_seconds
 
 __all__ = ["KAFKA_HEADER", "kafka_line", "run_consume"]
@@ -126,14 +126,7 @@ def _run_embedded(w, log_dirs, consumers, api, group, timeout, interval, json_li
         stats.start = time.monotonic()
         threads = [threading.Thread(target=one, args=(i,), name=f"perf-consumer-{i}")
                    for i in range(consumers)]
-        for t in threads:
-            t.start()
-        while any(t.is_alive() for t in threads):
-            for t in threads:
-                t.join(0.2)
-            stats.tick()
-            if progress is not None:
-                progress(stats.progress())
+        run_threads(threads, stats, progress)
         if errors:
             raise errors[0]
     return stats.finish(cpu_seconds=round(cpu_seconds() - cpu0, 3), wall_start=wall_start,

@@ -23,7 +23,7 @@ import time
 from pylog.client import Producer
 from pylog.store import open as open_store
 
-from .stats import Stats, Summary
+from .stats import Stats, Summary, run_threads
 from .workload import Target, Workload, cpu_seconds, ensure_topics, keys, payloads
 
 __all__ = ["Throttler", "run_produce"]
@@ -99,14 +99,7 @@ def _run_embedded(w: Workload, log_dirs, interval, json_lines, report, progress)
             throttler.start = stats.start
             threads = [threading.Thread(target=one, args=(i,), name=f"perf-producer-{i}")
                        for i in range(w.producers)]
-            for t in threads:
-                t.start()
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(0.2)
-                stats.tick()
-                if progress is not None:
-                    progress(stats.progress())
+            run_threads(threads, stats, progress)
             if errors:
                 raise errors[0]
             summary = stats.finish(cpu_seconds=round(cpu_seconds() - cpu0, 3),
@@ -224,12 +217,7 @@ def _run_remote(w: Workload, bootstrap: str, processes: bool, interval, json_lin
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(w.producers)]
     stats.start = time.monotonic()
-    for t in threads:
-        t.start()
-    while any(t.is_alive() for t in threads):
-        for t in threads:
-            t.join(0.2)
-        stats.tick()
+    run_threads(threads, stats)
     if errors:
         raise errors[0]
     return stats.finish(cpu_seconds=round(cpu_seconds() - cpu0, 3), where=bootstrap,

@@ -27,7 +27,7 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["MB", "Stats", "Summary"]
+__all__ = ["MB", "Stats", "Summary", "run_threads"]
 
 MB = 1024 * 1024          # Kafka's perf tests count MB as 2**20 bytes
 
@@ -176,3 +176,17 @@ def _print(item: object, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     out.write((json.dumps(item) if isinstance(item, dict) else str(item)) + "\n")
     out.flush()
+
+
+def run_threads(threads: list[threading.Thread], stats: Stats,
+                progress: Callable[[float], None] | None = None) -> None:
+    """Starts `threads` and waits for them all, ticking `stats` (and reporting
+    ``stats.progress()`` to `progress`) about five times a second meanwhile."""
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        for t in threads:
+            t.join(0.2)
+        stats.tick()
+        if progress is not None:
+            progress(stats.progress())

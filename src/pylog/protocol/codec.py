@@ -27,7 +27,8 @@ import struct
 
 from pylog.errors import PylogError
 
-__all__ = ["MalformedMessageError", "Reader", "Struct", "TooManyElementsError", "Writer", "ZERO_UUID"]
+__all__ = ["MalformedMessageError", "Reader", "Struct", "TooManyElementsError", "Writer", "ZERO_UUID",
+           "uvarint_bytes"]
 
 ZERO_UUID = b"\x00" * 16
 
@@ -252,7 +253,8 @@ class Reader:
             pass
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint_bytes(n: int) -> bytes:
+    """`n` >= 0 as Kafka's unsigned varint (ByteUtils.writeUnsignedVarint)."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -261,7 +263,7 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-_SMALL_UVARINTS = [_uvarint(i) for i in range(128)]
+_SMALL_UVARINTS = [uvarint_bytes(i) for i in range(128)]
 
 
 class Writer:
@@ -306,7 +308,7 @@ class Writer:
         self.buf += v
 
     def uvarint(self, n: int) -> None:
-        self.buf += _SMALL_UVARINTS[n] if n < 128 else _uvarint(n)
+        self.buf += _SMALL_UVARINTS[n] if n < 128 else uvarint_bytes(n)
 
     def _length(self, n: int, flex: bool, wide: bool) -> None:
         if flex:

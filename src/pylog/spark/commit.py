@@ -40,7 +40,7 @@ from dataclasses import astuple, dataclass
 
 from pylog.errors import PylogError
 from pylog.record import batch_layout as at
-from pylog.storage import make_dirs, write_file_atomically
+from pylog.storage import fsync_dir, make_dirs, write_file_atomically
 
 __all__ = ["StagedBatch", "append_staged", "QueryCommits", "StagedDataError"]
 
@@ -121,14 +121,6 @@ def append_staged(store, batches: list[StagedBatch], directory: str = "",
     with ThreadPoolExecutor(min(len(plan), os.cpu_count() or 1, 16)) as pool:
         for done in [pool.submit(append_partition, tp) for tp in plan]:
             done.result()
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class QueryCommits:
@@ -231,7 +223,7 @@ class QueryCommits:
                                               f"records at byte {b.position}")
                     manifest.append(StagedBatch(b.topic, b.partition, name, b.position,
                                                 b.length, b.records, fields[4], fields[5]))
-        _fsync_dir(self.commit_dir)
+        fsync_dir(self.commit_dir)
         before = {f"{t}:{p}": store.log(t, p).log_end_offset for t, p in _plan(manifest)}
         state = {"batch": batch_id, "done": False, "files": files, "before": before,
                  "batches": [list(astuple(b)) for b in manifest]}

@@ -14,7 +14,7 @@ from .dynamic_config import (
     broker_config_synonyms,
 )
 from .file_slice import FileSlice
-from .files import SPARK_DIR, make_dirs, write_file_atomically
+from .files import SPARK_DIR, fsync_dir, make_dirs, write_file_atomically
 from .info import AppendInfo, RecoveryReport, SegmentRecovery, TimestampOffset
 from .log import (
     EARLIEST_TIMESTAMP,
@@ -64,6 +64,7 @@ __all__ = [
     "broker_config_def",
     "broker_config_synonyms",
     "default_engine",
+    "fsync_dir",
     "make_dirs",
     "validate_topic_name",
     "write_file_atomically",
