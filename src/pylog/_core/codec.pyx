@@ -55,7 +55,7 @@ _C_API = PyCapsule_New(<void *>&pylog_records_api_table, PYLOG_RECORDS_CAPSULE, 
 # Kafka names for the timestamp type bit.
 CREATE_TIME = "create"
 LOG_APPEND_TIME = "log_append"
-NO_TIMESTAMP = -1
+NO_TIMESTAMP = PYLOG_NO_TIMESTAMP
 RECORD_BATCH_OVERHEAD = PYLOG_RECORD_BATCH_OVERHEAD
 LOG_OVERHEAD = PYLOG_LOG_OVERHEAD
 

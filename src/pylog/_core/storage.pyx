@@ -44,7 +44,7 @@ from pylog._core.includes.ccore cimport (
     PYLOG_ATTR_COMPRESSION_MASK, PYLOG_ATTR_CONTROL, PYLOG_ATTR_TIMESTAMP_TYPE, PYLOG_LOG_OVERHEAD,
     PYLOG_ATTR_TRANSACTIONAL,
     PYLOG_MAGIC_OFFSET, PYLOG_OK, PYLOG_RECORDS_OFFSET, NOGIL_MIN_BYTES, PYLOG_ERR_TOO_LARGE,
-    PYLOG_RECORD_BATCH_OVERHEAD, PYLOG_SEQUENCE_SPACE,
+    PYLOG_NO_TIMESTAMP, PYLOG_RECORD_BATCH_OVERHEAD, PYLOG_SEQUENCE_SPACE,
     pylog_batch_check, pylog_batch_header, pylog_batch_header_finish, pylog_records_validate,
     pylog_records_walk, pylog_records_walk_init, pylog_records_walk_piece)
 from pylog._core.includes.cstorage cimport *
@@ -58,9 +58,6 @@ from pylog.errors import (CorruptIndexError, CorruptRecordError, InvalidRecordEr
                           InvalidTimestampError, MessageTooLargeError)
 
 from pylog import compression as _compression
-
-cdef enum:
-    PYLOG_NO_TIMESTAMP = -1
 
 cdef extern from "Python.h":
     ctypedef struct PyThreadState

@@ -48,6 +48,7 @@ cdef extern from "batch_format.h" nogil:
         PYLOG_COMPRESSION_SNAPPY
         PYLOG_COMPRESSION_LZ4
         PYLOG_COMPRESSION_ZSTD
+    const long long PYLOG_NO_TIMESTAMP
     const long long PYLOG_SEQUENCE_SPACE
 
 
