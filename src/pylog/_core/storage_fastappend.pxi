@@ -225,8 +225,6 @@ cdef inline int64_t _wall_ms() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
-
-
 cdef object _in_sequence(object producers, PreparedAppend p):
     """The producer table's entry of the batches of `p` when they are an
     idempotent producer's next batches, in the common case only: every batch
