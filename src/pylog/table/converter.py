@@ -20,6 +20,13 @@ converted range is flushed first: the table never holds a record that a power lo
 could take from the log. Records deleted (retention, DeleteRecords) before they were
 converted are not silently passed: the commit records them in ``pylog.skipped``
 ({partition: [from, to)}) and logs a warning.
+
+Typed value columns (``pylog.table.schema.*`` set): the module ``pylog.table.schema``
+offers ``hook_for(topic, table_config)``, an object with ``evolve(table)`` (before each
+run; may evolve the table's schema; returns the table, or None for the same one) and
+``transform(rows: pa.Table, table) -> pa.Table`` (the rows to append: the Kafka columns
+plus the typed ones; it may write dead letters). Without that module such a topic is
+refused with the reason.
 """
 
 from __future__ import annotations
@@ -214,8 +221,8 @@ class TableConverter:
             start = before.get(p, 0)
             for _attempt in range(10):
                 first = reader.log_start_offset()
-                if first > start:
-                    result.skipped[p] = (start, first)
+                if first > start:    # (a second attempt extends the first one's skip)
+                    result.skipped[p] = (result.skipped.get(p, (start, first))[0], first)
                     start = first
                 end = reader.last_stable_offset()
                 if end <= start:
