@@ -183,3 +183,34 @@ def test_random_kills_while_a_producer_writes(store):
     orphans = data_files_on_disk(table) - referenced_files(table)
     print(f"seed {seed}, {rounds} kills: {commits_by_children} commits by the children, {len(orphans)} "
           f"files orphaned by kills between write and commit, {len(rows)} rows")
+
+
+def test_two_converters_racing_stay_exact(store, monkeypatch):
+    """A converter whose table moved on between its read and its commit (another process
+    committed meanwhile) has its commit refused by the catalog (pyiceberg's own retry,
+    which would append the same files again, is off), and it converts again from the new
+    watermark: no record twice."""
+    from pylog.table import converter as converter_module
+    store.create_topic("t", 2, {"pylog.table.enable": "true"})
+    producer = Producer(store, "t", 2, seed="race")
+    for _ in range(5):
+        producer.one()
+    other = TableConverter(store.log_dirs, "t")       # a second process's converter
+    raced = []
+
+    def other_commits_first(step):
+        if step == "written" and not raced:
+            raced.append(None)
+            raced[0] = other.run_once()
+            for _ in range(2):
+                producer.one()      # after both reads: the loser's second try takes them
+    monkeypatch.setattr(converter_module, "_kill_point", other_commits_first)
+    mine = TableConverter(store, "t").run_once()
+    assert raced[0].committed and mine.committed
+    assert min(a for a, _ in mine.offsets.values()) > 0     # from the winner's watermark on
+    for _ in range(3):
+        producer.one()
+    convert(store, "t")
+    table = table_of(store, "t")
+    assert rows_of(table) == sorted(producer.rows)
+    assert_commit_chain(table, 2)
