@@ -12,6 +12,7 @@ import os
 import random
 import signal
 import threading
+import time
 
 import pytest
 
@@ -52,7 +53,7 @@ class Producer:
 
 def run_child(log_dirs, topic, *, kill_at=None, loop=False, fork_lock=None):
     """Forks a converter process; returns its pid and a pipe that says "ready" once its
-    table is open (loop: run_once again and again; else once)."""
+    table is open, then "." after each run (loop: run_once again and again; else once)."""
     r, w = os.pipe()
     if fork_lock is not None:
         fork_lock.acquire()
@@ -80,6 +81,7 @@ def run_child(log_dirs, topic, *, kill_at=None, loop=False, fork_lock=None):
             os.write(w, b"ready")
             while True:
                 converter.run_once()
+                os.write(w, b".")
                 if not loop:
                     break
             code = 0
@@ -89,9 +91,10 @@ def run_child(log_dirs, topic, *, kill_at=None, loop=False, fork_lock=None):
     return pid, r
 
 
-def wait_ready(pipe):
+def wait_ready(pipe, close=True):
     got = os.read(pipe, 5)
-    os.close(pipe)
+    if close:
+        os.close(pipe)
     return got == b"ready"
 
 
@@ -160,14 +163,23 @@ def test_random_kills_while_a_producer_writes(store):
             producer.one()
     thread = threading.Thread(target=produce)
     thread.start()
+    run_s = None
     try:
         for _ in range(rounds):
             pid, pipe = run_child(store.log_dirs, "t", loop=True, fork_lock=producer.lock)
-            assert wait_ready(pipe)
-            # a random point of some run_once: reading, writing Parquet, committing, between
-            threading.Event().wait(rng.uniform(0, 0.4))
+            assert wait_ready(pipe, close=False)
+            if run_s is None:
+                # The first round lets one run finish (a commit by a child, whatever the
+                # machine's load) and times it: the later kills fall anywhere in 1.5 runs.
+                began = time.monotonic()
+                assert os.read(pipe, 1) == b"."
+                run_s = time.monotonic() - began
+            else:
+                # a random point of some run_once: reading, writing Parquet, committing, between
+                threading.Event().wait(rng.uniform(0, 1.5 * run_s))
             os.kill(pid, signal.SIGKILL)
             assert reap(pid) == -signal.SIGKILL
+            os.close(pipe)
     finally:
         stop.set()
         thread.join()
