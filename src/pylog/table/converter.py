@@ -146,7 +146,7 @@ class _Partitions:
 
     def config(self) -> Mapping[str, Any]:
         if self.store is not None:
-            return self.store.describe_topic(self.topic).config
+            return self.store.topic_config(self.topic)
         row = self._dirs.topic_table().get(self.topic)
         return LogConfig(row.config if row is not None else {})
 
