@@ -188,13 +188,15 @@ def _message(error: Exception) -> str:
 
 
 def _reason(message: str) -> str:
-    message = message.removeprefix("JSON parse error: ")
-    message = _ROW.sub("", message)
+    syntax = message.startswith("JSON parse error: ")
+    message = _ROW.sub("", message.removeprefix("JSON parse error: "))
     m = _CHANGED.search(message)
     if m:
         where = f"field {m.group(1)}" if m.group(1) else "value"
         return f"{where}: expected {m.group(2)}, got {m.group(3)}"
-    return message
+    if "was specified twice" in message:
+        return message.replace("Column(/v/", "field /").replace(")", "", 1)
+    return f"not JSON: {message}" if syntax else message
 
 
 class _Reader:
