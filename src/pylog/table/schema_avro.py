@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,17 +97,52 @@ def compile_avro_schema(schema: Any, where: str = "the Avro schema") -> AvroSche
         raise SchemaError(f"{where} is not a valid Avro schema: {e}") from None
     if not isinstance(parsed, dict) or parsed.get("type") != "record":
         raise SchemaError(f"{where}: the top level must be a record, not {parsed!r:.80}")
-    program: list[int] = []
-    _emit(parsed, program, "$", ())
-    arrow = pa.schema([_field(f, "$." + f["name"], ()) for f in parsed["fields"]])
+    with _COMPILE_LOCK:
+        _NAMES.clear()
+        _collect_names(parsed)
+        program: list[int] = []
+        _emit(parsed, program, "$", ())
+        arrow = pa.schema([_field(f, "$." + f["name"], ()) for f in parsed["fields"]])
+        exact = pa.schema([_field(f, "$." + f["name"], (), True) for f in parsed["fields"]])
     raw_schema = _strip_logical(parsed)
-    exact = pa.schema([_field(f, "$." + f["name"], (), True) for f in parsed["fields"]])
     raw = pa.schema([pa.field(f.name, _raw_type(f.type), f.nullable) for f in exact])
     header = io.BytesIO()
     fastavro.writer(header, raw_schema, [], codec="null")
     head = header.getvalue()
     return AvroSchema(parsed, np.array(program, dtype=np.int64), arrow, exact, raw,
                       head, head[-16:])
+
+
+# The named types (records, enums, fixed) of the schema being compiled, by full
+# name: a later use of a name is a reference to its definition.
+_NAMES: dict[str, Any] = {}
+_COMPILE_LOCK = threading.Lock()
+_PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
+
+
+def _collect_names(t: Any) -> None:
+    if isinstance(t, list):
+        for b in t:
+            _collect_names(b)
+    elif isinstance(t, dict):
+        if t.get("type") in ("record", "enum", "fixed") and "name" in t:
+            _NAMES.setdefault(t["name"], t)
+        for f in t.get("fields", ()):
+            _collect_names(f["type"])
+        for k in ("items", "values"):
+            if k in t:
+                _collect_names(t[k])
+        if isinstance(t.get("type"), (dict, list)):
+            _collect_names(t["type"])
+
+
+def _resolve(t: Any, path: str) -> Any:
+    """A named type's definition for a reference by name; other types as they are."""
+    if isinstance(t, str) and t not in _PRIMITIVES:
+        if t not in _NAMES:
+            raise SchemaError(f"Avro schema at {path}: unknown type {t!r}")
+        return _NAMES[t]
+    return t
 
 
 def _branches(t: Any) -> tuple[Any, bool]:
@@ -122,6 +158,7 @@ def _branches(t: Any) -> tuple[Any, bool]:
 def _emit(t: Any, out: list[int], path: str, seen: tuple[str, ...]) -> None:
     """Appends the walk program of type `t` (see pylog._core.avro)."""
     at = len(out)
+    t = _resolve(t, path)
     if isinstance(t, list):
         out += [OPS["union"], len(t), 0]
         for b in t:
@@ -173,6 +210,7 @@ def _arrow_type(t: Any, path: str, seen: tuple[str, ...], exact: bool = False) -
             raise SchemaError(f"Avro schema at {path}: union {t!r} has more than one "
                               f"non-null type (a column has one type)")
         return _arrow_type(inner, path, seen, exact)
+    t = _resolve(t, path)
     if isinstance(t, str):
         t = {"type": t}
     kind, logical = t["type"], t.get("logicalType")

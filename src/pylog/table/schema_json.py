@@ -24,10 +24,12 @@ does not admit ``null``; an explicit ``null`` counts as absent. Parsing
 enforces it at every level; the column is non-nullable only at the top level
 (a required field of an absent nested object is null in Arrow).
 Fields not in the schema are ignored (``additionalProperties`` is not
-enforced). A value is bad when it is not one JSON object in UTF-8, a field
-has the wrong type, a required field is absent, a key repeats, or an enum
-field holds another symbol; ``NaN``/``Infinity`` and lone surrogates are not
-JSON and are bad too.
+enforced). A value is bad when it is not one JSON object in UTF-8 (the whole value is
+checked, ignored fields too), a field has the wrong type, a required field
+is absent, a key repeats, an enum field holds another symbol, a string holds
+a lone surrogate, or a number overflows a double. ``NaN`` and ``Infinity``
+are read as floats, as Python's json module reads them. A date-time takes at
+most microseconds.
 
 How a batch is parsed (no per-record Python): every value is wrapped as one
 line ``{"v":<value>}`` (``pyarrow.compute.binary_join_element_wise``), raw
@@ -218,7 +220,6 @@ class _Reader:
                              parse_options=self.parse_options)
         if table.num_rows != hi - lo:
             raise pa.ArrowInvalid("more than one JSON value")
-        table.validate(full=True)   # UTF-8 of every string: the reader does not check it
         return table
 
 
@@ -320,6 +321,27 @@ def _violations(arr: pa.Array, node: JsonSchemaNode, path: str, present: np.ndar
     return bad
 
 
+def _invalid_utf8(values: pa.Array) -> np.ndarray:
+    """Mask of the values that are not UTF-8. The reader checks only what it
+    keeps, so the whole batch is validated by one cast to string (C); a batch
+    that fails is bisected down to its bad values."""
+    bad = np.zeros(len(values), dtype=bool)
+    pending = [(0, len(values))]
+    while pending:
+        lo, hi = pending.pop()
+        if lo >= hi:
+            continue
+        try:
+            values.slice(lo, hi - lo).cast(pa.string())
+        except pa.ArrowInvalid:
+            if hi - lo == 1:
+                bad[lo] = True
+            else:
+                mid = (lo + hi) // 2
+                pending += [(mid, hi), (lo, mid)]
+    return bad
+
+
 def parse_json_values(node: JsonSchemaNode, values: pa.Array,
                       schema: pa.Schema) -> tuple[pa.Table, np.ndarray, pa.StringArray]:
     """(good rows as a table of `schema`, ok mask, reason per row: null where ok)."""
@@ -342,6 +364,7 @@ def parse_json_values(node: JsonSchemaNode, values: pa.Array,
     tables = _read_isolating(reader, n, reasons)
     read_rows = np.flatnonzero(~reasons.bad)        # the rows of `column`, in order
     reasons.set(tombstone, "value is null (a tombstone)")
+    reasons.set(_invalid_utf8(values), "invalid UTF-8")
     merged = pa.concat_tables(tables) if tables else reader.schema.empty_table()
     column = merged.column("v").combine_chunks()
 
