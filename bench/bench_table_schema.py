@@ -9,8 +9,8 @@ converter holds them) into typed Arrow columns:
 - json (one file)     pyarrow.json.read_json of the same values as one newline-joined
                       file, no checks: the ceiling of the Arrow reader
 - json (json.loads)   the naive route: json.loads per value + pa.Table.from_pylist
-- avro (pylog)        pylog.table.schema_avro: the C framer, then one fastavro block decode
-- avro (framer only)  the C framer's walk alone
+- avro (pylog)        pylog.table.schema_avro: the C decoder into Arrow buffers
+- avro (C decode only) pylog._core.avro.decode_values alone (no Arrow arrays)
 - avro (per record)   the naive route: fastavro.schemaless_reader per value + from_pylist
 
 Values are ~100-byte records (seeded); `--bad` makes that fraction of them
@@ -42,7 +42,7 @@ import pyarrow.json as pj
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from pylog._core.avro import frame_values  # noqa: E402
+from pylog._core.avro import decode_values  # noqa: E402
 from pylog.table.schema_avro import compile_avro_schema, parse_avro_values  # noqa: E402
 from pylog.table.schema_json import compile_json_schema, parse_json_values  # noqa: E402
 
@@ -142,10 +142,10 @@ def main() -> int:
     def avro_pylog():
         return parse_avro_values(avro, avro_array)
 
-    def avro_framer():
+    def avro_decode_only():
         n = len(avro_values)
-        frame_values(avro.program, avro_data, avro_offsets, np.zeros(n, np.int8),
-                     np.zeros(n, np.int64))
+        decode_values(avro.program, avro_data, avro_offsets[:-1].copy(), avro_offsets[1:].copy(),
+                      np.zeros(n, np.int8), np.zeros(n, np.int64))
 
     def avro_per_record():
         rows = []
@@ -170,7 +170,7 @@ def main() -> int:
     cases = [("json (pylog)", json_pylog, json_bytes),
              ("json (json.loads per record)", json_loads, json_bytes),
              ("avro (pylog)", avro_pylog, avro_bytes),
-             ("avro (C framer only)", avro_framer, avro_bytes),
+             ("avro (C decode only)", avro_decode_only, avro_bytes),
              ("avro (fastavro per record)", avro_per_record, avro_bytes)]
     if args.bad == 0:
         cases.insert(1, ("json (pyarrow.json, one file)", json_one_file, json_bytes))

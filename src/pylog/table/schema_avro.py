@@ -19,23 +19,24 @@ A field is required when its type is not a union with null. Unions of two
 or more non-null types have no column type and are refused, so are
 recursive records.
 
-How a batch is parsed (no per-record Python): pylog._core.avro.frame_values
-walks every value against the schema in C (GIL released) and finds the bad
-ones with a reason and byte position: Avro has no per-value framing, so this
-is what makes the next step safe. The good values are then concatenated into
-one block of an Avro object container file and decoded by fastavro's reader
-(Cython) into Arrow in one call. The container's schema is the value schema
-with timestamp and date logical types removed: their raw longs/ints become
-Arrow timestamps and dates by a cast, not by a datetime object per value. If
-that decode still fails on a value the walk accepted (a decimal too wide for
-its precision, a timestamp past Arrow's range), the good values are bisected
-to isolate it, as the JSON path does.
+How a batch is parsed (no per-record Python): pylog._core.avro.decode_values
+walks every value against the schema in C, with the GIL released, appending
+each datum to growable column buffers (one column per schema node: validity
+bytes, fixed-width values, int32 offsets and bytes), and gives every value a
+verdict: exactly one datum of the schema, or the reason it is not (truncated,
+trailing bytes, invalid UTF-8, an index out of range...) with its byte
+position. A bad value's partial writes are rolled back, so the columns hold
+the good values in order. The columns become Arrow arrays by
+``Array.from_buffers`` (a call per column, not per value); enum indices
+become their symbols by one ``take``, millisecond timestamps microseconds by
+one cast. A value the cast or Arrow's full validation refuses (a decimal past
+its precision), or a date or timestamp outside the years 1-9999 (which
+Python readers of the table cannot hold), is isolated by bisecting the batch.
 """
 
 from __future__ import annotations
 
 import copy
-import io
 import json
 import threading
 from dataclasses import dataclass
@@ -44,8 +45,9 @@ from typing import Any
 import fastavro
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from pylog._core.avro import frame_values
+from pylog._core.avro import decode_values
 from pylog.table.schema_errors import SchemaError
 from pylog.table.schema_json import Reasons
 
@@ -64,23 +66,24 @@ VERDICTS = {
     8: "trailing bytes after the datum",
     9: "an int out of the 32-bit range",
     10: "an array or map count larger than the bytes left",
+    11: "a decimal wider than 16 bytes",
+    13: "a column past 2 GiB",
 }
+DECIMAL_BYTES, DECIMAL_FIXED = 14, 15
 _RAW_LOGICAL = {"timestamp-millis", "timestamp-micros", "date",
                 "local-timestamp-millis", "local-timestamp-micros"}
 
 
 @dataclass(frozen=True)
 class AvroSchema:
-    """A compiled Avro value schema: the parsed schema, its walk program, the
-    Arrow schema of its columns and of fastavro's raw output."""
+    """A compiled Avro value schema: the parsed schema, its program for
+    pylog._core.avro, the Arrow schema of its columns."""
 
     parsed: Any
     program: np.ndarray
     arrow: pa.Schema
-    exact: pa.Schema        # millisecond timestamps in milliseconds
-    raw: pa.Schema          # timestamps/dates as their longs/ints
-    container_header: bytes
-    sync: bytes
+    exact: pa.Schema                      # millisecond timestamps in milliseconds
+    symbols: dict[int, tuple[str, ...]]   # program node index -> an enum's symbols
 
 
 def compile_avro_schema(schema: Any, where: str = "the Avro schema") -> AvroSchema:
@@ -99,23 +102,21 @@ def compile_avro_schema(schema: Any, where: str = "the Avro schema") -> AvroSche
         raise SchemaError(f"{where}: the top level must be a record, not {parsed!r:.80}")
     with _COMPILE_LOCK:
         _NAMES.clear()
+        _SYMBOLS.clear()
         _collect_names(parsed)
         program: list[int] = []
         _emit(parsed, program, "$", ())
         arrow = pa.schema([_field(f, "$." + f["name"], ()) for f in parsed["fields"]])
         exact = pa.schema([_field(f, "$." + f["name"], (), True) for f in parsed["fields"]])
-    raw_schema = _strip_logical(parsed)
-    raw = pa.schema([pa.field(f.name, _raw_type(f.type), f.nullable) for f in exact])
-    header = io.BytesIO()
-    fastavro.writer(header, raw_schema, [], codec="null")
-    head = header.getvalue()
-    return AvroSchema(parsed, np.array(program, dtype=np.int64), arrow, exact, raw,
-                      head, head[-16:])
+        symbols = dict(_SYMBOLS)
+    return AvroSchema(parsed, np.array(program, dtype=np.int64), arrow, exact, symbols)
 
 
 # The named types (records, enums, fixed) of the schema being compiled, by full
-# name: a later use of a name is a reference to its definition.
+# name: a later use of a name is a reference to its definition. Guarded by
+# _COMPILE_LOCK, with the enum symbols of the program being built.
 _NAMES: dict[str, Any] = {}
+_SYMBOLS: dict[int, tuple[str, ...]] = {}   # program node index -> an enum's symbols
 _COMPILE_LOCK = threading.Lock()
 _PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
 
@@ -155,17 +156,20 @@ def _branches(t: Any) -> tuple[Any, bool]:
     return t, False
 
 
-def _emit(t: Any, out: list[int], path: str, seen: tuple[str, ...]) -> None:
+def _emit(t: Any, out: list[int], path: str, seen: tuple[str, ...],
+          in_union: bool = False) -> None:
     """Appends the walk program of type `t` (see pylog._core.avro)."""
     at = len(out)
     t = _resolve(t, path)
     if isinstance(t, list):
         out += [OPS["union"], len(t), 0]
         for b in t:
-            _emit(b, out, path, seen)
+            _emit(b, out, path, seen, True)
     elif isinstance(t, str):
         if t not in OPS:
             raise SchemaError(f"Avro schema at {path}: unknown type {t!r}")
+        if t == "null" and not in_union:
+            raise SchemaError(f"Avro schema at {path}: null alone has no column type")
         out += [OPS[t], 0, 0]
     else:
         kind = t["type"]
@@ -182,10 +186,20 @@ def _emit(t: Any, out: list[int], path: str, seen: tuple[str, ...]) -> None:
         elif kind == "map":
             out += [OPS["map"], 0, 0]
             _emit(t["values"], out, path + "{}", seen)
+        elif kind == "fixed" and t.get("logicalType") == "decimal":
+            if t["size"] > 16:
+                raise SchemaError(f"Avro schema at {path}: a decimal of {t['size']} bytes "
+                                  f"is wider than decimal128's 16")
+            out += [DECIMAL_FIXED, t["size"], 0]
+        elif kind == "bytes" and t.get("logicalType") == "decimal":
+            out += [DECIMAL_BYTES, 0, 0]
         elif kind == "fixed":
             out += [OPS["fixed"], t["size"], 0]
         elif kind == "enum":
+            _SYMBOLS[at // 3] = tuple(t["symbols"])
             out += [OPS["enum"], len(t["symbols"]), 0]
+        elif kind == "null":
+            raise SchemaError(f"Avro schema at {path}: null alone has no column type")
         elif kind in OPS:
             out += [OPS[kind], 0, 0]
         else:
@@ -244,129 +258,140 @@ def _arrow_type(t: Any, path: str, seen: tuple[str, ...], exact: bool = False) -
     raise SchemaError(f"Avro schema at {path}: type {kind!r} is not supported")
 
 
-def _strip_logical(t: Any) -> Any:
-    """`t` with timestamp and date logical types removed (decoded raw, cast in Arrow)."""
-    if isinstance(t, list):
-        return [_strip_logical(b) for b in t]
-    if isinstance(t, dict):
-        t = {k: _strip_logical(v) if k in ("fields", "items", "values", "type") else v
-             for k, v in t.items() if k != "__fastavro_parsed" and k != "__named_schemas"}
-        if t.get("logicalType") in _RAW_LOGICAL:
-            t = {k: v for k, v in t.items() if k != "logicalType"}
-            return t["type"] if len(t) == 1 else t
-        if "fields" in t and isinstance(t["fields"], list):
-            t["fields"] = [dict(f, type=_strip_logical(f["type"])) for f in t["fields"]]
-        return t
-    return t
+def _bitmap(valid: bytes, n: int) -> pa.Buffer | None:
+    """Arrow's validity bitmap from one byte per element; None when all are valid."""
+    flags = np.frombuffer(valid, dtype=np.uint8, count=n)
+    if flags.all():
+        return None
+    return pa.py_buffer(np.packbits(flags, bitorder="little"))
 
 
-def _raw_type(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_timestamp(t):
-        return pa.int64()
-    if pa.types.is_date32(t):
-        return pa.int32()
-    if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _raw_type(f.type), f.nullable) for f in t])
-    if pa.types.is_map(t):
-        return pa.map_(t.key_type, pa.field("value", _raw_type(t.item_type),
-                                            t.item_field.nullable))
-    if pa.types.is_list(t):
-        return pa.list_(pa.field("element", _raw_type(t.value_type), t.value_field.nullable))
-    return t
+def _assemble(schema: AvroSchema, columns: list, at: int, t: pa.DataType) -> pa.Array:
+    """The Arrow array of the program node at `at` (an int index into the program),
+    of Arrow type `t`, from decode_values' columns."""
+    program = schema.program
+    op = int(program[at])
+    if op == OPS["union"]:
+        branch = at + 3
+        if program[branch] == OPS["null"]:
+            branch += int(program[branch + 2])
+        return _assemble(schema, columns, branch, t)
+    valid, data, offsets, key_offsets, key_data, n = columns[at // 3]
+    validity = _bitmap(valid, n)
+    if op == OPS["boolean"]:
+        bits = pa.py_buffer(np.packbits(np.frombuffer(data, np.uint8, count=n),
+                                        bitorder="little"))
+        return pa.Array.from_buffers(pa.bool_(), n, [validity, bits])
+    if op == OPS["enum"]:
+        indices = pa.Array.from_buffers(pa.int32(), n, [validity, pa.py_buffer(data)])
+        return pa.array(schema.symbols[at // 3], pa.string()).take(indices)
+    if op in (OPS["string"], OPS["bytes"], OPS["fixed"]):
+        return pa.Array.from_buffers(t, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+    if op == OPS["record"]:
+        children, child = [], at + 3
+        for f in t:
+            children.append(_assemble(schema, columns, child, f.type))
+            child += int(program[child + 2])
+        return pa.Array.from_buffers(t, n, [validity], children=children)
+    if op == OPS["array"]:
+        items = _assemble(schema, columns, at + 3, t.value_type)
+        return pa.Array.from_buffers(t, n, [validity, pa.py_buffer(offsets)], children=[items])
+    if op == OPS["map"]:
+        count = len(key_offsets) // 4 - 1
+        keys = pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(key_offsets),
+                                                          pa.py_buffer(key_data)])
+        values = _assemble(schema, columns, at + 3, t.item_type)
+        entries = pa.StructArray.from_arrays([keys, values],
+                                             fields=[t.key_field, t.item_field])
+        return pa.Array.from_buffers(t, n, [validity, pa.py_buffer(offsets)],
+                                     children=[entries])
+    # int, long, float, double, decimals; timestamps and dates are longs and ints
+    return pa.Array.from_buffers(t, n, [validity, pa.py_buffer(data)])
 
 
-def _varint(v: int) -> bytes:
-    v = (v << 1) ^ (v >> 63)
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+# Years 1-9999: what Python's datetime (pyiceberg's, pyarrow's to_pylist) can hold.
+_DAYS = (-719_162, 2_932_896)
+_MICROS = (-62_135_596_800_000_000, 253_402_300_799_999_999)
 
 
-def _decode(schema: AvroSchema, data: np.ndarray, offsets: np.ndarray) -> pa.Table:
-    """Decodes the values [offsets[0], offsets[-1]) of `data` (all framed good)."""
-    n = len(offsets) - 1
-    body = data[offsets[0]:offsets[-1]].tobytes()
-    block = b"".join((schema.container_header, _varint(n), _varint(len(body)), body, schema.sync))
-    records = list(fastavro.reader(io.BytesIO(block)))
-    raw = pa.Table.from_pylist(records, schema=schema.raw)
-    return raw.cast(schema.exact).cast(schema.arrow)
+def _finish(batch: pa.RecordBatch, schema: AvroSchema) -> pa.Table:
+    """The exact columns as the Arrow schema (ms -> us), fully validated, their
+    top-level dates and timestamps within years 1-9999."""
+    table = pa.Table.from_batches([batch]).cast(schema.arrow)
+    table.validate(full=True)
+    for f in table.schema:
+        if pa.types.is_timestamp(f.type) or pa.types.is_date32(f.type):
+            lo, hi = _DAYS if pa.types.is_date32(f.type) else _MICROS
+            raw = table.column(f.name).cast(
+                pa.int32() if pa.types.is_date32(f.type) else pa.int64())
+            bounds = pc.min_max(raw)
+            if bounds["min"].as_py() is not None and (
+                    bounds["min"].as_py() < lo or bounds["max"].as_py() > hi):
+                raise ValueError(f"field {f.name}: outside the years 1-9999")
+    return table
 
 
 def parse_avro_values(schema: AvroSchema, values: pa.Array, *,
                       confluent: bool = False) -> tuple[pa.Table, np.ndarray, pa.StringArray]:
     """(good rows as a table of ``schema.arrow``, ok mask, reason per row: null where ok).
     With `confluent`, each value starts with Confluent's 5-byte prefix (magic 0,
-    schema id), stripped here; the caller has checked the ids."""
+    schema id), skipped here; the caller has checked the ids."""
     n = len(values)
     reasons = Reasons(n)
     if n == 0:
         return schema.arrow.empty_table(), np.ones(0, dtype=bool), reasons.array()
     if not pa.types.is_binary(values.type):
         values = values.cast(pa.binary())
-    reasons.set(values.is_null().to_numpy(zero_copy_only=False), "value is null (a tombstone)")
-    values = values.fill_null(b"")
+    tombstone = values.is_null().to_numpy(zero_copy_only=False)
     offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=n + 1,
                             offset=values.offset * 4).astype(np.int64)
     data_buffer = values.buffers()[2]
     data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None \
         else np.zeros(0, dtype=np.uint8)
-    starts = offsets[:-1].copy()
+    starts, ends = offsets[:-1].copy(), offsets[1:].copy()
     if confluent:
-        starts = np.minimum(starts + 5, offsets[1:])
+        starts = np.minimum(starts + 5, ends)
+    ends[tombstone] = starts[tombstone]
     verdicts = np.zeros(n, dtype=np.int8)
     where = np.zeros(n, dtype=np.int64)
-    # frame_values takes contiguous bounds: each value is [starts[i], offsets[i+1]).
-    _frame(schema, data, starts, offsets[1:], verdicts, where)
+    columns = decode_values(schema.program, data, starts, ends, verdicts, where)
+    reasons.set(tombstone, "value is null (a tombstone)")
     for code in np.unique(verdicts[verdicts != 0]):
         reasons.set(verdicts == code, f"not a datum of the schema: {VERDICTS[int(code)]}")
+    good = np.flatnonzero(verdicts == 0)     # the rows of the columns, in order
+    root = _assemble(schema, columns, 0, pa.struct(list(schema.exact)))
+    batch = pa.RecordBatch.from_struct_array(root)
+    try:
+        table = _finish(batch, schema)
+    except (pa.ArrowInvalid, ValueError):
+        table, kept = _isolate(batch, schema, good, reasons)
+        good = good[kept]
+    if tombstone.any():
+        # A null value decodes like an empty one (a record of no bytes can be good).
+        table = table.filter(pa.array(~tombstone[good]))
+    return table, ~reasons.bad, reasons.array()
 
-    good = np.flatnonzero(~reasons.bad)
-    lengths = offsets[1:][good] - starts[good]
-    packed_offsets = np.zeros(len(good) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=packed_offsets[1:])
-    packed = _gather(data, starts[good], lengths, int(packed_offsets[-1]))
 
-    tables: list[tuple[int, pa.Table]] = []
-    pending = [(0, len(good))]
+def _isolate(batch: pa.RecordBatch, schema: AvroSchema, rows: np.ndarray,
+             reasons: Reasons) -> tuple[pa.Table, np.ndarray]:
+    """The rows of `batch` that cast and validate, by bisection, and the mask of
+    them; the others marked in `reasons` (`rows`: their row numbers)."""
+    out: list[tuple[int, pa.Table]] = []
+    keep = np.ones(batch.num_rows, dtype=bool)
+    pending = [(0, batch.num_rows)]
     while pending:
         lo, hi = pending.pop()
         if lo >= hi:
             continue
         try:
-            tables.append((lo, _decode(schema, packed, packed_offsets[lo:hi + 1])))
-        except (ValueError, TypeError, OverflowError, pa.ArrowException, EOFError) as e:
+            out.append((lo, _finish(batch.slice(lo, hi - lo), schema)))
+        except (pa.ArrowInvalid, ValueError) as e:
             if hi - lo == 1:
-                reasons.set(good[lo], f"not decodable: {e}")
+                reasons.set(rows[lo], f"not representable: {e}")
+                keep[lo] = False
             else:
                 mid = (lo + hi) // 2
                 pending += [(mid, hi), (lo, mid)]
-    tables.sort(key=lambda x: x[0])
-    table = pa.concat_tables([t for _, t in tables]) if tables else schema.arrow.empty_table()
-    return table, ~reasons.bad, reasons.array()
-
-
-def _frame(schema: AvroSchema, data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-           verdicts: np.ndarray, where: np.ndarray) -> None:
-    """frame_values over values that need not be adjacent ([starts[i], ends[i]))."""
-    if np.array_equal(starts[1:], ends[:-1]):
-        offsets = np.append(starts, ends[-1:]) if len(starts) else np.zeros(1, np.int64)
-        frame_values(schema.program, data, np.ascontiguousarray(offsets), verdicts, where)
-        return
-    lengths = ends - starts
-    packed_offsets = np.zeros(len(starts) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=packed_offsets[1:])
-    packed = _gather(data, starts, lengths, int(packed_offsets[-1]))
-    frame_values(schema.program, packed, packed_offsets, verdicts, where)
-
-
-def _gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, total: int) -> np.ndarray:
-    """The byte ranges [starts[i], starts[i]+lengths[i]) of `data`, concatenated (vectorised)."""
-    if total == 0:
-        return np.zeros(0, dtype=np.uint8)
-    ends = np.cumsum(lengths)
-    # index of each output byte = start of its value + its position in the value
-    index = np.arange(total, dtype=np.int64) - np.repeat(ends - lengths - starts, lengths)
-    return data[index]
+    out.sort(key=lambda x: x[0])
+    table = pa.concat_tables([t for _, t in out]) if out else schema.arrow.empty_table()
+    return table, keep
