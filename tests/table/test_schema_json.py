@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pylog.table import schema_json
 from pylog.table.schema_errors import SchemaError
 from pylog.table.schema_json import compile_json_schema, parse_json_values
 
@@ -174,6 +175,18 @@ def test_parse_matches_json_loads(values):
     assert [e is not None for e in expected] == ok
     assert [e for e in expected if e is not None] == rows
     assert all((r is None) == o for r, o in zip(reasons, ok, strict=True))
+
+
+@given(st.lists(value, max_size=40))
+def test_parse_matches_json_loads_across_blocks(values):
+    """The same with reader blocks of a few records: a failing block's row numbers
+    count from the block, and the isolation must still find each bad record."""
+    size = schema_json.BLOCK_SIZE
+    schema_json.BLOCK_SIZE = 256
+    try:
+        test_parse_matches_json_loads.hypothesis.inner_test(values)
+    finally:
+        schema_json.BLOCK_SIZE = size
 
 
 class TestReasons:

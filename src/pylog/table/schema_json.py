@@ -41,8 +41,9 @@ The wrapper makes every line exactly one row or an error (a value cannot
 make its line empty, and ``}{"v":`` tricks surface as an extra row). When
 the read fails, the failing row is isolated: Arrow's parse errors name it
 ("in row K"), which splits the range around it; conversion errors do not, and
-the range is bisected. A good batch costs one read; each bad record costs
-O(log n) reads of shrinking ranges. Checks Arrow's reader does not make
+the range is bisected (the reader's row counts from its block, so a named row
+is read alone to confirm it first). A good batch costs one read (its blocks
+on Arrow's threads); each bad record costs O(log n) reads of shrinking ranges. Checks Arrow's reader does not make
 (UTF-8 validity, required fields, enum symbols, a top-level non-object) run
 as Arrow compute over the whole result.
 """
@@ -160,6 +161,7 @@ def _compile(s: Any, path: str) -> JsonSchemaNode:
 
 # -- parsing -----------------------------------------------------------------
 
+BLOCK_SIZE = 1 << 20        # bytes of JSON per reader block (per thread task)
 _PREFIX = b'{"v":'
 _SUFFIX = b'}\n'
 _ROW = re.compile(r" in row (\d+)$")
@@ -214,8 +216,9 @@ class _Reader:
     def read(self, lo: int, hi: int) -> pa.Table:
         start, end = int(self.offsets[lo]), int(self.offsets[hi])
         chunk = self.data.slice(start, end - start)
-        # One block: the reader's "in row K" then counts from `lo`.
-        options = pj.ReadOptions(use_threads=False, block_size=max(end - start + 1, 1 << 16))
+        # Blocks parse on Arrow's threads; a failing block's "in row K" counts
+        # from its own start, so K is only a candidate (_read_isolating checks it).
+        options = pj.ReadOptions(use_threads=True, block_size=BLOCK_SIZE)
         table = pj.read_json(pa.BufferReader(chunk), read_options=options,
                              parse_options=self.parse_options)
         if table.num_rows != hi - lo:
@@ -268,8 +271,8 @@ def _read_isolating(reader: _Reader, n: int, reasons: Reasons) -> list[pa.Table]
             continue
         m = _ROW.search(message)
         k = int(m.group(1)) if m else -1
-        # The reader's row K is lo + K unless an earlier line held two values
-        # (then it counts one more): the candidate row is read alone to confirm.
+        # The reader's row K is lo + K when the range is one block and no earlier
+        # line held two values: the candidate row is read alone to confirm.
         if 0 <= k < hi - lo:
             try:
                 out.append((lo + k, reader.read(lo + k, lo + k + 1)))
