@@ -97,6 +97,7 @@ extensions = [
     ext("engine", ["engine.pyx", "io_engine.c", "io_portable.c", "io_uring_ring.c", "io_direct.c"],
         **ENGINE_KW),
     ext("producer", ["producer.pyx"]),
+    ext("avro", ["avro.pyx"]),
     ext("storage", ["storage.pyx", "index.c", "segment_io.c", "append.c", "core_import.c"],
         define_macros=macros + [("PYLOG_IMPORT_RECORDS", "1")]),
 ]
