@@ -4,7 +4,8 @@
 :class:`pylog.storage.LogManager` (log dirs, topics, partitions, background
 work) with the store's one :class:`~pylog.coordinator.GroupCoordinator`
 attached (``store.coordinator``) and its transaction coordinator
-(``store.transactions``, :mod:`pylog.coordinator.transactions`), and the coordinator's offset methods
+(``store.transactions``, :mod:`pylog.coordinator.transactions`), its table converters
+(``store.tables``, :mod:`pylog.table.service`), and the coordinator's offset methods
 (``commit_offsets``, ``committed``, ...) offered on the store itself.
 
 Why a layer of its own: committed offsets live in a topic of the store, but
@@ -23,6 +24,7 @@ from pylog.common.topic_partition import TopicPartition
 from pylog.coordinator import GroupCoordinator, OffsetAndMetadata
 from pylog.coordinator.transactions import TransactionCoordinator
 from pylog.storage import LogManager
+from pylog.table.service import TableService
 
 __all__ = ["Store", "open"]
 
@@ -37,6 +39,7 @@ class Store(LogManager):
 
     coordinator: GroupCoordinator
     transactions: TransactionCoordinator
+    tables: TableService
 
     def __init__(self, log_dirs: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
                  config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -46,9 +49,22 @@ class Store(LogManager):
             # After the groups: recovery completes prepared transactions, whose
             # markers in __consumer_offsets make pending offsets committed.
             self.transactions = TransactionCoordinator(self)
+            # Topics as tables (pylog.table): converts the topics with
+            # pylog.table.enable=true, on its own thread when the store has one.
+            self.tables = TableService(self)
+            if kwargs.get("background", True):
+                self.tables.start()
         except BaseException:
             self.close()
             raise
+
+    def close(self) -> None:
+        """Stops the table converters (a conversion in progress finishes or is redone
+        from its table's watermark), then closes the store (LogManager.close)."""
+        tables = getattr(self, "tables", None)
+        if tables is not None:
+            tables.stop()
+        super().close()
 
     def delete_topic(self, name: str) -> None:
         """Deletes a topic (see :meth:`pylog.storage.LogManager.delete_topic`); its

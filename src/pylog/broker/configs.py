@@ -30,6 +30,7 @@ from pylog.storage import (
     CLUSTER_DEFAULT,
     PER_BROKER,
     TOPIC_CONFIGS,
+    topic_config_def,
     broker_config_def,
     broker_config_synonyms,
 )
@@ -113,9 +114,9 @@ def _topic_entries(broker, name: str, include_synonyms: bool, documentation: boo
     sources = _Sources(broker)
     out = []
     for key, value in d.config.items():
-        definition = TOPIC_CONFIGS[key]
+        definition = topic_config_def(key)
         chain = definition.broker_synonyms
-        synonyms = sources.synonyms(chain, (chain[0], definition.default))
+        synonyms = sources.synonyms(chain, (chain[0], definition.default)) if chain else []
         if key in d.overrides:
             synonyms.insert(0, (key, d.overrides[key], TOPIC_CONFIG))
         out.append(_entry(key, value, synonyms, definition, False, include_synonyms, documentation))
@@ -290,7 +291,7 @@ def _alter(broker, res, compute, validate_only: bool) -> None:
     store = broker.store
     if res.resource_type == TOPIC:
         current = dict(store.describe_topic(res.resource_name).overrides)
-        new = compute(current, TOPIC_CONFIGS.get)
+        new = compute(current, topic_config_def)
         store.alter_topic_config(res.resource_name, new, replace=True, validate_only=validate_only)
     elif res.resource_type == BROKER:
         level = _node_level(broker, res.resource_name)

@@ -5,7 +5,7 @@ coordinator packages (docs/ARCHITECTURE.md, "What may import what"). The
 layers above use these names only.
 """
 
-from .config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, LogConfig
+from .config import BROKER_CONFIGS, TOPIC_CONFIG_PREFIXES, TOPIC_CONFIGS, BrokerConfig, LogConfig, topic_config_def
 from .dynamic_config import (
     CLUSTER_DEFAULT,
     DYNAMIC_BROKER_CONFIGS,
@@ -14,7 +14,7 @@ from .dynamic_config import (
     broker_config_synonyms,
 )
 from .file_slice import FileSlice
-from .files import SPARK_DIR, make_dirs, write_file_atomically
+from .files import SPARK_DIR, TABLES_DIR, make_dirs, write_file_atomically
 from .info import AppendInfo, RecoveryReport, SegmentRecovery, TimestampOffset
 from .log import (
     EARLIEST_TIMESTAMP,
@@ -56,9 +56,12 @@ __all__ = [
     "PartitionDescription",
     "RecoveryReport",
     "SPARK_DIR",
+    "TABLES_DIR",
     "SegmentRecovery",
     "StartupReport",
     "TOPIC_CONFIGS",
+    "TOPIC_CONFIG_PREFIXES",
+    "topic_config_def",
     "TimestampOffset",
     "TopicDescription",
     "broker_config_def",

@@ -34,7 +34,7 @@ from pylog.common.config import (
 from pylog.errors import ConfigError
 from pylog.compression import CODECS
 
-__all__ = ["TOPIC_CONFIGS", "BROKER_CONFIGS", "LogConfig", "BrokerConfig", "LONG_MAX"]
+__all__ = ["TOPIC_CONFIGS", "TOPIC_CONFIG_PREFIXES", "topic_config_def", "BROKER_CONFIGS", "LogConfig", "BrokerConfig", "LONG_MAX"]
 
 _DAY_MS = 24 * 3600 * 1000
 
@@ -137,7 +137,58 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = config_defs(
               "standalone Log persists its recovery point (a LogManager uses "
               "log.flush.offset.checkpoint.interval.ms).", at_least(0),
               ("log.flush.offset.checkpoint.interval.ms",)),
+    # Topics as tables (pylog.table, docs/TABLES.md "Configuration"): declared here, with
+    # every topic config, so that CreateTopics, kafka-configs and the CLI validate them;
+    # pylog.table interprets them. Their broker synonyms are their own names (a broker-wide
+    # default, as for the pylog.io.* keys).
+    ConfigDef("pylog.table.enable", "bool", False, "Convert the topic into an Apache Iceberg "
+              "table in the background (needs the [table] extra: pyiceberg, pyarrow).", None,
+              ("pylog.table.enable",)),
+    ConfigDef("pylog.table.catalog", "str", "pylog", "The pyiceberg catalog's name. \"pylog\" "
+              "with no pylog.table.catalog.* properties is the local SQL catalog on SQLite in "
+              "the first log dir (__tables/catalog.db); any other catalog (rest, sql, hive, "
+              "glue) is given by pylog.table.catalog.<property> (type, uri, warehouse...) or "
+              "by pyiceberg's own configuration (.pyiceberg.yaml, PYICEBERG_CATALOG__*).",
+              lambda v: None if v.strip() else "must not be empty", ("pylog.table.catalog",)),
+    ConfigDef("pylog.table.namespace", "str", "pylog", "The Iceberg namespace of the table.",
+              lambda v: None if v.strip() and "." not in v else "must be one non-empty name "
+              "without '.'", ("pylog.table.namespace",)),
+    ConfigDef("pylog.table.name", "str", "", "The Iceberg table's name; empty: the topic's "
+              "name with '.' replaced by '_'.",
+              lambda v: None if "." not in v else "must not contain '.' (Iceberg's namespace "
+              "separator)", ("pylog.table.name",)),
+    ConfigDef("pylog.table.commit.interval.ms", "int", 60_000, "How often the table receives "
+              "a commit of the records appended since the last one (its freshness).",
+              at_least(1), ("pylog.table.commit.interval.ms",)),
+    ConfigDef("pylog.table.partition.by", "str", "none", "The table's partitioning: none, "
+              "partition (the Kafka partition), hour(timestamp) or day(timestamp). Fixed "
+              "when the table is created.",
+              one_of("none", "partition", "hour(timestamp)", "day(timestamp)"),
+              ("pylog.table.partition.by",)),
+    ConfigDef("pylog.table.retention", "str", "keep", "keep: the table keeps every converted "
+              "record after the topic's segments are deleted (the only policy built; follow, "
+              "deleting the table's rows with the segments, is refused).",
+              lambda v: None if v == "keep" else (
+                  "follow is not built: the table keeps its history (set keep)" if v == "follow"
+                  else "must be keep"), ("pylog.table.retention",)),
 )
+
+#: Families of topic configs by prefix, each key a string the family's owner interprets:
+#: pyiceberg catalog properties, and the value schema's settings (pylog.table.schema).
+TOPIC_CONFIG_PREFIXES: tuple[str, ...] = ("pylog.table.catalog.", "pylog.table.schema.")
+
+
+def topic_config_def(key: str) -> ConfigDef | None:
+    """The definition of a topic config key: one of :data:`TOPIC_CONFIGS`, or a string
+    of a prefixed family (``pylog.table.catalog.uri``); None for an unknown key."""
+    definition = TOPIC_CONFIGS.get(key)
+    if definition is not None:
+        return definition
+    for prefix in TOPIC_CONFIG_PREFIXES:
+        if key.startswith(prefix) and len(key) > len(prefix):
+            return ConfigDef(key, "str", "", f"A property of the {prefix}* family "
+                             "(docs/TABLES.md).", None, ())
+    return None
 
 #: Broker-level configs that have no topic-level key.
 BROKER_CONFIGS: dict[str, ConfigDef] = config_defs(
@@ -230,7 +281,7 @@ class LogConfig(ConfigMapping):
         parsed: dict[str, Any] = {}
         for raw_key, value in given.items():
             key = normalize_key(raw_key)
-            definition = TOPIC_CONFIGS.get(key)
+            definition = topic_config_def(key)
             if definition is None:
                 raise unknown_key(key, TOPIC_CONFIGS, "topic")
             parsed[key] = definition.parse(value, key)
@@ -239,7 +290,8 @@ class LogConfig(ConfigMapping):
         self._values = {**base, **parsed}
         self._overrides = parsed
         for name, value in self._values.items():
-            object.__setattr__(self, name.replace(".", "_"), value)
+            if name in TOPIC_CONFIGS:      # prefixed keys have no slot: read by key
+                object.__setattr__(self, name.replace(".", "_"), value)
 
     @classmethod
     def from_broker(cls, broker: Mapping[str, Any]) -> LogConfig:

@@ -273,6 +273,13 @@ class TopicAdmin:
     def list_topics(self, include_internal: bool = False) -> list[str]:
         return sorted(n for n in self._topics.topics if include_internal or n not in INTERNAL_TOPICS)
 
+    def topic_config(self, name: str) -> LogConfig:
+        """The topic's configuration in effect (its overrides over the store's defaults)."""
+        config = self._topic_configs.get(name)
+        if config is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        return config
+
     def describe_topic(self, name: str) -> TopicDescription:
         """The topic's id, partitions (dir, online, offsets, size) and configs."""
         topic = self._topics.topics.get(name)

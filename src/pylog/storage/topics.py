@@ -21,7 +21,7 @@ from typing import Any
 from pylog.errors import CorruptCheckpointError, InvalidTopicError
 
 from . import files
-from .config import TOPIC_CONFIGS
+from .config import topic_config_def
 
 __all__ = ["MAX_NAME_LENGTH", "validate_topic_name", "Topic", "TopicTable",
            "PartitionDescription", "TopicDescription", "OFFSETS_TOPIC", "INTERNAL_TOPICS",
@@ -152,7 +152,7 @@ class TopicTable:
             for name, row in body["topics"].items():
                 validate_topic_name(name)
                 config = {str(k): str(v) for k, v in row.get("config", {}).items()}
-                unknown = [k for k in config if k not in TOPIC_CONFIGS]
+                unknown = [k for k in config if topic_config_def(k) is None]
                 if unknown:
                     raise CorruptCheckpointError(f"{path}: topic {name!r} has unknown config "
                                                  f"keys {unknown}")

@@ -1,0 +1,113 @@
+"""The store's table converters: every topic with ``pylog.table.enable=true`` is converted
+each ``pylog.table.commit.interval.ms``, on a thread of its own (a conversion reads and
+writes for seconds: it must not hold up the store's flushes and retention).
+
+A conversion that fails (a catalog down, a refused topic) is logged once per distinct
+error and tried again at the next interval; it never stops the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from pylog.storage import LogManager
+
+from .config import TableConfigError, table_config
+
+__all__ = ["TableService", "POLL_MS"]
+
+log = logging.getLogger(__name__)
+
+#: How often the service looks for topics whose commit is due.
+POLL_MS = 1000
+
+
+class TableService:
+    """``TableService(store)``; :meth:`start` runs it on a thread, :meth:`run_due` runs
+    what is due now on the caller's (tests, a store opened with background=False)."""
+
+    def __init__(self, store: LogManager, clock=None) -> None:
+        self.store = store
+        self._clock = clock or getattr(store, "clock", None)
+        self._converters: dict[str, TableConverter] = {}
+        self._next_due: dict[str, int] = {}
+        self._errors: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_results: dict[str, Any] = {}    # topic -> its last CommitResult
+
+    def _enabled_topics(self) -> dict[str, int]:
+        """Topic -> its commit interval, for the topics with tables enabled."""
+        out = {}
+        for name in self.store.list_topics():
+            try:
+                config = self.store.topic_config(name)
+            except Exception:   # deleted meanwhile
+                continue
+            if config["pylog.table.enable"]:
+                out[name] = table_config(name, config).commit_interval_ms
+        return out
+
+    def run_due(self, now_ms: int) -> int:
+        """Converts every enabled topic whose interval has passed; returns how many ran."""
+        ran = 0
+        enabled = self._enabled_topics()
+        for gone in set(self._converters) - set(enabled):
+            self._converters.pop(gone, None)
+            self._next_due.pop(gone, None)
+        for topic, interval in enabled.items():
+            due = self._next_due.setdefault(topic, now_ms + interval)
+            if now_ms < due or self._stop.is_set():
+                continue
+            self._next_due[topic] = now_ms + interval
+            converter = self._converters.get(topic)
+            if converter is None:
+                from .converter import TableConverter    # pyarrow, once a table is enabled
+                converter = self._converters[topic] = TableConverter(self.store, topic)
+            try:
+                while True:
+                    result = converter.run_once()
+                    self.last_results[topic] = result
+                    if not result.more or self._stop.is_set():
+                        break
+                self._errors.pop(topic, None)
+            except Exception as exc:  # never stop the store; say it once per distinct error
+                text = str(exc)
+                if self._errors.get(topic) != text:
+                    self._errors[topic] = text
+                    if isinstance(exc, TableConfigError):
+                        log.error("table of topic %r: %s", topic, text)
+                    else:
+                        log.exception("table of topic %r: conversion failed", topic)
+            ran += 1
+        return ran
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pylog-tables", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_MS / 1000):
+            try:
+                self.run_due(self._now())
+            except Exception:
+                log.exception("table service")
+
+    def _now(self) -> int:
+        return time.time_ns() // 1_000_000 if self._clock is None else self._clock()
+
+    def stop(self) -> None:
+        """Stops the thread after the conversion in progress (its commit is atomic either
+        way: a conversion cut short is redone from the table's watermark)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def errors(self) -> dict[str, Any]:
+        """Topic -> the last conversion error (cleared by a successful run)."""
+        return dict(self._errors)
