@@ -3,7 +3,7 @@
 #   - system packages (as root on Debian/Ubuntu): liburing-dev for the io_uring
 #     engine, xfsprogs and fio for filesystem tests and benchmarks, kcat and strace
 #     for the broker's tests; Java and Maven for Apache Kafka (tools/kafka);
-#   - a virtualenv with the runtime and [dev,spark] dependencies;
+#   - a virtualenv with the runtime and [dev,spark,table] dependencies;
 #   - the compiled C core (an editable install; rebuilt when sources change).
 # Without root or without liburing the build still works, without io_uring.
 #   tools/setup.sh           everything the test suite needs (tools/run-tests)
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
-    "") mode=tests extras=dev,spark ;;
+    "") mode=tests extras=dev,spark,table ;;
     --bench) mode=bench extras=bench ;;
     *) echo "usage: tools/setup.sh [--bench]" >&2; exit 2 ;;
 esac

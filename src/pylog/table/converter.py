@@ -208,7 +208,8 @@ class TableConverter:
                 taken: list[pa.RecordBatch] = []
                 to, used = end, 0
                 try:
-                    for rows in reader.read_arrow(start, end, isolation_level="read_committed",
+                    for rows in reader.read_arrow(start, end, max(1, min(8 << 20, budget)),
+                                                  isolation_level="read_committed",
                                                   timestamp_type=True):
                         if rows.num_rows:
                             taken.append(to_table_batch(rows, self.topic, p))
