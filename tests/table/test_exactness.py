@@ -147,9 +147,10 @@ def test_kill_at_each_step_then_convert_again(store, step):
 @pytest.mark.slow
 def test_random_kills_while_a_producer_writes(store):
     rounds = int(os.environ.get("PYLOG_TABLE_KILL_ROUNDS", "30"))
-    rng = random.Random(46)
+    seed = int(os.environ.get("PYLOG_TABLE_KILL_SEED", "46"))
+    rng = random.Random(seed)
     store.create_topic("t", 3, {"pylog.table.enable": "true"})
-    producer = Producer(store, "t", 3, seed=46)
+    producer = Producer(store, "t", 3, seed=seed)
     producer.one()
     convert(store, "t")                    # loads every module the children use before forking
     stop = threading.Event()
@@ -180,5 +181,5 @@ def test_random_kills_while_a_producer_writes(store):
     assert_commit_chain(table, 3)
     assert commits_by_children > 0, "no child ever committed: the kills proved nothing"
     orphans = data_files_on_disk(table) - referenced_files(table)
-    print(f"{rounds} kills: {commits_by_children} commits by the children, {len(orphans)} "
+    print(f"seed {seed}, {rounds} kills: {commits_by_children} commits by the children, {len(orphans)} "
           f"files orphaned by kills between write and commit, {len(rows)} rows")

@@ -20,6 +20,13 @@ converted range is flushed first: the table never holds a record that a power lo
 could take from the log. Records deleted (retention, DeleteRecords) before they were
 converted are not silently passed: the commit records them in ``pylog.skipped``
 ({partition: [from, to)}) and logs a warning.
+
+Typed value columns (``pylog.table.schema.*`` set): the module ``pylog.table.schema``
+offers ``hook_for(topic, table_config)``, an object with ``evolve(table)`` (before each
+run; may evolve the table's schema; returns the table, or None for the same one) and
+``transform(rows: pa.Table, table) -> pa.Table`` (the rows to append: the Kafka columns
+plus the typed ones; it may write dead letters). Without that module such a topic is
+refused with the reason.
 """
 
 from __future__ import annotations
@@ -107,6 +114,26 @@ def watermarks(table) -> dict[int, int]:
     return _decode_map(table.properties.get(WATERMARK))
 
 
+class _LivePartition(PartitionReader):
+    """A partition of an open store: its files read like any reader's, its log start and
+    last stable offset the Log's own (DeleteRecords moves the start before any file goes,
+    and an open transaction is known to the Log before its state reaches the disk)."""
+
+    def __init__(self, store: LogManager, topic: str, partition: int, log_dir: str) -> None:
+        super().__init__(topic, partition, os.path.join(log_dir, f"{topic}-{partition}"))
+        self._log = store.log(topic, partition)
+
+    def log_start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    def last_stable_offset(self) -> int:
+        return self._log.last_stable_offset
+
+    def make_durable(self, end: int) -> None:
+        """The table never holds a record a power loss could take from the log."""
+        self._log.flush(end)
+
+
 class _Partitions:
     """The topic's partitions as read-only readers, its configs, and (for a live store)
     a flush: one interface over a Store and over log dirs read beside their owner."""
@@ -126,7 +153,7 @@ class _Partitions:
     def readers(self) -> list[PartitionReader]:
         """The partitions that are online now (an offline one keeps its watermark)."""
         if self.store is not None:
-            return [PartitionReader(self.topic, p.partition, os.path.join(p.log_dir, f"{self.topic}-{p.partition}"))
+            return [_LivePartition(self.store, self.topic, p.partition, p.log_dir)
                     for p in self.store.describe_topic(self.topic).partitions if p.online]
         count = self._dirs.topics().get(self.topic, 0)
         return [self._dirs.partition(self.topic, p) for p in range(count)]
@@ -139,10 +166,6 @@ class _Partitions:
                 return parts[0].log_dir
             return self.log_dirs[0]
         return os.path.dirname(self._dirs.partition(self.topic, 0).directory)
-
-    def make_durable(self, partition: int, end: int) -> None:
-        if self.store is not None:
-            self.store.log(self.topic, partition).flush(end)
 
 
 def _schema_hook(topic: str, tc: TableConfig):
@@ -198,13 +221,14 @@ class TableConverter:
             start = before.get(p, 0)
             for _attempt in range(10):
                 first = reader.log_start_offset()
-                if first > start:
-                    result.skipped[p] = (start, first)
+                if first > start:    # (a second attempt extends the first one's skip)
+                    result.skipped[p] = (result.skipped.get(p, (start, first))[0], first)
                     start = first
                 end = reader.last_stable_offset()
                 if end <= start:
                     break
-                self._partitions.make_durable(p, end)
+                if isinstance(reader, _LivePartition):
+                    reader.make_durable(end)
                 taken: list[pa.RecordBatch] = []
                 to, used = end, 0
                 try:

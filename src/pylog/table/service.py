@@ -32,7 +32,7 @@ class TableService:
     def __init__(self, store: LogManager, clock=None) -> None:
         self.store = store
         self._clock = clock or getattr(store, "clock", None)
-        self._converters: dict[str, TableConverter] = {}
+        self._converters: dict[str, Any] = {}      # topic -> its TableConverter
         self._next_due: dict[str, int] = {}
         self._errors: dict[str, str] = {}
         self._stop = threading.Event()
