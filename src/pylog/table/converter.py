@@ -191,6 +191,7 @@ class TableConverter:
         self._partitions = _Partitions(source, topic)
         self._catalog = None
         self._catalog_key: tuple | None = None
+        self.last_table = None          # the table as the last run_once left it
 
     def table_config(self) -> TableConfig:
         config = self._partitions.config()
@@ -209,9 +210,9 @@ class TableConverter:
     def run_once(self) -> CommitResult:
         tc = self.table_config()
         hook = _schema_hook(self.topic, tc)
-        table = self.table(tc)
+        table = self.last_table = self.table(tc)
         if hook is not None:
-            table = hook.evolve(table) or table
+            table = self.last_table = hook.evolve(table) or table
         before = watermarks(table)
         result = CommitResult(self.topic, (tc.namespace, tc.name), watermark=dict(before))
         batches: list[pa.RecordBatch] = []
