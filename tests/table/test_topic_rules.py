@@ -136,3 +136,17 @@ def test_the_stores_background_converts_enabled_topics(tmp_path):
         assert values_of(table_of(s, "on")) == [b"a", b"b"]
     finally:
         s.close()
+
+
+def test_records_all_deleted_before_conversion_make_one_commit_that_says_so(store):
+    store.create_topic("t", 1, {"pylog.table.enable": "true"})
+    log = store.log("t", 0)
+    for i in range(5):
+        log.append_records([b"x%d" % i])
+    log.advance_log_start_offset(5)
+    result = convert(store, "t")
+    assert result.committed and result.records == 0 and result.skipped == {0: (0, 5)}
+    table = table_of(store, "t")
+    assert rows_of(table) == [] and watermarks(table) == {0: 5}
+    assert commits_of(table)[-1]["pylog.skipped"] == {"0": [0, 5]}
+    assert not convert(store, "t").committed        # the skip is recorded once
