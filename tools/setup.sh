@@ -55,6 +55,7 @@ fi
 if [ "$mode" = tests ] && command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
     tools/kafka/fetch >/dev/null || echo "pylog setup: could not fetch Apache Kafka's jars (tools/kafka/fetch)"
     tools/spark-kafka/fetch >/dev/null || echo "pylog setup: could not fetch Spark's Kafka connector (tools/spark-kafka/fetch)"
+    tools/spark-iceberg/fetch >/dev/null || echo "pylog setup: could not fetch Spark's Iceberg runtime (tools/spark-iceberg/fetch)"
     # The pinned Kafka releases whose message schemas the protocol codec is generated from.
     .venv/bin/python tools/protocol_codegen.py --fetch >/dev/null \
         || echo "pylog setup: could not fetch Kafka's message schemas (tools/protocol_codegen.py --fetch)"

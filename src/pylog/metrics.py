@@ -13,7 +13,11 @@ Kafka's MBeans, so dashboards built for Kafka read pylog:
 - ``kafka_log_logmanager_offlinelogdirectorycount``, ``kafka_server_replicamanager_partitioncount``;
 - ``kafka_network_requestmetrics_requests_total`` and ``kafka_network_requestmetrics_totaltimems``
   ``_count``/``_sum`` (per request);
-- ``kafka_consumergroup_lag`` (per group and partition).
+- ``kafka_consumergroup_lag`` (per group and partition);
+- pylog's own, for topics as tables (pylog.table): ``pylog_table_lag_records`` (per
+  partition: log end offset minus the table's watermark), ``pylog_table_commits_total``,
+  ``pylog_table_records_total``, ``pylog_table_files_written_total`` and
+  ``pylog_table_bytes_written_total`` (per topic, since the store opened).
 
 ``serve_metrics(store, broker, port)`` starts the HTTP endpoint (``pylog serve
 --metrics-port``), on 127.0.0.1 unless told otherwise.
@@ -79,6 +83,7 @@ class PylogCollector:
             for (topic, p), v in sorted(parts.items()):
                 lag.add_metric([group, topic, str(p)], v)
         yield lag
+        yield from self._tables(m, GaugeMetricFamily, CounterMetricFamily)
         if self.broker is not None:
             b = self.broker.metrics()
             req = CounterMetricFamily("kafka_network_requestmetrics_requests",
@@ -95,6 +100,25 @@ class PylogCollector:
                                       "Bytes fetched (BytesOutPerSec)", value=b["BytesOut"])
             yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
                                     "Open client connections", value=b["Connections"])
+
+    def _tables(self, m, gauge, counter):
+        service = getattr(self.store, "tables", None)
+        stats = service.stats.snapshot() if service is not None else {}
+        lag = gauge("pylog_table_lag_records", "Records of the log not yet in the topic's "
+                    "table (log end offset - watermark)", labels=["topic", "partition"])
+        families = [counter(f"pylog_table_{name}", text, labels=["topic"]) for name, text in (
+            ("commits", "Commits to the topic's table"),
+            ("records", "Records converted into the topic's table"),
+            ("files_written", "Parquet data files written for the topic's table"),
+            ("bytes_written", "Bytes of Parquet data files written for the topic's table"))]
+        for topic, s in sorted(stats.items()):
+            for (t, p), v in sorted(m["partitions"].items()):
+                if t == topic:
+                    lag.add_metric([t, str(p)], max(v["LogEndOffset"] - s.watermark.get(p, 0), 0))
+            for family, value in zip(families, (s.commits, s.records, s.files, s.bytes)):
+                family.add_metric([topic], value)
+        yield lag
+        yield from families
 
 
 def serve_metrics(store, broker=None, port: int = 0, addr: str = "127.0.0.1"):

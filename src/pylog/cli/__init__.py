@@ -15,7 +15,8 @@ first use, so ``pylog --help`` stays fast:
   between them (KIP-113);
 - ``dump-log`` (dump.py): Kafka's kafka-dump-log on pylog's (and Kafka's) files;
 - ``verify``, ``recover`` (verify.py): offline checks and recovery, with a report;
-- ``perf produce|consume|end-to-end`` (perf.py): Kafka's perf tests (pylog.perf).
+- ``perf produce|consume|end-to-end`` (perf.py): Kafka's perf tests (pylog.perf);
+- ``tables`` (tables.py): a topic's Iceberg table: describe, rebuild, compact, expire.
 
 Errors print one line to stderr and exit non-zero, with no traceback (``--verbose`` shows
 it).
@@ -35,6 +36,7 @@ from .groups import consumer_groups
 from .log_dirs import log_dirs
 from .perf import perf
 from .serve import serve
+from .tables import tables
 from .topics import get_offsets, topics
 from .users import users
 from .verify import recover, verify
@@ -65,7 +67,7 @@ def cli(ctx: click.Context, verbose: bool, log_level: str | None) -> None:
 
 
 for command in (serve, export_to_kafka, topics, get_offsets, console_producer, console_consumer,
-                consumer_groups, dump_log, verify, recover, perf, users, log_dirs):
+                consumer_groups, dump_log, verify, recover, perf, users, log_dirs, tables):
     cli.add_command(command)
 
 

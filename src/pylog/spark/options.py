@@ -30,7 +30,7 @@ SOURCE_OPTIONS = {
     "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
     "minpartitions", "maxrecordsperpartition", "failondataloss", "includeheaders",
     "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "filterpushdown",
-    "kafka.isolation.level",
+    "kafka.isolation.level", "table",
 }
 SINK_OPTIONS = {"path", "kafka.bootstrap.servers", "topic", "kafka.compression.type",
                 "includeheaders"}
@@ -45,7 +45,7 @@ _CANONICAL = {name.lower(): name for name in (
     "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "minPartitions",
     "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "filterPushdown", "topic",
-    "kafka.compression.type", "kafka.bootstrap.servers", "kafka.isolation.level")}
+    "kafka.compression.type", "kafka.bootstrap.servers", "kafka.isolation.level", "table")}
 
 
 class OptionError(PylogError, ValueError):
@@ -185,6 +185,9 @@ class SourceOptions:
     read_committed: bool = False
     #: Remote mode's TLS and SASL (kafka.security.protocol, kafka.sasl.*, kafka.ssl.*).
     security: ClientSecurity = PLAINTEXT
+    #: table=true: the topic's Iceberg table below its watermark, the log from it on
+    #: (pylog.spark.table_part).
+    table: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -260,6 +263,13 @@ class SourceOptions:
             raise OptionError("option 'kafka.isolation.level' must be read_uncommitted or "
                               f"read_committed, got {opts['kafka.isolation.level']!r}")
         out.read_committed = isolation == "read_committed"
+        out.table = _bool(opts, "table", False)
+        if out.table and bootstrap is not None:
+            raise OptionError("option 'table': the table and its catalog are read beside the "
+                              "log dirs; give .option(\"path\", ...) (not kafka.bootstrap.servers)")
+        if out.table and out.read_committed:
+            raise OptionError("option 'table' with kafka.isolation.level=read_committed: the "
+                              "table holds what its converter committed; read one or the other")
         out.max_offsets_per_trigger = _int(opts, "maxoffsetspertrigger", 1)
         out.min_offsets_per_trigger = _int(opts, "minoffsetspertrigger", 1)
         if "maxtriggerdelay" in opts:

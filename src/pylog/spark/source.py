@@ -34,7 +34,7 @@ from pylog.errors import OffsetOutOfRangeError
 from pylog.storage import LogDirsReader, PartitionReader
 
 from . import planning
-from .options import SinkOptions, SourceOptions
+from .options import EARLIEST, SinkOptions, SourceOptions
 from .planning import OffsetRange
 from .schema import spark_schema, to_spark_batch
 
@@ -58,10 +58,26 @@ class RangePartition(InputPartition):
         return f"RangePartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
 
 
+class TablePartition(InputPartition):
+    """One task of the table part (option table=true): offsets [start, end) of one
+    partition in data files of one pinned snapshot (pylog.spark.table_part)."""
+
+    def __init__(self, r, include_headers: bool) -> None:
+        super().__init__(("table", r, include_headers))
+
+    def __repr__(self) -> str:
+        r = self.value[1]
+        return f"TablePartition({r.topic}-{r.partition} [{r.start}, {r.end}) @{r.snapshot_id})"
+
+
 def read_range(part: InputPartition):
     """Executor side: Arrow batches of the Kafka source schema for one task."""
     if part.value is None:
         return          # PySpark's stand-in when planning found nothing to read
+    if part.value[0] == "table":
+        from .table_part import read_table_range
+        yield from read_table_range(part.value[1], part.value[2])
+        return
     r, include_headers, fail_on_data_loss, remote_security, read_committed = part.value
     isolation = "read_committed" if read_committed else "read_uncommitted"
     if remote_security is not None:        # remote mode: how to connect to the leader
@@ -110,6 +126,47 @@ def _from_json(offsets: dict) -> dict[tuple[str, int], int]:
     return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
 
 
+class TableSplit:
+    """option table=true: per partition, the pinned snapshot's offsets go to table tasks
+    and the log part starts at that snapshot's watermark (no gap, no overlap)."""
+
+    def __init__(self, reader, opts: SourceOptions, topics) -> None:
+        from .table_part import pin_table
+        self.opts = opts
+        table = reader.topic_table()
+        self.pins = {}
+        for topic in sorted(set(topics)):
+            row = table.get(topic)
+            config = dict(getattr(row, "config", None) or {})
+            self.pins[topic] = pin_table(list(reader.paths), topic, config)
+
+    def earliest(self, tp, start: int) -> int:
+        """The table keeps what retention deleted from the log: earliest reaches it."""
+        pin = self.pins.get(tp[0])
+        low = pin.low(tp[1]) if pin is not None else None
+        return min(start, low) if low is not None else start
+
+    def split(self, tp, start: int, end: int) -> tuple[list, int]:
+        """(table tasks for [start, min(end, watermark)), where the log part starts)."""
+        pin = self.pins.get(tp[0])
+        if pin is None:
+            return [], start
+        from .table_part import table_ranges
+        w = min(pin.watermark(tp[1]), end)
+        if start >= w:
+            return [], start
+        ranges = table_ranges(pin, tp[1], start, w)
+        return [TablePartition(r, self.opts.include_headers) for r in ranges], w
+
+
+def _asks_earliest(opts: SourceOptions, tp) -> bool:
+    if opts.starting_timestamp is not None or opts.starting_by_timestamp is not None:
+        return False
+    if opts.starting == "earliest":
+        return True
+    return isinstance(opts.starting, dict) and opts.starting.get(tp[0], {}).get(tp[1]) == EARLIEST
+
+
 class PylogBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
@@ -122,10 +179,16 @@ class PylogBatchReader(DataSourceReader):
                    if self.pruning.partitions is None or tp[1] in self.pruning.partitions]
             starts = planning.starting_offsets(reader, tps, opts)
             ends = planning.ending_offsets(reader, tps, opts)
-            ranges = []
+            tables = TableSplit(reader, opts, [t for t, _ in tps]) if opts.table else None
+            ranges, table_tasks = [], []
             for tp in tps:
+                if tables is not None and _asks_earliest(opts, tp):
+                    starts[tp] = tables.earliest(tp, starts[tp])
                 planning.check_order(tp, starts[tp], ends[tp])
                 start, end = self.pruning.clip(reader, tp, starts[tp], ends[tp])
+                if tables is not None:
+                    tasks, start = tables.split(tp, start, end)
+                    table_tasks += tasks
                 checked = planning.check_range(reader, tp, start, end, opts.fail_on_data_loss,
                                                opts.read_committed)
                 if checked:
@@ -133,7 +196,7 @@ class PylogBatchReader(DataSourceReader):
                                               reader.partition(*tp).directory))
             tasks = planning.split_ranges(reader, ranges, opts.min_partitions,
                                           opts.max_records_per_partition)
-        return [RangePartition(r, opts) for r in tasks]
+        return table_tasks + [RangePartition(r, opts) for r in tasks]
 
     def read(self, partition: RangePartition):
         return read_range(partition)
@@ -165,7 +228,13 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self):
         with self._reader() as reader:
             tps = planning.resolve_partitions(reader, self.opts)
-            return _to_json(planning.starting_offsets(reader, tps, self.opts))
+            starts = planning.starting_offsets(reader, tps, self.opts)
+            if self.opts.table:
+                tables = TableSplit(reader, self.opts, [t for t, _ in tps])
+                for tp in tps:
+                    if _asks_earliest(self.opts, tp):
+                        starts[tp] = tables.earliest(tp, starts[tp])
+            return _to_json(starts)
 
     def _latest(self) -> dict[tuple[str, int], int]:
         with self._reader() as reader:
@@ -219,14 +288,25 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start, end):
         begin, stop = _from_json(start), _from_json(end)
-        ranges = []
+        ranges, table_tasks = [], []
         with self._reader() as reader:
+            # Pinned per micro-batch: a batch re-planned after a restart may split its
+            # (same) offsets differently between table and log, never the records.
+            tables = TableSplit(reader, self.opts, [t for t, _ in stop]) if self.opts.table \
+                else None
             for tp, last in sorted(stop.items()):
                 first = begin.get(tp)
                 if first is None:
                     first = reader.partition(*tp).log_start_offset()
+                    if tables is not None:
+                        first = tables.earliest(tp, first)
                 if last <= first:
                     continue
+                if tables is not None:
+                    tasks, first = tables.split(tp, first, last)
+                    table_tasks += tasks
+                    if last <= first:
+                        continue
                 checked = planning.check_range(reader, tp, first, last, self.opts.fail_on_data_loss,
                                                self.opts.read_committed)
                 if checked:
@@ -234,7 +314,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                               reader.partition(*tp).directory))
             tasks = planning.split_ranges(reader, ranges, self.opts.min_partitions,
                                           self.opts.max_records_per_partition)
-        return [RangePartition(r, self.opts) for r in tasks]
+        return table_tasks + [RangePartition(r, self.opts) for r in tasks]
 
     def read(self, partition: RangePartition):
         return read_range(partition)

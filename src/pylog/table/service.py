@@ -18,6 +18,7 @@ from typing import Any
 from pylog.storage import LogManager
 
 from .config import TableConfigError, table_config
+from .stats import TableStats
 
 __all__ = ["TableService", "POLL_MS"]
 
@@ -41,6 +42,7 @@ class TableService:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.last_results: dict[str, Any] = {}    # topic -> its last CommitResult
+        self.stats = TableStats()                 # counters for metrics (pylog.table.stats)
 
     def _enabled_topics(self) -> dict[str, int]:
         """Topic -> its commit interval, for the topics with tables enabled."""
@@ -74,6 +76,7 @@ class TableService:
                 while True:
                     result = converter.run_once()
                     self.last_results[topic] = result
+                    self.stats.record(topic, converter.last_table, result)
                     if not result.more or self._stop.is_set():
                         break
                 self._errors.pop(topic, None)
