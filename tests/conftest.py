@@ -34,6 +34,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 # fixture name -> xdist group of every test that uses it: one instance per run.
 SHARED_FIXTURES = {
     "spark": "spark",           # tests/spark/conftest.py: one local[2] SparkSession (a JVM)
+    "real_kafka": "real-kafka",  # tests/kafka_reference/conftest.py: one Kafka broker JVM
 }
 
 
