@@ -28,7 +28,7 @@ def real_kafka(tmp_path_factory):
     every test that uses it (tests/conftest.py's SHARED_FIXTURES puts them all on one
     xdist worker). Tests name their own topics and transactional ids; a test may stop it
     to read its files at rest: take it through ``running_kafka``, which starts it again."""
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), KafkaBroker.FOR_TESTS).start()
     try:
         yield broker
     finally:
