@@ -34,6 +34,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 # fixture name -> xdist group of every test that uses it: one instance per run.
 SHARED_FIXTURES = {
     "spark": "spark",           # tests/spark/conftest.py: one local[2] SparkSession (a JVM)
+    "real_kafka": "real-kafka",  # tests/kafka_reference/conftest.py: one Kafka broker JVM
 }
 
 
@@ -151,3 +152,27 @@ def io_mode(request, monkeypatch, tmp_path) -> str:
                         dataclasses.replace(config.TOPIC_CONFIGS[key], default=value))
     monkeypatch.setenv(config.DIRECT_ENV_VAR, value)
     return request.param
+
+
+@pytest.fixture(scope="module")
+def kip848_timers() -> dict:
+    """The consumer-protocol (KIP-848) group timers of ``kip848_broker``: a module whose
+    tests need others (a session that expires within a test) defines its own
+    ``kip848_timers`` fixture, which pytest uses instead of this one."""
+    return {"group_consumer_heartbeat_interval_ms": 500, "group_consumer_session_timeout_ms": 15000}
+
+
+@pytest.fixture(scope="module")
+def kip848_broker(tmp_path_factory, kip848_timers):
+    """(store, broker): one pylog broker per module for consumer-protocol (KIP-848)
+    groups, on a free port of 127.0.0.1, with no initial rebalance delay; each test names
+    its own topics and groups."""
+    import pylog
+    store = pylog.open(str(tmp_path_factory.mktemp("kip848")))
+    broker = pylog.Broker(store, listen="127.0.0.1:0", group_initial_rebalance_delay_ms=0,
+                          **kip848_timers).start()
+    try:
+        yield store, broker
+    finally:
+        broker.shutdown()
+        store.close()

@@ -19,16 +19,19 @@ FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, STALE_MEMBER_
 
 
 @pytest.fixture(scope="module")
-def kip848(tmp_path_factory):
-    store = pylog.open(str(tmp_path_factory.mktemp("kip848")))
-    broker = pylog.Broker(store, listen="127.0.0.1:0", group_initial_rebalance_delay_ms=0,
-                          group_consumer_heartbeat_interval_ms=250,
-                          group_consumer_session_timeout_ms=1500).start()
-    try:
-        yield store, broker
-    finally:
-        broker.shutdown()
-        store.close()
+def kip848_timers() -> dict:
+    """Short timers: a silent member's session expires within a test."""
+    return {"group_consumer_heartbeat_interval_ms": 250, "group_consumer_session_timeout_ms": 1500}
+
+
+@pytest.fixture
+def kip848(kip848_broker):
+    """(store, broker, topic, group) for one test: the module's broker, a fresh topic of
+    4 partitions and a fresh group id."""
+    store, broker = kip848_broker
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    store.create_topic(topic, 4)
+    return store, broker, topic, f"g-{uuid.uuid4().hex[:8]}"
 
 
 class Member:
@@ -93,10 +96,7 @@ def describe(broker, group: str):
 def test_two_members_split_then_one_leaves(kip848):
     """The second member gets its partitions only after the first revoked them; at no
     point does the coordinator hold a partition for two members."""
-    store, broker = kip848
-    topic = f"t-{uuid.uuid4().hex[:8]}"
-    store.create_topic(topic, 4)
-    group = f"g-{uuid.uuid4().hex[:8]}"
+    store, broker, topic, group = kip848
     a = Member(broker, store, group, [topic])
     b = Member(broker, store, group, [topic])
     try:
@@ -141,10 +141,7 @@ def test_two_members_split_then_one_leaves(kip848):
 
 
 def test_fencing_and_validation(kip848):
-    store, broker = kip848
-    topic = f"t-{uuid.uuid4().hex[:8]}"
-    store.create_topic(topic, 2)
-    group = f"g-{uuid.uuid4().hex[:8]}"
+    store, broker, topic, group = kip848
     a = Member(broker, store, group, [topic])
     try:
         assert a.beat(5).error_code == UNKNOWN_MEMBER_ID        # no such group (yet)
@@ -187,10 +184,7 @@ def test_fencing_and_validation(kip848):
 
 
 def test_session_timeout_fences_a_silent_member(kip848):
-    store, broker = kip848
-    topic = f"t-{uuid.uuid4().hex[:8]}"
-    store.create_topic(topic, 2)
-    group = f"g-{uuid.uuid4().hex[:8]}"
+    store, broker, topic, group = kip848
     a = Member(broker, store, group, [topic])
     try:
         a.beat(0)
@@ -207,10 +201,7 @@ def test_session_timeout_fences_a_silent_member(kip848):
 
 
 def test_static_member_leaves_and_returns_without_a_rebalance(kip848):
-    store, broker = kip848
-    topic = f"t-{uuid.uuid4().hex[:8]}"
-    store.create_topic(topic, 4)
-    group = f"g-{uuid.uuid4().hex[:8]}"
+    store, broker, topic, group = kip848
     a = Member(broker, store, group, [topic], instance="a")
     b = Member(broker, store, group, [topic], instance="b")
     try:
@@ -238,8 +229,8 @@ def test_static_member_leaves_and_returns_without_a_rebalance(kip848):
         b.close()
 
 
-def test_range_assignor_and_regex(kip848):
-    store, broker = kip848
+def test_range_assignor_and_regex(kip848_broker):
+    store, broker = kip848_broker
     prefix = f"rx{uuid.uuid4().hex[:6]}"
     store.create_topic(f"{prefix}-a", 3)
     store.create_topic(f"{prefix}-b", 3)
@@ -268,8 +259,8 @@ def test_range_assignor_and_regex(kip848):
         b.close()
 
 
-def test_describe_unknown_and_classic_groups(kip848):
-    store, broker = kip848
+def test_describe_unknown_and_classic_groups(kip848_broker):
+    store, broker = kip848_broker
     d = describe(broker, "no-such-group")
     assert d.error_code == GROUP_ID_NOT_FOUND
 
@@ -277,9 +268,7 @@ def test_describe_unknown_and_classic_groups(kip848):
 def test_metadata_by_topic_id(kip848):
     """Metadata v12 names a topic by id alone (librdkafka resolves a KIP-848 assignment so)."""
     from pylog.broker.admin import topic_id_bytes
-    store, broker = kip848
-    topic = f"t-{uuid.uuid4().hex[:8]}"
-    store.create_topic(topic, 3)
+    store, broker, topic, _ = kip848
     tid = topic_id_bytes(store.topic_id(topic))
     with ProtocolClient(broker.bootstrap_servers) as c:
         resp = c.request(3, m.MetadataRequest(topics=[
@@ -287,7 +276,7 @@ def test_metadata_by_topic_id(kip848):
             m.MetadataRequestMetadataRequestTopic(topic_id=b"\x01" * 16, name=None)],
             allow_auto_topic_creation=False), 12)
     known, unknown = resp.topics
-    assert (known.error_code, known.name, known.topic_id, len(known.partitions)) == (0, topic, tid, 3)
+    assert (known.error_code, known.name, known.topic_id, len(known.partitions)) == (0, topic, tid, 4)
     assert (unknown.error_code, unknown.name, unknown.topic_id) == (100, None, b"\x01" * 16)
 
 
@@ -334,10 +323,8 @@ def test_in_process_consumers_and_kip848_members_never_share_a_group_id(kip848):
     """pylog's in-process Consumer is bridged to classic groups only: a group id that the
     one side holds is refused to the other, so no partition is handed out twice."""
     from pylog.coordinator.consumer_group import GroupError
-    store, broker = kip848
-    topic = f"t-{uuid.uuid4().hex[:8]}"
-    store.create_topic(topic, 2)
-    remote_group, local_group = f"g-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    store, broker, topic, remote_group = kip848
+    local_group = f"g-{uuid.uuid4().hex[:8]}"
     a = Member(broker, store, remote_group, [topic])
     local = pylog.Consumer(store, group_id=local_group)
     try:

@@ -8,10 +8,16 @@ in CI (``CI=true``) they fail instead: the CI machine must run them.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
+import select
 import shutil
 import socket
+import struct
 import subprocess
+import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -59,20 +65,139 @@ def kafka_libs() -> Path:
 
 
 def java_command(tool: str, *args: str) -> list[str]:
+    """The command line that runs one of Kafka's tools in a JVM of its own (the client
+    compiler only and one GC thread: a short run's start costs less CPU)."""
     libs = kafka_libs()
-    return ["java", "-Xmx512m", "-Dlog4j.configuration=file:/dev/null",
+    return ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+            "-Dlog4j.configuration=file:/dev/null",
             "-cp", f"{libs}/*", TOOLS.get(tool, tool), *args]
 
 
 def run_tool(tool: str, *args: str, input: str | None = None, timeout: float = 120,
              check: bool = True) -> subprocess.CompletedProcess:
-    """Runs one of Kafka's command-line tools (by its script name) to completion."""
-    run = subprocess.run(java_command(tool, *args), input=input, capture_output=True, text=True,
-                         timeout=timeout)
+    """Runs one of Kafka's command-line tools (by its script name) to completion: its
+    unmodified main class, in this process's tool JVM (`ToolJvm`), or in a JVM of its own
+    with PYLOG_KAFKA_TOOLS=jvm-each."""
+    if os.environ.get("PYLOG_KAFKA_TOOLS") == "jvm-each":
+        run = subprocess.run(java_command(tool, *args), input=input, capture_output=True,
+                             text=True, timeout=timeout)
+    else:
+        run = ToolJvm.shared().run(TOOLS.get(tool, tool), args, input or "", timeout)
     if check and run.returncode != 0:
         raise AssertionError(f"{tool} {' '.join(args)} failed ({run.returncode}):\n"
                              f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
     return run
+
+
+def compiled(source: Path) -> str:
+    """A Java source file of tests/kafka_reference/java compiled against Kafka's jars, once
+    per machine (the source launcher compiles at every start: seconds on a loaded
+    machine). The classes' dir is named by the hash of the source and the jars' dir, and
+    renamed into place whole, so processes compiling at once agree on one copy."""
+    if shutil.which("javac") is None:
+        unavailable(f"no JDK (javac) to compile {source.name}")
+    libs = kafka_libs()
+    key = hashlib.sha256(source.read_bytes() + str(libs).encode()).hexdigest()[:16]
+    done = libs.parent / f"{source.stem}-{key}"
+    if not done.is_dir():
+        out = tempfile.mkdtemp(prefix=f"{source.stem}-", dir=libs.parent)
+        javac = subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", out, str(source)],
+                               capture_output=True, text=True, timeout=300)
+        if javac.returncode != 0:
+            shutil.rmtree(out, ignore_errors=True)
+            raise AssertionError(f"javac {source.name} failed:\n{javac.stderr[-3000:]}")
+        try:
+            os.rename(out, done)
+        except OSError:                  # another process's copy is in place: the same classes
+            shutil.rmtree(out, ignore_errors=True)
+    return str(done)
+
+
+class ToolJvm:
+    """One JVM per test process that runs Kafka's tools one after another (KafkaTools.java):
+    a tool's own JVM start (class loading, compilation) was seconds per run, most of
+    tests/kafka_reference's time. Each run is the tool's unmodified main class with its
+    arguments and stdin; its exit status is what it passed to Exit.exit. Runs are
+    serialised; a run past its timeout kills the JVM (the next run starts another)."""
+
+    _shared: ToolJvm | None = None
+    _shared_lock = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> ToolJvm:
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls()
+                atexit.register(cls._shared.close)
+            return cls._shared
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.lock = threading.Lock()
+        self.command = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-Dlog4j.configuration=file:/dev/null",
+                        "-cp", f"{compiled(ROOT / 'tests' / 'kafka_reference' / 'java' / 'KafkaTools.java')}"
+                               f":{kafka_libs()}/*", "KafkaTools"]
+
+    def run(self, main_class: str, args, input: str, timeout: float) -> subprocess.CompletedProcess:
+        words = [main_class, *args]
+        request = struct.pack(">i", len(words)) + b"".join(_string(w.encode()) for w in words) \
+            + _string(input.encode())
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self.stderr = tempfile.TemporaryFile()
+                self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=self.stderr)
+            deadline = time.monotonic() + timeout
+            try:
+                self.proc.stdin.write(request)
+                self.proc.stdin.flush()
+                status, = struct.unpack(">i", self._read(4, deadline))
+                out = self._read(struct.unpack(">i", self._read(4, deadline))[0], deadline)
+                err = self._read(struct.unpack(">i", self._read(4, deadline))[0], deadline)
+            except subprocess.TimeoutExpired:
+                self._kill()
+                raise subprocess.TimeoutExpired(words, timeout) from None
+            except (OSError, EOFError) as exc:
+                self.stderr.seek(0)
+                died = self.stderr.read()[-3000:].decode(errors="replace")
+                self._kill()
+                raise RuntimeError(f"the Kafka tools' JVM died running {' '.join(words)}: {exc}\n"
+                                   f"{died}") from None
+        return subprocess.CompletedProcess(["java", *words], status, out.decode(errors="replace"),
+                                           err.decode(errors="replace"))
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        fd = self.proc.stdout.fileno()
+        data = bytearray()
+        while len(data) < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise subprocess.TimeoutExpired("KafkaTools", 0)
+            chunk = os.read(fd, n - len(data))
+            if not chunk:
+                raise EOFError("the JVM closed its output")
+            data += chunk
+        return bytes(data)
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def close(self) -> None:
+        with self.lock:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.stdin.close()              # end of requests: it returns from main
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._kill()
+
+
+def _string(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
 
 
 def create_topics(bootstrap: str, topics: dict[str, int],
@@ -106,8 +231,13 @@ class KafkaBroker:
     started only when the answer on its port carries its own cluster id, and a fresh
     broker whose port was taken meanwhile starts again on other ports."""
 
-    def __init__(self, workdir: Path, **config: str) -> None:
+    #: JVM options for a broker that only serves tests: the client compiler only and one GC
+    #: thread start it on about two thirds of the CPU (benchmarks keep the JVM's defaults).
+    FOR_TESTS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+    def __init__(self, workdir: Path, jvm_options: tuple[str, ...] = (), **config: str) -> None:
         self.config = config
+        self.jvm_options = list(jvm_options)
         self.cluster_id: str | None = None
         self.log_dir = workdir / "kafka-logs"
         self.properties = workdir / "server.properties"
@@ -161,7 +291,8 @@ class KafkaBroker:
 
     def _run(self, timeout: float) -> KafkaBroker:
         self.stdout = open(self.properties.with_suffix(".log"), "a")
-        self.proc = subprocess.Popen(["java", "-Xmx1G", "-Xms1G", f"-Dlog4j.configuration=file:{self.log4j}",
+        self.proc = subprocess.Popen(["java", "-Xmx1G", "-Xms1G", *self.jvm_options,
+                                      f"-Dlog4j.configuration=file:{self.log4j}",
                                       "-cp", f"{kafka_libs()}/*", TOOLS["kafka-server"],
                                       str(self.properties)], stdout=self.stdout, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

@@ -38,7 +38,7 @@ def export(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
     """A real Kafka broker with TOPICS created, stopped cleanly: ready for exports."""
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), KafkaBroker.FOR_TESTS)
     broker.start()
     try:
         create_topics(broker.bootstrap, TOPICS)

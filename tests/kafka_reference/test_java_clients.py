@@ -7,11 +7,7 @@ pylog's Consumer and kafka-python. (Transactions: test_java_transactions.py.)"""
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,7 +16,8 @@ import pytest
 
 import pylog
 
-from .support import kafka_libs, unavailable
+from . import support
+from .support import kafka_libs
 
 # One worker for the module: its tests share one pylog broker.
 pytestmark = pytest.mark.xdist_group("java-clients")
@@ -30,24 +27,8 @@ SOURCE = Path(__file__).resolve().parent / "java" / "JavaClients.java"
 
 @functools.lru_cache(maxsize=None)
 def compiled() -> str:
-    """JavaClients.java compiled once per machine, beside Kafka's jars (the source launcher
-    compiles at every start: seconds on a loaded machine, which a restart within a session
-    cannot spare). The classes' dir is named by the hash of the source and the jars' dir,
-    and renamed into place whole, so workers compiling at once agree on one copy."""
-    if shutil.which("javac") is None:
-        unavailable("no JDK (javac): Kafka's Java clients run from a Java source file")
-    libs = kafka_libs()
-    key = hashlib.sha256(SOURCE.read_bytes() + str(libs).encode()).hexdigest()[:16]
-    done = libs.parent / f"java-clients-{key}"
-    if not done.is_dir():
-        out = tempfile.mkdtemp(prefix="java-clients-", dir=libs.parent)
-        subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", out, str(SOURCE)],
-                       check=True, capture_output=True, timeout=300)
-        try:
-            os.rename(out, done)
-        except OSError:                  # another worker's copy is in place: the same classes
-            shutil.rmtree(out, ignore_errors=True)
-    return str(done)
+    """JavaClients.java compiled once per machine (support.compiled)."""
+    return support.compiled(SOURCE)
 
 
 def java_command(*args: str) -> list[str]:

@@ -20,19 +20,6 @@ from .test_java_clients import java_command
 pytestmark = pytest.mark.xdist_group("java-clients")
 
 
-@pytest.fixture(scope="module")
-def kip848_broker(tmp_path_factory):
-    store = pylog.open(str(tmp_path_factory.mktemp("pylog-kip848")))
-    broker = pylog.Broker(store, listen="127.0.0.1:0", group_initial_rebalance_delay_ms=0,
-                          group_consumer_heartbeat_interval_ms=500,
-                          group_consumer_session_timeout_ms=15000).start()
-    try:
-        yield store, broker
-    finally:
-        broker.shutdown()
-        store.close()
-
-
 class Member:
     """One Java consumer of the consumer protocol in its own JVM (JavaClients "kip848")."""
 

@@ -206,9 +206,6 @@ def test_dump_log_segments_verifies_a_cleaned_log(tmp_path):
 def test_pylog_dump_log_prints_what_kafkas_dump_log_prints(tmp_path):
     """`pylog dump-log` beside Kafka's DumpLogSegments on the same files: the same lines
     (a null value printed no ` payload:` in Kafka's, an empty one in pylog's)."""
-    import os
-    import subprocess
-    import sys
     with pylog.open(tmp_path / "store") as store:
         store.create_topic("same", 1)
         log = store.log("same", 0)
@@ -222,15 +219,15 @@ def test_pylog_dump_log_prints_what_kafkas_dump_log_prints(tmp_path):
         log.roll()
         producer.send("same", value=b"after the roll", partition=0)
         producer.close()
-    script = os.path.join(os.path.dirname(sys.executable), "pylog")
-    for path in sorted((tmp_path / "store" / "same-0").iterdir()):
-        if path.suffix not in (".log", ".index", ".timeindex", ".snapshot"):
-            continue
-        flags = ["--deep-iteration", "--print-data-log"] if path.suffix == ".log" else []
-        kafka = run_tool("kafka-dump-log", "--files", str(path), *flags).stdout
-        ours = subprocess.run([script, "dump-log", "--files", str(path), *flags],
-                              capture_output=True, text=True, check=True).stdout
-        assert ours.splitlines() == kafka.splitlines(), path.name
+    files = sorted((tmp_path / "store" / "same-0").iterdir())
+    segments = [p for p in files if p.suffix == ".log"]
+    others = [p for p in files if p.suffix in (".index", ".timeindex", ".snapshot")]
+    assert len(segments) == 2 and others
+    for paths, flags in ((segments, ["--deep-iteration", "--print-data-log"]), (others, [])):
+        kafka, ours = dump_both(paths, flags)
+        assert ours.keys() == kafka.keys() == {str(p) for p in paths}
+        for path in paths:
+            assert ours[str(path)] == kafka[str(path)], path.name
 
 
 def _transactional_and_legacy_files(d) -> list:
@@ -269,21 +266,45 @@ def _transactional_and_legacy_files(d) -> list:
 def test_pylog_dump_log_matches_kafka_on_control_and_legacy_batches(tmp_path):
     """Transaction markers print as Kafka's endTxnMarker lines; magic 0/1 message sets as
     Kafka's legacy batch and record lines (NoTimestampType, inner CRCs)."""
+    paths = _transactional_and_legacy_files(tmp_path)
+    for flags in ([], ["--deep-iteration"], ["--deep-iteration", "--print-data-log"]):
+        kafka, by_file = dump_both(paths, flags)
+        assert by_file.keys() == kafka.keys() == {str(p) for p in paths}
+        for path in paths:
+            ours = by_file[str(path)]
+            assert ours == kafka[str(path)], (path.parent.name, flags)
+            if path.parent.name == "txn-0" and flags:
+                assert "endTxnMarker: COMMIT coordinatorEpoch: 5" in "\n".join(ours)
+                assert "endTxnMarker: ABORT coordinatorEpoch: 5" in "\n".join(ours)
+            if path.parent.name.startswith("legacy0"):
+                assert "NoTimestampType: -1" in "\n".join(ours)
+
+
+def dump_both(paths, flags) -> tuple[dict, dict]:
+    """Kafka's DumpLogSegments and `pylog dump-log` each run once over `paths` (the
+    pylog command in its own process, as installed): each one's lines by file, split at
+    the "Dumping FILE" line both print before a file."""
     import os
     import subprocess
     import sys
+    files = ",".join(map(str, paths))
+    kafka = run_tool("kafka-dump-log", "--files", files, *flags).stdout
     script = os.path.join(os.path.dirname(sys.executable), "pylog")
-    for path in _transactional_and_legacy_files(tmp_path):
-        for flags in ([], ["--deep-iteration"], ["--deep-iteration", "--print-data-log"]):
-            kafka = run_tool("kafka-dump-log", "--files", str(path), *flags).stdout
-            ours = subprocess.run([script, "dump-log", "--files", str(path), *flags],
-                                  capture_output=True, text=True, check=True).stdout
-            assert ours.splitlines() == kafka.splitlines(), (path.parent.name, flags)
-            if path.parent.name == "txn-0" and flags:
-                assert "endTxnMarker: COMMIT coordinatorEpoch: 5" in ours
-                assert "endTxnMarker: ABORT coordinatorEpoch: 5" in ours
-            if path.parent.name.startswith("legacy0"):
-                assert "NoTimestampType: -1" in ours
+    ours = subprocess.run([script, "dump-log", "--files", files, *flags],
+                          capture_output=True, text=True, check=True).stdout
+    return _by_file(kafka), _by_file(ours)
+
+
+def _by_file(printed: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    lines = None
+    for line in printed.splitlines():
+        if line.startswith("Dumping "):
+            lines = sections.setdefault(line.removeprefix("Dumping "), [line])
+        else:
+            assert lines is not None, f"a line before any file: {line!r}"
+            lines.append(line)
+    return sections
 
 
 def test_consumer_groups_delete_offsets(pylog_broker):

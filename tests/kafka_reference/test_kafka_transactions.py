@@ -84,7 +84,7 @@ def kafka(tmp_path_factory):
     plain records between, over several segments), read back read_committed; then stopped
     cleanly. Returns (broker, what Kafka's read_committed consumer read there)."""
     from confluent_kafka import Producer
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), KafkaBroker.FOR_TESTS)
     broker.start()
     try:
         create_topics(broker.bootstrap, TOPICS, {"written-by-kafka": {"segment.bytes": "1048576"}})

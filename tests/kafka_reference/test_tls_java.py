@@ -109,7 +109,7 @@ def kafka(tmp_path_factory, certs):
                     f"pass:{KEY_PASSWORD}"], check=True, capture_output=True)
     expired_store.write_text((work / "expired-enc.key").read_text()
                              + (certs.dir / "expired.pem").read_text() + certs.ca.read_text())
-    broker = KafkaBroker(work, **{
+    broker = KafkaBroker(work, KafkaBroker.FOR_TESTS, **{
         "listeners": f"PLAINTEXT://127.0.0.1:{port},MTLS://127.0.0.1:{mtls},"
                      f"EXPIRED://127.0.0.1:{expired},CONTROLLER://127.0.0.1:{controller}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},MTLS://127.0.0.1:{mtls},"

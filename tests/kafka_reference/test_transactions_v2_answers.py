@@ -16,25 +16,12 @@ import pylog
 from pylog.protocol import messages as m
 from pylog.protocol.client import ProtocolClient
 
-from .support import KafkaBroker
-
-# One worker for the module: its Kafka broker (a JVM with a 1 GiB heap) starts once.
-pytestmark = pytest.mark.xdist_group("real-kafka")
 
 #: Kafka's retriable answers while its coordinator loads or its markers are in flight
 #: (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
 #: NOT_ENOUGH_REPLICAS, CONCURRENT_TRANSACTIONS): asked again, as a client does.
 RETRIABLE = {14, 15, 16, 19, 51}
 TRANSACTION_APIS = (22, 24, 25, 26, 28)
-
-
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory):
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
-    try:
-        yield broker.bootstrap
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +116,8 @@ def script(bootstrap: str) -> list[tuple]:
     return out
 
 
-def test_transactions_v2_answers_match_kafkas(kafka, pylog_bootstrap):
+def test_transactions_v2_answers_match_kafkas(running_kafka, pylog_bootstrap):
+    kafka = running_kafka.bootstrap
     for version in (3, 4):                  # (v3 leaves out supported features from 0)
         with ProtocolClient(kafka) as k, ProtocolClient(pylog_bootstrap) as p:
             from_kafka, from_pylog = features(k, version), features(p, version)
