@@ -411,8 +411,8 @@ class LogLoading:
             if name.endswith(files.DELETE_DIR_SUFFIX):
                 shutil.rmtree(entry.path, ignore_errors=True)   # a delete that did not finish
                 continue
-            if name == files.SPARK_DIR:
-                continue                       # pylog.spark's sink (not a partition)
+            if name in (files.SPARK_DIR, files.SHARE_GROUPS_DIR):
+                continue                       # pylog.spark's sink, share groups' state
             future = parse_future_dir(name)
             if future is not None:
                 self._future_dirs.append((d, future, entry.path))
