@@ -14,7 +14,7 @@ import pylog
 from pylog.coordinator.share_group import SHARE_STATE_DIR, share_coordinator
 
 from .process import ServeProcess
-from .test_share_groups import ACCEPT, UNKNOWN_MEMBER_ID, ShareMember, until
+from share_support import ACCEPT, UNKNOWN_MEMBER_ID, ShareMember, until
 
 N = 3000
 

@@ -209,7 +209,7 @@ def _apply_acks(broker, conn, group, member_id: str, topics, names) -> dict:
             try:
                 log = broker.store.log(name, p.partition_index)
                 with group.lock:
-                    sp = group.share_partition(name, p.partition_index, log, tid.hex())
+                    sp = group.share_partition(name, p.partition_index, log)
                     group.acknowledge(member_id, sp, batches)
                 results[key] = (ErrorCode.NONE, None)
             except AcknowledgeError as exc:
@@ -317,7 +317,7 @@ class _ShareFetch:
                 break
             try:
                 with group.lock:
-                    sp = group.share_partition(name, key[1], log, key[0].hex())
+                    sp = group.share_partition(name, key[1], log)
                     start = sp.first_available()
                     hw = log.high_watermark
                     if start >= hw:

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pylog.errors import ErrorCode
-from pylog.storage.files import SHARE_GROUPS_DIR, write_file_atomically
+from pylog.storage import SHARE_GROUPS_DIR, write_file_atomically
 
 from .consumer_group import GroupError
 from .share_partition import AcknowledgeError, AcquiredRange, SharePartition
@@ -204,10 +204,11 @@ class ShareGroup:
 
     # ======================================================= share-partitions
 
-    def share_partition(self, topic: str, partition: int, log, topic_id: str | None) -> SharePartition:
+    def share_partition(self, topic: str, partition: int, log) -> SharePartition:
         """The share-partition of `topic`-`partition` (whose Log is `log`), created at
         ``share.auto.offset.reset`` on first use; a recreated topic (another id) starts
         over. Moves its SPSO past the log's start and expires its locks."""
+        topic_id = self.coordinator.store.topic_id(topic)
         key = (topic, partition)
         sp = self.partitions.get(key)
         if sp is not None and topic_id is not None and self.topic_ids.get(topic) not in (None, topic_id):
