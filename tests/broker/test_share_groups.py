@@ -16,7 +16,8 @@ from pylog.protocol import messages as m
 
 from share_support import (ACCEPT, DESCRIBE, FENCED_MEMBER_EPOCH, INVALID_RECORD_STATE,
                            INVALID_REQUEST, INVALID_SHARE_SESSION_EPOCH, REJECT, RELEASE,
-                           SHARE_SESSION_NOT_FOUND, UNKNOWN_MEMBER_ID, ShareMember, until)
+                           SHARE_SESSION_LIMIT_REACHED, SHARE_SESSION_NOT_FOUND, UNKNOWN_MEMBER_ID,
+                           ShareMember, until)
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
@@ -181,3 +182,18 @@ def test_latest_reset_starts_at_the_log_end_and_api_versions_lists_share_apis(sh
         assert all(versions[k] == (1, 1) for k in (76, 77, 78, 79))
     finally:
         a.close()
+
+
+def test_share_sessions_are_bounded(tmp_path):
+    with pylog.open(str(tmp_path / "store")) as store:
+        topic = topic_with_records(store, 1)
+        with pylog.Broker(store, listen="127.0.0.1:0", group_share_max_share_sessions=2) as broker:
+            members = [ShareMember(broker, store, "bounded", [topic]) for _ in range(3)]
+            try:
+                codes = [mem.fetch(topic).error_code for mem in members]
+                assert codes == [0, 0, SHARE_SESSION_LIMIT_REACHED]
+                assert members[0].fetch(topic, epoch=-1).error_code == 0      # one closes
+                assert members[2].fetch(topic).error_code == 0
+            finally:
+                for mem in members:
+                    mem.close()

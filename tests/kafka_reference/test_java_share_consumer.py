@@ -1,7 +1,8 @@
 """Kafka's Java KafkaShareConsumer (kafka-clients 4.1, KIP-932) against pylog's broker: two
 share consumers of one group sharing one partition, in explicit acknowledgement mode;
 every record is accepted by exactly one of them, and a record released on its first
-delivery comes back with delivery count 2 (tests/kafka_reference/java/ShareClients.java)."""
+delivery comes back with delivery count 2 (tests/kafka_reference/java/ShareClients.java);
+and a Java share consumer beside pylog's in-process ShareConsumer in one group."""
 
 from __future__ import annotations
 
@@ -52,10 +53,10 @@ def compiled() -> str:
 class JavaShareConsumer:
     """One KafkaShareConsumer in its own JVM; stdin closed = close it."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, release_every: int = RELEASE_EVERY) -> None:
         cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dlog4j.configuration=file:/dev/null",
                "-cp", f"{compiled()}:{kafka_libs()}/*", "ShareClients",
-               "share", bootstrap, topic, group, "20", str(RELEASE_EVERY)]
+               "share", bootstrap, topic, group, "20", str(release_every)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
@@ -138,4 +139,51 @@ def test_two_java_share_consumers_share_a_partition(tmp_path):
     assert all(n == 1 for o, n, _ in got if o not in released)
     sp = shares.group(group).partitions[(topic, 0)]
     assert (sp.start_offset, sp.end_offset) == (N, N)
+    store.close()
+
+
+def test_a_java_share_consumer_beside_pylog_share_consumer(tmp_path):
+    store = pylog.open(str(tmp_path / "store"))
+    topic, group = "mixed-queue", "mixed-share-group"
+    store.create_topic(topic, 1)
+    shares = share_coordinator(store)
+    shares.group(group).set_configs({"share.auto.offset.reset": "earliest"})
+    broker = pylog.Broker(store, listen="127.0.0.1:0", group_share_heartbeat_interval_ms=500).start()
+    java_consumer = None
+    local = pylog.ShareConsumer(store, topic, group_id=group, max_poll_records=20,
+                                share_acknowledgement_mode="explicit")
+    local_accepted: list[int] = []
+    stop = threading.Event()
+
+    def consume_locally():
+        while not stop.is_set():
+            records = local.poll(0.2)
+            for r in records:
+                local.acknowledge(r)
+            if records and all(v is None for v in local.commit_sync().values()):
+                local_accepted.extend(r.offset for r in records)
+            stop.wait(0.01)             # a slower member: the Java one gets a share too
+
+    worker = threading.Thread(target=consume_locally)
+    try:
+        java_consumer = JavaShareConsumer(broker.bootstrap_servers, topic, group, release_every=0)
+        until(lambda: len(shares.group(group).members) == 2 and
+              any(g == group for g, _ in list(shares.sessions)),
+              "the Java consumer in the group with a share session", 180, [java_consumer])
+        worker.start()
+        with pylog.Producer(store, linger_ms=0) as producer:
+            for i in range(0, N, 10):
+                producer.send_batch(topic, [b"v%d" % j for j in range(i, i + 10)], partition=0)
+        until(lambda: len(set(java_consumer.accepted()) | set(local_accepted)) >= N,
+              "every record accepted", 180, [java_consumer])
+    finally:
+        stop.set()
+        if worker.is_alive():
+            worker.join(30)
+        local.close()
+        if java_consumer is not None:
+            java_consumer.close()
+        broker.shutdown()
+    assert java_consumer.accepted() and local_accepted            # both took a share
+    assert sorted(java_consumer.accepted() + local_accepted) == list(range(N))
     store.close()

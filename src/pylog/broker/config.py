@@ -224,6 +224,10 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("group.share.delivery.count.limit", "int32", 5,
               "How many times a share group delivers a record: released or timed out that "
               "often, it is archived instead of delivered again.", between(2, 10)),
+    ConfigDef("group.share.max.share.sessions", "int32", 2000,
+              "The most share sessions (ShareFetch, KIP-932) the broker keeps: a new one "
+              "beyond gets SHARE_SESSION_LIMIT_REACHED. A member's session ends when it "
+              "closes it or leaves its group.", at_least(1)),
     ConfigDef("group.share.partition.max.record.locks", "int32", 2000,
               "The most records of one share-partition in flight (its window from the "
               "share-partition start offset): a ShareFetch acquires no further.",

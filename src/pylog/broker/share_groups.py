@@ -165,14 +165,19 @@ def _next_epoch(epoch: int) -> int:
     return 1 if epoch >= _INT32_MAX else epoch + 1
 
 
-def _session(shares, group_id: str, member_id: str, epoch: int, opening_allowed: bool):
+def _session(shares, group_id: str, member_id: str, epoch: int, opening_allowed: bool,
+             limit: int = 2000):
     """The member's share session for a request of `epoch` (moved to its next epoch), or
-    (code, message) refusing it. Epoch -1 answers the session (removed) or None."""
+    (code, message) refusing it. Epoch -1 answers the session (removed) or None. At most
+    `limit` sessions (``group.share.max.share.sessions``)."""
     key = (group_id, member_id)
     session = shares.sessions.get(key)
     if epoch == INITIAL_EPOCH:
         if not opening_allowed:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session."
+        if session is None and len(shares.sessions) >= limit:
+            return (ErrorCode.SHARE_SESSION_LIMIT_REACHED,
+                    f"The broker holds {limit} share sessions (group.share.max.share.sessions).")
         session = shares.sessions[key] = ShareSession(_next_epoch(epoch))
         return session
     if session is None:
@@ -249,7 +254,8 @@ class _ShareFetch:
             self.error = (ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
             return
         self.final = req.share_session_epoch == FINAL_EPOCH
-        session = _session(self.shares, req.group_id, req.member_id, req.share_session_epoch, True)
+        session = _session(self.shares, req.group_id, req.member_id, req.share_session_epoch, True,
+                           broker.server_config["group.share.max.share.sessions"])
         if isinstance(session, tuple):
             self.error = session
             return
