@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pylog.errors import ErrorCode
+from pylog.errors import ErrorCode, KafkaStorageError
 from pylog.storage import SHARE_GROUPS_DIR, write_file_atomically
 
 from .consumer_group import GroupError
@@ -175,6 +175,8 @@ class ShareGroup:
                                         lambda: self._expire(member_id, epoch))
 
     def _expire(self, member_id: str, epoch: int) -> None:
+        if self.coordinator.store.closed:
+            return
         with self.lock:
             member = self.members.get(member_id)
             if member is not None and member.member_epoch == epoch:
@@ -242,6 +244,8 @@ class ShareGroup:
         return ranges
 
     def _expire_locks(self, sp: SharePartition) -> None:
+        if self.coordinator.store.closed:
+            return                  # a timer outliving its store: the state file is not ours
         with self.lock:
             if any(p is sp for p in self.partitions.values()) and sp.expire_locks(now_ms()):
                 self.persist()
@@ -326,6 +330,10 @@ class ShareCoordinator:
         return os.path.join(self.dir, group_id.encode("utf-8").hex() + ".json")
 
     def write_state(self, group_id: str, data: dict) -> None:
+        if self.store.closed:
+            # Another store object may own the dir now (the same path reopened).
+            raise KafkaStorageError(f"the store is closed: share group {group_id!r}'s state "
+                                    f"cannot be written")
         os.makedirs(self.dir, exist_ok=True)
         write_file_atomically(self._path(group_id), json.dumps(data, separators=(",", ":")).encode())
 
