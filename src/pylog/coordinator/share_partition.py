@@ -23,15 +23,20 @@ Invariant: ``end_offset - start_offset <= max_in_flight`` (Kafka's
 ``group.share.partition.max.record.locks`` bounds the acquired records; pylog bounds the
 whole window with it, so a partition's state, in memory and on disk, stays bounded).
 
-The window is three parallel arrays indexed by ``offset - start_offset`` (states, delivery
-counts, lock deadlines) and the holders of acquired offsets: the per-offset work is bounded
-by the window, not the log. Not thread-safe: the share group's lock covers it.
+The window is four parallel sequences indexed by ``offset - start_offset`` (states and
+delivery counts as bytearrays, lock deadlines, holders): acquisitions and acknowledgements
+work on runs of offsets with slice assignments, ``bytes.find`` and ``bytes.translate``
+(C loops), never offset by offset in Python; the work is bounded by the window, not the
+log. Not thread-safe: the share group's lock covers it.
 """
 
 from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from itertools import groupby
+
+import numpy as np
 
 from pylog.errors import ErrorCode
 
@@ -42,7 +47,11 @@ __all__ = ["SharePartition", "AVAILABLE", "ACQUIRED", "ACKNOWLEDGED", "ARCHIVED"
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 #: Kafka's AcknowledgeType ids, as ShareFetch and ShareAcknowledge carry them.
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
-_TERMINAL = (ACKNOWLEDGED, ARCHIVED)
+_INF = 1 << 62
+#: A delivery count plus one (saturating at 255), per byte.
+_PLUS_ONE = bytes(range(1, 256)) + b"\xff"
+#: A state as the state file stores it: ACQUIRED written as AVAILABLE.
+_DURABLE_STATE = bytes([AVAILABLE, AVAILABLE]) + bytes(range(2, 256))
 
 
 class AcknowledgeError(Exception):
@@ -75,7 +84,12 @@ class SharePartition:
         self._state = bytearray()           # offset - start_offset -> RecordState
         self._count = bytearray()           # delivery counts (<= delivery_count_limit <= 255)
         self._deadline = array("q")         # lock deadlines (ms) of ACQUIRED offsets
-        self._holder: dict[int, str] = {}   # ACQUIRED offset -> member id
+        self._holder: list[str | None] = []  # the member holding an ACQUIRED offset, else None
+        self._acquired = 0
+        self._next_deadline = _INF          # <= every ACQUIRED offset's deadline
+        #: A delivery count -> the state a release leaves: ARCHIVED at the limit.
+        self._released = bytes(ARCHIVED if c >= delivery_count_limit else AVAILABLE
+                                for c in range(256))
 
     @property
     def end_offset(self) -> int:
@@ -94,7 +108,8 @@ class SharePartition:
         return self._state[i], self._count[i]
 
     def holder(self, offset: int) -> str | None:
-        return self._holder.get(offset)
+        i = offset - self.start_offset
+        return self._holder[i] if 0 <= i < len(self._holder) else None
 
     def first_available(self) -> int:
         """The lowest offset a fetch could acquire: the first AVAILABLE one in the
@@ -103,7 +118,7 @@ class SharePartition:
         return self.end_offset if i < 0 else self.start_offset + i
 
     def acquired_count(self) -> int:
-        return len(self._holder)
+        return self._acquired
 
     # ============================================================ transitions
 
@@ -114,37 +129,54 @@ class SharePartition:
         included, at most `max_records` of them and never growing the window past
         max_in_flight. Their locks expire at ``now_ms + lock_ms``. Returns the ranges,
         each of one delivery count."""
-        first = max(first, self.start_offset)
-        end = min(end, self.start_offset + self.max_in_flight)
-        grow = end - self.end_offset
-        if grow > 0:
-            self._state.extend(bytes(grow))      # new offsets: AVAILABLE, delivered 0 times
-            self._count.extend(bytes(grow))
-            self._deadline.extend(array("q", bytes(8 * grow)))
         deadline = now_ms + lock_ms
-        ranges: list[AcquiredRange] = []
         state, count, base = self._state, self._count, self.start_offset
-        i = first - base
-        stop = end - base
+        ranges: list[AcquiredRange] = []
+        i = max(first, base) - base
+        stop = min(end - base, len(state))
         while i < stop and max_records > 0:
             i = state.find(AVAILABLE, i, stop)
             if i < 0:
                 break
-            offset = base + i
-            state[i] = ACQUIRED
-            count[i] += 1
-            self._deadline[i] = deadline
-            self._holder[offset] = member_id
-            max_records -= 1
-            last = ranges[-1] if ranges else None
-            if last is not None and last.last == offset - 1 and last.delivery_count == count[i]:
-                ranges[-1] = AcquiredRange(last.first, offset, last.delivery_count)
+            j = self._run_end(i, stop)
+            j = min(j, i + max_records)
+            n = j - i
+            state[i:j] = bytes([ACQUIRED]) * n
+            counts = count[i:j].translate(_PLUS_ONE)
+            count[i:j] = counts
+            self._deadline[i:j] = array("q", [deadline]) * n
+            self._holder[i:j] = [member_id] * n
+            k = i
+            for c, group in groupby(counts):
+                size = sum(1 for _ in group)
+                ranges.append(AcquiredRange(base + k, base + k + size - 1, c))
+                k += size
+            max_records -= n
+            i = j
+        # New offsets past the SPEO: one run, delivered once.
+        n = min(end - self.end_offset, max_records, base + self.max_in_flight - self.end_offset)
+        if n > 0 and first <= self.end_offset:
+            k = self.end_offset
+            state.extend(bytes([ACQUIRED]) * n)
+            count.extend(b"\x01" * n)
+            self._deadline.extend(array("q", [deadline]) * n)
+            self._holder.extend([member_id] * n)
+            if ranges and ranges[-1].last == k - 1 and ranges[-1].delivery_count == 1:
+                ranges[-1] = AcquiredRange(ranges[-1].first, k + n - 1, 1)
             else:
-                ranges.append(AcquiredRange(offset, offset, count[i]))
-            i += 1
-        if grow > 0:
-            self._drop_unused_tail()
+                ranges.append(AcquiredRange(k, k + n - 1, 1))
+        acquired = sum(r.last - r.first + 1 for r in ranges)
+        if acquired:
+            self._acquired += acquired
+            self._next_deadline = min(self._next_deadline, deadline)
         return ranges
+
+    def _run_end(self, i: int, stop: int) -> int:
+        """The end of the run of AVAILABLE offsets from index `i` (before `stop`)."""
+        state = self._state
+        ends = [e for e in (state.find(ACQUIRED, i, stop), state.find(ACKNOWLEDGED, i, stop),
+                            state.find(ARCHIVED, i, stop)) if e >= 0]
+        return min(ends) if ends else stop
 
     def acknowledge(self, member_id: str, first: int, last: int, types: list[int]) -> None:
         """Applies one acknowledgement batch of `member_id`: ``types`` holds one
@@ -168,7 +200,7 @@ class SharePartition:
     def _check(self, member_id: str, first: int, last: int, types) -> None:
         n = last - first + 1
         if n <= 0 or len(types) not in (1, n) or any(t not in (GAP, ACCEPT, RELEASE, REJECT)
-                                                       for t in types):
+                                                       for t in set(types)):
             raise AcknowledgeError(ErrorCode.INVALID_REQUEST,
                                    f"invalid acknowledgement batch {first}-{last} with "
                                    f"{len(types)} acknowledge types")
@@ -177,93 +209,89 @@ class SharePartition:
             raise AcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
                                    f"offsets {first}-{last} are not all acquired (share-partition "
                                    f"window {base}-{self.end_offset - 1})")
-        holder = self._holder
-        for offset in range(first, last + 1):
-            if holder.get(offset) != member_id:
-                raise AcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
-                                       f"offset {offset} is not acquired by member {member_id}")
+        held = self._holder[first - base:last - base + 1]
+        if held.count(member_id) != n:
+            offset = first + next(k for k, h in enumerate(held) if h != member_id)
+            raise AcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
+                                   f"offset {offset} is not acquired by member {member_id}")
 
     def _apply(self, first: int, last: int, types) -> None:
-        holder, base = self._holder, self.start_offset
-        for k, offset in enumerate(range(first, last + 1)):
-            kind = types[0] if len(types) == 1 else types[k]
-            del holder[offset]
-            i = offset - base
+        i, j = first - self.start_offset, last - self.start_offset + 1
+        n = j - i
+        runs = [(types[0], i, j)] if len(types) == 1 else []
+        if not runs:
+            k = i
+            for kind, group in groupby(types):
+                size = sum(1 for _ in group)
+                runs.append((kind, k, k + size))
+                k += size
+        for kind, a, b in runs:
             if kind == ACCEPT:
-                self._state[i] = ACKNOWLEDGED
+                self._state[a:b] = bytes([ACKNOWLEDGED]) * (b - a)
             elif kind == RELEASE:
-                self._release(i)
+                self._state[a:b] = self._count[a:b].translate(self._released)
             else:                                   # REJECT, GAP
-                self._state[i] = ARCHIVED
+                self._state[a:b] = bytes([ARCHIVED]) * (b - a)
+        self._holder[i:j] = [None] * n
+        self._acquired -= n
 
     def release_member(self, member_id: str) -> bool:
         """Releases every offset `member_id` holds (it left, or closed its share
         session). Whether anything changed."""
-        mine = [o for o, h in self._holder.items() if h == member_id]
-        for offset in mine:
-            del self._holder[offset]
-            self._release(offset - self.start_offset)
-        if mine:
-            self._advance()
-        return bool(mine)
+        if not self._acquired or member_id not in self._holder:
+            return False
+        holder = self._holder
+        for i in [k for k, h in enumerate(holder) if h == member_id]:
+            self._release(i)
+        self._advance()
+        return True
 
     def expire_locks(self, now_ms: int) -> bool:
         """Releases every acquired offset whose lock deadline has passed. Whether any."""
-        base = self.start_offset
-        expired = [o for o in self._holder if self._deadline[o - base] <= now_ms]
-        for offset in expired:
-            del self._holder[offset]
-            self._release(offset - base)
+        if not self._acquired or now_ms < self._next_deadline:
+            return False
+        deadline, holder = self._deadline, self._holder
+        expired = [i for i, h in enumerate(holder) if h is not None and deadline[i] <= now_ms]
+        for i in expired:
+            self._release(i)
+        self._next_deadline = min((deadline[i] for i, h in enumerate(holder) if h is not None),
+                                  default=_INF)
         if expired:
             self._advance()
         return bool(expired)
-
-    def next_lock_deadline(self) -> int | None:
-        base = self.start_offset
-        return min((self._deadline[o - base] for o in self._holder), default=None)
 
     def move_start(self, log_start_offset: int) -> bool:
         """The log's start moved past the SPSO (retention, DeleteRecords): the offsets
         below it are gone, so the SPSO follows (their acquired ones are dropped)."""
         if log_start_offset <= self.start_offset:
             return False
-        cut = log_start_offset - self.start_offset
-        for offset in [o for o in self._holder if o < log_start_offset]:
-            del self._holder[offset]
-        del self._state[:cut]
-        del self._count[:cut]
-        del self._deadline[:min(cut, len(self._deadline))]
+        cut = min(log_start_offset - self.start_offset, len(self._state))
+        held = self._holder[:cut]
+        self._acquired -= cut - held.count(None)
+        del self._state[:cut], self._count[:cut], self._deadline[:cut], self._holder[:cut]
         self.start_offset = log_start_offset
+        if not self._state:
+            self._state, self._count = bytearray(), bytearray()
         return True
 
     def _release(self, i: int) -> None:
-        self._state[i] = ARCHIVED if self._count[i] >= self.delivery_count_limit else AVAILABLE
+        self._state[i] = self._released[self._count[i]]
+        self._holder[i] = None
+        self._acquired -= 1
 
     def _advance(self) -> None:
-        """Moves the SPSO past the leading done offsets."""
+        """Moves the SPSO past the leading done offsets, and drops trailing offsets never
+        delivered (as if past the SPEO: the SPEO is one past the last offset delivered)."""
         state = self._state
-        n = 0
-        size = len(state)
-        while n < size and state[n] in _TERMINAL:
-            n += 1
+        ends = [e for e in (state.find(AVAILABLE), state.find(ACQUIRED)) if e >= 0]
+        n = min(ends) if ends else len(state)
         if n:
-            del state[:n]
-            del self._count[:n]
-            del self._deadline[:n]
+            del state[:n], self._count[:n], self._deadline[:n], self._holder[:n]
             self.start_offset += n
-        self._drop_unused_tail()
-
-    def _drop_unused_tail(self) -> None:
-        """Trailing AVAILABLE offsets never delivered are as if past the SPEO: drop them,
-        so that the SPEO is always one past the last offset ever acquired."""
-        state, count = self._state, self._count
-        n = len(state)
-        while n and state[n - 1] == AVAILABLE and count[n - 1] == 0:
-            n -= 1
-        if n < len(state):
-            del state[n:]
-            del count[n:]
-            del self._deadline[n:]
+        tail = min(len(state) - len(state.rstrip(b"\x00")),
+                   len(self._count) - len(self._count.rstrip(b"\x00")))
+        if tail:
+            del state[-tail:], self._count[-tail:], self._deadline[-tail:], self._holder[-tail:]
 
     # ============================================================ durability
 
@@ -271,15 +299,15 @@ class SharePartition:
         """(SPSO, runs of (first, last, delivery count, state)) covering the window, as
         Kafka's share coordinator keeps it: ACQUIRED is written as AVAILABLE (a lock does
         not survive the broker), with its delivery count."""
-        runs: list[list[int]] = []
-        base = self.start_offset
-        for i, (st, cnt) in enumerate(zip(self._state, self._count)):
-            st = AVAILABLE if st == ACQUIRED else st
-            if runs and runs[-1][1] == base + i - 1 and runs[-1][2] == cnt and runs[-1][3] == st:
-                runs[-1][1] = base + i
-            else:
-                runs.append([base + i, base + i, cnt, st])
-        return base, [tuple(r) for r in runs]
+        base, n = self.start_offset, len(self._state)
+        if not n:
+            return base, []
+        states = np.frombuffer(bytes(self._state.translate(_DURABLE_STATE)), dtype=np.uint8)
+        counts = np.frombuffer(bytes(self._count), dtype=np.uint8)
+        cuts = (np.flatnonzero((states[1:] != states[:-1]) | (counts[1:] != counts[:-1])) + 1).tolist()
+        starts, ends = [0, *cuts], [*cuts, n]
+        return base, [(base + a, base + b - 1, int(counts[a]), int(states[a]))
+                      for a, b in zip(starts, ends)]
 
     @classmethod
     def restore(cls, start_offset: int, runs, **kwargs) -> "SharePartition":
@@ -290,15 +318,15 @@ class SharePartition:
             if first < sp.end_offset or st not in (AVAILABLE, ACKNOWLEDGED, ARCHIVED):
                 raise ValueError(f"share-partition state run {first}-{last} is out of order "
                                  f"or has state {st}")
+            # A record delivered delivery_count_limit times before the crash is not
+            # delivered again: its last lock ended with the broker, as a release would.
+            if st == AVAILABLE and cnt >= sp.delivery_count_limit:
+                st = ARCHIVED
             gap = first - sp.end_offset
             n = last - first + 1
             sp._state.extend(bytes(gap) + bytes([st]) * n)
             sp._count.extend(bytes(gap) + bytes([min(cnt, 255)]) * n)
             sp._deadline.extend(array("q", bytes(8 * (gap + n))))
-        # A record delivered delivery_count_limit times before the crash is not delivered
-        # again: its last lock ended with the broker, as a release would have ended it.
-        for i, (st, cnt) in enumerate(zip(sp._state, sp._count)):
-            if st == AVAILABLE and cnt >= sp.delivery_count_limit:
-                sp._state[i] = ARCHIVED
+            sp._holder.extend([None] * (gap + n))
         sp._advance()
         return sp
