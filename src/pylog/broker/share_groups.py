@@ -283,6 +283,17 @@ class _ShareFetch:
                 except Exception as exc:        # noqa: BLE001 - answered per partition
                     self.logs[(tid, p)] = (name, error_code(exc)[0])
 
+    def first_build(self):
+        """prepare() and build() with one write of the group's state for both (the
+        acknowledgements and the acquisitions), before the answer."""
+        group = self.shares.group(self.req.group_id, create=False) if self.req.group_id else None
+        if group is None:                       # (nothing to acknowledge in a new group)
+            self.prepare()
+            return self.build()
+        with group.deferred():
+            self.prepare()
+            return self.build()
+
     def response(self, parts: dict | None = None):
         """The ShareFetchResponse with `parts` ((topic id, partition) -> PartitionData)
         and the acknowledgements' results."""
@@ -363,8 +374,7 @@ async def share_fetch(broker, conn, header, req):
     loop = asyncio.get_running_loop()
     pool = broker._io_pool
     fetch = _ShareFetch(broker, conn, req)
-    await loop.run_in_executor(pool, fetch.prepare)
-    response, acquired = await loop.run_in_executor(pool, fetch.build)
+    response, acquired = await loop.run_in_executor(pool, fetch.first_build)
     if acquired or req.max_wait_ms <= 0 or fetch.error is not None or fetch.final \
             or broker.stopping:
         return response

@@ -157,14 +157,15 @@ class ShareConsumer:
             raise IllegalStateError(f"{len(self._delivered)} records of the last poll are not "
                                     f"acknowledged (share.acknowledgement.mode=explicit)")
         self._accept_the_rest()
-        self._apply_acks()
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             if self._event.is_set():
                 self._event.clear()
             self._heartbeat()
             self._sync_listeners()
-            records = self._acquire()
+            with self._group.deferred():        # acknowledgements and acquisitions: one write
+                self._apply_acks()
+                records = self._acquire()
             if records:
                 for r in records:
                     self._delivered[(r.topic, r.partition, r.offset)] = r

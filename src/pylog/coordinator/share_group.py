@@ -26,6 +26,7 @@ of its state file; the coordinator's lock its table of groups.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -98,6 +99,8 @@ class ShareGroup:
         self.topic_ids: dict[str, str] = {}          # topic -> its id (hex) when first read
         self.configs: dict[str, str] = {}            # the group's own configs (share.*)
         self.state_epoch = 0                         # writes of the state file
+        self._deferring = 0                          # depth of deferred() blocks
+        self._dirty = False                          # a change not yet written
 
     # ================================================================ configs
 
@@ -270,9 +273,28 @@ class ShareGroup:
                 "partitions": parts}
 
     def persist(self) -> None:
-        """Writes the group's state file (atomically, fsynced) with the lock held."""
+        """Writes the group's state file (atomically, fsynced) with the lock held; inside
+        :meth:`deferred`, at its end instead."""
+        if self._deferring:
+            self._dirty = True
+            return
         self.state_epoch += 1
         self.coordinator.write_state(self.group_id, self.to_json())
+
+    @contextlib.contextmanager
+    def deferred(self):
+        """Holds the group's lock and writes its state once, at the end, for every change
+        made inside (a ShareFetch's acknowledgements and acquisitions: one fsync). The
+        caller answers only after the block."""
+        with self.lock:
+            self._deferring += 1
+            try:
+                yield self
+            finally:
+                self._deferring -= 1
+                if not self._deferring and self._dirty:
+                    self._dirty = False
+                    self.persist()
 
     def load(self, data: dict) -> None:
         self.state_epoch = int(data.get("state_epoch", 0))
