@@ -13,6 +13,7 @@ import pytest
 import pylog
 from pylog.coordinator.share_group import share_coordinator
 from pylog.protocol import messages as m
+from pylog.protocol.client import ProtocolClient
 
 from share_support import (ACCEPT, DESCRIBE, FENCED_MEMBER_EPOCH, INVALID_RECORD_STATE,
                            INVALID_REQUEST, INVALID_SHARE_SESSION_EPOCH, REJECT, RELEASE,
@@ -197,3 +198,36 @@ def test_share_sessions_are_bounded(tmp_path):
             finally:
                 for mem in members:
                     mem.close()
+
+
+def test_group_configs_through_describe_and_incremental_alter_configs(shared):
+    store, broker = shared
+    topic = topic_with_records(store, 3)
+    group = f"sg-{uuid.uuid4().hex[:8]}"
+    with ProtocolClient(broker.bootstrap_servers) as client:
+        def describe():
+            resp = client.request(32, m.DescribeConfigsRequest(resources=[
+                m.DescribeConfigsRequestDescribeConfigsResource(resource_type=32, resource_name=group,
+                                                                configuration_keys=None)]), 4)
+            (res,) = resp.results
+            assert res.error_code == 0, res
+            return {c.name: (c.value, c.config_source) for c in res.configs}
+
+        assert describe()["share.auto.offset.reset"] == ("latest", 5)
+        assert describe()["share.record.lock.duration.ms"] == ("1000", 5)     # the broker's
+        def alter(name, value):
+            resp = client.request(44, m.IncrementalAlterConfigsRequest(resources=[
+                m.IncrementalAlterConfigsRequestAlterConfigsResource(resource_type=32, resource_name=group,
+                    configs=[m.IncrementalAlterConfigsRequestAlterableConfig(
+                        name=name, config_operation=0, value=value)])], validate_only=False), 1)
+            return resp.responses[0].error_code
+        assert alter("share.auto.offset.reset", "earliest") == 0
+        assert alter("share.auto.offset.reset", "yesterday") == 40          # INVALID_CONFIG
+        assert alter("share.no.such.key", "1") == 40
+        assert describe()["share.auto.offset.reset"] == ("earliest", 8)     # GROUP_CONFIG
+    member = ShareMember(broker, store, group, [topic])
+    try:
+        member.beat()
+        assert member.acquired(member.fetch(topic)) == {(0, o): 1 for o in range(3)}
+    finally:
+        member.close()

@@ -2,6 +2,7 @@
 share consumers of one group sharing one partition, in explicit acknowledgement mode;
 every record is accepted by exactly one of them, and a record released on its first
 delivery comes back with delivery count 2 (tests/kafka_reference/java/ShareClients.java);
+the group's share.auto.offset.reset set with kafka-configs --entity-type groups;
 and a Java share consumer beside pylog's in-process ShareConsumer in one group."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 import pylog
 from pylog.coordinator.share_group import share_coordinator
 
-from .support import kafka_libs, unavailable
+from .support import kafka_libs, run_tool, unavailable
 
 pytestmark = pytest.mark.xdist_group("java-clients")
 
@@ -108,10 +109,14 @@ def test_two_java_share_consumers_share_a_partition(tmp_path):
     topic, group = "java-queue", "java-share-group"
     store.create_topic(topic, 1)
     shares = share_coordinator(store)
-    shares.group(group).set_configs({"share.auto.offset.reset": "earliest"})
     broker = pylog.Broker(store, listen="127.0.0.1:0", group_share_heartbeat_interval_ms=500).start()
     consumers = []
     try:
+        # Kafka's tool sets the group config (IncrementalAlterConfigs, resource type GROUP).
+        run_tool("kafka-configs", "--bootstrap-server", broker.bootstrap_servers, "--entity-type",
+                 "groups", "--entity-name", group, "--alter", "--add-config",
+                 "share.auto.offset.reset=earliest")
+        assert shares.group(group).configs == {"share.auto.offset.reset": "earliest"}
         consumers = [JavaShareConsumer(broker.bootstrap_servers, topic, group) for _ in range(2)]
         # Both members joined and fetching (a share session each) before any record exists,
         # so that neither takes everything before the other starts.

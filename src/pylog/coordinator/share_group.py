@@ -35,7 +35,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pylog.errors import ErrorCode, KafkaStorageError
+from pylog.common.config import ConfigDef, at_least, between, config_defs, one_of
+from pylog.errors import ConfigError, ErrorCode, KafkaStorageError
 from pylog.storage import SHARE_GROUPS_DIR, write_file_atomically
 
 from .consumer_group import GroupError
@@ -51,15 +52,22 @@ SHARE_STATE_DIR = SHARE_GROUPS_DIR
 STATE_FILE_VERSION = 1
 LEAVE_GROUP_EPOCH = -1
 
-#: Kafka's group configs of a share group (GroupConfig), with the broker's defaults
-#: (``group.share.*``): a group's own values override them.
-GROUP_CONFIG_DEFAULTS = {
-    "share.session.timeout.ms": 45000,
-    "share.heartbeat.interval.ms": 5000,
-    "share.record.lock.duration.ms": 30000,
-    "share.delivery.count.limit": 5,
-    "share.auto.offset.reset": "latest",
-}
+#: Kafka's group configs of a share group (GroupConfig, resource type GROUP), defaulting
+#: to the broker's ``group.share.*``: a group's own values override them.
+GROUP_CONFIGS: dict[str, ConfigDef] = config_defs(
+    ConfigDef("share.session.timeout.ms", "int32", 45000,
+              "A member silent this long leaves the group.", at_least(1)),
+    ConfigDef("share.heartbeat.interval.ms", "int32", 5000,
+              "How often the members heartbeat.", at_least(1)),
+    ConfigDef("share.record.lock.duration.ms", "int32", 30000,
+              "How long a member holds the records it acquired.", between(1000, 3600000)),
+    ConfigDef("share.delivery.count.limit", "int32", 5,
+              "Deliveries of a record before it is archived.", between(2, 10)),
+    ConfigDef("share.auto.offset.reset", "str", "latest",
+              "Where a share-partition starts: latest (the log end) or earliest.",
+              one_of("latest", "earliest")),
+)
+GROUP_CONFIG_DEFAULTS = {name: d.default for name, d in GROUP_CONFIGS.items()}
 
 
 def now_ms() -> int:
@@ -115,13 +123,29 @@ class ShareGroup:
     def set_configs(self, values: dict[str, str | None]) -> None:
         """Sets (a value) or deletes (None) the group's own configs, durably."""
         with self.lock:
+            new = dict(self.configs)
             for name, value in values.items():
-                if name not in GROUP_CONFIG_DEFAULTS:
-                    raise GroupError(ErrorCode.INVALID_CONFIG, f"unknown share group config {name!r}")
                 if value is None:
-                    self.configs.pop(name, None)
+                    new.pop(name, None)
                 else:
-                    self.configs[name] = str(value)
+                    new[name] = value
+            self.replace_configs(new)
+
+    def replace_configs(self, values: dict, validate_only: bool = False) -> None:
+        """The group's own configs become `values` (each checked: ConfigError names an
+        unknown key or a bad value), durably."""
+        checked = {}
+        for name, value in values.items():
+            definition = GROUP_CONFIGS.get(name)
+            if definition is None:
+                raise ConfigError(f"unknown share group config {name!r} (known: "
+                                  f"{', '.join(sorted(GROUP_CONFIGS))})")
+            parsed = definition.parse(value, name)
+            checked[name] = str(parsed)
+        if validate_only:
+            return
+        with self.lock:
+            self.configs = checked
             self.persist()
 
     # ============================================================= membership
