@@ -91,6 +91,8 @@ MESSAGES = [
     # Log dirs (storage/log_dir_moves.py, broker/log_dirs.py)
     "DescribeLogDirs", "AlterReplicaLogDirs", "AlterPartitionReassignments",
     "ListPartitionReassignments",
+    # Share groups, KIP-932 (coordinator/share_group.py, broker/share_groups.py)
+    "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

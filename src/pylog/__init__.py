@@ -9,7 +9,8 @@ committed offsets), ``client`` (Producer, Consumer), ``store`` (``Store``, the s
 from . import errors
 from . import record as records
 from ._core.crc import crc32c, crc32c_implementation
-from .client import Consumer, ConsumerRecord, Producer, RecordMetadata
+from .client import (AcknowledgeType, Consumer, ConsumerRecord, Producer, RecordMetadata,
+                     ShareConsumer, ShareRecord)
 from .common import TopicPartition
 from .coordinator import OffsetAndMetadata
 from .errors import CorruptRecordError, PylogError
@@ -61,6 +62,9 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "AcknowledgeType",
+    "ShareConsumer",
+    "ShareRecord",
     "AppendInfo",
     "Broker",
     "Consumer",

@@ -209,6 +209,29 @@ SERVER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("group.consumer.max.size", "int32", 2147483647,
               "The most members of one consumer-protocol group (GROUP_MAX_SIZE_REACHED "
               "beyond).", at_least(1)),
+    ConfigDef("group.share.session.timeout.ms", "int32", 45000,
+              "A share group member (KIP-932) that sends no heartbeat for this long is "
+              "removed and the records it holds become available again (a group's own "
+              "share.session.timeout.ms overrides it).", at_least(1)),
+    ConfigDef("group.share.heartbeat.interval.ms", "int32", 5000,
+              "How often a share group member heartbeats (told in every "
+              "ShareGroupHeartbeat response; a group's share.heartbeat.interval.ms "
+              "overrides it).", at_least(1)),
+    ConfigDef("group.share.record.lock.duration.ms", "int32", 30000,
+              "How long a share group member holds the records a ShareFetch acquired for "
+              "it before they become available again (a group's "
+              "share.record.lock.duration.ms overrides it).", between(1000, 3600000)),
+    ConfigDef("group.share.delivery.count.limit", "int32", 5,
+              "How many times a share group delivers a record: released or timed out that "
+              "often, it is archived instead of delivered again.", between(2, 10)),
+    ConfigDef("group.share.max.share.sessions", "int32", 2000,
+              "The most share sessions (ShareFetch, KIP-932) the broker keeps: a new one "
+              "beyond gets SHARE_SESSION_LIMIT_REACHED. A member's session ends when it "
+              "closes it or leaves its group.", at_least(1)),
+    ConfigDef("group.share.partition.max.record.locks", "int32", 2000,
+              "The most records of one share-partition in flight (its window from the "
+              "share-partition start offset): a ShareFetch acquires no further.",
+              between(100, 10000)),
     ConfigDef("fetch.max.bytes", "int32", 57671680,
               "The most bytes one Fetch response carries (a request may ask for less).",
               at_least(1024)),

@@ -16,6 +16,12 @@ one, a key that is read-only (not dynamic), or a value that does not validate ge
 INVALID_REQUEST (42), as Kafka's ConfigAdminManager answers them (KAFKA-13609); a key
 pylog does not know gets INVALID_CONFIG (40), where Kafka would store it for plugins
 (pylog has none, so it can only be a mistake).
+
+A GROUP resource (32, Kafka's group configs) holds a share group's ``share.*`` configs
+(pylog.coordinator.share_group.GROUP_CONFIGS): its own values (GROUP_CONFIG), else the
+broker's ``group.share.*`` (DEFAULT_CONFIG); an unknown key or a bad value is
+INVALID_CONFIG; GROUP_AUTHORIZATION_FAILED without DESCRIBE_CONFIGS / ALTER_CONFIGS on the
+group.
 """
 
 from __future__ import annotations
@@ -38,15 +44,18 @@ from pylog.storage import (
 from .config import SERVER_CONFIGS
 from pylog.common.acl import CLUSTER_NAME, Operation
 
+from pylog.coordinator.share_group import GROUP_CONFIGS
+
 from . import authorizer
 from .errors import RequestError, error_code
 
 __all__ = ["describe_configs", "alter_configs", "incremental_alter_configs", "text"]
 
-TOPIC, BROKER = 2, 4                   # ConfigResource.Type
+TOPIC, BROKER, GROUP = 2, 4, 32        # ConfigResource.Type
 # ConfigSource (DescribeConfigsResponse)
 TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+GROUP_CONFIG = 8
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = range(4)
 
@@ -196,6 +205,8 @@ def describe_configs(broker, conn, header, req):
             _authorize(broker, conn, Operation.DESCRIBE_CONFIGS, res)
             if res.resource_type == TOPIC:
                 entries = _topic_entries(broker, res.resource_name, synonyms, documentation)
+            elif res.resource_type == GROUP:
+                entries = _group_entries(broker, res.resource_name, synonyms, documentation)
             elif res.resource_type == BROKER:
                 if _node_level(broker, res.resource_name, describing=True) == CLUSTER_DEFAULT:
                     entries = _default_entries(broker, synonyms, documentation)
@@ -218,6 +229,9 @@ def _authorize(broker, conn, operation: int, res) -> None:
     if res.resource_type == TOPIC:
         if not authorizer.allowed(broker, conn, operation, authorizer.TOPIC, res.resource_name):
             raise RequestError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    elif res.resource_type == GROUP:
+        if not authorizer.allowed(broker, conn, operation, authorizer.GROUP, res.resource_name):
+            raise RequestError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
     elif not authorizer.allowed(broker, conn, operation, authorizer.CLUSTER, CLUSTER_NAME):
         raise RequestError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
@@ -225,7 +239,7 @@ def _authorize(broker, conn, operation: int, res) -> None:
 def _unsupported_resource(resource_type: int) -> RequestError:
     return RequestError(ErrorCode.INVALID_REQUEST,
                         f"config resource type {resource_type} is not supported: pylog has "
-                        f"topic (2) and broker (4) configs")
+                        f"topic (2), broker (4) and share group (32) configs")
 
 
 # ================================================================= altering
@@ -304,8 +318,34 @@ def _alter(broker, res, compute, validate_only: bool) -> None:
         except ConfigError as exc:
             # Kafka answers a broker config that fails validation with INVALID_REQUEST.
             raise RequestError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    elif res.resource_type == GROUP:
+        from .share_groups import shares_of     # (share_groups imports admin, which imports us)
+        group = shares_of(broker).group(res.resource_name)
+        new = compute(dict(group.configs), GROUP_CONFIGS.get)
+        try:
+            group.replace_configs(new, validate_only=validate_only)
+        except ConfigError as exc:
+            raise RequestError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     else:
         raise _unsupported_resource(res.resource_type)
+
+
+def _group_entries(broker, group_id: str, include_synonyms: bool, documentation: bool) -> list:
+    """A share group's configs (Kafka's GroupConfig): its own values (GROUP_CONFIG), else
+    the broker's ``group.<name>`` (DEFAULT_CONFIG). A group that does not exist has the
+    defaults, as Kafka answers."""
+    from .share_groups import shares_of     # (share_groups imports admin, which imports us)
+    shares = shares_of(broker)
+    group = shares.group(group_id, create=False)
+    own = group.configs if group is not None else {}
+    out = []
+    for name, definition in sorted(GROUP_CONFIGS.items()):
+        default = shares.defaults[name]
+        synonyms = [(name, own[name], GROUP_CONFIG)] if name in own else []
+        synonyms.append((name, text(default), DEFAULT_CONFIG))
+        out.append(_entry(name, own.get(name, default), synonyms, definition, False,
+                          include_synonyms, documentation))
+    return out
 
 
 def alter_configs(broker, conn, header, req):

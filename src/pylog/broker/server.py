@@ -68,7 +68,7 @@ from pylog.protocol import API_NAMES, ApiKey, frame_response
 from pylog.common.config import normalize_key
 
 from . import (acls, admin, configs, consumer_groups, data_plane, groups, leader_epochs, log_dirs,
-               quotas, sasl, telemetry, transactions, users)
+               quotas, sasl, share_groups, telemetry, transactions, users)
 from .authorizer import authorizer_of
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig
 from .connection import Connection
@@ -135,6 +135,10 @@ HANDLERS = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: telemetry.get_telemetry_subscriptions,
     ApiKey.PUSH_TELEMETRY: telemetry.push_telemetry,
+    ApiKey.SHARE_GROUP_HEARTBEAT: share_groups.share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: share_groups.share_group_describe,
+    ApiKey.SHARE_FETCH: share_groups.share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: share_groups.share_acknowledge,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.
@@ -145,13 +149,15 @@ BLOCKING = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.DELETE_RECORDS,
             ApiKey.END_TXN, ApiKey.WRITE_TXN_MARKERS, ApiKey.TXN_OFFSET_COMMIT, ApiKey.CREATE_ACLS,
             ApiKey.DELETE_ACLS, ApiKey.ALTER_CONFIGS, ApiKey.CREATE_PARTITIONS,
             ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CLIENT_QUOTAS,
-            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_REPLICA_LOG_DIRS}
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_REPLICA_LOG_DIRS,
+            ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_ACKNOWLEDGE}
 #: Handlers that append to __consumer_offsets (OffsetCommit, DeleteGroups, OffsetDelete): the group
 #: pool, which the data plane's fsyncs never fill.
 GROUP_IO = {ApiKey.OFFSET_COMMIT, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE}
-#: Handlers that wait for the other members (JoinGroup, SyncGroup): coroutines on the
-#: loop, awaiting a future the group completes (no thread waits).
-WAITING = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP}
+#: Handlers that wait for the other members (JoinGroup, SyncGroup), or for records to
+#: acquire (ShareFetch): coroutines on the loop, awaiting a future or an append (no
+#: thread waits); ShareFetch's state changes run in the I/O pool.
+WAITING = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.SHARE_FETCH}
 #: Threads of the group pool: its appends serialise on the coordinator's lock anyway.
 GROUP_POOL_THREADS = 2
 #: Handlers whose answers grow with the store, not the request (OffsetFetch of a group's
@@ -160,7 +166,7 @@ GROUP_POOL_THREADS = 2
 #: _distinct_keys), so repeating a key cannot multiply a store-sized answer.
 STORE_SIZED = {ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS,
                ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,
-               ApiKey.LIST_TRANSACTIONS, ApiKey.DESCRIBE_LOG_DIRS}
+               ApiKey.LIST_TRANSACTIONS, ApiKey.DESCRIBE_LOG_DIRS, ApiKey.SHARE_GROUP_DESCRIBE}
 
 #: New connections taken per loop pass (Kafka's Processor configures at most 20 per
 #: poll, its ConnectionQueueSize): 1,030 connections opened at once, each with a Fetch,

@@ -26,7 +26,7 @@ from pylog.common.config import (
 from pylog.errors import ConfigError
 from pylog.compression import CODECS
 
-__all__ = ["PRODUCER_CONFIGS", "CONSUMER_CONFIGS", "ClientConfig"]
+__all__ = ["PRODUCER_CONFIGS", "CONSUMER_CONFIGS", "SHARE_CONSUMER_CONFIGS", "ClientConfig"]
 
 _CODECS = tuple(CODECS)
 
@@ -83,6 +83,20 @@ CONSUMER_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("check.crcs", "bool", True, "Validate batch CRCs when reading."),
 )
 
+#: KafkaShareConsumer's (KIP-932): a share group member's keys.
+SHARE_CONSUMER_CONFIGS: dict[str, ConfigDef] = config_defs(
+    ConfigDef("group.id", "str", "", "The share group (required)."),
+    ConfigDef("share.acknowledgement.mode", "str", "implicit", "implicit: the next poll() or "
+              "commit accepts every record the last poll() returned; explicit: each record "
+              "is acknowledged with acknowledge() before the next poll().",
+              one_of("implicit", "explicit")),
+    ConfigDef("max.poll.records", "int", 500, "Records acquired by one poll() at most.",
+              at_least(1)),
+    ConfigDef("fetch.max.bytes", "int", 52428800, "Bytes read by one poll() at most (at least "
+              "one batch).", at_least(0)),
+    ConfigDef("check.crcs", "bool", True, "Validate batch CRCs when reading."),
+)
+
 # Accepted for compatibility with networked clients' configs; no effect here.
 _IGNORED = frozenset({
     "bootstrap.servers", "client.id", "request.timeout.ms", "retries", "retry.backoff.ms",
@@ -101,7 +115,8 @@ class ClientConfig(ConfigMapping):
     __slots__ = ("_kind",)
 
     def __init__(self, kind: str, values: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        defs = PRODUCER_CONFIGS if kind == "producer" else CONSUMER_CONFIGS
+        defs = {"producer": PRODUCER_CONFIGS, "consumer": CONSUMER_CONFIGS,
+                "share_consumer": SHARE_CONSUMER_CONFIGS}[kind]
         parsed = {name: d.default for name, d in defs.items()}
         given = set()
         for raw_key, value in {**dict(values or {}), **kwargs}.items():
@@ -129,7 +144,7 @@ class ClientConfig(ConfigMapping):
             if parsed["delivery.timeout.ms"] < parsed["linger.ms"]:
                 raise ConfigError(f"delivery.timeout.ms = {parsed['delivery.timeout.ms']} must be at "
                                   f"least linger.ms ({parsed['linger.ms']})")
-        else:
+        elif kind == "consumer":
             if parsed["fetch.min.bytes"] != 1:
                 raise ConfigError(f"fetch.min.bytes = {parsed['fetch.min.bytes']}: pylog's in-process "
                                   f"consumer does not support it; poll() returns records as soon "

@@ -88,6 +88,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     35: (1, 4),     # DescribeLogDirs (0 removed in Kafka 4.0; 4: total and usable bytes)
     45: (0, 1),     # AlterPartitionReassignments (one broker: only [node.id])
     46: (0, 0),     # ListPartitionReassignments (none is ever ongoing)
+    76: (1, 1),     # ShareGroupHeartbeat (KIP-932; 0 was Kafka 4.0's early access)
+    77: (1, 1),     # ShareGroupDescribe
+    78: (1, 1),     # ShareFetch
+    79: (1, 1),     # ShareAcknowledge
 }
 
 #: The features ApiVersions (v3+) lists, name -> (min, max) supported and the finalized

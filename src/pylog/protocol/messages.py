@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .codec import ZERO_UUID, Struct
 
-__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 'AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse', 'AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', 'ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
+__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 'AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse', 'AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', 'ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse', 'ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse', 'ShareGroupDescribeRequest', 'ShareGroupDescribeResponse', 'ShareFetchRequest', 'ShareFetchResponse', 'ShareAcknowledgeRequest', 'ShareAcknowledgeResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
 
 
 class ProduceRequestPartitionProduceData(Struct):
@@ -7541,6 +7541,874 @@ class ListPartitionReassignmentsResponse(Struct):
             w.empty_tagged_fields()
 
 
+class ShareGroupHeartbeatRequest(Struct):
+    """ShareGroupHeartbeatRequest (api key 76, versions 0-1, flexible 0+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 b86e475eec264bca / 40087a0a389434b8."""
+
+    API_KEY = 76
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names')
+    _FIELDS = (('group_id', ''), ('member_id', ''), ('member_epoch', 0), ('rack_id', None), ('subscribed_topic_names', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('member_id', 'string', None, (0, 32768), None, None), ('member_epoch', 'int32', None, (0, 32768), None, None), ('rack_id', 'string', None, (0, 32768), (0, 32768), None), ('subscribed_topic_names', '[]string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.group_id = r.string(flex)
+        self.member_id = r.string(flex)
+        self.member_epoch = r.int32()
+        self.rack_id = r.string(flex, True)
+        self.subscribed_topic_names = r.array(flex, lambda: r.string(flex), True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.group_id, flex)
+        w.string(self.member_id, flex)
+        w.int32(self.member_epoch)
+        w.string(self.rack_id, flex)
+        w.array(self.subscribed_topic_names, flex, lambda x: w.string(x, flex))
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareGroupHeartbeatResponseTopicPartitions(Struct):
+    __slots__ = ('topic_id', 'partitions')
+    _FIELDS = (('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_id = r.uuid()
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.topic_id)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareGroupHeartbeatResponseAssignment(Struct):
+    __slots__ = ('topic_partitions',)
+    _FIELDS = (('topic_partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_partitions', '[]struct', 'ShareGroupHeartbeatResponseTopicPartitions', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_partitions = r.struct_array(flex, ShareGroupHeartbeatResponseTopicPartitions, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.struct_array(self.topic_partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareGroupHeartbeatResponse(Struct):
+    """ShareGroupHeartbeatResponse (api key 76, versions 0-1, flexible 0+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 537e94716b02691f / d7d2934e3f74527e."""
+
+    API_KEY = 76
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', None), ('member_id', None), ('member_epoch', 0), ('heartbeat_interval_ms', 0), ('assignment', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('member_id', 'string', None, (0, 32768), (0, 32768), None), ('member_epoch', 'int32', None, (0, 32768), None, None), ('heartbeat_interval_ms', 'int32', None, (0, 32768), None, None), ('assignment', 'struct', 'ShareGroupHeartbeatResponseAssignment', (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.member_id = r.string(flex, True)
+        self.member_epoch = r.int32()
+        self.heartbeat_interval_ms = r.int32()
+        self.assignment = (ShareGroupHeartbeatResponseAssignment.read(r, v) if r.int8() >= 0 else None)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.string(self.member_id, flex)
+        w.int32(self.member_epoch)
+        w.int32(self.heartbeat_interval_ms)
+        w.nullable_struct(self.assignment, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareGroupDescribeRequest(Struct):
+    """ShareGroupDescribeRequest (api key 77, versions 0-1, flexible 0+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 5f26ee4c75555acc / 66ebb4c8b66db44f."""
+
+    API_KEY = 77
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('group_ids', 'include_authorized_operations')
+    _FIELDS = (('group_ids', []), ('include_authorized_operations', False), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_ids', '[]string', None, (0, 32768), None, None), ('include_authorized_operations', 'bool', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.group_ids = r.array(flex, lambda: r.string(flex))
+        self.include_authorized_operations = r.bool()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.array(self.group_ids, flex, lambda x: w.string(x, flex))
+        w.bool(self.include_authorized_operations)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareGroupDescribeResponseTopicPartitions(Struct):
+    __slots__ = ('topic_id', 'topic_name', 'partitions')
+    _FIELDS = (('topic_id', ZERO_UUID), ('topic_name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (0, 32768), None, None), ('topic_name', 'string', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_id = r.uuid()
+        self.topic_name = r.string(flex)
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.topic_id)
+        w.string(self.topic_name, flex)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareGroupDescribeResponseAssignment(Struct):
+    __slots__ = ('topic_partitions',)
+    _FIELDS = (('topic_partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_partitions', '[]struct', 'ShareGroupDescribeResponseTopicPartitions', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_partitions = r.struct_array(flex, ShareGroupDescribeResponseTopicPartitions, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.struct_array(self.topic_partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareGroupDescribeResponseMember(Struct):
+    __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment')
+    _FIELDS = (('member_id', ''), ('rack_id', None), ('member_epoch', 0), ('client_id', ''), ('client_host', ''), ('subscribed_topic_names', []), ('assignment', ShareGroupDescribeResponseAssignment()), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('member_id', 'string', None, (0, 32768), None, None), ('rack_id', 'string', None, (0, 32768), (0, 32768), None), ('member_epoch', 'int32', None, (0, 32768), None, None), ('client_id', 'string', None, (0, 32768), None, None), ('client_host', 'string', None, (0, 32768), None, None), ('subscribed_topic_names', '[]string', None, (0, 32768), None, None), ('assignment', 'struct', 'ShareGroupDescribeResponseAssignment', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.member_id = r.string(flex)
+        self.rack_id = r.string(flex, True)
+        self.member_epoch = r.int32()
+        self.client_id = r.string(flex)
+        self.client_host = r.string(flex)
+        self.subscribed_topic_names = r.array(flex, lambda: r.string(flex))
+        self.assignment = ShareGroupDescribeResponseAssignment.read(r, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.member_id, flex)
+        w.string(self.rack_id, flex)
+        w.int32(self.member_epoch)
+        w.string(self.client_id, flex)
+        w.string(self.client_host, flex)
+        w.array(self.subscribed_topic_names, flex, lambda x: w.string(x, flex))
+        self.assignment.write(w, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareGroupDescribeResponseDescribedGroup(Struct):
+    __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
+    _FIELDS = (('error_code', 0), ('error_message', None), ('group_id', ''), ('group_state', ''), ('group_epoch', 0), ('assignment_epoch', 0), ('assignor_name', ''), ('members', []), ('authorized_operations', -2147483648), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('group_id', 'string', None, (0, 32768), None, None), ('group_state', 'string', None, (0, 32768), None, None), ('group_epoch', 'int32', None, (0, 32768), None, None), ('assignment_epoch', 'int32', None, (0, 32768), None, None), ('assignor_name', 'string', None, (0, 32768), None, None), ('members', '[]struct', 'ShareGroupDescribeResponseMember', (0, 32768), None, None), ('authorized_operations', 'int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.group_id = r.string(flex)
+        self.group_state = r.string(flex)
+        self.group_epoch = r.int32()
+        self.assignment_epoch = r.int32()
+        self.assignor_name = r.string(flex)
+        self.members = r.struct_array(flex, ShareGroupDescribeResponseMember, v)
+        self.authorized_operations = r.int32()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.string(self.group_id, flex)
+        w.string(self.group_state, flex)
+        w.int32(self.group_epoch)
+        w.int32(self.assignment_epoch)
+        w.string(self.assignor_name, flex)
+        w.struct_array(self.members, flex, v)
+        w.int32(self.authorized_operations)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareGroupDescribeResponse(Struct):
+    """ShareGroupDescribeResponse (api key 77, versions 0-1, flexible 0+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 f58290a53859b4d8 / a3eb31345bb1e7ed."""
+
+    API_KEY = 77
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'groups')
+    _FIELDS = (('throttle_time_ms', 0), ('groups', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('groups', '[]struct', 'ShareGroupDescribeResponseDescribedGroup', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.groups = r.struct_array(flex, ShareGroupDescribeResponseDescribedGroup, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.groups, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchRequestAcknowledgementBatch(Struct):
+    __slots__ = ('first_offset', 'last_offset', 'acknowledge_types')
+    _FIELDS = (('first_offset', 0), ('last_offset', 0), ('acknowledge_types', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('first_offset', 'int64', None, (0, 32768), None, None), ('last_offset', 'int64', None, (0, 32768), None, None), ('acknowledge_types', '[]int8', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.first_offset = r.int64()
+        self.last_offset = r.int64()
+        self.acknowledge_types = r.array(flex, r.int8)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int64(self.first_offset)
+        w.int64(self.last_offset)
+        w.array(self.acknowledge_types, flex, w.int8)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchRequestFetchPartition(Struct):
+    __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches')
+    _FIELDS = (('partition_index', 0), ('partition_max_bytes', 0), ('acknowledgement_batches', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('partition_max_bytes', 'int32', None, (0, 0), None, None), ('acknowledgement_batches', '[]struct', 'ShareFetchRequestAcknowledgementBatch', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.partition_max_bytes = r.int32() if v <= 0 else 0
+        self.acknowledgement_batches = r.struct_array(flex, ShareFetchRequestAcknowledgementBatch, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        if v <= 0:
+            w.int32(self.partition_max_bytes)
+        w.struct_array(self.acknowledgement_batches, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchRequestFetchTopic(Struct):
+    __slots__ = ('topic_id', 'partitions')
+    _FIELDS = (('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (0, 32768), None, None), ('partitions', '[]struct', 'ShareFetchRequestFetchPartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_id = r.uuid()
+        self.partitions = r.struct_array(flex, ShareFetchRequestFetchPartition, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.topic_id)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchRequestForgottenTopic(Struct):
+    __slots__ = ('topic_id', 'partitions')
+    _FIELDS = (('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_id = r.uuid()
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.topic_id)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchRequest(Struct):
+    """ShareFetchRequest (api key 78, versions 0-1, flexible 0+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 cb41e4532bd84252 / f90d90af7dca7cca."""
+
+    API_KEY = 78
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'topics', 'forgotten_topics_data')
+    _FIELDS = (('group_id', None), ('member_id', ''), ('share_session_epoch', 0), ('max_wait_ms', 0), ('min_bytes', 0), ('max_bytes', 2147483647), ('max_records', 0), ('batch_size', 0), ('topics', []), ('forgotten_topics_data', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), (0, 32768), None), ('member_id', 'string', None, (0, 32768), (0, 32768), None), ('share_session_epoch', 'int32', None, (0, 32768), None, None), ('max_wait_ms', 'int32', None, (0, 32768), None, None), ('min_bytes', 'int32', None, (0, 32768), None, None), ('max_bytes', 'int32', None, (0, 32768), None, None), ('max_records', 'int32', None, (1, 32768), None, None), ('batch_size', 'int32', None, (1, 32768), None, None), ('topics', '[]struct', 'ShareFetchRequestFetchTopic', (0, 32768), None, None), ('forgotten_topics_data', '[]struct', 'ShareFetchRequestForgottenTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.group_id = r.string(flex, True)
+        self.member_id = r.string(flex, True)
+        self.share_session_epoch = r.int32()
+        self.max_wait_ms = r.int32()
+        self.min_bytes = r.int32()
+        self.max_bytes = r.int32()
+        self.max_records = r.int32() if v >= 1 else 0
+        self.batch_size = r.int32() if v >= 1 else 0
+        self.topics = r.struct_array(flex, ShareFetchRequestFetchTopic, v)
+        self.forgotten_topics_data = r.struct_array(flex, ShareFetchRequestForgottenTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.group_id, flex)
+        w.string(self.member_id, flex)
+        w.int32(self.share_session_epoch)
+        w.int32(self.max_wait_ms)
+        w.int32(self.min_bytes)
+        w.int32(self.max_bytes)
+        if v >= 1:
+            w.int32(self.max_records)
+        if v >= 1:
+            w.int32(self.batch_size)
+        w.struct_array(self.topics, flex, v)
+        w.struct_array(self.forgotten_topics_data, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchResponseLeaderIdAndEpoch(Struct):
+    __slots__ = ('leader_id', 'leader_epoch')
+    _FIELDS = (('leader_id', 0), ('leader_epoch', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('leader_id', 'int32', None, (0, 32768), None, None), ('leader_epoch', 'int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.leader_id = r.int32()
+        self.leader_epoch = r.int32()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.leader_id)
+        w.int32(self.leader_epoch)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchResponseAcquiredRecords(Struct):
+    __slots__ = ('first_offset', 'last_offset', 'delivery_count')
+    _FIELDS = (('first_offset', 0), ('last_offset', 0), ('delivery_count', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('first_offset', 'int64', None, (0, 32768), None, None), ('last_offset', 'int64', None, (0, 32768), None, None), ('delivery_count', 'int16', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.first_offset = r.int64()
+        self.last_offset = r.int64()
+        self.delivery_count = r.int16()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int64(self.first_offset)
+        w.int64(self.last_offset)
+        w.int16(self.delivery_count)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchResponsePartitionData(Struct):
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records')
+    _FIELDS = (('partition_index', 0), ('error_code', 0), ('error_message', None), ('acknowledge_error_code', 0), ('acknowledge_error_message', None), ('current_leader', ShareFetchResponseLeaderIdAndEpoch()), ('records', None), ('acquired_records', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('acknowledge_error_code', 'int16', None, (0, 32768), None, None), ('acknowledge_error_message', 'string', None, (0, 32768), (0, 32768), None), ('current_leader', 'struct', 'ShareFetchResponseLeaderIdAndEpoch', (0, 32768), None, None), ('records', 'records', None, (0, 32768), (0, 0), None), ('acquired_records', '[]struct', 'ShareFetchResponseAcquiredRecords', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.acknowledge_error_code = r.int16()
+        self.acknowledge_error_message = r.string(flex, True)
+        self.current_leader = ShareFetchResponseLeaderIdAndEpoch.read(r, v)
+        self.records = r.records(flex, v <= 0)
+        self.acquired_records = r.struct_array(flex, ShareFetchResponseAcquiredRecords, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.int16(self.acknowledge_error_code)
+        w.string(self.acknowledge_error_message, flex)
+        self.current_leader.write(w, v)
+        w.records(self.records, flex)
+        w.struct_array(self.acquired_records, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchResponseShareFetchableTopicResponse(Struct):
+    __slots__ = ('topic_id', 'partitions')
+    _FIELDS = (('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (0, 32768), None, None), ('partitions', '[]struct', 'ShareFetchResponsePartitionData', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_id = r.uuid()
+        self.partitions = r.struct_array(flex, ShareFetchResponsePartitionData, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.topic_id)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchResponseNodeEndpoint(Struct):
+    __slots__ = ('node_id', 'host', 'port', 'rack')
+    _FIELDS = (('node_id', 0), ('host', ''), ('port', 0), ('rack', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('node_id', 'int32', None, (0, 32768), None, None), ('host', 'string', None, (0, 32768), None, None), ('port', 'int32', None, (0, 32768), None, None), ('rack', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.node_id = r.int32()
+        self.host = r.string(flex)
+        self.port = r.int32()
+        self.rack = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.node_id)
+        w.string(self.host, flex)
+        w.int32(self.port)
+        w.string(self.rack, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareFetchResponse(Struct):
+    """ShareFetchResponse (api key 78, versions 0-1, flexible 0+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 1f5c5e6a33af7f7c / 14df342be9b7c0b1."""
+
+    API_KEY = 78
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', None), ('acquisition_lock_timeout_ms', 0), ('responses', []), ('node_endpoints', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('acquisition_lock_timeout_ms', 'int32', None, (1, 32768), None, None), ('responses', '[]struct', 'ShareFetchResponseShareFetchableTopicResponse', (0, 32768), None, None), ('node_endpoints', '[]struct', 'ShareFetchResponseNodeEndpoint', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.acquisition_lock_timeout_ms = r.int32() if v >= 1 else 0
+        self.responses = r.struct_array(flex, ShareFetchResponseShareFetchableTopicResponse, v)
+        self.node_endpoints = r.struct_array(flex, ShareFetchResponseNodeEndpoint, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        if v >= 1:
+            w.int32(self.acquisition_lock_timeout_ms)
+        w.struct_array(self.responses, flex, v)
+        w.struct_array(self.node_endpoints, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareAcknowledgeRequestAcknowledgementBatch(Struct):
+    __slots__ = ('first_offset', 'last_offset', 'acknowledge_types')
+    _FIELDS = (('first_offset', 0), ('last_offset', 0), ('acknowledge_types', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('first_offset', 'int64', None, (0, 32768), None, None), ('last_offset', 'int64', None, (0, 32768), None, None), ('acknowledge_types', '[]int8', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.first_offset = r.int64()
+        self.last_offset = r.int64()
+        self.acknowledge_types = r.array(flex, r.int8)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int64(self.first_offset)
+        w.int64(self.last_offset)
+        w.array(self.acknowledge_types, flex, w.int8)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareAcknowledgeRequestAcknowledgePartition(Struct):
+    __slots__ = ('partition_index', 'acknowledgement_batches')
+    _FIELDS = (('partition_index', 0), ('acknowledgement_batches', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('acknowledgement_batches', '[]struct', 'ShareAcknowledgeRequestAcknowledgementBatch', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.acknowledgement_batches = r.struct_array(flex, ShareAcknowledgeRequestAcknowledgementBatch, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        w.struct_array(self.acknowledgement_batches, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareAcknowledgeRequestAcknowledgeTopic(Struct):
+    __slots__ = ('topic_id', 'partitions')
+    _FIELDS = (('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (0, 32768), None, None), ('partitions', '[]struct', 'ShareAcknowledgeRequestAcknowledgePartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_id = r.uuid()
+        self.partitions = r.struct_array(flex, ShareAcknowledgeRequestAcknowledgePartition, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.topic_id)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareAcknowledgeRequest(Struct):
+    """ShareAcknowledgeRequest (api key 79, versions 0-1, flexible 0+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 ab01170bdb89f0ea / 1e6aedaf4cc6e0b2."""
+
+    API_KEY = 79
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'topics')
+    _FIELDS = (('group_id', None), ('member_id', ''), ('share_session_epoch', 0), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), (0, 32768), None), ('member_id', 'string', None, (0, 32768), (0, 32768), None), ('share_session_epoch', 'int32', None, (0, 32768), None, None), ('topics', '[]struct', 'ShareAcknowledgeRequestAcknowledgeTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.group_id = r.string(flex, True)
+        self.member_id = r.string(flex, True)
+        self.share_session_epoch = r.int32()
+        self.topics = r.struct_array(flex, ShareAcknowledgeRequestAcknowledgeTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.group_id, flex)
+        w.string(self.member_id, flex)
+        w.int32(self.share_session_epoch)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareAcknowledgeResponseLeaderIdAndEpoch(Struct):
+    __slots__ = ('leader_id', 'leader_epoch')
+    _FIELDS = (('leader_id', 0), ('leader_epoch', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('leader_id', 'int32', None, (0, 32768), None, None), ('leader_epoch', 'int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.leader_id = r.int32()
+        self.leader_epoch = r.int32()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.leader_id)
+        w.int32(self.leader_epoch)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareAcknowledgeResponsePartitionData(Struct):
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader')
+    _FIELDS = (('partition_index', 0), ('error_code', 0), ('error_message', None), ('current_leader', ShareAcknowledgeResponseLeaderIdAndEpoch()), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('current_leader', 'struct', 'ShareAcknowledgeResponseLeaderIdAndEpoch', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.current_leader = ShareAcknowledgeResponseLeaderIdAndEpoch.read(r, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        self.current_leader.write(w, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareAcknowledgeResponseShareAcknowledgeTopicResponse(Struct):
+    __slots__ = ('topic_id', 'partitions')
+    _FIELDS = (('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_id', 'uuid', None, (0, 32768), None, None), ('partitions', '[]struct', 'ShareAcknowledgeResponsePartitionData', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_id = r.uuid()
+        self.partitions = r.struct_array(flex, ShareAcknowledgeResponsePartitionData, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.uuid(self.topic_id)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareAcknowledgeResponseNodeEndpoint(Struct):
+    __slots__ = ('node_id', 'host', 'port', 'rack')
+    _FIELDS = (('node_id', 0), ('host', ''), ('port', 0), ('rack', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('node_id', 'int32', None, (0, 32768), None, None), ('host', 'string', None, (0, 32768), None, None), ('port', 'int32', None, (0, 32768), None, None), ('rack', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.node_id = r.int32()
+        self.host = r.string(flex)
+        self.port = r.int32()
+        self.rack = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.node_id)
+        w.string(self.host, flex)
+        w.int32(self.port)
+        w.string(self.rack, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class ShareAcknowledgeResponse(Struct):
+    """ShareAcknowledgeResponse (api key 79, versions 0-1, flexible 0+): Apache Kafka 4.1.0, version 0 from 3.9.0, sha256 b278d2922c297b0a / cd391aef7680d37a."""
+
+    API_KEY = 79
+    VERSIONS = (0, 1)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', None), ('responses', []), ('node_endpoints', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('responses', '[]struct', 'ShareAcknowledgeResponseShareAcknowledgeTopicResponse', (0, 32768), None, None), ('node_endpoints', '[]struct', 'ShareAcknowledgeResponseNodeEndpoint', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.responses = r.struct_array(flex, ShareAcknowledgeResponseShareAcknowledgeTopicResponse, v)
+        self.node_endpoints = r.struct_array(flex, ShareAcknowledgeResponseNodeEndpoint, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.responses, flex, v)
+        w.struct_array(self.node_endpoints, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
 class ConsumerProtocolSubscriptionTopicPartition(Struct):
     __slots__ = ('topic', 'partitions')
     _FIELDS = (('topic', ''), ('partitions', []), )
@@ -7643,5 +8511,5 @@ class ConsumerProtocolAssignment(Struct):
 
 
 # api key -> request class, response class
-REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest, 68: ConsumerGroupHeartbeatRequest, 69: ConsumerGroupDescribeRequest, 35: DescribeLogDirsRequest, 34: AlterReplicaLogDirsRequest, 45: AlterPartitionReassignmentsRequest, 46: ListPartitionReassignmentsRequest}
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse, 68: ConsumerGroupHeartbeatResponse, 69: ConsumerGroupDescribeResponse, 35: DescribeLogDirsResponse, 34: AlterReplicaLogDirsResponse, 45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse}
+REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest, 68: ConsumerGroupHeartbeatRequest, 69: ConsumerGroupDescribeRequest, 35: DescribeLogDirsRequest, 34: AlterReplicaLogDirsRequest, 45: AlterPartitionReassignmentsRequest, 46: ListPartitionReassignmentsRequest, 76: ShareGroupHeartbeatRequest, 77: ShareGroupDescribeRequest, 78: ShareFetchRequest, 79: ShareAcknowledgeRequest}
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse, 68: ConsumerGroupHeartbeatResponse, 69: ConsumerGroupDescribeResponse, 35: DescribeLogDirsResponse, 34: AlterReplicaLogDirsResponse, 45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse, 76: ShareGroupHeartbeatResponse, 77: ShareGroupDescribeResponse, 78: ShareFetchResponse, 79: ShareAcknowledgeResponse}

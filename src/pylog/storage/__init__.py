@@ -14,7 +14,7 @@ from .dynamic_config import (
     broker_config_synonyms,
 )
 from .file_slice import FileSlice
-from .files import SPARK_DIR, TABLES_DIR, fsync_dir, make_dirs, write_file_atomically
+from .files import SHARE_GROUPS_DIR, SPARK_DIR, TABLES_DIR, fsync_dir, make_dirs, write_file_atomically
 from .info import AppendInfo, RecoveryReport, SegmentRecovery, TimestampOffset
 from .log import (
     EARLIEST_TIMESTAMP,
@@ -55,6 +55,7 @@ __all__ = [
     "PartitionReader",
     "PartitionDescription",
     "RecoveryReport",
+    "SHARE_GROUPS_DIR",
     "SPARK_DIR",
     "TABLES_DIR",
     "SegmentRecovery",

@@ -19,7 +19,7 @@ __all__ = [
     "fsync_dir", "make_dirs", "LOCK_FILE", "META_PROPERTIES_FILE", "CLEAN_SHUTDOWN_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE", "LOG_START_OFFSET_CHECKPOINT_FILE",
     "CLEANER_OFFSET_CHECKPOINT_FILE", "PARTITION_METADATA_FILE",
-    "TOPICS_FILE", "BROKER_CONFIGS_FILE", "SCRAM_CREDENTIALS_FILE", "ACLS_FILE", "CLIENT_QUOTAS_FILE", "SPARK_DIR", "TABLES_DIR", "STRAY_DIR_SUFFIX", "renamed_dir_name", "write_file_atomically",
+    "TOPICS_FILE", "BROKER_CONFIGS_FILE", "SCRAM_CREDENTIALS_FILE", "ACLS_FILE", "CLIENT_QUOTAS_FILE", "SPARK_DIR", "TABLES_DIR", "SHARE_GROUPS_DIR", "STRAY_DIR_SUFFIX", "renamed_dir_name", "write_file_atomically",
 ]
 
 LOG_SUFFIX = ".log"
@@ -50,6 +50,7 @@ ACLS_FILE = "pylog-acls.json"                              # the authorizer's AC
 CLIENT_QUOTAS_FILE = "pylog-client-quotas.json"            # client quotas (copy per dir)
 SPARK_DIR = "pylog-spark"           # the Spark sink's staged batches and streaming sink state
 TABLES_DIR = "__tables"             # topics as tables: the local Iceberg catalog and warehouse
+SHARE_GROUPS_DIR = "share-groups"   # share groups' state (pylog.coordinator.share_group)
 # --- partition dir ---
 PARTITION_METADATA_FILE = "partition.metadata"             # Kafka's "version: 0 / topic_id: ..."
 

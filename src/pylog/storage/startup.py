@@ -410,8 +410,9 @@ class LogLoading:
             if name.endswith(files.DELETE_DIR_SUFFIX):
                 shutil.rmtree(entry.path, ignore_errors=True)   # a delete that did not finish
                 continue
-            if name in (files.SPARK_DIR, files.TABLES_DIR):
-                continue                       # pylog.spark's sink, pylog.table's tables
+            if name in (files.SPARK_DIR, files.TABLES_DIR, files.SHARE_GROUPS_DIR):
+                continue                       # pylog.spark's sink, pylog.table's tables,
+                                               # share groups' state
             future = parse_future_dir(name)
             if future is not None:
                 self._future_dirs.append((d, future, entry.path))

@@ -1,0 +1,415 @@
+"""Share groups (KIP-932): membership, share-partitions and their durable state.
+
+A :class:`ShareGroup` is Kafka's share group as its group coordinator and share
+coordinator keep it together:
+
+- **members** heartbeat (ShareGroupHeartbeat, or pylog's in-process ShareConsumer) with
+  their subscribed topics; every member is assigned every partition of the topics it
+  subscribes to (Kafka's ``SimpleAssignor`` with as many members as partitions or more: a
+  share-partition hands each record to one member, so members may share partitions). The
+  group epoch grows on every join, leave and subscription change; a member's epoch is the
+  group epoch of its last assignment. A member silent for
+  ``group.share.session.timeout.ms`` is removed;
+- **share-partitions** (:class:`~pylog.coordinator.share_partition.SharePartition`), one per
+  topic-partition the group has fetched, created at the SPSO ``share.auto.offset.reset``
+  names (``latest``, Kafka's default: the log end; ``earliest``: the log start);
+- **durability**: the group's state (SPSO and the window's runs of delivery counts and
+  states, the group's configs) is written with ``write_file_atomically`` to
+  ``<first log dir>/share-groups/<hex of the group id>.json`` (docs/FORMAT.md) after every
+  change and before the change is answered: an acknowledgement answered is never undone
+  by a crash, and an acquisition's delivery count survives it (Kafka keeps the same in
+  ``__share_group_state``). After a restart the acquired records are AVAILABLE again.
+
+Thread safety: each group's ``lock`` covers its members, share-partitions and the write
+of its state file; the coordinator's lock its table of groups.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pylog.common.config import ConfigDef, at_least, between, config_defs, one_of
+from pylog.errors import ConfigError, ErrorCode, KafkaStorageError
+from pylog.storage import SHARE_GROUPS_DIR, write_file_atomically
+
+from .consumer_group import GroupError
+from .share_partition import AcknowledgeError, AcquiredRange, SharePartition
+
+__all__ = ["ShareCoordinator", "ShareGroup", "share_coordinator", "SHARE_STATE_DIR",
+           "GROUP_CONFIG_DEFAULTS", "AcquiredRange", "AcknowledgeError"]
+
+log = logging.getLogger(__name__)
+
+#: Under the store's first log dir.
+SHARE_STATE_DIR = SHARE_GROUPS_DIR
+STATE_FILE_VERSION = 1
+LEAVE_GROUP_EPOCH = -1
+
+#: Kafka's group configs of a share group (GroupConfig, resource type GROUP), defaulting
+#: to the broker's ``group.share.*``: a group's own values override them.
+GROUP_CONFIGS: dict[str, ConfigDef] = config_defs(
+    ConfigDef("share.session.timeout.ms", "int32", 45000,
+              "A member silent this long leaves the group.", at_least(1)),
+    ConfigDef("share.heartbeat.interval.ms", "int32", 5000,
+              "How often the members heartbeat.", at_least(1)),
+    ConfigDef("share.record.lock.duration.ms", "int32", 30000,
+              "How long a member holds the records it acquired.", between(1000, 3600000)),
+    ConfigDef("share.delivery.count.limit", "int32", 5,
+              "Deliveries of a record before it is archived.", between(2, 10)),
+    ConfigDef("share.auto.offset.reset", "str", "latest",
+              "Where a share-partition starts: latest (the log end) or earliest.",
+              one_of("latest", "earliest")),
+)
+GROUP_CONFIG_DEFAULTS = {name: d.default for name, d in GROUP_CONFIGS.items()}
+
+
+def now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class ShareMember:
+    member_id: str
+    member_epoch: int
+    subscribed: tuple[str, ...]
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    assignment: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    timer: object = None
+
+
+@dataclass(slots=True)
+class HeartbeatResult:
+    member_id: str
+    member_epoch: int
+    #: The member's partitions when they changed since its last heartbeat, else None.
+    assignment: dict[str, tuple[int, ...]] | None
+
+
+class ShareGroup:
+    """One share group (see the module docstring)."""
+
+    def __init__(self, coordinator: "ShareCoordinator", group_id: str) -> None:
+        self.coordinator = coordinator
+        self.group_id = group_id
+        self.lock = threading.RLock()
+        self.group_epoch = 0
+        self.members: dict[str, ShareMember] = {}
+        self.partitions: dict[tuple[str, int], SharePartition] = {}
+        self.topic_ids: dict[str, str] = {}          # topic -> its id (hex) when first read
+        self.configs: dict[str, str] = {}            # the group's own configs (share.*)
+        self.state_epoch = 0                         # writes of the state file
+        self._deferring = 0                          # depth of deferred() blocks
+        self._dirty = False                          # a change not yet written
+
+    # ================================================================ configs
+
+    def config(self, name: str):
+        """A group config: the group's own value, else the broker's ``group.<name>``."""
+        value = self.configs.get(name)
+        if value is None:
+            return self.coordinator.defaults[name]
+        default = GROUP_CONFIG_DEFAULTS[name]
+        return int(value) if isinstance(default, int) else value
+
+    def set_configs(self, values: dict[str, str | None]) -> None:
+        """Sets (a value) or deletes (None) the group's own configs, durably."""
+        with self.lock:
+            new = dict(self.configs)
+            for name, value in values.items():
+                if value is None:
+                    new.pop(name, None)
+                else:
+                    new[name] = value
+            self.replace_configs(new)
+
+    def replace_configs(self, values: dict, validate_only: bool = False) -> None:
+        """The group's own configs become `values` (each checked: ConfigError names an
+        unknown key or a bad value), durably."""
+        checked = {}
+        for name, value in values.items():
+            definition = GROUP_CONFIGS.get(name)
+            if definition is None:
+                raise ConfigError(f"unknown share group config {name!r} (known: "
+                                  f"{', '.join(sorted(GROUP_CONFIGS))})")
+            parsed = definition.parse(value, name)
+            checked[name] = str(parsed)
+        if validate_only:
+            return
+        with self.lock:
+            self.configs = checked
+            self.persist()
+
+    # ============================================================= membership
+
+    def heartbeat(self, member_id: str, member_epoch: int, subscribed: list[str] | None,
+                  partitions_of: Callable[[str], int | None], rack_id: str | None = None,
+                  client_id: str = "", client_host: str = "") -> HeartbeatResult:
+        """One ShareGroupHeartbeat: join (epoch 0), stay (the member's epoch) or leave
+        (-1). GroupError: UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH (Kafka's)."""
+        with self.lock:
+            member = self.members.get(member_id)
+            if member_epoch == LEAVE_GROUP_EPOCH:
+                if member is not None:
+                    self._remove(member)
+                return HeartbeatResult(member_id, LEAVE_GROUP_EPOCH, None)
+            if member_epoch == 0:
+                if member is None:
+                    member = self.members[member_id] = ShareMember(member_id, 0, ())
+                    self.group_epoch += 1
+            elif member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {member_id} is not a member of group {self.group_id}.")
+            elif member_epoch != member.member_epoch:
+                raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                                 f"The share group member has a smaller or larger member epoch "
+                                 f"({member_epoch}) than the one known by the group coordinator "
+                                 f"({member.member_epoch}).")
+            if subscribed is not None and tuple(sorted(subscribed)) != member.subscribed:
+                if member.subscribed:
+                    self.group_epoch += 1        # (a join counted once, above)
+                member.subscribed = tuple(sorted(subscribed))
+            if rack_id is not None:
+                member.rack_id = rack_id
+            member.client_id, member.client_host = client_id, client_host
+            target = {}
+            for topic in member.subscribed:
+                count = partitions_of(topic)
+                if count:
+                    target[topic] = tuple(range(count))
+            changed = member_epoch == 0 or target != member.assignment
+            if changed:
+                if target != member.assignment and member_epoch != 0:
+                    self.group_epoch += 1        # a subscribed topic grew or went away
+                member.assignment = target
+                member.member_epoch = self.group_epoch
+            self._schedule_expiry(member)
+            return HeartbeatResult(member_id, member.member_epoch, dict(target) if changed else None)
+
+    def _schedule_expiry(self, member: ShareMember) -> None:
+        timer = self.coordinator.timer
+        timer.cancel(member.timer)
+        member_id, epoch = member.member_id, member.member_epoch
+        member.timer = timer.call_later(self.config("share.session.timeout.ms") / 1000,
+                                        lambda: self._expire(member_id, epoch))
+
+    def _expire(self, member_id: str, epoch: int) -> None:
+        if self.coordinator.store.closed:
+            return
+        with self.lock:
+            member = self.members.get(member_id)
+            if member is not None and member.member_epoch == epoch:
+                log.info("share group %s: member %s's session timed out", self.group_id, member_id)
+                self._remove(member)
+
+    def _remove(self, member: ShareMember) -> None:
+        """The member leaves: its acquired records are available again."""
+        self.coordinator.timer.cancel(member.timer)
+        del self.members[member.member_id]
+        self.group_epoch += 1
+        self.coordinator.sessions.pop((self.group_id, member.member_id), None)
+        self.release_member(member.member_id)
+
+    def release_member(self, member_id: str) -> None:
+        """Releases what `member_id` holds in every share-partition (durably)."""
+        with self.lock:
+            if any([sp.release_member(member_id) for sp in self.partitions.values()]):
+                self.persist()
+
+    def is_member(self, member_id: str) -> bool:
+        return member_id in self.members
+
+    def state(self) -> str:
+        """Kafka's ShareGroupState: Empty or Stable (or Dead once deleted)."""
+        return "Stable" if self.members else "Empty"
+
+    # ======================================================= share-partitions
+
+    def share_partition(self, topic: str, partition: int, log) -> SharePartition:
+        """The share-partition of `topic`-`partition` (whose Log is `log`), created at
+        ``share.auto.offset.reset`` on first use; a recreated topic (another id) starts
+        over. Moves its SPSO past the log's start and expires its locks."""
+        topic_id = self.coordinator.store.topic_id(topic)
+        key = (topic, partition)
+        sp = self.partitions.get(key)
+        if sp is not None and topic_id is not None and self.topic_ids.get(topic) not in (None, topic_id):
+            sp = None
+        if sp is None:
+            reset = str(self.config("share.auto.offset.reset")).lower()
+            start = log.log_start_offset if reset == "earliest" else log.high_watermark
+            sp = self.partitions[key] = SharePartition(
+                start, delivery_count_limit=self.config("share.delivery.count.limit"),
+                max_in_flight=self.coordinator.max_in_flight)
+            if topic_id is not None:
+                self.topic_ids[topic] = topic_id
+            self.persist()
+        changed = sp.move_start(log.log_start_offset)
+        changed = sp.expire_locks(now_ms()) or changed
+        if changed:
+            self.persist()
+        return sp
+
+    def acquire(self, member_id: str, sp: SharePartition, first: int, end: int,
+                max_records: int) -> list[AcquiredRange]:
+        """Acquires records of `sp` for `member_id` (SharePartition.acquire) under the
+        group's record lock duration; durable before it returns."""
+        lock_ms = self.config("share.record.lock.duration.ms")
+        ranges = sp.acquire(member_id, first, end, max_records, now_ms(), lock_ms)
+        if ranges:
+            self.persist()
+            # The locks' end releases the records even if nobody looks (Kafka's
+            # acquisition lock timer task); a later look would release them too.
+            self.coordinator.timer.call_later(lock_ms / 1000 + 0.001, lambda: self._expire_locks(sp))
+        return ranges
+
+    def _expire_locks(self, sp: SharePartition) -> None:
+        if self.coordinator.store.closed:
+            return                  # a timer outliving its store: the state file is not ours
+        with self.lock:
+            if any(p is sp for p in self.partitions.values()) and sp.expire_locks(now_ms()):
+                self.persist()
+
+    def acknowledge(self, member_id: str, sp: SharePartition, batches) -> None:
+        """Applies a partition's acknowledgement batches, durably (AcknowledgeError: none)."""
+        sp.expire_locks(now_ms())
+        sp.acknowledge_batches(member_id, batches)
+        self.persist()
+
+    # ============================================================= durability
+
+    def to_json(self) -> dict:
+        parts = []
+        for (topic, partition), sp in sorted(self.partitions.items()):
+            start, runs = sp.snapshot()
+            parts.append({"topic": topic, "topic_id": self.topic_ids.get(topic),
+                          "partition": partition, "start_offset": start,
+                          "state_batches": [list(r) for r in runs]})
+        return {"version": STATE_FILE_VERSION, "group_id": self.group_id,
+                "state_epoch": self.state_epoch, "configs": dict(self.configs),
+                "partitions": parts}
+
+    def persist(self) -> None:
+        """Writes the group's state file (atomically, fsynced) with the lock held; inside
+        :meth:`deferred`, at its end instead."""
+        if self._deferring:
+            self._dirty = True
+            return
+        self.state_epoch += 1
+        self.coordinator.write_state(self.group_id, self.to_json())
+
+    @contextlib.contextmanager
+    def deferred(self):
+        """Holds the group's lock and writes its state once, at the end, for every change
+        made inside (a ShareFetch's acknowledgements and acquisitions: one fsync). The
+        caller answers only after the block."""
+        with self.lock:
+            self._deferring += 1
+            try:
+                yield self
+            finally:
+                self._deferring -= 1
+                if not self._deferring and self._dirty:
+                    self._dirty = False
+                    self.persist()
+
+    def load(self, data: dict) -> None:
+        self.state_epoch = int(data.get("state_epoch", 0))
+        self.configs = {str(k): str(v) for k, v in (data.get("configs") or {}).items()}
+        limit = self.config("share.delivery.count.limit")
+        for entry in data.get("partitions", ()):
+            key = (entry["topic"], int(entry["partition"]))
+            self.partitions[key] = SharePartition.restore(
+                int(entry["start_offset"]), [tuple(int(x) for x in r) for r in entry["state_batches"]],
+                delivery_count_limit=limit, max_in_flight=self.coordinator.max_in_flight)
+            if entry.get("topic_id"):
+                self.topic_ids[entry["topic"]] = entry["topic_id"]
+
+
+@dataclass(slots=True)
+class ShareSession:
+    """A member's share session (ShareSessionEpoch): the partitions it fetches."""
+    epoch: int
+    partitions: set = field(default_factory=set)     # (topic, partition)
+
+
+class ShareCoordinator:
+    """The share groups of one store: ``share_coordinator(store)``."""
+
+    def __init__(self, store, defaults: dict | None = None, max_in_flight: int = 2000) -> None:
+        self.store = store
+        self.defaults = dict(GROUP_CONFIG_DEFAULTS)
+        if defaults:
+            self.defaults.update({k: v for k, v in defaults.items() if k in self.defaults})
+        self.max_in_flight = max_in_flight
+        self.timer = store.coordinator.timer
+        self.dir = os.path.join(store.dirs[0].path, SHARE_STATE_DIR)
+        self._lock = threading.Lock()
+        self._groups: dict[str, ShareGroup] = {}
+        #: (group id, member id) -> ShareSession (ShareFetch's sessions, KIP-932).
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._load()
+
+    def configure(self, defaults: dict) -> None:
+        """The broker's ``group.share.*`` values (Kafka's names, ``group.`` dropped)."""
+        self.defaults.update({k: v for k, v in defaults.items() if k in self.defaults})
+
+    def group(self, group_id: str, create: bool = True) -> ShareGroup | None:
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None and create:
+                group = self._groups[group_id] = ShareGroup(self, group_id)
+            return group
+
+    def groups(self) -> list[ShareGroup]:
+        with self._lock:
+            return list(self._groups.values())
+
+    def _path(self, group_id: str) -> str:
+        return os.path.join(self.dir, group_id.encode("utf-8").hex() + ".json")
+
+    def write_state(self, group_id: str, data: dict) -> None:
+        if self.store.closed:
+            # Another store object may own the dir now (the same path reopened).
+            raise KafkaStorageError(f"the store is closed: share group {group_id!r}'s state "
+                                    f"cannot be written")
+        os.makedirs(self.dir, exist_ok=True)
+        write_file_atomically(self._path(group_id), json.dumps(data, separators=(",", ":")).encode())
+
+    def _load(self) -> None:
+        if not os.path.isdir(self.dir):
+            return
+        for name in sorted(os.listdir(self.dir)):
+            if not name.endswith(".json"):
+                continue                        # a .tmp a crash left: the old file is whole
+            path = os.path.join(self.dir, name)
+            with open(path, "rb") as f:
+                data = json.loads(f.read())
+            if data.get("version") != STATE_FILE_VERSION:
+                raise ValueError(f"{path}: share group state version {data.get('version')} "
+                                 f"is not {STATE_FILE_VERSION}")
+            group = ShareGroup(self, data["group_id"])
+            group.load(data)
+            self._groups[group.group_id] = group
+
+
+_attach_lock = threading.Lock()
+
+
+def share_coordinator(store) -> ShareCoordinator:
+    """The store's one ShareCoordinator, created (and its state files read) on first use."""
+    found = getattr(store, "_share_coordinator", None)
+    if found is None:
+        with _attach_lock:
+            found = getattr(store, "_share_coordinator", None)
+            if found is None:
+                found = ShareCoordinator(store)
+                store._share_coordinator = found
+    return found

@@ -1,0 +1,92 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+
+/**
+ * Kafka's KafkaShareConsumer (KIP-932) for tests/kafka_reference/test_java_share_consumer.py.
+ *
+ * share BOOTSTRAP TOPIC GROUP MAX_POLL_RECORDS RELEASE_EVERY
+ *   subscribes in explicit acknowledgement mode and polls until stdin closes. Prints
+ *   "GOT partition offset deliveryCount value" per record; a record whose offset is a
+ *   multiple of RELEASE_EVERY (> 0) is released on its first delivery, every other one
+ *   accepted; after each commitSync, "ACCEPTED partition offset" per record accepted whose
+ *   partition's acknowledgement succeeded ("ACKFAIL partition error" otherwise).
+ */
+public final class ShareClients {
+    public static void main(String[] args) throws Exception {
+        if (args.length != 6 || !args[0].equals("share")) {
+            System.err.println("usage: share BOOTSTRAP TOPIC GROUP MAX_POLL_RECORDS RELEASE_EVERY");
+            System.exit(2);
+        }
+        Properties props = new Properties();
+        props.put("bootstrap.servers", args[1]);
+        props.put("group.id", args[3]);
+        props.put("key.deserializer", StringDeserializer.class.getName());
+        props.put("value.deserializer", StringDeserializer.class.getName());
+        props.put("share.acknowledgement.mode", "explicit");
+        props.put("max.poll.records", args[4]);
+        int releaseEvery = Integer.parseInt(args[5]);
+        AtomicBoolean stop = new AtomicBoolean(false);
+        Thread stdin = new Thread(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
+                while (in.readLine() != null) { }
+            } catch (Exception ignored) { }
+            stop.set(true);
+        });
+        stdin.setDaemon(true);
+        stdin.start();
+        try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(props)) {
+            consumer.subscribe(List.of(args[2]));
+            System.out.println("SUBSCRIBED");
+            System.out.flush();
+            while (!stop.get()) {
+                ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
+                List<ConsumerRecord<String, String>> accepted = new ArrayList<>();
+                for (ConsumerRecord<String, String> r : records) {
+                    short count = r.deliveryCount().orElse((short) -1);
+                    System.out.println("GOT " + r.partition() + " " + r.offset() + " " + count + " " + r.value());
+                    if (releaseEvery > 0 && r.offset() % releaseEvery == 0 && count == 1) {
+                        consumer.acknowledge(r, AcknowledgeType.RELEASE);
+                    } else {
+                        consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                        accepted.add(r);
+                    }
+                }
+                if (records.isEmpty()) {
+                    continue;
+                }
+                Map<TopicIdPartition, Optional<KafkaException>> result = consumer.commitSync();
+                for (Map.Entry<TopicIdPartition, Optional<KafkaException>> e : result.entrySet()) {
+                    if (e.getValue().isPresent()) {
+                        System.out.println("ACKFAIL " + e.getKey().partition() + " " + e.getValue().get());
+                    }
+                }
+                for (ConsumerRecord<String, String> r : accepted) {
+                    boolean ok = result.entrySet().stream().anyMatch(e ->
+                        e.getKey().partition() == r.partition() && e.getKey().topic().equals(r.topic())
+                            && e.getValue().isEmpty());
+                    if (ok) {
+                        System.out.println("ACCEPTED " + r.partition() + " " + r.offset());
+                    }
+                }
+                System.out.flush();
+            }
+        }
+        System.out.println("CLOSED");
+        System.out.flush();
+    }
+}
