@@ -87,9 +87,10 @@ def test_advertised_versions_are_the_documented_ones(served):
 @pytest.mark.parametrize("join_version,produce_version", [(8, 13), (9, 13)])
 def test_versions_pylog_does_not_speak_get_unsupported_version(served, join_version,
                                                                 produce_version):
-    """JoinGroup 8-9 (join reasons) and Produce 13 (topic ids), which Kafka 4.1
-    defines and pylog does not speak: Kafka's error code in the message's own place
-    (top-level for JoinGroup, per partition for Produce), and the connection stays usable."""
+    """JoinGroup 8-9 (join reasons), which Kafka 4.1 defines and pylog does not speak:
+    Kafka's error code in the message's own place, and the connection stays usable.
+    Produce 13 (topic ids), served since: an id no topic has gets UNKNOWN_TOPIC_ID (100)
+    per partition, the topic named by its id in the answer."""
     topic_id = bytes(range(1, 17))
     with raw(served) as s:
         s.sendall(encode_request(11, join_version, 7, "probe", m.JoinGroupRequest(
@@ -108,7 +109,7 @@ def test_versions_pylog_does_not_speak_get_unsupported_version(served, join_vers
         topic = body.responses[0]
         assert (topic.topic_id if produce_version >= 13 else topic.name) == \
             (topic_id if produce_version >= 13 else "t")
-        assert [(p.index, p.error_code) for p in topic.partition_responses] == [(0, 35), (3, 35)]
+        assert [(p.index, p.error_code) for p in topic.partition_responses] == [(0, 100), (3, 100)]
         s.sendall(encode_request(18, 3, 9, "probe", m.ApiVersionsRequest(
             client_software_name="probe", client_software_version="1")))
         assert m.ApiVersionsResponse.decode(read_frame(s)[4:], 3).error_code == 0

@@ -209,14 +209,22 @@ def test_transaction_state_records_in_kafkas_schema(txn_served):
     p.produce(topic, b"v")
     p.commit_transaction(30)
     store = txn_served.store
-    states = []
-    for part in range(store.partition_count("__transaction_state")):
-        lg = store.log("__transaction_state", part)
-        for batch in lg.read(0, 1 << 20).batches():
-            for record in batch.records():
-                if decode_txn_key(record.key) == tid:
-                    meta = decode_txn_value(tid, record.value)
-                    states.append((meta.state, sorted(meta.partitions)))
+
+    def states():
+        found = []
+        for part in range(store.partition_count("__transaction_state")):
+            lg = store.log("__transaction_state", part)
+            for batch in lg.read(0, 1 << 20).batches():
+                for record in batch.records():
+                    if decode_txn_key(record.key) == tid:
+                        meta = decode_txn_value(tid, record.value)
+                        found.append((meta.state, sorted(meta.partitions)))
+        return found
+    # The Complete record follows the answer, once the markers are durable.
+    deadline = time.monotonic() + 30
+    while len(states()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    states = states()
     assert [s for s, _ in states] == [TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT,
                                       TxnState.COMPLETE_COMMIT]
     assert states[1][1] == states[2][1] == [(topic, 0)]

@@ -14,7 +14,7 @@ from pylog.coordinator.transaction_state import TxnState
 from pylog.coordinator.transactions import TransactionCoordinator
 
 commits = 0
-original = TransactionCoordinator._write_markers_and_complete
+original = TransactionCoordinator._write_markers
 
 
 def crash_before_markers(self, meta):
@@ -26,7 +26,7 @@ def crash_before_markers(self, meta):
     return original(self, meta)
 
 
-TransactionCoordinator._write_markers_and_complete = crash_before_markers
+TransactionCoordinator._write_markers = crash_before_markers
 
 store = pylog.open(sys.argv[1])
 broker = pylog.Broker(store, listen="127.0.0.1:0").start()

@@ -26,7 +26,7 @@ from pylog.record import batch_layout as at
 from pylog.compression import ZSTD
 from pylog.storage import INTERNAL_TOPICS
 
-from . import fetch_sessions, transactions
+from . import admin, fetch_sessions, transactions
 from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed
 from .errors import NONE, RequestError, error_code
 from .leader_epochs import check_current_leader_epoch
@@ -142,6 +142,10 @@ TOPIC_DENIED = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization faile
 _TXN_DENIED = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
 
 
+#: The first Produce version that names topics by id (KIP-516): an id no topic has is
+#: UNKNOWN_TOPIC_ID in each of its partitions.
+PRODUCE_BY_TOPIC_ID = 13
+
 #: The first Produce version of transactions v2 (KIP-890 part 2): the partition joins
 #: the transaction with its first batch, the producer sends no AddPartitionsToTxn.
 PRODUCE_ADDS_PARTITIONS = 12
@@ -191,30 +195,37 @@ def produce(broker, conn, header, req):
     to_flush = {}
     txn_denied = req.transactional_id is not None and not allowed(
         broker, conn, Operation.WRITE, TRANSACTIONAL_ID, req.transactional_id)
+    ids = admin.topic_ids(broker) if v >= PRODUCE_BY_TOPIC_ID else None
     for topic in req.topic_data:
         parts = []
-        denied = txn_denied or not allowed(broker, conn, Operation.WRITE, TOPIC, topic.name)
+        # v13+: the topic's name from its id ("" for an id no topic has).
+        name = topic.name if ids is None else ids.by_id.get(bytes(topic.topic_id), "")
+        unknown_id = ids is not None and not name
+        denied = not unknown_id and (
+            txn_denied or not allowed(broker, conn, Operation.WRITE, TOPIC, name))
         for p in topic.partition_data:
             resp = m.ProduceResponsePartitionProduceResponse(
                 index=p.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
             problem = None
-            if denied:
+            if unknown_id:
+                problem = ErrorCode.UNKNOWN_TOPIC_ID, "no topic has that topic id"
+            elif denied:
                 problem = _TXN_DENIED if txn_denied else TOPIC_DENIED
             elif acks not in (-1, 0, 1):
                 problem = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
-            elif topic.name in INTERNAL_TOPICS:
-                problem = ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {topic.name}"
+            elif name in INTERNAL_TOPICS:
+                problem = ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {name}"
             else:
                 problem = _check_records(p.records, v) or \
                     (None if req.transactional_id is not None else _check_transactional(p.records)) \
                     or _check_producer_ids(store, p.records)
             if problem is None:
                 try:
-                    log = store.log(topic.name, p.index)
+                    log = store.log(name, p.index)
                     guard = None
                     if req.transactional_id is not None:
                         guard = _verify_transactional(broker, conn, req.transactional_id, log,
-                                                      topic.name, p.index, p.records, v)
+                                                      name, p.index, p.records, v)
                     info = log.append(p.records, verification_guard=guard)
                     resp.base_offset = info.first_offset
                     resp.log_append_time_ms = info.log_append_time
@@ -228,7 +239,8 @@ def produce(broker, conn, header, req):
             if problem is not None:
                 resp.error_code, resp.error_message = problem
             parts.append(resp)
-        out.append(m.ProduceResponseTopicProduceResponse(name=topic.name, partition_responses=parts))
+        out.append(m.ProduceResponseTopicProduceResponse(name=name, topic_id=topic.topic_id,
+                                                         partition_responses=parts))
     # acks=all: pylog acknowledges what an fsync covers (as its in-process Producer does);
     # one flush per log serves every partition batch of this request.
     for log, end, resp in to_flush.values():

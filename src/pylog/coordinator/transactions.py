@@ -11,12 +11,21 @@ back when the store opens. The state machine is Kafka's:
 
 Invariants:
 
-- **A decision is durable before any marker.** PrepareCommit/PrepareAbort is appended
-  to ``__transaction_state`` and fsync'ed, then the markers are written (each flushed)
-  into every partition of the transaction, then CompleteCommit/CompleteAbort is written.
-  When the store opens, every transaction found prepared gets its markers written again
-  (a marker already there is a retry the partition recognises and skips), so a kill -9
-  at any point leaves a transaction either wholly committed or wholly aborted.
+- **A commit's data is durable before its decision, the decision before any marker.**
+  EndTxn(commit) flushes every partition of the transaction (nothing to do after
+  acks=all produces), then PrepareCommit/PrepareAbort is appended to
+  ``__transaction_state`` and fsync'ed, then the markers are appended into every
+  partition, and EndTxn answers: the durable decision is the commit (Kafka answers
+  once its Prepare record is replicated, and writes markers after).
+- **An id's next state record waits for its markers to be durable.** The markers are
+  not fsync'ed before the answer; the CompleteCommit/CompleteAbort record is written
+  once they are (:meth:`_finish`, at once on the store's scheduler, and before any
+  later record of the id). So the newest durable record of an id is its Prepare record
+  for as long as a marker could be lost, and when the store opens every transaction
+  found prepared gets its markers written again (a marker already there is a retry the
+  partition recognises and skips): a kill -9 or a power loss at any point leaves a
+  transaction either wholly committed or wholly aborted, and an answered commit
+  committed.
 - **Zombies are fenced by epoch.** InitProducerId bumps the id's epoch (aborting a
   transaction left open); a request with an older epoch gets PRODUCER_FENCED, and a
   partition refuses the old epoch's batches (storage/producer_state.py).
@@ -28,9 +37,11 @@ Invariants:
   Kafka) by a periodic task; ids idle in a completed state for
   ``transactional.id.expiration.ms`` are forgotten (a tombstone).
 
-One lock serialises every change of the coordinator's state, its records and its
-markers: a change is short (an fsync and one marker per partition) and single-node
-transactions have no remote participant to wait for.
+Group commit: a transactional id's changes are serialised by its lock (one of
+:data:`LOCK_STRIPES`, by the id's hash), held across the fsync of its record; changes
+of other ids run meanwhile, and records that share a ``__transaction_state`` partition
+share its fsync (``Log.flush`` returns at once when an earlier flush covered its
+offset).
 
 Transactions v2 (KIP-890 part 2, Kafka 4's default; the broker finalizes the feature
 ``transaction.version`` = 2 in ApiVersions) beside v1, per transaction as Kafka:
@@ -85,6 +96,10 @@ __all__ = ["TransactionCoordinator", "authorize_transactional_id"]
 
 log = logging.getLogger(__name__)
 
+#: How many locks the transactional ids are spread over (by hash): ids of different
+#: stripes change, and fsync their records, concurrently.
+LOCK_STRIPES = 64
+
 #: Kafka's Short.MaxValue - 1: an epoch at this bound makes InitProducerId hand out a
 #: new producer id (epoch 0) instead of bumping.
 MAX_EPOCH = 32766
@@ -105,8 +120,11 @@ class TransactionCoordinator:
 
     def __init__(self, store) -> None:
         self.store = store
-        self._lock = threading.RLock()
+        self._stripes = tuple(threading.RLock() for _ in range(LOCK_STRIPES))
         self._txns: dict[str, TransactionMetadata] = {}
+        #: Ids whose markers are written but not yet known durable: the markers' logs
+        #: and ends, and the Complete record to append once they are (see _finish).
+        self._unfinished: dict[str, tuple[list, bytes]] = {}
         self._load()
         self._complete_prepared()
         c = store.config
@@ -128,11 +146,16 @@ class TransactionCoordinator:
         return self.store.log(TRANSACTION_STATE_TOPIC,
                               partition_for_transactional_id(transactional_id, partitions))
 
-    def _write(self, meta: TransactionMetadata | None, transactional_id: str,
-               sync: bool = True) -> None:
-        """Appends the id's state (None: a tombstone) and fsyncs it (unless `sync` is
-        False: a Complete record, which a restart can do without, see
-        _write_markers_and_complete): the caller changes memory only after this returns."""
+    def _locked(self, transactional_id: str) -> threading.RLock:
+        """The lock that serialises the changes of `transactional_id` (its stripe's)."""
+        return self._stripes[hash(transactional_id) % LOCK_STRIPES]
+
+    def _write(self, meta: TransactionMetadata | None, transactional_id: str) -> None:
+        """Appends the id's state (None: a tombstone) and fsyncs it, after finishing the
+        id's last transaction (its markers durable, its Complete record written): the
+        newest durable record of an id never gets ahead of its markers. Holds the id's
+        lock; records of other ids that share the partition share the fsync."""
+        self._finish(transactional_id)
         now = self.store.clock()
         if meta is not None:
             meta.last_update_ms = now
@@ -140,8 +163,40 @@ class TransactionCoordinator:
         info = lg.append(encode_batch([None if meta is None else meta.record_value()],
                                       [encode_txn_key(transactional_id)], [now]),
                          origin="coordinator")
-        if sync:
-            lg.flush(info.last_offset + 1)
+        lg.flush(info.last_offset + 1)
+
+    def _finish(self, transactional_id: str) -> None:
+        """Finishes the id's last transaction, if its markers are not yet known durable:
+        flushes them, then appends its Complete record. The Complete record is not
+        fsync'ed: losing it only makes the next open write the markers again (a retry
+        each partition recognises). Raises the flush's error (the id stays unfinished,
+        and so does every later change of it until a retry succeeds)."""
+        with self._locked(transactional_id):
+            unfinished = self._unfinished.get(transactional_id)
+            if unfinished is None:
+                return
+            markers, complete = unfinished
+            for lg, end in markers:
+                try:
+                    lg.flush(end)
+                except ValueError:
+                    if not lg.closed:       # closed: deleted since, nothing to keep
+                        raise
+            self._state_log(transactional_id).append(
+                encode_batch([complete], [encode_txn_key(transactional_id)], [self.store.clock()]),
+                origin="coordinator")
+            del self._unfinished[transactional_id]
+
+    def _finish_in_background(self, transactional_id: str) -> None:
+        """The store's scheduler task that finishes a transaction after EndTxn answered."""
+        if self.store.closed:
+            return                  # a clean close flushed the markers; the next open finishes
+        try:
+            self._finish(transactional_id)
+        except Exception:               # noqa: BLE001 - the id's next change retries
+            if not self.store.closed:
+                log.exception("finishing the transaction of %r failed; its next change retries",
+                              transactional_id)
 
     def _load(self) -> None:
         for batch, start in internal_batches(self.store, TRANSACTION_STATE_TOPIC):
@@ -161,19 +216,20 @@ class TransactionCoordinator:
         its completion (a crash in between). PrepareEpochFence becomes an abort. One
         that fails (a partition's dir offline) stays prepared: the timer's next run
         (abort_timed_out) tries again, and the id answers CONCURRENT_TRANSACTIONS."""
-        with self._lock:
-            for meta in list(self._txns.values()):
+        for meta in list(self._txns.values()):
+            with self._locked(meta.transactional_id):
                 if meta.state == TxnState.PREPARE_EPOCH_FENCE:
                     meta.state = TxnState.PREPARE_ABORT
-                if meta.state in PREPARED:
-                    log.info("completing transaction %r (producer %d, epoch %d): %s",
-                             meta.transactional_id, meta.producer_id, meta.producer_epoch,
-                             meta.state.kafka_name)
-                    try:
-                        self._write_markers_and_complete(meta)
-                    except Exception:       # noqa: BLE001 - retried by the timer
-                        log.exception("completing transaction %r failed; retried later",
-                                      meta.transactional_id)
+                try:
+                    if meta.state in PREPARED:
+                        log.info("completing transaction %r (producer %d, epoch %d): %s",
+                                 meta.transactional_id, meta.producer_id, meta.producer_epoch,
+                                 meta.state.kafka_name)
+                        self._write_markers(meta)
+                    self._finish(meta.transactional_id)
+                except Exception:       # noqa: BLE001 - retried by the timer
+                    log.exception("completing transaction %r failed; retried later",
+                                  meta.transactional_id)
 
     # ================================================================= operations
 
@@ -204,7 +260,7 @@ class TransactionCoordinator:
             raise InvalidTransactionTimeoutError(
                 f"transaction.timeout.ms {timeout_ms} must be in (0, {max_timeout}] "
                 f"(transaction.max.timeout.ms)")
-        with self._lock:
+        with self._locked(transactional_id):
             meta = self._txns.get(transactional_id)
             if meta is None or meta.state == TxnState.DEAD:
                 pid, _ = self.store.init_producer_id()
@@ -226,7 +282,7 @@ class TransactionCoordinator:
                         f"{transactional_id!r} is not the current one ({meta.producer_id}, "
                         f"epoch {meta.producer_epoch})")
             if meta.state in PREPARED:
-                self._write_markers_and_complete(meta)
+                self._write_markers(meta)
             if meta.state == TxnState.ONGOING:
                 # Fence the old producer and abort what it left open (Kafka returns
                 # CONCURRENT_TRANSACTIONS and the client retries; one node does both).
@@ -262,7 +318,7 @@ class TransactionCoordinator:
                    if t != OFFSETS_TOPIC and not 0 <= p < (self.store.partition_count(t) or 0)]
         if missing:
             raise UnknownTopicOrPartitionError(f"no such partition: {', '.join(missing)}")
-        with self._lock:
+        with self._locked(transactional_id):
             meta = self._get(transactional_id, producer_id, epoch)
             if meta.state in PREPARED or meta.state == TxnState.PREPARE_EPOCH_FENCE:
                 raise ConcurrentTransactionsError(
@@ -297,7 +353,7 @@ class TransactionCoordinator:
         (v5+): the group's partition joins the transaction here (no AddOffsetsToTxn)."""
         if not group:
             raise ValueError("a group id must not be empty")
-        with self._lock:
+        with self._locked(transactional_id):
             tp = tuple(self.store.coordinator.offsets_partition(group))
             if tv2:
                 self.add_partitions(transactional_id, producer_id, epoch, [tp], tv2=True)
@@ -312,7 +368,7 @@ class TransactionCoordinator:
                 tv2: bool = False) -> tuple[int, int]:
         """Kafka's EndTxn: commit or abort; returns once the markers are written, with the
         producer id and epoch the producer goes on with (`tv2`, EndTxn v5+: bumped)."""
-        with self._lock:
+        with self._locked(transactional_id):
             meta = self._txns.get(transactional_id)
             if meta is not None and meta.state != TxnState.DEAD and (tv2 or meta.client_tv >= 2):
                 return self._end_txn_v2(meta, producer_id, epoch, committed, tv2)
@@ -383,10 +439,15 @@ class TransactionCoordinator:
             f"{what} with epoch {epoch} needs an ongoing transaction")
 
     def _end(self, meta: TransactionMetadata, committed: bool, bump: bool = False) -> None:
-        """Ongoing -> Prepare*, durable, then the markers and Complete*. Holds _lock.
-        `bump` (transactions v2): the epoch moves first, so the Prepare record and the
+        """Ongoing -> Prepare*, durable, then the markers (Complete* in memory; its record
+        follows once they are durable: _finish, scheduled here). A commit first makes
+        its data durable (acks=1 data is not yet). Holds the id's lock. `bump`
+        (transactions v2): the epoch moves first, so the Prepare record and the
         markers carry the new one; when it runs out, the markers take the last epoch
         and the producer id changes once they are written (next_producer_id)."""
+        if committed:
+            for lg in self._logs_of(meta):
+                lg.flush(lg.log_end_offset)
         if bump:
             meta.last_producer_id, meta.last_producer_epoch = meta.producer_id, meta.producer_epoch
             if meta.producer_epoch >= MAX_EPOCH:
@@ -395,28 +456,39 @@ class TransactionCoordinator:
             meta.client_tv = 2
         meta.state = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
         self._write(meta, meta.transactional_id)
-        self._write_markers_and_complete(meta)
+        self._write_markers(meta)
+        tid = meta.transactional_id
+        self._state_log(tid).scheduler.schedule(0, lambda: self._finish_in_background(tid))
 
-    def _write_markers_and_complete(self, meta: TransactionMetadata) -> None:
-        committed = meta.state == TxnState.PREPARE_COMMIT
+    def _logs_of(self, meta: TransactionMetadata) -> list:
+        """The logs of the transaction's partitions that still exist (a deleted one has
+        nothing to flush or mark: Kafka skips it too)."""
+        logs = []
         for topic, partition in sorted(meta.partitions):
             try:
-                lg = self.store.log(topic, partition)
+                logs.append(self.store.log(topic, partition))
             except UnknownTopicOrPartitionError:
-                continue            # deleted since: nothing to mark (Kafka skips it too)
-            epoch = self._coordinator_epoch()
-            info = lg.write_txn_marker(meta.producer_id, meta.producer_epoch, epoch, committed)
-            lg.flush(info.last_offset + 1)
+                continue
+        return logs
+
+    def _write_markers(self, meta: TransactionMetadata) -> None:
+        """Appends the markers of a prepared transaction (not flushed), and moves it to
+        Complete* in memory; its Complete record waits in _unfinished for _finish (after
+        the markers are durable). Holds the id's lock."""
+        committed = meta.state == TxnState.PREPARE_COMMIT
+        written = []
+        for lg in self._logs_of(meta):
+            info = lg.write_txn_marker(meta.producer_id, meta.producer_epoch,
+                                       self._coordinator_epoch(), committed)
+            written.append((lg, info.last_offset + 1))
         self.store.coordinator.complete_txn_offsets(meta.producer_id, committed)
         meta.state = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
         meta.partitions = set()
         if meta.next_producer_id >= 0:         # the epoch ran out: the id the producer got
             meta.last_producer_id, meta.producer_id = meta.producer_id, meta.next_producer_id
             meta.producer_epoch, meta.next_producer_id = 0, -1
-        # Not fsync'ed: the markers are, so a Complete lost to a crash only makes the
-        # restart write them again (a retry each partition recognises). Syncing it would
-        # add an fsync to every transaction's commit.
-        self._write(meta, meta.transactional_id, sync=False)
+        meta.last_update_ms = self.store.clock()
+        self._unfinished[meta.transactional_id] = (written, meta.record_value())
 
     def _coordinator_epoch(self) -> int:
         """Kafka's coordinator epoch is the leader epoch of the state partition: one node,
@@ -428,8 +500,9 @@ class TransactionCoordinator:
     def verify_partition(self, transactional_id: str, producer_id: int, epoch: int,
                          topic: str, partition: int) -> None:
         """KIP-890 part 1: a transactional batch may open the producer's transaction in
-        the partition only if the partition is in its ongoing transaction."""
-        with self._lock:
+        the partition only if the partition is in its ongoing transaction (durably: the
+        id's lock is held while its record is being fsync'ed)."""
+        with self._locked(transactional_id):
             meta = self._txns.get(transactional_id)
             if meta is None or meta.producer_id != producer_id:
                 raise InvalidProducerIdMappingError(
@@ -464,10 +537,10 @@ class TransactionCoordinator:
         so its producer is fenced (Kafka's abortTimedOutTransactions)."""
         now = self.store.clock() if now is None else now
         self._complete_prepared()               # any a failure left prepared
-        with self._lock:
-            expired = [m for m in self._txns.values() if m.state == TxnState.ONGOING
-                       and m.txn_start_ms + m.timeout_ms <= now]
-            for meta in expired:
+        for meta in list(self._txns.values()):
+            with self._locked(meta.transactional_id):
+                if meta.state != TxnState.ONGOING or meta.txn_start_ms + meta.timeout_ms > now:
+                    continue
                 log.info("aborting transaction %r (producer %d, epoch %d): past its timeout "
                          "of %d ms", meta.transactional_id, meta.producer_id,
                          meta.producer_epoch, meta.timeout_ms)
@@ -483,9 +556,10 @@ class TransactionCoordinator:
         """Forgets ids idle longer than transactional.id.expiration.ms (a tombstone)."""
         now = self.store.clock() if now is None else now
         ttl = self.store.config["transactional.id.expiration.ms"]
-        with self._lock:
-            for tid, meta in list(self._txns.items()):
-                if meta.state in IDLE and meta.last_update_ms + ttl <= now:
+        for tid, meta in list(self._txns.items()):
+            with self._locked(tid):
+                if self._txns.get(tid) is meta and meta.state in IDLE and \
+                        meta.last_update_ms + ttl <= now:
                     try:
                         self._write(None, tid)
                     except Exception:       # noqa: BLE001 - the next run retries
@@ -496,7 +570,7 @@ class TransactionCoordinator:
     # ================================================================= describing
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
-        with self._lock:
+        with self._locked(transactional_id):
             meta = self._txns.get(transactional_id)
             if meta is None:
                 return None
@@ -506,21 +580,21 @@ class TransactionCoordinator:
                                        meta.last_update_ms, client_tv=meta.client_tv)
 
     def list(self) -> list[TransactionMetadata]:
-        with self._lock:
-            return [self.describe(t) for t in sorted(self._txns)]
+        found = (self.describe(t) for t in sorted(list(self._txns)))
+        return [meta for meta in found if meta is not None]
 
     def abort_producer(self, topic: str, partition: int, producer_id: int, epoch: int,
                        coordinator_epoch: int) -> None:
         """WriteTxnMarkers from a tool (``kafka-transactions.sh abort``): an ABORT
         marker for a hanging transaction of `producer_id` in one partition. If the
         coordinator knows the transaction, it is aborted as a whole instead."""
-        with self._lock:
-            for meta in self._txns.values():
+        for meta in list(self._txns.values()):
+            with self._locked(meta.transactional_id):
                 if meta.producer_id == producer_id and meta.state == TxnState.ONGOING \
                         and (topic, partition) in meta.partitions:
                     self._bump(meta)
                     self._end(meta, committed=False)
                     return
-            lg = self.store.log(topic, partition)
-            info = lg.write_txn_marker(producer_id, epoch, coordinator_epoch, False)
-            lg.flush(info.last_offset + 1)
+        lg = self.store.log(topic, partition)
+        info = lg.write_txn_marker(producer_id, epoch, coordinator_epoch, False)
+        lg.flush(info.last_offset + 1)

@@ -39,7 +39,7 @@ API_NAMES = {cls.API_KEY: name[:-len("Request")] for name, cls in
 #: SaslAuthenticate are listed because Kafka lists them on a PLAINTEXT listener too
 #: (measured: Kafka 4.1 lists 17: 0-1 and 36: 0-2 and answers both ILLEGAL_SASL_STATE).
 SUPPORTED: dict[int, tuple[int, int]] = {
-    0: (0, 12),     # Produce (10: KIP-951 tags, unset on one node; 12: transactions v2; 13+: topic ids)
+    0: (0, 13),     # Produce (10: KIP-951 tags, unset on one node; 12: transactions v2; 13: topic ids, KIP-516)
     1: (4, 18),     # Fetch (7+: sessions, KIP-227; 13+: topics by id)
     2: (1, 9),      # ListOffsets (7: max timestamp, KIP-734; 8: -4, KIP-405; 9: -5, KIP-1005)
     3: (0, 12),     # Metadata

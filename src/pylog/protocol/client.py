@@ -20,6 +20,7 @@ import struct
 from pylog.errors import ErrorCode, ProtocolError
 
 from . import messages as m
+from .codec import ZERO_UUID
 from .api import SUPPORTED, decode_response, encode_request
 from .api_keys import ApiKey
 
@@ -86,8 +87,14 @@ class ProtocolClient:
     # ================================================================ wire
 
     def send(self, api_key: int, body, version: int | None = None) -> tuple[int, int]:
-        """Sends a request without waiting; returns (correlation id, version)."""
-        version = self.version(api_key) if version is None else version
+        """Sends a request without waiting; returns (correlation id, version). A Produce
+        that names a topic without its id goes as v12 at most (v13+ names topics by id
+        only), as Kafka's producer chooses."""
+        if version is None:
+            version = self.version(api_key)
+            if api_key == ApiKey.PRODUCE and version >= 13 and \
+                    any(t.topic_id == ZERO_UUID for t in body.topic_data):
+                version = 12
         correlation = next(self._ids)
         self.sock.sendall(encode_request(api_key, version, correlation, self.client_id, body))
         return correlation, version
@@ -125,11 +132,13 @@ class ProtocolClient:
         return self.request(ApiKey.METADATA, req)
 
     def produce(self, topic: str, partition: int, records: bytes, acks: int = -1,
-                version: int | None = None, transactional_id: str | None = None):
-        """Appends record batches; returns the partition's response (base_offset, error)."""
+                version: int | None = None, transactional_id: str | None = None,
+                topic_id=ZERO_UUID):
+        """Appends record batches; returns the partition's response (base_offset, error).
+        With `topic_id` (the topic's 16-byte id) the request names the topic by id (v13+)."""
         req = m.ProduceRequest(acks=acks, timeout_ms=30000, transactional_id=transactional_id,
                                topic_data=[m.ProduceRequestTopicProduceData(
-            name=topic, partition_data=[m.ProduceRequestPartitionProduceData(index=partition,
+            name=topic, topic_id=topic_id, partition_data=[m.ProduceRequestPartitionProduceData(index=partition,
                                                                               records=records)])])
         if acks == 0:
             self.send(ApiKey.PRODUCE, req, version)
