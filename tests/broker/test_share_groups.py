@@ -239,3 +239,17 @@ def test_group_configs_through_describe_and_incremental_alter_configs(shared):
         assert member.acquired(member.fetch(topic)) == {(0, o): 1 for o in range(3)}
     finally:
         member.close()
+
+
+def test_fetches_turn_from_partition_to_partition(shared):
+    store, broker = shared
+    topic = topic_with_records(store, 50, partitions=3)
+    group = earliest_group(store)
+    a = ShareMember(broker, store, group, [topic])
+    try:
+        a.beat()
+        firsts = [{p for p, _ in a.acquired(a.fetch(topic, partitions=(0, 1, 2), max_records=5))}
+                  for _ in range(3)]
+        assert sorted(p for ps in firsts for p in ps) == [0, 1, 2]      # one each, in turn
+    finally:
+        a.close()

@@ -281,7 +281,11 @@ class _ShareFetch:
         for t in req.topics:
             for p in t.partitions:
                 session.partitions.add((bytes(t.topic_id), p.partition_index))
-        for tid, p in sorted(session.partitions):
+        # From a different partition each fetch (the session's epoch turns it), so that
+        # MaxRecords taken by the first partitions does not starve the last ones.
+        order = sorted(session.partitions)
+        turn = session.epoch % len(order) if order else 0
+        for tid, p in order[turn:] + order[:turn]:
             name = names.get(tid)
             if name is None:
                 self.logs[(tid, p)] = (None, ErrorCode.UNKNOWN_TOPIC_ID)
