@@ -76,7 +76,7 @@ def test_explicit_release_and_reject_and_the_delivery_count(store):
     c.close()
 
 
-def test_closing_releases_what_a_member_holds_and_a_reopened_store_keeps_acks(tmp_path):
+def test_closing_releases_what_a_member_holds_and_a_reopened_store_keeps_acks(tmp_path, caplog):
     path = str(tmp_path / "store")
     with pylog.open(path) as store:
         topic, group = _queue(store, 10)
@@ -88,7 +88,9 @@ def test_closing_releases_what_a_member_holds_and_a_reopened_store_keeps_acks(tm
         a.commit_sync()
         held = got[2:]
         a.close()                       # 2 and 3 unacknowledged: released
+    caplog.clear()
     with pylog.open(path) as store:     # the state came back from share-groups/
+        assert not [r for r in caplog.records if "share-groups" in r.getMessage()]   # not a partition dir
         b = pylog.ShareConsumer(store, topic, group_id=group)
         again = b.poll(5.0)
         assert [(r.offset, r.delivery_count) for r in again] == \
