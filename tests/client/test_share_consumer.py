@@ -136,3 +136,16 @@ def test_poll_waits_for_an_append(store):
     writer.join()
     assert [(r.offset, r.value) for r in got] == [(0, b"late")]
     c.close()
+
+
+def test_a_deleted_topic_leaves_the_state_file(store):
+    topic, group = _queue(store, 3)
+    other, _ = _queue(store, 3)
+    shares = share_coordinator(store)
+    with pylog.ShareConsumer(store, topic, other, group_id=group) as c:
+        assert len(c.poll(5.0)) + len(c.poll(5.0)) == 6
+    assert set(shares.group(group).partitions) == {(topic, 0), (other, 0)}
+    store.delete_topic(other)
+    shares.group(group).set_configs({"share.delivery.count.limit": "3"})      # a write
+    assert set(shares.group(group).partitions) == {(topic, 0)}
+    assert [p["topic"] for p in shares.group(group).to_json()["partitions"]] == [topic]
