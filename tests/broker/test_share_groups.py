@@ -189,12 +189,20 @@ def test_share_sessions_are_bounded(tmp_path):
     with pylog.open(str(tmp_path / "store")) as store:
         topic = topic_with_records(store, 1)
         with pylog.Broker(store, listen="127.0.0.1:0", group_share_max_share_sessions=2) as broker:
-            members = [ShareMember(broker, store, "bounded", [topic]) for _ in range(3)]
+            members = [ShareMember(broker, store, "bounded", [topic]) for _ in range(4)]
             try:
-                codes = [mem.fetch(topic).error_code for mem in members]
+                for mem in members[:3]:
+                    assert mem.beat().error_code == 0
+                codes = [mem.fetch(topic).error_code for mem in members[:3]]
                 assert codes == [0, 0, SHARE_SESSION_LIMIT_REACHED]
                 assert members[0].fetch(topic, epoch=-1).error_code == 0      # one closes
                 assert members[2].fetch(topic).error_code == 0
+                # A session of a client that is no member gives way when the limit is reached.
+                assert members[1].beat(epoch=-1).error_code == 0              # leaves: session gone
+                assert members[3].fetch(topic).error_code == 0                # never joined
+                assert members[0].beat(epoch=0).error_code == 0
+                assert members[0].fetch(topic, epoch=0).error_code == 0       # evicts members[3]'s
+                assert members[3].fetch(topic).error_code == SHARE_SESSION_NOT_FOUND
             finally:
                 for mem in members:
                     mem.close()
@@ -231,3 +239,17 @@ def test_group_configs_through_describe_and_incremental_alter_configs(shared):
         assert member.acquired(member.fetch(topic)) == {(0, o): 1 for o in range(3)}
     finally:
         member.close()
+
+
+def test_fetches_turn_from_partition_to_partition(shared):
+    store, broker = shared
+    topic = topic_with_records(store, 50, partitions=3)
+    group = earliest_group(store)
+    a = ShareMember(broker, store, group, [topic])
+    try:
+        a.beat()
+        firsts = [{p for p, _ in a.acquired(a.fetch(topic, partitions=(0, 1, 2), max_records=5))}
+                  for _ in range(3)]
+        assert sorted(p for ps in firsts for p in ps) == [0, 1, 2]      # one each, in turn
+    finally:
+        a.close()

@@ -76,7 +76,7 @@ def test_explicit_release_and_reject_and_the_delivery_count(store):
     c.close()
 
 
-def test_closing_releases_what_a_member_holds_and_a_reopened_store_keeps_acks(tmp_path):
+def test_closing_releases_what_a_member_holds_and_a_reopened_store_keeps_acks(tmp_path, caplog):
     path = str(tmp_path / "store")
     with pylog.open(path) as store:
         topic, group = _queue(store, 10)
@@ -88,7 +88,9 @@ def test_closing_releases_what_a_member_holds_and_a_reopened_store_keeps_acks(tm
         a.commit_sync()
         held = got[2:]
         a.close()                       # 2 and 3 unacknowledged: released
+    caplog.clear()
     with pylog.open(path) as store:     # the state came back from share-groups/
+        assert not [r for r in caplog.records if "share-groups" in r.getMessage()]   # not a partition dir
         b = pylog.ShareConsumer(store, topic, group_id=group)
         again = b.poll(5.0)
         assert [(r.offset, r.delivery_count) for r in again] == \
@@ -134,3 +136,16 @@ def test_poll_waits_for_an_append(store):
     writer.join()
     assert [(r.offset, r.value) for r in got] == [(0, b"late")]
     c.close()
+
+
+def test_a_deleted_topic_leaves_the_state_file(store):
+    topic, group = _queue(store, 3)
+    other, _ = _queue(store, 3)
+    shares = share_coordinator(store)
+    with pylog.ShareConsumer(store, topic, other, group_id=group) as c:
+        assert len(c.poll(5.0)) + len(c.poll(5.0)) == 6
+    assert set(shares.group(group).partitions) == {(topic, 0), (other, 0)}
+    store.delete_topic(other)
+    shares.group(group).set_configs({"share.delivery.count.limit": "3"})      # a write
+    assert set(shares.group(group).partitions) == {(topic, 0)}
+    assert [p["topic"] for p in shares.group(group).to_json()["partitions"]] == [topic]

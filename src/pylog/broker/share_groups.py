@@ -176,8 +176,13 @@ def _session(shares, group_id: str, member_id: str, epoch: int, opening_allowed:
         if not opening_allowed:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session."
         if session is None and len(shares.sessions) >= limit:
-            return (ErrorCode.SHARE_SESSION_LIMIT_REACHED,
-                    f"The broker holds {limit} share sessions (group.share.max.share.sessions).")
+            # Full: the sessions of clients that are not members of their group (never
+            # joined, or removed) go first; members' sessions are kept.
+            for stale in [k for k in list(shares.sessions) if not _is_member(shares, *k)]:
+                shares.sessions.pop(stale, None)
+            if len(shares.sessions) >= limit:
+                return (ErrorCode.SHARE_SESSION_LIMIT_REACHED,
+                        f"The broker holds {limit} share sessions (group.share.max.share.sessions).")
         session = shares.sessions[key] = ShareSession(_next_epoch(epoch))
         return session
     if session is None:
@@ -190,6 +195,11 @@ def _session(shares, group_id: str, member_id: str, epoch: int, opening_allowed:
                 f"Share session epoch {epoch} is not the expected {session.epoch}.")
     session.epoch = _next_epoch(epoch)
     return session
+
+
+def _is_member(shares, group_id: str, member_id: str) -> bool:
+    group = shares.group(group_id, create=False)
+    return group is not None and group.is_member(member_id)
 
 
 def _apply_acks(broker, conn, group, member_id: str, topics, names) -> dict:
@@ -271,7 +281,11 @@ class _ShareFetch:
         for t in req.topics:
             for p in t.partitions:
                 session.partitions.add((bytes(t.topic_id), p.partition_index))
-        for tid, p in sorted(session.partitions):
+        # From a different partition each fetch (the session's epoch turns it), so that
+        # MaxRecords taken by the first partitions does not starve the last ones.
+        order = sorted(session.partitions)
+        turn = session.epoch % len(order) if order else 0
+        for tid, p in order[turn:] + order[:turn]:
             name = names.get(tid)
             if name is None:
                 self.logs[(tid, p)] = (None, ErrorCode.UNKNOWN_TOPIC_ID)

@@ -285,7 +285,19 @@ class ShareGroup:
 
     # ============================================================= durability
 
+    def _forget_deleted_topics(self) -> None:
+        """Drops the share-partitions of topics deleted since (or deleted and created
+        again: another id), so the state file holds live topics only."""
+        topic_id = self.coordinator.store.topic_id
+        for key in [k for k in self.partitions
+                    if topic_id(k[0]) is None or topic_id(k[0]) != self.topic_ids.get(k[0], topic_id(k[0]))]:
+            del self.partitions[key]
+        for topic in [t for t in self.topic_ids if topic_id(t) != self.topic_ids[t]]:
+            if not any(k[0] == topic for k in self.partitions):
+                del self.topic_ids[topic]
+
     def to_json(self) -> dict:
+        self._forget_deleted_topics()
         parts = []
         for (topic, partition), sp in sorted(self.partitions.items()):
             start, runs = sp.snapshot()
