@@ -145,8 +145,10 @@ class _Partitions:
         self._dirs = None if self.store is not None else LogDirsReader(self.log_dirs)
 
     def config(self) -> Mapping[str, Any]:
+        """The topic's configs: a store's in effect; from log dirs its own overrides over
+        the defaults (broker-level defaults are the owner's, not on disk for a reader)."""
         if self.store is not None:
-            return self.store.describe_topic(self.topic).config
+            return self.store.topic_config(self.topic)
         row = self._dirs.topic_table().get(self.topic)
         return LogConfig(row.config if row is not None else {})
 
@@ -208,6 +210,21 @@ class TableConverter:
         return load_or_create_table(self._catalog, tc, self._partitions.first_dir())
 
     def run_once(self) -> CommitResult:
+        """Converts what is eligible now, in one commit (at most MAX_COMMIT_BYTES: see
+        ``more``). A commit refused because the table moved on meanwhile (another
+        converter, a maintenance commit) is redone from the table as it is now."""
+        from pyiceberg.exceptions import CommitFailedException
+        for attempt in range(3):
+            try:
+                return self._run_once()
+            except CommitFailedException:
+                if attempt == 2:
+                    raise
+                log.info("table of topic %r changed under this run's commit: converting again "
+                         "from its new watermark", self.topic)
+        raise AssertionError("unreachable")
+
+    def _run_once(self) -> CommitResult:
         tc = self.table_config()
         hook = _schema_hook(self.topic, tc)
         table = self.last_table = self.table(tc)
