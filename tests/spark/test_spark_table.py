@@ -175,3 +175,4 @@ def test_a_topic_without_a_table_reads_the_log(spark, tmp_path):
     path = str(tmp_path / "logs")
     produce(path, "events", 100)
     assert len(read(spark, path, table="true")) == 100
+    assert not (tmp_path / "logs" / "__tables").exists()      # a reader creates nothing

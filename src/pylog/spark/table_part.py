@@ -16,6 +16,7 @@ offset range are skipped by their statistics) and never open the catalog.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -106,6 +107,12 @@ def pin_table(paths: list[str], topic: str, topic_config: dict[str, str]) -> Tab
         raise OptionError(f"option 'table': reading a topic's table needs pyiceberg "
                           f"(pip install 'pylog[table]'): {exc}") from None
     from pyiceberg.exceptions import NoSuchTableError
+
+    from pylog.table.catalog import local_catalog_path
+    from pylog.table.config import table_config
+    if table_config(topic, topic_config).local_catalog and \
+            not os.path.exists(local_catalog_path(paths[0])):
+        return None          # no table was ever made here: a reader creates nothing
     catalog = open_catalog(paths, topic_config)
     identifier = table_identifier(topic, topic_config)
     try:
