@@ -92,9 +92,9 @@ def test_the_table_keeps_what_the_log_deleted(spark, tmp_path):
 def test_filters_prune_the_table_part_too(spark, tmp_path):
     path = str(tmp_path / "logs")
     tabled_topic(path)
-    produce(path, "events", 800)
+    sent = produce(path, "events", 800)
     convert(path, "events")
-    produce(path, "events", 200, start=800)
+    sent += produce(path, "events", 200, start=800)
     df = (spark.read.format("pylog").option("subscribe", "events").option("table", "true")
           .option("filterPushdown", "true").load(path)
           .where("partition = 1 and offset >= 100 and offset < 450"))
@@ -104,7 +104,10 @@ def test_filters_prune_the_table_part_too(spark, tmp_path):
         offsets = sorted(r.offset for r in df.select("offset").collect())
     finally:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", with_pushdown)
-    assert offsets == list(range(100, 450))
+    # Keyless records go to a sticky partition: partition 1's size varies from run to run.
+    assert offsets == sorted(s["offset"] for s in sent
+                             if s["partition"] == 1 and 100 <= s["offset"] < 450)
+    assert len(offsets) > 100
 
 
 def run_stream(spark, path, checkpoint, out, **options):
@@ -155,9 +158,9 @@ def test_streaming_plans_table_tasks_below_the_watermark(tmp_path):
         streaming=True))
     start = reader.initialOffset()
     tasks = reader.partitions(start, reader.latestOffset(start, None))
-    spans = sorted((type(t).__name__, t.value[1].start if type(t).__name__ == "TablePartition"
-                    else t.value[0].start) for t in tasks)
-    assert spans == [("RangePartition", 300), ("TablePartition", 0)]
+    spans = sorted((type(t).__name__, t.value[1].ranges if type(t).__name__ == "TablePartition"
+                    else (t.value[0].start, t.value[0].end)) for t in tasks)
+    assert spans == [("RangePartition", (300, 350)), ("TablePartition", ((0, 0, 300),))]
 
 
 def test_table_option_errors_name_the_problem():
@@ -172,3 +175,4 @@ def test_a_topic_without_a_table_reads_the_log(spark, tmp_path):
     path = str(tmp_path / "logs")
     produce(path, "events", 100)
     assert len(read(spark, path, table="true")) == 100
+    assert not (tmp_path / "logs" / "__tables").exists()      # a reader creates nothing

@@ -67,7 +67,7 @@ class TablePartition(InputPartition):
 
     def __repr__(self) -> str:
         r = self.value[1]
-        return f"TablePartition({r.topic}-{r.partition} [{r.start}, {r.end}) @{r.snapshot_id})"
+        return f"TablePartition({r.topic} {list(r.ranges)} in {r.file} @{r.snapshot_id})"
 
 
 def read_range(part: InputPartition):
@@ -134,6 +134,7 @@ class TableSplit:
         from .table_part import pin_table
         self.opts = opts
         table = reader.topic_table()
+        self.taken: dict[str, list[tuple[int, int, int]]] = {}
         self.pins = {}
         for topic in sorted(set(topics)):
             row = table.get(topic)
@@ -146,17 +147,25 @@ class TableSplit:
         low = pin.low(tp[1]) if pin is not None else None
         return min(start, low) if low is not None else start
 
-    def split(self, tp, start: int, end: int) -> tuple[list, int]:
-        """(table tasks for [start, min(end, watermark)), where the log part starts)."""
+    def split(self, tp, start: int, end: int) -> int:
+        """Takes [start, min(end, watermark)) for the table; returns where the log part
+        starts."""
         pin = self.pins.get(tp[0])
         if pin is None:
-            return [], start
-        from .table_part import table_ranges
+            return start
         w = min(pin.watermark(tp[1]), end)
         if start >= w:
-            return [], start
-        ranges = table_ranges(pin, tp[1], start, w)
-        return [TablePartition(r, self.opts.include_headers) for r in ranges], w
+            return start
+        self.taken.setdefault(tp[0], []).append((tp[1], start, w))
+        return w
+
+    def tasks(self) -> list[TablePartition]:
+        """The table part: one task per data file holding any range taken (a file with
+        several Kafka partitions is read once)."""
+        from .table_part import table_ranges
+        return [TablePartition(r, self.opts.include_headers)
+                for topic, ranges in sorted(self.taken.items())
+                for r in table_ranges(self.pins[topic], ranges)]
 
 
 def _asks_earliest(opts: SourceOptions, tp) -> bool:
@@ -180,15 +189,14 @@ class PylogBatchReader(DataSourceReader):
             starts = planning.starting_offsets(reader, tps, opts)
             ends = planning.ending_offsets(reader, tps, opts)
             tables = TableSplit(reader, opts, [t for t, _ in tps]) if opts.table else None
-            ranges, table_tasks = [], []
+            ranges = []
             for tp in tps:
                 if tables is not None and _asks_earliest(opts, tp):
                     starts[tp] = tables.earliest(tp, starts[tp])
                 planning.check_order(tp, starts[tp], ends[tp])
                 start, end = self.pruning.clip(reader, tp, starts[tp], ends[tp])
                 if tables is not None:
-                    tasks, start = tables.split(tp, start, end)
-                    table_tasks += tasks
+                    start = tables.split(tp, start, end)
                 checked = planning.check_range(reader, tp, start, end, opts.fail_on_data_loss,
                                                opts.read_committed)
                 if checked:
@@ -196,6 +204,7 @@ class PylogBatchReader(DataSourceReader):
                                               reader.partition(*tp).directory))
             tasks = planning.split_ranges(reader, ranges, opts.min_partitions,
                                           opts.max_records_per_partition)
+            table_tasks = tables.tasks() if tables is not None else []
         return table_tasks + [RangePartition(r, opts) for r in tasks]
 
     def read(self, partition: RangePartition):
@@ -288,7 +297,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start, end):
         begin, stop = _from_json(start), _from_json(end)
-        ranges, table_tasks = [], []
+        ranges = []
         with self._reader() as reader:
             # Pinned per micro-batch: a batch re-planned after a restart may split its
             # (same) offsets differently between table and log, never the records.
@@ -303,8 +312,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if last <= first:
                     continue
                 if tables is not None:
-                    tasks, first = tables.split(tp, first, last)
-                    table_tasks += tasks
+                    first = tables.split(tp, first, last)
                     if last <= first:
                         continue
                 checked = planning.check_range(reader, tp, first, last, self.opts.fail_on_data_loss,
@@ -314,6 +322,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                               reader.partition(*tp).directory))
             tasks = planning.split_ranges(reader, ranges, self.opts.min_partitions,
                                           self.opts.max_records_per_partition)
+            table_tasks = tables.tasks() if tables is not None else []
         return table_tasks + [RangePartition(r, self.opts) for r in tasks]
 
     def read(self, partition: RangePartition):

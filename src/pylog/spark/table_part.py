@@ -16,6 +16,7 @@ offset range are skipped by their statistics) and never open the catalog.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -32,19 +33,14 @@ KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "t
 
 @dataclass(frozen=True)
 class TableRange:
-    """Records [start, end) of one partition, in the given Parquet files of one snapshot.
-    Plain and picklable (a Spark task's whole description)."""
+    """The records of ``ranges`` ((partition, start, end), offsets [start, end)) that one
+    Parquet file of one snapshot holds. Plain and picklable (a Spark task's whole
+    description)."""
 
     topic: str
-    partition: int
-    start: int
-    end: int
-    files: tuple[str, ...]
+    ranges: tuple[tuple[int, int, int], ...]
+    file: str
     snapshot_id: int
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
 
 
 class TablePin:
@@ -61,16 +57,19 @@ class TablePin:
         """The first offset of ``partition`` the pinned snapshot does not hold (0: none)."""
         return self.watermarks.get(partition, 0)
 
-    def files(self, partition: int, start: int, end: int) -> list[tuple[str, int | None]]:
-        """The snapshot's data files that can hold offsets [start, end) of ``partition``,
-        with each file's lowest offset (None when its statistics do not say)."""
-        if self.snapshot_id is None or start >= end:
+    def files(self, ranges: list[tuple[int, int, int]]) -> list[tuple[str, int | None]]:
+        """The snapshot's data files that can hold any of ``ranges`` ((partition, start,
+        end)), with each file's lowest offset (None when its statistics do not say)."""
+        ranges = [r for r in ranges if r[1] < r[2]]
+        if self.snapshot_id is None or not ranges:
             return []
-        from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
-        scan = self.table.scan(
-            snapshot_id=self.snapshot_id,
-            row_filter=And(EqualTo("partition", partition),
-                           And(GreaterThanOrEqual("offset", start), LessThan("offset", end))))
+        from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan, Or
+        where = None
+        for p, start, end in ranges:
+            one = And(EqualTo("partition", p),
+                      And(GreaterThanOrEqual("offset", start), LessThan("offset", end)))
+            where = one if where is None else Or(where, one)
+        scan = self.table.scan(snapshot_id=self.snapshot_id, row_filter=where)
         offset_id = self.table.schema().find_field("offset").field_id
         out = []
         for task in scan.plan_files():      # metrics-pruned by partition and offset
@@ -87,7 +86,7 @@ class TablePin:
         none): the files' lower bounds, exact when the table is partitioned by the Kafka
         partition and otherwise at most lower (no record of ``partition`` lies between)."""
         w = self.watermark(partition)
-        bounds = [b for _, b in self.files(partition, 0, w)]
+        bounds = [b for _, b in self.files([(partition, 0, w)])]
         if not bounds:
             return None
         return 0 if None in bounds else min(bounds)
@@ -108,6 +107,12 @@ def pin_table(paths: list[str], topic: str, topic_config: dict[str, str]) -> Tab
         raise OptionError(f"option 'table': reading a topic's table needs pyiceberg "
                           f"(pip install 'pylog[table]'): {exc}") from None
     from pyiceberg.exceptions import NoSuchTableError
+
+    from pylog.table.catalog import local_catalog_path
+    from pylog.table.config import table_config
+    if table_config(topic, topic_config).local_catalog and \
+            not os.path.exists(local_catalog_path(paths[0])):
+        return None          # no table was ever made here: a reader creates nothing
     catalog = open_catalog(paths, topic_config)
     identifier = table_identifier(topic, topic_config)
     try:
@@ -121,13 +126,15 @@ def pin_table(paths: list[str], topic: str, topic_config: dict[str, str]) -> Tab
     return TablePin(topic, table, snapshot.snapshot_id, watermarks(table))
 
 
-def table_ranges(pin: TablePin, partition: int, start: int, end: int) -> list[TableRange]:
-    """Tasks for offsets [start, end) of the pinned snapshot (end <= the watermark): one
-    per data file that can hold them. Each record is in exactly one file, so the tasks,
-    each reading its file's rows of [start, end), are disjoint and together complete
-    (whatever the table's partitioning: a file may hold several Kafka partitions)."""
-    return [TableRange(pin.topic, partition, start, end, (path,), pin.snapshot_id)
-            for path, _ in pin.files(partition, start, end)]
+def table_ranges(pin: TablePin, ranges: list[tuple[int, int, int]]) -> list[TableRange]:
+    """Tasks for ``ranges`` ((partition, start, end), each end <= its watermark) of the
+    pinned snapshot: one per data file that can hold any of them. Each record is in
+    exactly one file, so the tasks, each reading its file's rows of the ranges, are
+    disjoint and together complete (whatever the table's partitioning: one file may hold
+    several Kafka partitions, and is then read once for all of them)."""
+    ranges = tuple(sorted(r for r in ranges if r[1] < r[2]))
+    return [TableRange(pin.topic, ranges, path, pin.snapshot_id)
+            for path, _ in pin.files(list(ranges))]
 
 
 def _open(uri: str):
@@ -142,18 +149,20 @@ def read_table_range(r: TableRange, include_headers: bool):
     import pyarrow.dataset as ds
     schema = arrow_schema(include_headers)
     columns = list(schema.names)
-    where = ((pc.field("partition") == r.partition) & (pc.field("offset") >= r.start)
-             & (pc.field("offset") < r.end))
-    for uri in r.files:
-        filesystem, path = _open(uri)
-        dataset = ds.dataset(path, format="parquet", filesystem=filesystem)
-        missing = [c for c in columns if c not in dataset.schema.names]
-        if missing:
-            raise OptionError(f"table file {uri} has no column(s) {', '.join(missing)}: "
-                              "not a pylog table (or written before includeHeaders' column)")
-        for batch in dataset.to_batches(columns=columns, filter=where):
-            if batch.num_rows:
-                yield _to_spark(batch, schema, include_headers)
+    where = None
+    for p, start, end in r.ranges:
+        one = ((pc.field("partition") == p) & (pc.field("offset") >= start)
+               & (pc.field("offset") < end))
+        where = one if where is None else where | one
+    filesystem, path = _open(r.file)
+    dataset = ds.dataset(path, format="parquet", filesystem=filesystem)
+    missing = [c for c in columns if c not in dataset.schema.names]
+    if missing:
+        raise OptionError(f"table file {r.file} has no column(s) {', '.join(missing)}: "
+                          "not a pylog table")
+    for batch in dataset.to_batches(columns=columns, filter=where):
+        if batch.num_rows:
+            yield _to_spark(batch, schema, include_headers)
 
 
 def _to_spark(batch: pa.RecordBatch, schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:

@@ -145,6 +145,8 @@ class _Partitions:
         self._dirs = None if self.store is not None else LogDirsReader(self.log_dirs)
 
     def config(self) -> Mapping[str, Any]:
+        """The topic's configs: a store's in effect; from log dirs its own overrides over
+        the defaults (broker-level defaults are the owner's, not on disk for a reader)."""
         if self.store is not None:
             return self.store.topic_config(self.topic)
         row = self._dirs.topic_table().get(self.topic)

@@ -19,7 +19,7 @@ from typing import Any
 
 from pylog.storage import LogConfig, LogDirsReader
 
-from .catalog import log_dirs_of, open_catalog
+from .catalog import local_catalog_path, log_dirs_of, open_catalog
 from .config import table_config
 from .converter import WATERMARK, watermarks
 
@@ -51,6 +51,8 @@ def open_table(log_dirs: Any, topic: str):
     from pyiceberg.exceptions import NoSuchTableError
     dirs = log_dirs_of(log_dirs)
     tc = table_config(topic, _topic_config(LogDirsReader(dirs), topic))
+    if tc.local_catalog and not os.path.exists(local_catalog_path(dirs[0])):
+        return tc, None      # no table was ever made here: describing creates nothing
     try:
         return tc, open_catalog(dirs, tc).load_table((tc.namespace, tc.name))
     except NoSuchTableError:
