@@ -41,6 +41,8 @@ def test_rows_equal_the_log_commit_after_commit(store):
     table = table_of(store, "clicks.eu")
     assert rows_of(table) == sorted(expected)
     assert watermarks(table) == {0: 20, 1: 21, 2: 22}
+    # what the table holds was fsync'd in the log first
+    assert [store.log("clicks.eu", p).recovery_point for p in range(3)] == [20, 21, 22]
 
     expected += write(store, "clicks.eu", 1, 5, 100)
     second = convert(store, "clicks.eu")

@@ -136,3 +136,34 @@ def test_the_stores_background_converts_enabled_topics(tmp_path):
         assert values_of(table_of(s, "on")) == [b"a", b"b"]
     finally:
         s.close()
+
+
+def test_records_all_deleted_before_conversion_make_one_commit_that_says_so(store):
+    store.create_topic("t", 1, {"pylog.table.enable": "true"})
+    log = store.log("t", 0)
+    for i in range(5):
+        log.append_records([b"x%d" % i])
+    log.advance_log_start_offset(5)
+    result = convert(store, "t")
+    assert result.committed and result.records == 0 and result.skipped == {0: (0, 5)}
+    table = table_of(store, "t")
+    assert rows_of(table) == [] and watermarks(table) == {0: 5}
+    assert commits_of(table)[-1]["pylog.skipped"] == {"0": [0, 5]}
+    assert not convert(store, "t").committed        # the skip is recorded once
+
+
+def test_a_broker_level_default_enables_tables_for_every_topic(tmp_path):
+    s = pylog.Store(str(tmp_path), {"pylog.table.enable": "true",
+                                    "pylog.table.partition.by": "partition"}, background=False)
+    try:
+        s.create_topic("a", 2)
+        s.create_topic("b", 1, {"pylog.table.enable": "false"})
+        assert s.topic_config("a")["pylog.table.enable"] is True
+        assert s.topic_config("b")["pylog.table.enable"] is False
+        s.log("a", 1).append_records([b"x"])
+        assert s.tables.run_due(s.clock() + 10 ** 9) == 0      # first due one interval on
+        assert s.tables.run_due(s.clock() + 2 * 10 ** 9) == 1  # "a" only
+        assert values_of(table_of(s, "a")) == [b"x"] and "b" not in s.tables.last_results
+        assert len(table_of(s, "a").spec().fields) == 1
+    finally:
+        s.close()

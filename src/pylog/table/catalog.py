@@ -65,15 +65,35 @@ def open_catalog(store_or_log_dirs: Any, topic_config: Mapping[str, Any] | Table
     return load_catalog(tc.catalog, **tc.catalog_properties)
 
 
+#: pyiceberg retries a commit that lost a race by appending the same files again on top
+#: of the winner's snapshot: for the converter that would put a range in the table twice.
+#: Its tables say "no retries": a lost race fails, and the converter reads the new
+#: watermark and converts from there (converter.py).
+NO_COMMIT_RETRIES = {"commit.retry.num-retries": "0"}
+
+
+#: Column statistics in the manifests (Iceberg's file pruning) for the columns a query
+#: filters on (offset ranges: the union reader; partition, time, topic); none for key,
+#: value and headers, whose min/max of opaque bytes prune nothing and cost the writer.
+METRICS = {"write.metadata.metrics.default": "none",
+           **{f"write.metadata.metrics.column.{c}": "full"
+              for c in ("topic", "partition", "offset", "timestamp", "timestampType")}}
+
+
 def load_or_create_table(catalog, tc: TableConfig, location_dir: str | None):
     """The table, created (with its namespace) on first use. `location_dir`: the log dir
     whose warehouse holds the files (local catalog), or None for the catalog's default."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
     identifier = (tc.namespace, tc.name)
     try:
-        return catalog.load_table(identifier)
+        table = catalog.load_table(identifier)
     except NoSuchTableError:
         pass
+    else:
+        if any(table.properties.get(k) != v for k, v in NO_COMMIT_RETRIES.items()):
+            with table.transaction() as txn:      # changed since (or made by another tool)
+                txn.set_properties(NO_COMMIT_RETRIES)
+        return table
     try:
         catalog.create_namespace(tc.namespace)
     except NamespaceAlreadyExistsError:
@@ -84,6 +104,7 @@ def load_or_create_table(catalog, tc: TableConfig, location_dir: str | None):
     try:
         return catalog.create_table(identifier, iceberg_schema(), location=location,
                                     partition_spec=partition_spec(tc.partition_by),
-                                    properties={"pylog.table.version": "1"})
+                                    properties={"pylog.table.version": "1", **METRICS,
+                                                **NO_COMMIT_RETRIES})
     except TableAlreadyExistsError:      # created by another process meanwhile
         return catalog.load_table(identifier)

@@ -20,6 +20,13 @@ converted range is flushed first: the table never holds a record that a power lo
 could take from the log. Records deleted (retention, DeleteRecords) before they were
 converted are not silently passed: the commit records them in ``pylog.skipped``
 ({partition: [from, to)}) and logs a warning.
+
+Typed value columns (``pylog.table.schema.*`` set): the module ``pylog.table.schema``
+offers ``hook_for(topic, table_config)``, an object with ``evolve(table)`` (before each
+run; may evolve the table's schema; returns the table, or None for the same one) and
+``transform(rows: pa.Table, table) -> pa.Table`` (the rows to append: the Kafka columns
+plus the typed ones; it may write dead letters). Without that module such a topic is
+refused with the reason.
 """
 
 from __future__ import annotations
@@ -138,8 +145,10 @@ class _Partitions:
         self._dirs = None if self.store is not None else LogDirsReader(self.log_dirs)
 
     def config(self) -> Mapping[str, Any]:
+        """The topic's configs: a store's in effect; from log dirs its own overrides over
+        the defaults (broker-level defaults are the owner's, not on disk for a reader)."""
         if self.store is not None:
-            return self.store.describe_topic(self.topic).config
+            return self.store.topic_config(self.topic)
         row = self._dirs.topic_table().get(self.topic)
         return LogConfig(row.config if row is not None else {})
 
@@ -184,6 +193,7 @@ class TableConverter:
         self._partitions = _Partitions(source, topic)
         self._catalog = None
         self._catalog_key: tuple | None = None
+        self.last_table = None          # the table as the last run_once left it
 
     def table_config(self) -> TableConfig:
         config = self._partitions.config()
@@ -200,11 +210,26 @@ class TableConverter:
         return load_or_create_table(self._catalog, tc, self._partitions.first_dir())
 
     def run_once(self) -> CommitResult:
+        """Converts what is eligible now, in one commit (at most MAX_COMMIT_BYTES: see
+        ``more``). A commit refused because the table moved on meanwhile (another
+        converter, a maintenance commit) is redone from the table as it is now."""
+        from pyiceberg.exceptions import CommitFailedException
+        for attempt in range(3):
+            try:
+                return self._run_once()
+            except CommitFailedException:
+                if attempt == 2:
+                    raise
+                log.info("table of topic %r changed under this run's commit: converting again "
+                         "from its new watermark", self.topic)
+        raise AssertionError("unreachable")
+
+    def _run_once(self) -> CommitResult:
         tc = self.table_config()
         hook = _schema_hook(self.topic, tc)
-        table = self.table(tc)
+        table = self.last_table = self.table(tc)
         if hook is not None:
-            table = hook.evolve(table) or table
+            table = self.last_table = hook.evolve(table) or table
         before = watermarks(table)
         result = CommitResult(self.topic, (tc.namespace, tc.name), watermark=dict(before))
         batches: list[pa.RecordBatch] = []
@@ -214,8 +239,8 @@ class TableConverter:
             start = before.get(p, 0)
             for _attempt in range(10):
                 first = reader.log_start_offset()
-                if first > start:
-                    result.skipped[p] = (start, first)
+                if first > start:    # (a second attempt extends the first one's skip)
+                    result.skipped[p] = (result.skipped.get(p, (start, first))[0], first)
                     start = first
                 end = reader.last_stable_offset()
                 if end <= start:

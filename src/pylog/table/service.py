@@ -1,6 +1,8 @@
 """The store's table converters: every topic with ``pylog.table.enable=true`` is converted
 each ``pylog.table.commit.interval.ms``, on a thread of its own (a conversion reads and
-writes for seconds: it must not hold up the store's flushes and retention).
+writes for seconds: it must not hold up the store's flushes and retention). The store's
+background thread looks for such topics every POLL_MS and starts that thread the first
+time it finds one: a store without tables has no extra thread.
 
 A conversion that fails (a catalog down, a refused topic) is logged once per distinct
 error and tried again at the next interval; it never stops the store.
@@ -37,6 +39,7 @@ class TableService:
         self._errors: dict[str, str] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
         self.last_results: dict[str, Any] = {}    # topic -> its last CommitResult
 
     def _enabled_topics(self) -> dict[str, int]:
@@ -86,16 +89,23 @@ class TableService:
         return ran
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="pylog-tables", daemon=True)
-            self._thread.start()
+        """Watches for enabled topics from the store's background thread."""
+        self.store.add_periodic_task("table converters", POLL_MS, self._watch)
+
+    def _watch(self, _now_ms: int) -> None:
+        with self._lock:
+            if self._thread is None and not self._stop.is_set() and self._enabled_topics():
+                self._thread = threading.Thread(target=self._run, name="pylog-tables", daemon=True)
+                self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(POLL_MS / 1000):
+        while True:
             try:
                 self.run_due(self._now())
             except Exception:
                 log.exception("table service")
+            if self._stop.wait(POLL_MS / 1000):
+                return
 
     def _now(self) -> int:
         return time.time_ns() // 1_000_000 if self._clock is None else self._clock()
@@ -103,10 +113,11 @@ class TableService:
     def stop(self) -> None:
         """Stops the thread after the conversion in progress (its commit is atomic either
         way: a conversion cut short is redone from the table's watermark)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        with self._lock:
+            self._stop.set()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
 
     def errors(self) -> dict[str, Any]:
         """Topic -> the last conversion error (cleared by a successful run)."""
