@@ -259,7 +259,28 @@ class TestRegistry:
                              for r in table_rows(converter, ["offset", "amount"])]
         dead = dead_rows(converter, "pay__dead_letter")
         assert [1, 2, 3] == [r["offset"] for r in dead]
-        assert all("Confluent" in r["reason"] for r in dead)
+        assert "not in Confluent's wire format" in dead[0]["reason"]
+        assert "another schema id than the subject's latest (42)" in dead[1]["reason"]
+        assert "not in Confluent's wire format" in dead[2]["reason"]
+
+    def test_json_subject_any_schema_id(self, store, registry):
+        """A JSON subject: values of any schema id parse with the latest schema."""
+        _Registry.subjects["hits-value"] = {"subject": "hits-value", "version": 1, "id": 5,
+                                            "schemaType": "JSON",
+                                            "schema": json.dumps(JSON_SCHEMA)}
+        store.create_topic("hits", partitions=1, config={
+            "pylog.table.enable": "true", "pylog.table.schema.type": "json",
+            "pylog.table.schema.registry.url": registry,
+            "pylog.table.schema.subject": "hits-value"})
+        with pylog.Producer(store) as producer:
+            for v in (b"\x00" + struct.pack(">I", 5) + b'{"id":1}',
+                      b"\x00" + struct.pack(">I", 4) + b'{"id":2}',
+                      b'{"id":3}'):
+                producer.send("hits", value=v, partition=0)
+        converter = TableConverter(store, "hits")
+        converter.run_once()
+        assert [1, 2] == [r["id"] for r in table_rows(converter, ["offset", "id"])]
+        assert [2] == [r["offset"] for r in dead_rows(converter, "hits__dead_letter")]
 
     def test_an_unknown_subject_is_a_clear_error(self, registry):
         """A subject the registry does not have is refused with the URL and status."""

@@ -132,24 +132,21 @@ class ValueSchema:
 
     def parse(self, values: pa.Array) -> Parsed:
         """Parses a batch of values (binary, nulls allowed: tombstones are bad)."""
-        n = len(values)
-        prefix_bad = np.zeros(n, dtype=bool)
-        prefix_reason: str | None = None
+        refused: list[tuple[np.ndarray, str]] = []
         if self.registry_id is not None:
-            values, prefix_bad, prefix_reason = _confluent_prefix(values, self.kind,
-                                                                  self.registry_id)
+            values, refused = _confluent_prefix(values, self.kind, self.registry_id)
         if self.kind == "json":
             table, ok, reasons = parse_json_values(self.compiled, values, self.arrow)
         else:
             table, ok, reasons = parse_avro_values(self.compiled, values,
                                                    confluent=self.registry_id is not None)
-        if prefix_bad.any():
-            reasons = pc.if_else(pa.array(prefix_bad), pa.scalar(prefix_reason), reasons)
+        for mask, reason in refused:
+            reasons = pc.if_else(pa.array(mask), pa.scalar(reason), reasons)
             # A value refused for its prefix may still have parsed: drop its row.
-            drop = prefix_bad[ok]
+            drop = mask[ok]
             if drop.any():
                 table = table.filter(pa.array(~drop))
-            ok = ok & ~prefix_bad
+            ok = ok & ~mask
         return Parsed(table, ok, reasons)
 
     def iceberg_schema(self):
@@ -160,34 +157,32 @@ class ValueSchema:
 
 
 def _confluent_prefix(values: pa.Array, kind: str,
-                      registry_id: int) -> tuple[pa.Array, np.ndarray, str]:
+                      registry_id: int) -> tuple[pa.Array, list[tuple[np.ndarray, str]]]:
     """Checks Confluent's prefix (magic 0, 4-byte schema id) of every value,
-    vectorised. JSON values lose the prefix here; Avro values keep it (the
-    Avro path skips it in place)."""
+    vectorised: the values (JSON ones without the prefix; the Avro path skips
+    it in place) and (mask, reason) of the values refused."""
     if not pa.types.is_binary(values.type):
         values = values.cast(pa.binary())
     n = len(values)
     lengths = pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False)
-    head = pc.binary_slice(values.fill_null(b""), 0, 5)
-    padded = pc.binary_join_element_wise(head, pa.scalar(b"\xff" * 5), b"")
+    # The first 5 bytes of every value, padded: one row of a (n, 5) byte matrix each.
+    padded = pc.binary_join_element_wise(pc.binary_slice(values.fill_null(b""), 0, 5),
+                                         pa.scalar(b"\xff" * 5), b"")
     first5 = pc.binary_slice(padded, 0, 5)
-    raw = np.frombuffer(first5.buffers()[2], dtype=np.uint8)
     offs = np.frombuffer(first5.buffers()[1], dtype=np.int32, count=n + 1,
                          offset=first5.offset * 4)
+    raw = np.frombuffer(first5.buffers()[2], dtype=np.uint8)
     five = raw[offs[0]:offs[0] + 5 * n].reshape(n, 5) if n else np.zeros((0, 5), np.uint8)
     ids = five[:, 1:].copy().view(">u4").reshape(n).astype(np.int64)
     valid = values.is_valid().to_numpy(zero_copy_only=False)
-    bad = valid & ((lengths < 5) | (five[:, 0] != 0))
-    reason = "not in Confluent's wire format (magic byte 0 and a 4-byte schema id)"
+    not_wire = valid & ((lengths < 5) | (five[:, 0] != 0))
+    refused = [(not_wire, "not in Confluent's wire format (magic byte 0, a 4-byte schema id)")]
     if kind == "avro":
-        other = valid & ~bad & (ids != registry_id)
-        if other.any():
-            bad |= other
-            reason = (f"not in Confluent's wire format, or written with another schema id "
-                      f"than the subject's latest ({registry_id})")
-        return values, bad, reason
-    stripped = pc.binary_slice(values, 5)
-    return stripped, bad, reason
+        other = valid & ~not_wire & (ids != registry_id)
+        refused.append((other, f"written with another schema id than the subject's latest "
+                               f"({registry_id}): its writer schema is not the table's"))
+        return values, refused
+    return pc.binary_slice(values, 5), refused
 
 
 # -- loading -----------------------------------------------------------------

@@ -30,8 +30,9 @@ the good values in order. The columns become Arrow arrays by
 ``Array.from_buffers`` (a call per column, not per value); enum indices
 become their symbols by one ``take``, millisecond timestamps microseconds by
 one cast. A value the cast or Arrow's full validation refuses (a decimal past
-its precision), or a date or timestamp outside the years 1-9999 (which
-Python readers of the table cannot hold), is isolated by bisecting the batch.
+its precision), or a top-level date or timestamp outside the years 1-9999
+(which Python readers of the table cannot hold; nested ones are not checked),
+is isolated by bisecting the batch.
 """
 
 from __future__ import annotations

@@ -41,9 +41,10 @@ The wrapper makes every line exactly one row or an error (a value cannot
 make its line empty, and ``}{"v":`` tricks surface as an extra row). When
 the read fails, the failing row is isolated: Arrow's parse errors name it
 ("in row K"), which splits the range around it; conversion errors do not, and
-the range is bisected (the reader's row counts from its block, so a named row
-is read alone to confirm it first). A good batch costs one read (its blocks
-on Arrow's threads); each bad record costs O(log n) reads of shrinking ranges. Checks Arrow's reader does not make
+the range is read again in 16 parts (the reader's row counts from its block,
+so a named row is read alone to confirm it first). A good batch costs one
+read (its blocks on Arrow's threads); bad records cost a few more reads of
+the batch (one per level of the 16-way search), however they are spread. Checks Arrow's reader does not make
 (UTF-8 validity, required fields, enum symbols, a top-level non-object) run
 as Arrow compute over the whole result.
 """
@@ -218,7 +219,7 @@ class _Reader:
         chunk = self.data.slice(start, end - start)
         # Blocks parse on Arrow's threads; a failing block's "in row K" counts
         # from its own start, so K is only a candidate (_read_isolating checks it).
-        options = pj.ReadOptions(use_threads=True, block_size=BLOCK_SIZE)
+        options = pj.ReadOptions(use_threads=end - start > BLOCK_SIZE, block_size=BLOCK_SIZE)
         table = pj.read_json(pa.BufferReader(chunk), read_options=options,
                              parse_options=self.parse_options)
         if table.num_rows != hi - lo:
@@ -252,6 +253,17 @@ class Reasons:
                        pa.array(self.code, mask=self.code < 0))
 
 
+SPLIT = 16     # a failing range is read again as this many parts
+
+
+def _split(lo: int, hi: int) -> list[tuple[int, int]]:
+    """[lo, hi) in up to SPLIT parts, last part first (the stack pops the first).
+    Many parts, not two: with bad records spread over a batch, each level of the
+    search reads the batch about once, so isolating costs a few reads of it."""
+    edges = np.linspace(lo, hi, min(SPLIT, hi - lo) + 1).astype(np.int64)
+    return [(int(a), int(b)) for a, b in zip(edges[-2::-1], edges[:0:-1], strict=True)]
+
+
 def _read_isolating(reader: _Reader, n: int, reasons: Reasons) -> list[pa.Table]:
     """Tables of the good rows of [0, n) in order; the bad rows marked in `reasons`."""
     out: list[tuple[int, pa.Table]] = []
@@ -281,8 +293,7 @@ def _read_isolating(reader: _Reader, n: int, reasons: Reasons) -> list[pa.Table]
                 pending += [(lo + k + 1, hi), (lo, lo + k)]
                 continue
             out.pop()
-        mid = (lo + hi) // 2
-        pending += [(mid, hi), (lo, mid)]
+        pending += _split(lo, hi)
     out.sort(key=lambda x: x[0])
     return [t for _, t in out]
 
