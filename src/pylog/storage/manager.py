@@ -4,8 +4,8 @@
 disk, and loads every partition in them; ``close()`` shuts down cleanly.
 In between it owns:
 
-- **topics**: create, delete, list, describe, alter config, add partitions;
-  the topic table is persisted in every log dir (``pylog-topics.json``);
+- **topics** (:mod:`.topic_admin`): create, delete, list, describe, alter config, add
+  partitions; the topic table is persisted in every log dir (``pylog-topics.json``);
 - **placement**: a new partition goes to the online dir with the fewest
   partitions; each dir has its own I/O engine;
 - **startup**: the clean-shutdown marker is deleted before loading, logs
@@ -29,6 +29,14 @@ In between it owns:
   topics, periodic tasks (the group coordinator uses them).
 
 Kafka's files and their bytes: docs/FORMAT.md, section 11.
+
+Each job in its own module is an object the LogManager owns (``_topic_admin``,
+``_log_dir_moves``, ``_dynamic_configs``, ``_scram_credentials``, ``_acls``,
+``_client_quotas``): it keeps that job's state and sees the store only through
+the host it was given (:class:`~.topic_admin.TopicHost`,
+:class:`~.log_dir_moves.MoveHost`, :class:`~.dir_tables.TableDirs`: bound
+methods and the partition maps); the LogManager's public methods delegate to
+it. Opening (:mod:`.startup`) stays a mixin: it builds the LogManager itself.
 
 Thread safety: every public method may be called from any thread. Topic
 changes are serialised by one lock; ``log()`` takes none. Logs serialise
@@ -71,10 +79,8 @@ from .client_quotas import ClientQuotas, Entity
 from .scram_credentials import UserScramCredentials
 from .startup import LogLoading, StartupReport, Unavailable
 from .dir_tables import TableDirs
-from .topic_admin import TopicAdmin
-from .topics import (
-    TopicTable,
-)
+from .topic_admin import TopicAdmin, TopicHost
+from .topics import TopicDescription
 
 __all__ = ["LogManager", "StartupReport"]
 
@@ -93,7 +99,7 @@ def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> l
     return [os.fspath(p) for p in log_dirs]
 
 
-class LogManager(LogLoading, TopicAdmin):
+class LogManager(LogLoading):
     """The store: ``LogManager(log_dirs, config=None)``.
 
     ``log_dirs``: a path, a comma-separated string (Kafka's ``log.dirs``) or a
@@ -120,7 +126,8 @@ class LogManager(LogLoading, TopicAdmin):
         self._table_dirs = TableDirs(self._lock, self._check_open, self._online_dirs,
                                      self._fail_dir, self._dir_failed_at_startup)
         self._dynamic_configs = DynamicConfigs(
-            self._table_dirs, given, lambda: {n: t.config for n, t in self._topics.topics.items()},
+            self._table_dirs, given,
+            lambda: {n: t.config for n, t in self._topic_admin.table.topics.items()},
             self._apply_broker_config)
         self._scram_credentials = UserScramCredentials(self._table_dirs)
         self._acls = AccessControlLists(self._table_dirs)
@@ -142,8 +149,6 @@ class LogManager(LogLoading, TopicAdmin):
         self._dir_of: dict[TopicPartition, LogDir] = {}
         # Partitions of the topic table that are not open, and why (startup.py).
         self._unavailable: dict[TopicPartition, Unavailable] = {}
-        self._install_topics(TopicTable())
-        self._topic_configs: dict[str, LogConfig] = {}
         self._failure_threads: list[threading.Thread] = []
         self._closed = False
         self._closing = False
@@ -152,6 +157,18 @@ class LogManager(LogLoading, TopicAdmin):
         self._log_dir_moves = LogDirMoves(MoveHost(
             self._lock, self.dirs, self._logs, self._dir_of, self._check_open, self.log,
             self._open_log, self._log_moved, self._tasks.schedule))
+        #: Grows with every topic change (create, delete, add partitions, alter): the
+        #: layers above compare it to notice metadata changes without listing topics. A
+        #: plain attribute, set with the table (topic_admin.TopicAdmin.install).
+        self.topic_epoch = 0
+        self._topic_admin = TopicAdmin(TopicHost(
+            self._table_dirs, self.dirs, self._logs, self._dir_of, self._unavailable,
+            lambda: self.config, self._make_config, self._open_log, self._guard,
+            self._write_checkpoints, self._tasks.schedule, self._log_dir_moves.cancel,
+            self._publish_topic_epoch))
+        #: The same epoch in a one-item int64 array, written in place: the producer
+        #: reads it in C once per send().
+        self.topic_epoch_cell = self._topic_admin.epoch_cell
         if self.config["pylog.raise.open.files.limit"]:
             budget.raise_open_files_limit()
         try:
@@ -317,9 +334,9 @@ class LogManager(LogLoading, TopicAdmin):
         self.config = config
         self.defaults = config.log_config
         for name, topic_config in topic_configs.items():
-            if self._topic_configs.get(name) != topic_config:
-                self._topic_configs[name] = topic_config
-                for p in range(self._topics.topics[name].partitions):
+            if self._topic_admin.configs.get(name) != topic_config:
+                self._topic_admin.configs[name] = topic_config
+                for p in range(self._topic_admin.table.topics[name].partitions):
                     lg = self._logs.get((name, p))
                     if lg is not None and not lg.offline:
                         lg.update_config(topic_config)
@@ -403,6 +420,53 @@ class LogManager(LogLoading, TopicAdmin):
 
     def alter_client_quotas(self, entries, validate_only: bool = False) -> list[PylogError | None]:
         return self._client_quotas.alter_client_quotas(entries, validate_only)
+
+    # =============================================================== topics
+    # (topic_admin.TopicAdmin: the methods' documentation is there)
+
+    def create_topic(self, name: str, partitions: int | None = None,
+                     config: Mapping[str, Any] | None = None, *, replication_factor: int = -1,
+                     validate_only: bool = False) -> TopicDescription | None:
+        return self._topic_admin.create_topic(name, partitions, config,
+                                              replication_factor=replication_factor,
+                                              validate_only=validate_only)
+
+    def delete_topic(self, name: str) -> None:
+        self._topic_admin.delete_topic(name)
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        return self._topic_admin.list_topics(include_internal)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        return self._topic_admin.describe_topic(name)
+
+    def alter_topic_config(self, name: str, config: Mapping[str, Any], *, replace: bool = False,
+                           validate_only: bool = False) -> TopicDescription | None:
+        return self._topic_admin.alter_topic_config(name, config, replace=replace,
+                                                    validate_only=validate_only)
+
+    def create_partitions(self, name: str, total: int, *,
+                          validate_only: bool = False) -> TopicDescription | None:
+        return self._topic_admin.create_partitions(name, total, validate_only=validate_only)
+
+    def auto_create_topic(self, name: str) -> TopicDescription:
+        return self._topic_admin.auto_create_topic(name)
+
+    def partition_count(self, topic: str) -> int | None:
+        return self._topic_admin.partition_count(topic)
+
+    def topic_id(self, topic: str) -> str | None:
+        return self._topic_admin.topic_id(topic)
+
+    def ensure_internal_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> int:
+        return self._topic_admin.ensure_internal_topic(name, partitions, config)
+
+    def check_partitions_per_request(self, adding: int, what: str = "Excessively large number of "
+                                     "partitions per request") -> None:
+        self._topic_admin.check_partitions_per_request(adding, what)
+
+    def _publish_topic_epoch(self, epoch: int) -> None:
+        self.topic_epoch = epoch
 
     # ======================================================== log-dir moves
     # (log_dir_moves.LogDirMoves: the methods' documentation is there)
@@ -529,7 +593,7 @@ class LogManager(LogLoading, TopicAdmin):
             if lg.offline:
                 lg._check_open()
             return lg
-        t = self._topics.topics.get(topic)
+        t = self._topic_admin.table.topics.get(topic)
         if t is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
         failed = self._unavailable.get(tp)
@@ -746,5 +810,5 @@ class LogManager(LogLoading, TopicAdmin):
         self.close()
 
     def __repr__(self) -> str:
-        return (f"LogManager({self.log_dirs!r}, topics={len(self._topics.topics)}, "
+        return (f"LogManager({self.log_dirs!r}, topics={len(self._topic_admin.table.topics)}, "
                 f"partitions={len(self._logs)}, offline_dirs={len(self.offline_log_dirs)})")

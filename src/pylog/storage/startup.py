@@ -202,7 +202,7 @@ class LogLoading:
         tables = [t for t in copies.values() if t is not None]
         adopt = not tables
         if tables:
-            self._install_topics(max(tables, key=lambda t: t.epoch))
+            self._topic_admin.install(max(tables, key=lambda t: t.epoch))
         # 3b. Dynamic broker configs (KIP-226), before any topic config is built.
         config = self._dynamic_configs.load()
         if config is not None:
@@ -238,7 +238,7 @@ class LogLoading:
         # 4b. Future dirs of log-dir moves: an unfinished copy goes, a copy whose source
         #     is gone (a move cut between its renames) takes its place (log_dir_moves.py).
         def claimed(tp: TopicPartition) -> bool:      # by the topic table (all, adopting)
-            topic = self._topics.topics.get(tp[0])
+            topic = self._topic_admin.table.topics.get(tp[0])
             return tp not in self._unavailable and (
                 adopt or topic is not None and tp[1] < topic.partitions)
         try:
@@ -255,10 +255,10 @@ class LogLoading:
                 for p in range(count):
                     if (topic, p) in found:
                         topic_id = topic_id or checkpoints.read_partition_metadata(found[(topic, p)][1])
-                self._topics.topics[topic] = Topic(topic, topic_id or checkpoints.random_uuid(), count)
+                self._topic_admin.table.topics[topic] = Topic(topic, topic_id or checkpoints.random_uuid(), count)
                 log.warning("adopted topic %r (%d partitions) found in the log dirs", topic, count)
-        for name, topic in self._topics.topics.items():
-            self._topic_configs[name] = self._make_config(topic.config)
+        for name, topic in self._topic_admin.table.topics.items():
+            self._topic_admin.configs[name] = self._make_config(topic.config)
         # 5. Load the logs, every dir in parallel: as many as this process's open files
         #    and memory maps hold; the others stay offline, named.
         order = self._admit(self._load_order(found), "opened", lambda tp: (
@@ -317,22 +317,22 @@ class LogLoading:
         # 6. Partitions the table has but no dir holds (a creation cut short by a crash
         #    before pylog made creations all-or-nothing): created empty, room permitting.
         missing = [] if any(not d.online for d in self.dirs) else [   # else: on the offline dir
-            (name, p) for name, topic in self._topics.topics.items() for p in range(topic.partitions)
+            (name, p) for name, topic in self._topic_admin.table.topics.items() for p in range(topic.partitions)
             if (name, p) not in self._logs and (name, p) not in found
             and (name, p) not in self._unavailable]
-        load = self._dir_load()
+        load = self._topic_admin.dir_load()
         for tp in self._admit(self._load_order(missing), "created", lambda tp: (None, None, state)):
             log.warning("partition %s-%d is in no log dir; creating it empty", *tp)
-            topic = self._topics.topics[tp[0]]
+            topic = self._topic_admin.table.topics[tp[0]]
             try:
-                self._logs[tp], self._dir_of[tp] = self._create_log(
-                    tp, topic.topic_id, self._topic_configs[tp[0]], load)
+                self._logs[tp], self._dir_of[tp] = self._topic_admin.create_log(
+                    tp, topic.topic_id, self._topic_admin.configs[tp[0]], load)
             except KafkaStorageError as exc:
                 self._keep_offline(tp, None, None, state, f"it could not be created: {exc}")
         # 7. Bring every copy of the topic table and the checkpoints up to date.
-        if adopt or any(copies.get(d.path) is None or copies[d.path].epoch != self._topics.epoch
+        if adopt or any(copies.get(d.path) is None or copies[d.path].epoch != self._topic_admin.table.epoch
                         for d in self._online_dirs()):
-            self._write_topic_table(self._topics)
+            self._topic_admin.write_table(self._topic_admin.table)
         for d in self._online_dirs():
             self._write_checkpoints(d)
         return StartupReport(
@@ -351,7 +351,7 @@ class LogLoading:
         topics from the smallest (so one huge topic cannot take many small ones out),
         then by name; partitions in order."""
         def key(tp: TopicPartition):
-            topic = self._topics.topics.get(tp[0])
+            topic = self._topic_admin.table.topics.get(tp[0])
             return (tp[0] not in INTERNAL_TOPICS, topic.partitions if topic else 0, tp)
         return sorted(tps, key=key)
 
@@ -430,7 +430,7 @@ class LogLoading:
             except InvalidTopicError:
                 log.warning("ignoring %s: %r is not a legal topic name", entry.path, topic)
                 continue
-            known = self._topics.topics.get(topic)
+            known = self._topic_admin.table.topics.get(topic)
             stray = None
             if not adopt:
                 if known is None:
@@ -471,12 +471,12 @@ class LogLoading:
 
     def _load_log(self, d: LogDir, tp: TopicPartition, path: str, recovery_point: int,
                   log_start_offset: int, clean: bool, progress: _Progress) -> Log:
-        config = self._topic_configs[tp[0]]
+        config = self._topic_admin.configs[tp[0]]
         progress.start()
         try:
             lg = self._open_log(d, tp, path, config, recovery_point=recovery_point,
                                 log_start_offset=log_start_offset, clean_shutdown=clean)
-            topic = self._topics.topics.get(tp[0])
+            topic = self._topic_admin.table.topics.get(tp[0])
             if topic is not None and checkpoints.read_partition_metadata(path) is None:
                 checkpoints.write_partition_metadata(path, topic.topic_id)
             leader_epochs.attach(lg, path)
