@@ -11,8 +11,12 @@ Rows, 100 B records, each the median of 3 runs:
 - read_committed beside read_uncommitted consume of the transactional topic (librdkafka,
   from offset 0): records/s;
 - pylog's in-process Producer (acks=all): non-transactional and transactional at 100,
-  1,000 and 10,000 records per transaction.
-Kafka's broker beside it (the issue's >= 1.0x Kafka target) is not in this script.
+  1,000 and 10,000 records per transaction;
+- group commit: 8 in-process transactional Producers (8 transactional ids, a partition
+  each) committing 100-record transactions at once, beside 1: transactions/s.
+With ``--kafka``, Apache Kafka's broker (4.1, KRaft, one node, the jars of
+tools/kafka/fetch; it fsyncs nothing per request) takes the same librdkafka produce rows in
+the same run, for the issue's >= 1.0x Kafka target.
 """
 
 from __future__ import annotations
@@ -111,9 +115,65 @@ def _inprocess(records: int, per_txn: int | None) -> float:
         return rate
 
 
+def _inprocess_concurrent(producers: int, per_txn: int, txns: int) -> float:
+    """Transactions/s of `producers` transactional Producers in threads, each its own
+    transactional id and partition (the coordinator's records share fsyncs)."""
+    import threading
+    import pylog
+    with tempfile.TemporaryDirectory() as d:
+        store = pylog.open(d)
+        store.create_topic("t", producers)
+        clients = [pylog.Producer(store, linger_ms=5, transactional_id=f"bench-{i}")
+                   for i in range(producers)]
+        for c in clients:
+            c.init_transactions()
+
+        def run(i: int) -> None:
+            for _ in range(txns):
+                clients[i].begin_transaction()
+                clients[i].send_batch("t", [VALUE] * per_txn, partition=i)
+                clients[i].commit_transaction()
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(producers)]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rate = producers * txns / (time.perf_counter() - started)
+        for c in clients:
+            c.close()
+        store.close()
+        return rate
+
+
+def _kafka_rows(records: int, runs: int, pylog_rates: dict) -> list:
+    """Kafka's broker taking the same librdkafka produce: each row's ratio is pylog's
+    rate over Kafka's."""
+    from kafka_reference.support import KafkaBroker, create_topics
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        kafka = KafkaBroker(Path(d)).start()
+        try:
+            create_topics(kafka.bootstrap, {f"k-{i}": 1 for i in range(4 * runs)})
+            names = iter(f"k-{i}" for i in range(4 * runs))
+            for per, name in ((None, "idempotent (no transactions)"), (100, "transactional, 100/txn"),
+                              (1_000, "transactional, 1,000/txn"), (10_000, "transactional, 10,000/txn")):
+                n = records // 5 if per == 100 else records
+                rate = statistics.median(_broker_produce(kafka.bootstrap, next(names), n, per)
+                                         for _ in range(runs))
+                ours = pylog_rates[f"librdkafka -> pylog serve, {name}"]
+                out.append((f"librdkafka -> Kafka 4.1 broker, {name} (ratio: pylog / Kafka)",
+                            rate, ours / rate))
+        finally:
+            kafka.stop()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--kafka", action="store_true",
+                    help="also Apache Kafka's broker taking the same produce (needs Java)")
     args = ap.parse_args()
     records = 30_000 if args.quick else 100_000
     runs = 3
@@ -145,12 +205,20 @@ def main() -> int:
                                                         "read_uncommitted") for _ in range(runs))
         rows.append(("librdkafka consume, read_uncommitted", uncommitted, 1.0))
         rows.append(("librdkafka consume, read_committed", committed, committed / uncommitted))
+    if args.kafka:
+        pylog_rates = {name: rate for name, rate, _ in rows}
+        rows += _kafka_rows(records, runs, pylog_rates)
     base = statistics.median(_inprocess(records, None) for _ in range(runs))
     rows.append(("pylog Producer in-process, acks=all, no transactions", base, 1.0))
     for per in (100, 1_000, 10_000):
         rate = statistics.median(_inprocess(records // 5 if per == 100 else records, per)
                                  for _ in range(runs))
         rows.append((f"pylog Producer in-process, transactional, {per:,}/txn", rate, rate / base))
+    one = statistics.median(_inprocess_concurrent(1, 100, 40) for _ in range(runs))
+    eight = statistics.median(_inprocess_concurrent(8, 100, 40) for _ in range(runs))
+    rows.append(("in-process, 1 transactional Producer, 100/txn: transactions/s", one, 1.0))
+    rows.append(("in-process, 8 transactional Producers at once, 100/txn: transactions/s",
+                 eight, eight / one))
     print(f"| 100 B records, {records:,} per run, median of {runs} | records/s | ratio |")
     print("|---|---:|---:|")
     for name, rate, ratio in rows:

@@ -486,7 +486,7 @@ def test_api_versions_finalize_transaction_version_2(txn_served):
             for f in resp.finalized_features] == [("transaction.version", 2, 2)]
     assert resp.finalized_features_epoch >= 0          # clients keep features of epoch > -1
     versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert versions[0] == (0, 12) and versions[22] == (0, 5) and versions[26] == (0, 5) \
+    assert versions[0] == (0, 13) and versions[22] == (0, 5) and versions[26] == (0, 5) \
         and versions[28] == (0, 5) and versions[24] == (0, 5)
 
 

@@ -176,7 +176,7 @@ def test_kafka_dump_log_decodes_transaction_state(txn_broker):
 
 def test_java_producer_runs_transactions_v2(txn_broker, monkeypatch):
     """Kafka 4.1's producer read transaction.version 2 from ApiVersions: it sent Produce
-    v12, TxnOffsetCommit v5 and EndTxn v5 and never AddPartitionsToTxn or
+    v13 (v12+: transactions v2; v13: topics by id), TxnOffsetCommit v5 and EndTxn v5 and never AddPartitionsToTxn or
     AddOffsetsToTxn; every EndTxn bumped the epoch, each marker carries the epoch of its
     transaction's end, and the offsets sent with a committed transaction are the group's."""
     from pylog.broker import server
@@ -191,8 +191,8 @@ def test_java_producer_runs_transactions_v2(txn_broker, monkeypatch):
     lines = java("txn", broker.bootstrap_servers, "java-tv2", "jtv2", "60000",
                  "commit:6,abort:4,offsets:2")
     assert lines == ["INITIALIZED", "COMMITTED 0", "ABORTED 1", "COMMITTED 2"]
-    assert {(0, 12), (26, 5), (28, 5)} <= seen and not {k for k, _ in seen} & {24, 25}, seen
-    assert {v for k, v in seen if k in (0, 26, 28)} == {12, 5}
+    assert {(0, 13), (26, 5), (28, 5)} <= seen and not {k for k, _ in seen} & {24, 25}, seen
+    assert {v for k, v in seen if k in (0, 26, 28)} == {13, 5}
     assert store.committed("java-tv2-group", "jtv2", 0) == 2
     meta = store.transactions.describe("java-tv2")
     assert meta.client_tv == 2 and meta.producer_epoch == 3        # epoch 0, then 3 EndTxn
