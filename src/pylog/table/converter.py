@@ -48,7 +48,7 @@ from pylog.storage import LogConfig, LogDirsReader, LogManager, PartitionReader
 from .catalog import load_or_create_table, log_dirs_of, open_catalog
 from .columns import ARROW_SCHEMA, to_table_batch
 from .config import TableConfig, TableConfigError, check_convertible, table_config
-from .writer import can_write, write_data_file
+from .writer import can_write, transaction, write_data_file
 
 __all__ = ["TableConverter", "CommitResult", "watermarks", "convert", "rebuild",
            "WATERMARK", "OFFSETS", "SKIPPED", "KILL_AT_ENV"]
@@ -290,7 +290,7 @@ class TableConverter:
                 log.warning("table %s.%s: %s-%d offsets %d..%d were deleted from the log "
                             "before they were converted: recorded in %s, not in the table",
                             tc.namespace, tc.name, self.topic, p, a, b - 1, SKIPPED)
-        with table.transaction() as txn:
+        with transaction(table) as txn:
             txn.set_properties({WATERMARK: props[WATERMARK]})
             if can_write(table):
                 data_file = write_data_file(table, rows)

@@ -17,7 +17,7 @@ import uuid
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["can_write", "write_data_file"]
+__all__ = ["can_write", "write_data_file", "transaction"]
 
 
 def can_write(table) -> bool:
@@ -100,3 +100,23 @@ def write_data_file(table, rows: pa.Table):
         partition=Record(), file_size_in_bytes=len(output), sort_order_id=None,
         spec_id=table.metadata.default_spec_id, equality_ids=None, key_metadata=None,
         **statistics.to_serialized_dict())
+
+
+def transaction(table):
+    """``table.transaction()``, whose ``table_metadata`` (the base with the staged updates
+    applied) is computed once per staged state instead of at every read: pyiceberg's
+    snapshot producer reads it about a dozen times a commit, each a deep copy of the
+    whole table metadata (all snapshots), which grows with the table's history."""
+    from pyiceberg.table import Transaction
+
+    class _Transaction(Transaction):
+        _applied: tuple | None = None
+
+        @property
+        def table_metadata(self):
+            state = (self._table.metadata, self._updates)
+            if self._applied is None or any(a is not b for a, b in zip(self._applied[0], state)):
+                self._applied = (state, Transaction.table_metadata.fget(self))
+            return self._applied[1]
+
+    return _Transaction(table)
