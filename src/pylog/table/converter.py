@@ -48,6 +48,7 @@ from pylog.storage import LogConfig, LogDirsReader, LogManager, PartitionReader
 from .catalog import load_or_create_table, log_dirs_of, open_catalog
 from .columns import ARROW_SCHEMA, to_table_batch
 from .config import TableConfig, TableConfigError, check_convertible, table_config
+from .writer import can_write, transaction, write_data_file
 
 __all__ = ["TableConverter", "CommitResult", "watermarks", "convert", "rebuild",
            "WATERMARK", "OFFSETS", "SKIPPED", "KILL_AT_ENV"]
@@ -289,9 +290,14 @@ class TableConverter:
                 log.warning("table %s.%s: %s-%d offsets %d..%d were deleted from the log "
                             "before they were converted: recorded in %s, not in the table",
                             tc.namespace, tc.name, self.topic, p, a, b - 1, SKIPPED)
-        with table.transaction() as txn:
+        with transaction(table) as txn:
             txn.set_properties({WATERMARK: props[WATERMARK]})
-            txn.append(rows, snapshot_properties=props)
+            if can_write(table):
+                data_file = write_data_file(table, rows)
+                with txn.update_snapshot(snapshot_properties=props).fast_append() as append:
+                    append.append_data_file(data_file)
+            else:                   # a partitioned table: pyiceberg splits the rows
+                txn.append(rows, snapshot_properties=props)
             _kill_point("written")
         _kill_point("committed")
         result.committed = True
