@@ -73,10 +73,11 @@ def start_streams(bootstrap: str, state_dir: str) -> subprocess.Popen:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int) -> list[tuple[bytes, bytes]]:
-    """Every (key, value) of `topic` a read_committed consumer sees now (read until idle)."""
+def read_committed(bootstrap: str, topic: str, partitions: int,
+                   isolation: str = "read_committed") -> list[tuple[bytes, bytes]]:
+    """Every (key, value) of `topic` a consumer of `isolation` sees now (read until idle)."""
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}",
-                     "enable.auto.commit": False, "isolation.level": "read_committed"})
+                     "enable.auto.commit": False, "isolation.level": isolation})
     try:
         c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
         out = []
@@ -120,7 +121,7 @@ def test_exactly_once_v2_survives_a_killed_streams_instance(tmp_path):
                 if i % 100 == 99:
                     producer.flush(30)
                     flowing.set()
-                    time.sleep(0.3)
+                    time.sleep(1.0)
             producer.flush(30)
             sent.set()
         feeder = threading.Thread(target=produce, daemon=True)
@@ -135,9 +136,15 @@ def test_exactly_once_v2_survives_a_killed_streams_instance(tmp_path):
                 assert time.monotonic() < deadline, "the first instance committed nothing"
             feeder.start()
             assert flowing.wait(60)
+            # Kill once its open transaction holds output (commit.interval.ms is 3 s).
+            while True:
+                committed = len(read_committed(served.bootstrap, "upper", 2))
+                if len(read_committed(served.bootstrap, "upper", 2, "read_uncommitted")) > committed:
+                    break
+                assert first.poll() is None, first.stderr.read()[-3000:]
+                assert time.monotonic() < deadline, "no open transaction with output seen"
             first.kill()                # SIGKILL mid-run: its open transaction is left behind
             first.wait()
-            assert not sent.is_set(), "the input was all sent before the kill"
             second = start_streams(served.bootstrap, state_dir)
             assert second.stdout.readline().strip() == "RUNNING", second.stderr.read()[-3000:]
             assert sent.wait(180)
