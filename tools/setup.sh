@@ -56,6 +56,7 @@ if [ "$mode" = tests ] && command -v mvn >/dev/null 2>&1 && command -v java >/de
     tools/kafka/fetch >/dev/null || echo "pylog setup: could not fetch Apache Kafka's jars (tools/kafka/fetch)"
     tools/spark-kafka/fetch >/dev/null || echo "pylog setup: could not fetch Spark's Kafka connector (tools/spark-kafka/fetch)"
     tools/spark-iceberg/fetch >/dev/null || echo "pylog setup: could not fetch Spark's Iceberg runtime (tools/spark-iceberg/fetch)"
+    tools/spark-iceberg/pyspark >/dev/null || echo "pylog setup: could not install the PySpark of Spark's Iceberg runtime (tools/spark-iceberg/pyspark)"
     # The pinned Kafka releases whose message schemas the protocol codec is generated from.
     .venv/bin/python tools/protocol_codegen.py --fetch >/dev/null \
         || echo "pylog setup: could not fetch Kafka's message schemas (tools/protocol_codegen.py --fetch)"

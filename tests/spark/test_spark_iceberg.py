@@ -2,10 +2,11 @@
 table pylog wrote, through the same SQLite catalog, equal to the log.
 
 Spark SQL runs in a child process: the shared SparkSession's JVM is started without the
-Iceberg jars, and jars cannot be added to a running JVM. In CI a missing jar fails the
-test. Iceberg publishes a runtime per Spark minor version; where none exists for the
-installed Spark and the newest one is binary-incompatible with it (checked with javap on
-the class the runtime fails to link), the test skips with that reason.
+Iceberg jars, and jars cannot be added to a running JVM. Iceberg publishes a runtime per
+Spark minor version; where the venv's Spark is newer than the newest runtime (Spark 4.2+
+made the CatalogManager class the runtimes link against an interface), the child runs the
+PySpark release the runtime was built for (tools/spark-iceberg/pyspark installs it into
+the cache, beside the venv's). In CI a missing jar or PySpark fails the test.
 """
 
 from __future__ import annotations
@@ -26,25 +27,27 @@ from .support import require_pyspark
 require_pyspark()
 
 import pylog  # noqa: E402
+from pylog.spark.iceberg import iceberg_catalog_conf  # noqa: E402
 from pylog.table import convert  # noqa: E402
 
 from .support import produce  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
-FETCH = Path(__file__).resolve().parents[2] / "tools" / "spark-iceberg" / "fetch"
+TOOLS = Path(__file__).resolve().parents[2] / "tools" / "spark-iceberg"
+FETCH, PYSPARK = TOOLS / "fetch", TOOLS / "pyspark"
 
 CHILD = r"""
 import json, sys
 from pyspark.sql import SparkSession
-from pylog.spark.iceberg import iceberg_catalog_conf
-path, jars = sys.argv[1], sys.argv[2]
+jars, conf = sys.argv[1], json.loads(sys.argv[2])
 builder = (SparkSession.builder.master("local[1]").config("spark.jars", jars)
            .config("spark.ui.enabled", "false").config("spark.driver.memory", "1g"))
-for key, value in iceberg_catalog_conf(path).items():
+for key, value in conf.items():
     builder = builder.config(key, value)
 spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
+print("spark", spark.version, file=sys.stderr)
 rows = spark.sql("SELECT partition, offset, cast(value as string) AS value, "
                  "cast(timestamp as long) AS ts FROM pylog.pylog.events").collect()
 print(json.dumps([list(r) for r in rows]))
@@ -70,37 +73,28 @@ def runtime_jars() -> list[str]:
     return jars
 
 
-def incompatibility(jars: list[str]) -> str | None:
-    """Why the runtime cannot run on the installed Spark, or None. Iceberg's runtimes up to
-    Spark 4.1 link org.apache.spark.sql.connector.catalog.CatalogManager as a class;
-    Spark 4.2+ made it an interface (java.lang.IncompatibleClassChangeError: Found
-    interface ... CatalogManager, but class was expected, at the first query)."""
+def spark_for(jars: list[str]) -> tuple[str, str]:
+    """(PYTHONPATH, Spark version) of a PySpark the runtime can run on: the venv's when it
+    is the Spark minor the runtime was built for, else tools/spark-iceberg/pyspark's."""
     import pyspark
     runtime = next(j for j in jars if "iceberg-spark-runtime" in j)
-    built_for = tuple(int(x) for x in re.search(r"runtime-(\d+)\.(\d+)_", runtime).groups())
-    installed = tuple(int(x) for x in pyspark.__version__.split(".")[:2])
-    if built_for == installed or not shutil.which("javap"):
-        return None
-    catalyst = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars",
-                                      "spark-catalyst_*.jar"))
-    out = subprocess.run(["javap", "-cp", ":".join(catalyst),
-                          "org.apache.spark.sql.connector.catalog.CatalogManager"],
-                         capture_output=True, text=True, timeout=60).stdout
-    if built_for < (4, 2) and " interface " in out:
-        return (f"{os.path.basename(runtime)} (built for Spark {built_for[0]}.{built_for[1]}, the "
-                f"newest on Maven Central) cannot link against Spark {pyspark.__version__}: "
-                "CatalogManager is an interface there, a class in the runtime's Spark "
-                "(IncompatibleClassChangeError at the first query)")
-    return None
+    built_for = re.search(r"runtime-(\d+\.\d+)_", runtime).group(1)
+    if pyspark.__version__.startswith(built_for + "."):
+        return "", pyspark.__version__
+    try:
+        run = subprocess.run([str(PYSPARK)], capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _missing(f"tools/spark-iceberg/pyspark did not run: {exc}")
+    if run.returncode != 0:
+        _missing(f"tools/spark-iceberg/pyspark failed: {run.stderr.strip()[-400:]}")
+    return run.stdout.strip(), built_for
 
 
 def test_spark_sql_reads_the_table_pylog_wrote(tmp_path):
     if not shutil.which("java"):
         _missing("no java on PATH (Spark needs Java 17+)")
     jars = runtime_jars()
-    reason = incompatibility(jars)
-    if reason:
-        pytest.skip(reason)
+    pythonpath, spark_version = spark_for(jars)
     path = str(tmp_path / "logs")
     with pylog.open(path, background=False) as store:
         store.create_topic("events", partitions=2, config={"pylog.table.enable": "true"})
@@ -108,11 +102,15 @@ def test_spark_sql_reads_the_table_pylog_wrote(tmp_path):
     assert convert(path, "events").records == 700
     sent += produce(path, "events", 300, start=700)
     assert convert(path, "events").records == 300
-    run = subprocess.run([sys.executable, "-c", CHILD, path, ",".join(jars)],
-                         capture_output=True, text=True, timeout=600,
-                         env=dict(os.environ, PYSPARK_PYTHON=sys.executable,
-                                  SPARK_LOCAL_IP="127.0.0.1"))
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "PYTHONPATH")}
+    env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    run = subprocess.run([sys.executable, "-c", CHILD, ",".join(jars),
+                          json.dumps(iceberg_catalog_conf(path))],
+                         capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
+    assert f"spark {spark_version}" in run.stderr
     rows = sorted(tuple(r) for r in json.loads(run.stdout.strip().splitlines()[-1]))
     assert rows == sorted((s["partition"], s["offset"], s["value"].decode(),
                            s["timestamp_ms"] // 1000) for s in sent)
