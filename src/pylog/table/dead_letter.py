@@ -71,13 +71,21 @@ def iceberg_schema():
 
 def load_or_create_dead_letters(table, identifier: tuple[str, str]):
     """The dead-letter table beside `table` (same catalog; for a file:// table
-    location, a sibling directory), created on first use."""
+    location, a sibling directory), created on first use; one made before
+    timestampType and headers existed gains them (optional columns: its older
+    rows read them as null)."""
     from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
     catalog = table.catalog
     try:
-        return catalog.load_table(identifier)
+        dead = catalog.load_table(identifier)
     except NoSuchTableError:
         pass
+    else:
+        if "headers" not in dead.schema().column_names:
+            with dead.update_schema() as update:
+                update.union_by_name(iceberg_schema())
+            dead = catalog.load_table(identifier)
+        return dead
     location = None
     if table.location().startswith("file://"):
         location = os.path.join(os.path.dirname(table.location().rstrip("/")), identifier[1])
