@@ -94,3 +94,23 @@ def test_errors_are_one_line(tmp_path):
     bad = run("tables", "--log-dirs", path, "--expire-snapshots", "--topic", "events",
               "--older-than", "soon", check=False)
     assert bad.returncode != 0 and "duration" in bad.stderr
+
+
+def test_describe_counts_a_typed_topics_dead_letters(tmp_path):
+    path, schema = str(tmp_path / "logs"), tmp_path / "events.json"
+    schema.write_text(json.dumps({"type": "object", "required": ["id"],
+                                  "properties": {"id": {"type": "integer"}}}))
+    with pylog.open(path, background=False) as store:
+        store.create_topic("events", partitions=1, config={
+            "pylog.table.enable": "true", "pylog.table.schema.type": "json",
+            "pylog.table.schema.file": str(schema)})
+        with pylog.Producer(store) as producer:
+            for v in (b'{"id":1}', b"bad", b'{"x":2}', b'{"id":3}'):
+                producer.send("events", value=v, partition=0)
+    convert(path, "events")
+    status = describe(path)
+    assert (status["records"], status["dead_letters"]) == (2, 2)
+    text = run("tables", "--log-dirs", path, "--describe", "--topic", "events").stdout
+    assert "2 records, 1 snapshots, 2 dead letters" in text
+    produce(str(tmp_path / "plain"), 0, 4)
+    assert describe(str(tmp_path / "plain"))["dead_letters"] is None

@@ -176,3 +176,60 @@ def test_a_topic_without_a_table_reads_the_log(spark, tmp_path):
     produce(path, "events", 100)
     assert len(read(spark, path, table="true")) == 100
     assert not (tmp_path / "logs" / "__tables").exists()      # a reader creates nothing
+
+
+def produce_json(path: str, start: int, n: int) -> None:
+    """JSON values, every fourth one not parsing against TYPED_SCHEMA (a dead letter),
+    every seventh a tombstone (a dead letter too); keys, headers and timestamps vary."""
+    with pylog.open(path) as store, pylog.Producer(store) as producer:
+        for i in range(start, start + n):
+            value = (None if i % 7 == 0 else b"not json %d" % i if i % 4 == 0
+                     else json.dumps({"id": i, "name": "n%d" % i}).encode())
+            producer.send("events", value=value, key=None if i % 3 == 0 else b"k%d" % (i % 5),
+                          headers=[] if i % 2 else [("h", b"%d" % i)],
+                          timestamp=1_700_000_000_000 + i, partition=i % 2)
+
+
+TYPED_SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"},
+                                                 "name": {"type": "string"}},
+                "required": ["id"]}
+
+
+def typed_topic(tmp_path) -> str:
+    path, schema = str(tmp_path / "logs"), tmp_path / "events.json"
+    schema.write_text(json.dumps(TYPED_SCHEMA))
+    tabled_topic(path, **{"pylog.table.schema.type": "json",
+                          "pylog.table.schema.file": str(schema)})
+    produce_json(path, 0, 400)
+    first = convert(path, "events")
+    assert first.committed
+    produce_json(path, 400, 100)                            # the live tail
+    return path
+
+
+def test_a_typed_topic_reads_its_dead_letters_in_the_union(spark, tmp_path):
+    """The records whose value did not parse are in the dead-letter table, not the table:
+    the union reads both below the watermark, so it is still exactly the log."""
+    path = typed_topic(tmp_path)
+    tasks = PylogBatchReader(SourceOptions.parse(
+        {"path": path, "subscribe": "events", "table": "true"}, streaming=False)).partitions()
+    assert any(type(t).__name__ == "TablePartition" and t.value[1].dead_letters for t in tasks)
+    log = read(spark, path)
+    assert len(log) == 500
+    assert read(spark, path, table="true") == log           # dead letters included
+    assert read(spark, path, table="true", startingOffsets="earliest") == log
+
+
+def test_a_typed_topic_streams_its_dead_letters_in_the_union(spark, tmp_path):
+    path, ckpt, out = typed_topic(tmp_path), str(tmp_path / "ckpt"), str(tmp_path / "out")
+    query = (spark.readStream.format("pylog").option("subscribe", "events")
+             .option("table", "true").option("includeHeaders", "true")
+             .option("startingOffsets", "earliest").load(path)
+             .selectExpr(*COLUMNS.split(", "))
+             .writeStream.format("parquet").option("path", out)
+             .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+    query.awaitTermination(240)
+    query.stop()
+    rows = sorted(tuple(r) for r in spark.read.parquet(out).selectExpr(
+        *COLUMNS.split(", ")).collect())
+    assert rows == read(spark, path)

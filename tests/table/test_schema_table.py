@@ -14,6 +14,7 @@ import sys
 import threading
 
 import fastavro
+import pyarrow as pa
 import pytest
 
 import pylog
@@ -82,6 +83,33 @@ class TestTypedTable:
         assert "value is null (a tombstone)" == dead[2]["reason"]
         assert all(r["reason"] for r in dead)
         assert {"id", "name"} <= set(converter.table().schema().column_names)
+
+    def test_dead_letters_carry_timestamp_type_and_headers(self, store, tmp_path):
+        """A dead letter has the Kafka columns a union reader needs; a dead-letter table
+        made before timestampType and headers existed gains them (old rows: null)."""
+        from pyiceberg.schema import Schema
+
+        from pylog.table.dead_letter import iceberg_schema
+        schema = tmp_path / "clicks.json"
+        write_json(schema, JSON_SCHEMA)
+        make_topic(store, "clicks", str(schema), [b'{"id":1}'])
+        converter = TableConverter(store, "clicks")
+        converter.run_once()
+        old = Schema(*iceberg_schema().fields[:7])            # the columns before ids 8-12
+        catalog = converter.table().catalog
+        catalog.create_table(("pylog", "clicks__dead_letter"), old).append(pa.table({
+            "topic": ["clicks"], "partition": pa.array([0], pa.int32()),
+            "offset": [0], "timestamp": pa.array([0], pa.timestamp("us", tz="UTC")),
+            "key": pa.array([None], pa.binary()), "value": [b"old"], "reason": ["old"]},
+            schema=old.as_arrow()))
+        with pylog.Producer(store) as producer:
+            producer.send("clicks", value=b"bad", headers=[("h", b"v")], partition=0)
+        converter.run_once()
+        dead = catalog.load_table(("pylog", "clicks__dead_letter")).scan().to_arrow()
+        rows = sorted(dead.select(["value", "timestampType", "headers"]).to_pylist(),
+                      key=lambda r: r["value"])
+        assert [{"value": b"bad", "timestampType": 0, "headers": [{"key": "h", "value": b"v"}]},
+                {"value": b"old", "timestampType": None, "headers": None}] == rows
 
     def test_avro_topic(self, store, tmp_path):
         """An Avro topic: typed columns from the .avsc, damaged values dead-lettered."""

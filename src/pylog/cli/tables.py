@@ -72,7 +72,9 @@ def tables(log_dirs: str, action: str | None, topic: str | None, older_than: str
             click.echo(f"{s.topic}: table {s.table} ({'enabled' if s.enabled else 'disabled'}), "
                        f"snapshot {s.snapshot_id if s.snapshot_id is not None else '-'} at "
                        f"{_when(s.last_commit_ms)}, {s.data_files} data files, {s.bytes} bytes, "
-                       f"{s.records} records, {s.snapshots} snapshots")
+                       f"{s.records} records, {s.snapshots} snapshots"
+                       + (f", {s.dead_letters} dead letters" if s.dead_letters is not None
+                          else ""))
             print_table(["PARTITION", "WATERMARK", "LOG-END", "LAG-RECORDS", "LAG-SECONDS"],
                         [[p.partition, p.watermark, p.log_end_offset, p.lag_records,
                           f"{p.lag_seconds:.1f}"] for p in s.partitions])

@@ -10,6 +10,14 @@ is read twice or missed. A task read again (a retry, a restarted stream re-plann
 batch from its offset log) returns the same records: a table part and a log part of
 the same offsets hold the same records, whichever snapshot a re-plan pins.
 
+A typed topic (``pylog.table.schema.type`` set) keeps the records whose value did not
+parse in its dead-letter table, not in the table. That table is pinned too, loaded
+*after* the table: a conversion commits its dead letters before the table's commit, so
+the pinned dead-letter snapshot holds every dead letter below the pinned table's
+watermark. Below it, the union reads the table's rows and the dead-letter rows of the
+same ranges (tasks of their own; a dead-letter table older than its timestampType and
+headers columns gives them as null): every offset of the log, each once.
+
 Executors read the Parquet files with pyarrow (row groups outside the partition and
 offset range are skipped by their statistics) and never open the catalog.
 """
@@ -41,17 +49,20 @@ class TableRange:
     ranges: tuple[tuple[int, int, int], ...]
     file: str
     snapshot_id: int
+    dead_letters: bool = False      # a file of the dead-letter table
 
 
 class TablePin:
     """A topic's table at one snapshot: its watermarks and the means to plan reads of it."""
 
     def __init__(self, topic: str, table, snapshot_id: int | None,
-                 watermarks: dict[int, int]) -> None:
+                 watermarks: dict[int, int], dead_letters: TablePin | None = None) -> None:
         self.topic = topic
         self.table = table
         self.snapshot_id = snapshot_id
         self.watermarks = watermarks
+        #: A typed topic's dead-letter table, pinned after this one (None: none yet).
+        self.dead_letters = dead_letters
 
     def watermark(self, partition: int) -> int:
         """The first offset of ``partition`` the pinned snapshot does not hold (0: none)."""
@@ -86,7 +97,8 @@ class TablePin:
         none): the files' lower bounds, exact when the table is partitioned by the Kafka
         partition and otherwise at most lower (no record of ``partition`` lies between)."""
         w = self.watermark(partition)
-        bounds = [b for _, b in self.files([(partition, 0, w)])]
+        pins = [self] if self.dead_letters is None else [self, self.dead_letters]
+        bounds = [b for pin in pins for _, b in pin.files([(partition, 0, w)])]
         if not bounds:
             return None
         return 0 if None in bounds else min(bounds)
@@ -123,7 +135,31 @@ def pin_table(paths: list[str], topic: str, topic_config: dict[str, str]) -> Tab
     if snapshot is None:
         return TablePin(topic, table, None, {})
     # watermarks() reads the loaded table's current snapshot: the one pinned here.
-    return TablePin(topic, table, snapshot.snapshot_id, watermarks(table))
+    # The dead letters are loaded after the table (see the module's docstring).
+    return TablePin(topic, table, snapshot.snapshot_id, watermarks(table),
+                    _pin_dead_letters(catalog, topic, topic_config))
+
+
+def _pin_dead_letters(catalog, topic: str, topic_config: dict[str, str]) -> TablePin | None:
+    """A typed topic's dead-letter table at its current snapshot (None: untyped, or no
+    dead letter yet)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from pylog.table.config import table_config
+    from pylog.table.schema import schema_settings
+    tc = table_config(topic, topic_config)
+    settings = schema_settings(tc.schema_properties)
+    if not settings.enabled:
+        return None
+    identifier = (tc.namespace, settings.dead_letter or f"{tc.name}__dead_letter")
+    try:
+        dead = catalog.load_table(identifier)
+    except NoSuchTableError:
+        return None
+    snapshot = dead.current_snapshot()
+    if snapshot is None:
+        return None
+    return TablePin(topic, dead, snapshot.snapshot_id, {})
 
 
 def table_ranges(pin: TablePin, ranges: list[tuple[int, int, int]]) -> list[TableRange]:
@@ -133,8 +169,13 @@ def table_ranges(pin: TablePin, ranges: list[tuple[int, int, int]]) -> list[Tabl
     disjoint and together complete (whatever the table's partitioning: one file may hold
     several Kafka partitions, and is then read once for all of them)."""
     ranges = tuple(sorted(r for r in ranges if r[1] < r[2]))
-    return [TableRange(pin.topic, ranges, path, pin.snapshot_id)
-            for path, _ in pin.files(list(ranges))]
+    tasks = [TableRange(pin.topic, ranges, path, pin.snapshot_id)
+             for path, _ in pin.files(list(ranges))]
+    dead = pin.dead_letters
+    if dead is not None:        # the offsets below the watermark that are not in the table
+        tasks += [TableRange(pin.topic, ranges, path, dead.snapshot_id, dead_letters=True)
+                  for path, _ in dead.files(list(ranges))]
+    return tasks
 
 
 def _open(uri: str):
@@ -157,17 +198,27 @@ def read_table_range(r: TableRange, include_headers: bool):
     filesystem, path = _open(r.file)
     dataset = ds.dataset(path, format="parquet", filesystem=filesystem)
     missing = [c for c in columns if c not in dataset.schema.names]
+    if r.dead_letters:          # written before the dead-letter table had them: null
+        missing = [c for c in missing if c not in _LATER_DEAD_LETTER_COLUMNS]
     if missing:
         raise OptionError(f"table file {r.file} has no column(s) {', '.join(missing)}: "
                           "not a pylog table")
-    for batch in dataset.to_batches(columns=columns, filter=where):
+    present = [c for c in columns if c in dataset.schema.names]
+    for batch in dataset.to_batches(columns=present, filter=where):
         if batch.num_rows:
             yield _to_spark(batch, schema, include_headers)
+
+
+#: Dead-letter columns that a dead-letter table made before them lacks in its old files.
+_LATER_DEAD_LETTER_COLUMNS = ("timestampType", "headers")
 
 
 def _to_spark(batch: pa.RecordBatch, schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
     columns = []
     for field in schema:
+        if field.name not in batch.schema.names:
+            columns.append(pa.nulls(batch.num_rows, field.type))
+            continue
         column = batch.column(field.name)
         if field.name == "headers":
             column = _headers(column)

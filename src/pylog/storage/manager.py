@@ -440,6 +440,10 @@ class LogManager(LogLoading):
     def describe_topic(self, name: str) -> TopicDescription:
         return self._topic_admin.describe_topic(name)
 
+    def topic_config(self, name: str) -> LogConfig:
+        """The topic's configuration in effect (its overrides over the store's defaults)."""
+        return self._topic_admin.topic_config(name)
+
     def alter_topic_config(self, name: str, config: Mapping[str, Any], *, replace: bool = False,
                            validate_only: bool = False) -> TopicDescription | None:
         return self._topic_admin.alter_topic_config(name, config, replace=replace,

@@ -317,7 +317,7 @@ class TopicAdmin:
 
     def topic_config(self, name: str) -> LogConfig:
         """The topic's configuration in effect (its overrides over the store's defaults)."""
-        config = self._topic_configs.get(name)
+        config = self.configs.get(name)
         if config is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         return config

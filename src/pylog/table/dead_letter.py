@@ -1,8 +1,11 @@
 """The dead-letter table: the records of a typed topic whose value did not parse.
 
-Columns: topic, partition, offset, timestamp, key, value, reason (ids 1-7).
+Columns: topic, partition, offset, timestamp, key, value, reason (ids 1-7),
+then timestampType and headers (ids 8-12, the types of the topic table's
+columns in :mod:`pylog.table.columns`, optional so that a dead-letter table
+made before they existed evolves to them: its old rows read them as null).
 Nothing is dropped silently: a record is either a row of the topic's table
-or a row here.
+or a row here, and Spark's union reader (option table=true) reads both.
 
 Exactly once without a multi-table transaction (pyiceberg commits one table
 at a time). The rule: a conversion commits the dead letters of its range
@@ -25,6 +28,7 @@ import signal
 import numpy as np
 import pyarrow as pa
 
+from pylog.table.columns import _HEADERS
 from pylog.table.converter import KILL_AT_ENV, OFFSETS, WATERMARK, watermarks
 
 __all__ = ["ARROW_SCHEMA", "iceberg_schema", "load_or_create_dead_letters",
@@ -41,13 +45,17 @@ ARROW_SCHEMA = pa.schema([
     pa.field("key", pa.binary()),
     pa.field("value", pa.binary()),
     pa.field("reason", pa.string(), nullable=False),
+    pa.field("timestampType", pa.int32()),
+    pa.field("headers", _HEADERS),
 ])
 
 
 def iceberg_schema():
     from pyiceberg.schema import Schema
-    from pyiceberg.types import (BinaryType, IntegerType, LongType, NestedField, StringType,
-                                 TimestamptzType)
+    from pyiceberg.types import (BinaryType, IntegerType, ListType, LongType, NestedField,
+                                 StringType, StructType, TimestamptzType)
+    header = StructType(NestedField(11, "key", StringType(), required=True),
+                        NestedField(12, "value", BinaryType(), required=False))
     return Schema(
         NestedField(1, "topic", StringType(), required=True),
         NestedField(2, "partition", IntegerType(), required=True),
@@ -56,18 +64,28 @@ def iceberg_schema():
         NestedField(5, "key", BinaryType(), required=False),
         NestedField(6, "value", BinaryType(), required=False),
         NestedField(7, "reason", StringType(), required=True),
+        NestedField(8, "timestampType", IntegerType(), required=False),
+        NestedField(9, "headers", ListType(10, header, element_required=True), required=False),
     )
 
 
 def load_or_create_dead_letters(table, identifier: tuple[str, str]):
     """The dead-letter table beside `table` (same catalog; for a file:// table
-    location, a sibling directory), created on first use."""
+    location, a sibling directory), created on first use; one made before
+    timestampType and headers existed gains them (optional columns: its older
+    rows read them as null)."""
     from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
     catalog = table.catalog
     try:
-        return catalog.load_table(identifier)
+        dead = catalog.load_table(identifier)
     except NoSuchTableError:
         pass
+    else:
+        if "headers" not in dead.schema().column_names:
+            with dead.update_schema() as update:
+                update.union_by_name(iceberg_schema())
+            dead = catalog.load_table(identifier)
+        return dead
     location = None
     if table.location().startswith("file://"):
         location = os.path.join(os.path.dirname(table.location().rstrip("/")), identifier[1])
@@ -107,7 +125,8 @@ def commit_dead_letters(table, identifier: tuple[str, str], topic: str, bad: pa.
     appended = pa.Table.from_arrays([
         rows.column("topic"), rows.column("partition"), rows.column("offset"),
         rows.column("timestamp"), rows.column("key"), rows.column("value"),
-        reasons.filter(keep)], schema=ARROW_SCHEMA)
+        reasons.filter(keep), rows.column("timestampType"), rows.column("headers")],
+        schema=ARROW_SCHEMA)
     ranges = converted.group_by("partition").aggregate([("offset", "min"), ("offset", "max")])
     watermark = dict(before)
     span = {}

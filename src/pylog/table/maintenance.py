@@ -80,6 +80,7 @@ class TableStatus:
     records: int
     snapshots: int
     partitions: list[PartitionStatus] = field(default_factory=list)
+    dead_letters: int | None = None   # a typed topic's dead-letter table's records
 
     def to_json(self) -> dict:
         out = dict(self.__dict__)
@@ -104,6 +105,8 @@ def describe(log_dirs: Any, topic: str, now_ms: int | None = None) -> TableStatu
         bytes=int(summary.get("total-files-size", 0)),
         records=int(summary.get("total-records", 0)),
         snapshots=len(table.snapshots()) if table is not None else 0)
+    if table is not None:
+        status.dead_letters = _dead_letters(table, tc)
     marks = watermarks(table) if table is not None else {}
     for p in range(reader.topics().get(topic, 0)):
         pr = reader.partition(topic, p)
@@ -119,6 +122,23 @@ def describe(log_dirs: Any, topic: str, now_ms: int | None = None) -> TableStatu
                     break
         status.partitions.append(PartitionStatus(p, w, end, lag, seconds))
     return status
+
+
+def _dead_letters(table, tc) -> int | None:
+    """The records of a typed topic's dead-letter table (0: none yet); None: untyped."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from .schema import schema_settings
+    settings = schema_settings(tc.schema_properties)
+    if not settings.enabled:
+        return None
+    try:
+        dead = table.catalog.load_table(
+            (tc.namespace, settings.dead_letter or f"{tc.name}__dead_letter"))
+    except NoSuchTableError:
+        return 0
+    snapshot = dead.current_snapshot()
+    return int(snapshot.summary.additional_properties.get("total-records", 0)) if snapshot else 0
 
 
 def _local_path(uri: str) -> str | None:
