@@ -106,7 +106,7 @@ def test_pipelined_responses_leave_in_few_sends(tmp_path):
     body = m.ProduceRequest(acks=1, timeout_ms=1000, topic_data=[m.ProduceRequestTopicProduceData(
         name="t", partition_data=[m.ProduceRequestPartitionProduceData(index=0, records=batch)])])
     with ServeProcess(str(tmp_path / "data")) as served, ProtocolClient(served.bootstrap) as client:
-        version = client.version(0)
+        version = min(client.version(0), 12)     # v13 names topics by id; this one by name
         frames = b"".join(encode_request(0, version, cid, client.client_id, body) for cid in range(500))
         trace = tmp_path / "trace.txt"
         tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=sendto,sendmsg,write,writev",
