@@ -47,7 +47,7 @@ ALLOWED: dict[str, set[str]] = {
     "table": {"_core", "errors", "common", "record", "compression", "storage"},
     "store": {"errors", "common", "storage", "coordinator", "table"},
     # The wire protocol knows bytes only: the broker and every client share it.
-    "protocol": {"errors"},
+    "protocol": {"errors", "common"},
     # The broker reads produced batches' headers (record.batch_layout) and codec ids.
     "broker": {"errors", "common", "storage", "coordinator", "store", "protocol", "record", "compression",
                "table"},

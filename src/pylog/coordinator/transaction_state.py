@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass, field
 
 from pylog.errors import CorruptRecordError
-from pylog.protocol.codec import uvarint_bytes
+from pylog.common.varint import uvarint_bytes
 
 from .offsets import _Reader, _string, partition_for_group
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 
+from pylog.common.varint import uvarint_bytes
 from pylog.errors import PylogError
 
 __all__ = ["MalformedMessageError", "Reader", "Struct", "TooManyElementsError", "Writer", "ZERO_UUID",
@@ -251,16 +252,6 @@ class Reader:
     def skip_tagged_fields(self) -> None:
         for _ in self.tagged_fields():
             pass
-
-
-def uvarint_bytes(n: int) -> bytes:
-    """`n` >= 0 as Kafka's unsigned varint (ByteUtils.writeUnsignedVarint)."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 _SMALL_UVARINTS = [uvarint_bytes(i) for i in range(128)]

@@ -47,7 +47,7 @@ from pylog.storage import LogConfig, LogDirsReader, LogManager, PartitionReader
 
 from .catalog import load_or_create_table, log_dirs_of, open_catalog
 from .columns import ARROW_SCHEMA, to_table_batch
-from .config import TableConfig, TableConfigError, check_convertible, table_config
+from .config import TableConfig, check_convertible, table_config
 from .writer import can_write, transaction, write_data_file
 
 __all__ = ["TableConverter", "CommitResult", "watermarks", "convert", "rebuild",
@@ -175,11 +175,7 @@ def _schema_hook(topic: str, tc: TableConfig):
     """pylog.table.schema's hook for typed value columns, when pylog.table.schema.* is set."""
     if not tc.schema_properties:
         return None
-    try:
-        from pylog.table import schema as typed
-    except ModuleNotFoundError:
-        raise TableConfigError(f"topic {topic!r}: pylog.table.schema.* is set but typed value "
-                               "columns are not available in this build") from None
+    from pylog.table import schema as typed     # imported by typed topics only
     return typed.hook_for(topic, tc)
 
 
