@@ -89,14 +89,15 @@ def run_tool(tool: str, *args: str, input: str | None = None, timeout: float = 1
     return run
 
 
-def compiled(source: Path) -> str:
-    """A Java source file of tests/kafka_reference/java compiled against Kafka's jars, once
+def compiled(source: Path, libs: Path | None = None) -> str:
+    """A Java source file of tests/kafka_reference/java compiled against Kafka's jars (or
+    the jars in `libs`), once
     per machine (the source launcher compiles at every start: seconds on a loaded
     machine). The classes' dir is named by the hash of the source and the jars' dir, and
     renamed into place whole, so processes compiling at once agree on one copy."""
     if shutil.which("javac") is None:
         unavailable(f"no JDK (javac) to compile {source.name}")
-    libs = kafka_libs()
+    libs = libs or kafka_libs()
     key = hashlib.sha256(source.read_bytes() + str(libs).encode()).hexdigest()[:16]
     done = libs.parent / f"{source.stem}-{key}"
     if not done.is_dir():

@@ -8,11 +8,7 @@ and a Java share consumer beside pylog's in-process ShareConsumer in one group."
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -22,7 +18,8 @@ import pytest
 import pylog
 from pylog.coordinator.share_group import share_coordinator
 
-from .support import kafka_libs, run_tool, unavailable
+from . import support
+from .support import kafka_libs, run_tool
 
 pytestmark = pytest.mark.xdist_group("java-clients")
 
@@ -33,22 +30,8 @@ RELEASE_EVERY = 10
 
 @functools.lru_cache(maxsize=None)
 def compiled() -> str:
-    """ShareClients.java compiled once per machine beside Kafka's jars (as
-    test_java_clients.compiled, for its own source)."""
-    if shutil.which("javac") is None:
-        unavailable("no JDK (javac): Kafka's Java clients run from a Java source file")
-    libs = kafka_libs()
-    key = hashlib.sha256(SOURCE.read_bytes() + str(libs).encode()).hexdigest()[:16]
-    done = libs.parent / f"share-clients-{key}"
-    if not done.is_dir():
-        out = tempfile.mkdtemp(prefix="share-clients-", dir=libs.parent)
-        subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", out, str(SOURCE)],
-                       check=True, capture_output=True, timeout=300)
-        try:
-            os.rename(out, done)
-        except OSError:
-            shutil.rmtree(out, ignore_errors=True)
-    return str(done)
+    """ShareClients.java compiled once per machine beside Kafka's jars (support.compiled)."""
+    return support.compiled(SOURCE)
 
 
 class JavaShareConsumer:

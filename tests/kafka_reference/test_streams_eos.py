@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import collections
 import functools
-import hashlib
-import os
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -27,6 +24,7 @@ import pytest
 
 from broker.process import ServeProcess
 
+from . import support
 from .support import ROOT, unavailable
 
 ck = pytest.importorskip("confluent_kafka")
@@ -50,19 +48,8 @@ def streams_libs() -> Path:
 
 @functools.lru_cache(maxsize=None)
 def compiled() -> str:
-    """StreamsEos.java compiled once per machine (as test_java_clients.compiled)."""
-    libs = streams_libs()
-    key = hashlib.sha256(SOURCE.read_bytes() + str(libs).encode()).hexdigest()[:16]
-    done = libs.parent / f"streams-eos-{key}"
-    if not done.is_dir():
-        out = tempfile.mkdtemp(prefix="streams-eos-", dir=libs.parent)
-        subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", out, str(SOURCE)],
-                       check=True, capture_output=True, timeout=300)
-        try:
-            os.rename(out, done)
-        except OSError:
-            shutil.rmtree(out, ignore_errors=True)
-    return str(done)
+    """StreamsEos.java compiled once per machine against Kafka Streams' jars (support.compiled)."""
+    return support.compiled(SOURCE, streams_libs())
 
 
 def start_streams(bootstrap: str, state_dir: str) -> subprocess.Popen:
