@@ -354,17 +354,21 @@ def test_bad_config_key_and_value():
 
 def test_concurrent_flushes_group_commit(log_dir, engine_kind):
     """Appends continue while a flush runs, and one fsync serves every append
-    that landed before it: far fewer syncs than flush() calls."""
+    that landed before it: far fewer syncs than flush() calls. Each round, the four
+    threads append before any of them flushes (a barrier), so the first flush covers
+    all four however the threads are scheduled."""
     import threading
 
     from pylog._core.engine import IoEngine
     engine = IoEngine(engine_kind)
     log = Log(log_dir, {"pylog.io.engine": engine_kind}, engine=engine, scheduler=ManualScheduler())
     calls = 100
+    appended = threading.Barrier(4, timeout=60)
 
     def producer():
         for _ in range(calls):
             info = log.append(batch(5))
+            appended.wait()
             log.flush(info.last_offset + 1)
             assert log.recovery_point > info.last_offset    # durable when flush returns
 

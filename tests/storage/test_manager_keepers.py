@@ -17,7 +17,7 @@ from pylog.storage.dir_tables import TableDirs
 from pylog.storage.dynamic_config import DynamicConfigs
 from pylog.storage.log_dir_moves import LogDirMoves, MoveHost
 from pylog.storage.scram_credentials import UserScramCredentials
-from pylog.storage.startup import LogLoading
+from pylog.storage.startup import StartupHost, StoreLoader
 from pylog.storage.topic_admin import TopicAdmin, TopicHost
 
 # keeper -> (the attribute holding its host, the host's type)
@@ -28,6 +28,7 @@ KEEPERS = {
     UserScramCredentials: ("_dirs", TableDirs),
     AccessControlLists: ("_dirs", TableDirs),
     ClientQuotas: ("_dirs", TableDirs),
+    StoreLoader: ("_host", StartupHost),
 }
 
 
@@ -60,5 +61,5 @@ def test_a_keeper_is_owned_not_mixed_in(keeper):
     assert "LogManager._" not in source and "manager._" not in source
 
 
-def test_opening_is_the_only_mixin():
-    assert [b for b in LogManager.__bases__ if b.__module__.startswith("pylog.")] == [LogLoading]
+def test_the_store_mixes_nothing_in():
+    assert [b for b in LogManager.__bases__ if b.__module__.startswith("pylog.")] == []

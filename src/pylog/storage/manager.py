@@ -36,7 +36,8 @@ Each job in its own module is an object the LogManager owns (``_topic_admin``,
 the host it was given (:class:`~.topic_admin.TopicHost`,
 :class:`~.log_dir_moves.MoveHost`, :class:`~.dir_tables.TableDirs`: bound
 methods and the partition maps); the LogManager's public methods delegate to
-it. Opening (:mod:`.startup`) stays a mixin: it builds the LogManager itself.
+it. Opening is one too: a :class:`~.startup.StoreLoader`, through a
+:class:`~.startup.StartupHost`, fills the partition maps once and is dropped.
 
 Thread safety: every public method may be called from any thread. Topic
 changes are serialised by one lock; ``log()`` takes none. Logs serialise
@@ -77,7 +78,7 @@ from .producer_ids import ProducerIdAllocator
 from .acls import AccessControlLists
 from .client_quotas import ClientQuotas, Entity
 from .scram_credentials import UserScramCredentials
-from .startup import LogLoading, StartupReport, Unavailable
+from .startup import StartupHost, StartupReport, StoreLoader, Unavailable, dir_failed_at_startup
 from .dir_tables import TableDirs
 from .topic_admin import TopicAdmin, TopicHost
 from .topics import TopicDescription
@@ -99,7 +100,7 @@ def _as_dir_list(log_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> l
     return [os.fspath(p) for p in log_dirs]
 
 
-class LogManager(LogLoading):
+class LogManager:
     """The store: ``LogManager(log_dirs, config=None)``.
 
     ``log_dirs``: a path, a comma-separated string (Kafka's ``log.dirs``) or a
@@ -124,7 +125,7 @@ class LogManager(LogLoading):
         # The tables kept in every log dir, each by a keeper that sees the store only
         # through this (dir_tables.TableDirs).
         self._table_dirs = TableDirs(self._lock, self._check_open, self._online_dirs,
-                                     self._fail_dir, self._dir_failed_at_startup)
+                                     self._fail_dir, dir_failed_at_startup)
         self._dynamic_configs = DynamicConfigs(
             self._table_dirs, given,
             lambda: {n: t.config for n, t in self._topic_admin.table.topics.items()},
@@ -171,11 +172,16 @@ class LogManager(LogLoading):
         self.topic_epoch_cell = self._topic_admin.epoch_cell
         if self.config["pylog.raise.open.files.limit"]:
             budget.raise_open_files_limit()
+        loader = StoreLoader(StartupHost(
+            self.dirs, self._logs, self._dir_of, self._unavailable, self._table_dirs,
+            self._topic_admin, lambda: self.config, self._load_dir_tables, self._make_config,
+            self._open_log, self._offline_error, self._write_checkpoints, self._online_dirs))
         try:
-            self.startup = self._open()
+            self.startup = loader.open()
         except BaseException:
             self._abort_open()
             raise
+        self.cluster_id = loader.cluster_id
         self._producer_ids = ProducerIdAllocator([d.path for d in self._online_dirs()],
                                                  self._largest_producer_id())
         log.info(self.startup.summary())
@@ -193,6 +199,23 @@ class LogManager(LogLoading):
                 self._cleaner_thread = threading.Thread(target=self._cleaner_loop,
                                                         name="pylog-log-cleaner", daemon=True)
                 self._cleaner_thread.start()
+
+    def _load_dir_tables(self) -> None:
+        """At open, after the topic table: the dynamic broker configs (KIP-226, before
+        any topic config is built), then SCRAM credentials, ACLs and client quotas."""
+        config = self._dynamic_configs.load()
+        if config is not None:
+            self.config, self.defaults = config, config.log_config
+        self._scram_credentials.load()
+        self._acls.load()
+        self._client_quotas.load()
+
+    def _abort_open(self) -> None:
+        self._tasks.shutdown()
+        for lg in self._logs.values():
+            lg.abandon()
+        for d in self.dirs:
+            d.unlock()
 
     def _log_dir_states(self) -> None:
         """One INFO line per log dir at start: its state, what the last shutdown left,

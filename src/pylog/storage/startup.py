@@ -1,7 +1,8 @@
 """Opening a store: lock the log dirs, read Kafka's root files, load every partition.
 
 The loading half of :class:`~pylog.storage.manager.LogManager` (Kafka's
-``LogManager.loadLogs``), mixed into it. Steps, in order:
+``LogManager.loadLogs``): a :class:`StoreLoader` the store owns, seeing it only
+through a :class:`StartupHost`. Steps, in order:
 
 1. lock every dir (a dir another process holds is an error, not an offline dir);
 2. ``meta.properties``: one cluster id across the dirs;
@@ -37,7 +38,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pylog.errors import (
     ConfigError,
@@ -54,7 +57,12 @@ from .dir_tables import read_copies
 from .log_dir_moves import FUTURE_DIR_SUFFIX, parse_future_dir, settle_future_dirs
 from .topics import INTERNAL_TOPICS, Topic, TopicTable, validate_topic_name
 
-__all__ = ["LogLoading", "StartupReport", "Unavailable"]
+if TYPE_CHECKING:
+    from .config import BrokerConfig, LogConfig
+    from .dir_tables import TableDirs
+    from .topic_admin import TopicAdmin
+
+__all__ = ["StartupHost", "StartupReport", "StoreLoader", "Unavailable", "dir_failed_at_startup"]
 
 log = logging.getLogger(__name__)
 
@@ -152,33 +160,58 @@ class _Progress:
             sys.stderr.flush()
 
 
+@dataclass(frozen=True, slots=True)
+class StartupHost:
+    """The store's side of opening (LogManager's, bound).
 
-class LogLoading:
-    """LogManager's opening steps (a mixin: the state is LogManager's)."""
+    ``logs``, ``dir_of`` and ``unavailable`` are the store's partition maps (its own
+    dicts, filled here); ``config()`` is the store's broker config now (the dynamic
+    configs ``load_dir_tables()`` reads replace it); ``make_config(overrides)`` is a
+    topic's config over the current defaults, ``open_log(d, tp, path, config, ...)``
+    opens a Log as the store opens its own, ``offline_error(d)`` is the error of an
+    offline dir's partitions, ``write_checkpoints(d)`` writes a dir's checkpoints and
+    ``online_dirs()`` lists the dirs still online."""
 
-    def _abort_open(self) -> None:
-        self._tasks.shutdown()
-        for lg in self._logs.values():
-            lg.abandon()
-        for d in self.dirs:
-            d.unlock()
+    dirs: list[LogDir]
+    logs: dict[TopicPartition, Log]
+    dir_of: dict[TopicPartition, LogDir]
+    unavailable: dict[TopicPartition, Unavailable]
+    table_dirs: TableDirs
+    topic_admin: TopicAdmin
+    config: Callable[[], BrokerConfig]
+    load_dir_tables: Callable[[], None]
+    make_config: Callable[[Mapping[str, str]], LogConfig]
+    open_log: Callable[..., Log]
+    offline_error: Callable[[LogDir], Exception]
+    write_checkpoints: Callable[[LogDir], bool]
+    online_dirs: Callable[[], list[LogDir]]
 
-    def _open(self) -> StartupReport:
+
+class StoreLoader:
+    """Opens a store (Kafka's ``LogManager.loadLogs``): :meth:`open` fills the host's
+    partition maps and returns what it did. The store owns one for its opening; it
+    sees the store only through `host`."""
+
+    def __init__(self, host: StartupHost) -> None:
+        self._host = host
+        self.cluster_id: str | None = None      # set by open()
+        self._future_dirs: list = []
+    def open(self) -> StartupReport:
         started = time.monotonic()
-        node_id = self.config["node.id"]
+        node_id = self._host.config()["node.id"]
         # 1. Lock every dir (a locked dir is an error, not an offline dir).
-        for d in self.dirs:
+        for d in self._host.dirs:
             try:
                 d.lock()
             except OSError as exc:
-                self._dir_failed_at_startup(d, exc, "cannot create or lock it")
+                dir_failed_at_startup(d, exc, "cannot create or lock it")
         # 2. meta.properties: one cluster id across dirs.
         cluster_ids: dict[str, str] = {}
-        for d in self._online_dirs():
+        for d in self._host.online_dirs():
             try:
                 meta = d.load_meta(node_id)
             except (OSError, CorruptCheckpointError) as exc:
-                self._dir_failed_at_startup(d, exc, "cannot read meta.properties")
+                dir_failed_at_startup(d, exc, "cannot read meta.properties")
                 continue
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
@@ -188,37 +221,33 @@ class LogLoading:
             raise ConfigError("log dirs belong to different clusters (cluster.id in "
                               "meta.properties): " + ", ".join(f"{p}: {c}" for p, c in cluster_ids.items()))
         cluster_id = next(iter(cluster_ids.values()), None) or checkpoints.random_uuid()
-        for d in self._online_dirs():
+        for d in self._host.online_dirs():
             try:
                 d.init_meta(cluster_id, node_id)
             except OSError as exc:
-                self._dir_failed_at_startup(d, exc, "cannot write meta.properties")
+                dir_failed_at_startup(d, exc, "cannot write meta.properties")
         self.cluster_id = cluster_id
-        if not self._online_dirs():
+        if not self._host.online_dirs():
             raise KafkaStorageError(errno_mod.EIO, "no log dir could be opened: " + "; ".join(
-                f"{d.path}: {d.offline_reason}" for d in self.dirs))
+                f"{d.path}: {d.offline_reason}" for d in self._host.dirs))
         # 3. The topic table: the newest copy wins.
-        copies = read_copies(self._table_dirs, TopicTable)
+        copies = read_copies(self._host.table_dirs, TopicTable)
         tables = [t for t in copies.values() if t is not None]
         adopt = not tables
         if tables:
-            self._topic_admin.install(max(tables, key=lambda t: t.epoch))
-        # 3b. Dynamic broker configs (KIP-226), before any topic config is built.
-        config = self._dynamic_configs.load()
-        if config is not None:
-            self.config, self.defaults = config, config.log_config
-        self._scram_credentials.load()
-        self._acls.load()
-        self._client_quotas.load()
+            self._host.topic_admin.install(max(tables, key=lambda t: t.epoch))
+        # 3b. Dynamic broker configs (KIP-226), before any topic config is built; then
+        #     the other tables kept in every dir (credentials, ACLs, quotas).
+        self._host.load_dir_tables()
         # 4. Per dir: marker, checkpoints, partition dirs.
         self._future_dirs: list = []
         found: dict[TopicPartition, tuple[LogDir, str]] = {}
         state: dict[str, tuple[dict, dict]] = {}
-        for d in self._online_dirs():
+        for d in self._host.online_dirs():
             try:
                 state[d.path] = self._prepare_dir(d)
                 for tp, path in self._scan_partition_dirs(d, adopt).items():
-                    if tp in self._unavailable:
+                    if tp in self._host.unavailable:
                         continue                 # already in two dirs with data
                     if tp in found:
                         kept = self._resolve_duplicate(tp, found[tp][1], path)
@@ -234,42 +263,42 @@ class LogLoading:
                         continue
                     found[tp] = (d, path)
             except OSError as exc:
-                self._dir_failed_at_startup(d, exc, "cannot read it")
+                dir_failed_at_startup(d, exc, "cannot read it")
         # 4b. Future dirs of log-dir moves: an unfinished copy goes, a copy whose source
         #     is gone (a move cut between its renames) takes its place (log_dir_moves.py).
         def claimed(tp: TopicPartition) -> bool:      # by the topic table (all, adopting)
-            topic = self._topic_admin.table.topics.get(tp[0])
-            return tp not in self._unavailable and (
+            topic = self._host.topic_admin.table.topics.get(tp[0])
+            return tp not in self._host.unavailable and (
                 adopt or topic is not None and tp[1] < topic.partitions)
         try:
-            settle_future_dirs(self.dirs, self._future_dirs, found, claimed)
+            settle_future_dirs(self._host.dirs, self._future_dirs, found, claimed)
         finally:
             self._future_dirs = []
         if adopt:
             # No topic table anywhere: a new store, or log dirs written by Kafka.
             counts: dict[str, int] = {}
-            for topic, partition in [*found, *self._unavailable]:
+            for topic, partition in [*found, *self._host.unavailable]:
                 counts[topic] = max(counts.get(topic, 0), partition + 1)
             for topic, count in sorted(counts.items()):
                 topic_id = None
                 for p in range(count):
                     if (topic, p) in found:
                         topic_id = topic_id or checkpoints.read_partition_metadata(found[(topic, p)][1])
-                self._topic_admin.table.topics[topic] = Topic(topic, topic_id or checkpoints.random_uuid(), count)
+                self._host.topic_admin.table.topics[topic] = Topic(topic, topic_id or checkpoints.random_uuid(), count)
                 log.warning("adopted topic %r (%d partitions) found in the log dirs", topic, count)
-        for name, topic in self._topic_admin.table.topics.items():
-            self._topic_admin.configs[name] = self._make_config(topic.config)
+        for name, topic in self._host.topic_admin.table.topics.items():
+            self._host.topic_admin.configs[name] = self._host.make_config(topic.config)
         # 5. Load the logs, every dir in parallel: as many as this process's open files
         #    and memory maps hold; the others stay offline, named.
         order = self._admit(self._load_order(found), "opened", lambda tp: (
             *found[tp], state))
         progress = _Progress(len(order))
-        threads = self.config["num.recovery.threads.per.data.dir"]
+        threads = self._host.config()["num.recovery.threads.per.data.dir"]
         by_dir: dict[str, list[TopicPartition]] = {}
         for tp in order:
             by_dir.setdefault(found[tp][0].path, []).append(tp)
         pools = {d.path: concurrent.futures.ThreadPoolExecutor(threads, f"pylog-recovery-{i}")
-                 for i, d in enumerate(self.dirs) if d.path in by_dir}
+                 for i, d in enumerate(self._host.dirs) if d.path in by_dir}
         futures: dict[TopicPartition, concurrent.futures.Future] = {}
         try:
             for tp in sorted(order):
@@ -287,7 +316,7 @@ class LogLoading:
                     hint = process_limit_hint(exc)
                     if hint is None and exc.errno not in PARTITION_ERRNOS:
                         # The disk (EIO, EROFS, ENOSPC, ...): its dir goes offline (Kafka's rule).
-                        self._dir_failed_at_startup(d, exc, f"cannot load {tp[0]}-{tp[1]}")
+                        dir_failed_at_startup(d, exc, f"cannot load {tp[0]}-{tp[1]}")
                         continue
                     self._keep_offline(tp, d, path, state, f"it could not be loaded: {exc}"
                                        + (f": {hint}" if hint else ""))
@@ -300,65 +329,65 @@ class LogLoading:
                     self._keep_offline(tp, d, path, state,
                                        f"it could not be loaded: {type(exc).__name__}: {exc}")
                     continue
-                self._logs[tp] = lg
-                self._dir_of[tp] = d
+                self._host.logs[tp] = lg
+                self._host.dir_of[tp] = d
                 reports.append(lg.recovery)
         finally:
             for pool in pools.values():
                 pool.shutdown(wait=True)
             progress.finish()
-        for tp, lg in list(self._logs.items()):       # logs of dirs that failed while loading
-            if not self._dir_of[tp].online:
-                lg.mark_offline(self._offline_error(self._dir_of[tp]))
+        for tp, lg in list(self._host.logs.items()):       # logs of dirs that failed while loading
+            if not self._host.dir_of[tp].online:
+                lg.mark_offline(self._host.offline_error(self._host.dir_of[tp]))
                 lg.abandon()
-        if not self._online_dirs():
+        if not self._host.online_dirs():
             raise KafkaStorageError(errno_mod.EIO, "every log dir is offline: " + "; ".join(
-                f"{d.path}: {d.offline_reason}" for d in self.dirs))
+                f"{d.path}: {d.offline_reason}" for d in self._host.dirs))
         # 6. Partitions the table has but no dir holds (a creation cut short by a crash
         #    before pylog made creations all-or-nothing): created empty, room permitting.
-        missing = [] if any(not d.online for d in self.dirs) else [   # else: on the offline dir
-            (name, p) for name, topic in self._topic_admin.table.topics.items() for p in range(topic.partitions)
-            if (name, p) not in self._logs and (name, p) not in found
-            and (name, p) not in self._unavailable]
-        load = self._topic_admin.dir_load()
+        missing = [] if any(not d.online for d in self._host.dirs) else [   # else: on the offline dir
+            (name, p) for name, topic in self._host.topic_admin.table.topics.items() for p in range(topic.partitions)
+            if (name, p) not in self._host.logs and (name, p) not in found
+            and (name, p) not in self._host.unavailable]
+        load = self._host.topic_admin.dir_load()
         for tp in self._admit(self._load_order(missing), "created", lambda tp: (None, None, state)):
             log.warning("partition %s-%d is in no log dir; creating it empty", *tp)
-            topic = self._topic_admin.table.topics[tp[0]]
+            topic = self._host.topic_admin.table.topics[tp[0]]
             try:
-                self._logs[tp], self._dir_of[tp] = self._topic_admin.create_log(
-                    tp, topic.topic_id, self._topic_admin.configs[tp[0]], load)
+                self._host.logs[tp], self._host.dir_of[tp] = self._host.topic_admin.create_log(
+                    tp, topic.topic_id, self._host.topic_admin.configs[tp[0]], load)
             except KafkaStorageError as exc:
                 self._keep_offline(tp, None, None, state, f"it could not be created: {exc}")
         # 7. Bring every copy of the topic table and the checkpoints up to date.
-        if adopt or any(copies.get(d.path) is None or copies[d.path].epoch != self._topic_admin.table.epoch
-                        for d in self._online_dirs()):
-            self._topic_admin.write_table(self._topic_admin.table)
-        for d in self._online_dirs():
-            self._write_checkpoints(d)
+        if adopt or any(copies.get(d.path) is None or copies[d.path].epoch != self._host.topic_admin.table.epoch
+                        for d in self._host.online_dirs()):
+            self._host.topic_admin.write_table(self._host.topic_admin.table)
+        for d in self._host.online_dirs():
+            self._host.write_checkpoints(d)
         return StartupReport(
-            log_dirs=len(self.dirs), offline_dirs=tuple(d.path for d in self.dirs if not d.online),
-            clean_dirs=sum(d.had_clean_shutdown for d in self.dirs),
-            partitions=len(self._logs), segments=sum(r.segments for r in reports),
+            log_dirs=len(self._host.dirs), offline_dirs=tuple(d.path for d in self._host.dirs if not d.online),
+            clean_dirs=sum(d.had_clean_shutdown for d in self._host.dirs),
+            partitions=len(self._host.logs), segments=sum(r.segments for r in reports),
             segments_recovered=sum(len(r.segments_recovered) for r in reports),
             bytes_scanned=sum(r.bytes_scanned for r in reports),
             bytes_truncated=sum(r.bytes_truncated for r in reports),
             segments_deleted=sum(r.segments_deleted for r in reports),
             bytes_deleted=sum(r.bytes_deleted for r in reports), peak_loaders=progress.peak,
-            seconds=time.monotonic() - started, offline_partitions=len(self._unavailable))
+            seconds=time.monotonic() - started, offline_partitions=len(self._host.unavailable))
 
     def _load_order(self, tps) -> list[TopicPartition]:
         """Which partitions open first when not all fit: internal topics, then whole
         topics from the smallest (so one huge topic cannot take many small ones out),
         then by name; partitions in order."""
         def key(tp: TopicPartition):
-            topic = self._topic_admin.table.topics.get(tp[0])
+            topic = self._host.topic_admin.table.topics.get(tp[0])
             return (tp[0] not in INTERNAL_TOPICS, topic.partitions if topic else 0, tp)
         return sorted(tps, key=key)
 
     def _admit(self, order: list[TopicPartition], verb: str, where) -> list[TopicPartition]:
         """The first partitions of `order` that the open-files and maps budget holds;
         the rest are kept offline with the reason (``where(tp)``: dir, path, state)."""
-        now = budget.measure(self.config["pylog.open.files.reserve"])
+        now = budget.measure(self._host.config()["pylog.open.files.reserve"])
         room = now.room
         if room is None or len(order) <= room:
             return order
@@ -376,7 +405,7 @@ class LogLoading:
         keeping its checkpointed offsets for the next open; logged unless `quiet` (the
         caller logs one line for many)."""
         recovery_points, start_offsets = state.get(d.path, ({}, {})) if d else ({}, {})
-        self._unavailable[tp] = Unavailable(d, path, reason, recovery_points.get(tp, 0),
+        self._host.unavailable[tp] = Unavailable(d, path, reason, recovery_points.get(tp, 0),
                                             start_offsets.get(tp, 0))
         if not quiet:
             where = f" in {d.path}" if d else ""
@@ -430,7 +459,7 @@ class LogLoading:
             except InvalidTopicError:
                 log.warning("ignoring %s: %r is not a legal topic name", entry.path, topic)
                 continue
-            known = self._topic_admin.table.topics.get(topic)
+            known = self._host.topic_admin.table.topics.get(topic)
             stray = None
             if not adopt:
                 if known is None:
@@ -471,12 +500,12 @@ class LogLoading:
 
     def _load_log(self, d: LogDir, tp: TopicPartition, path: str, recovery_point: int,
                   log_start_offset: int, clean: bool, progress: _Progress) -> Log:
-        config = self._topic_admin.configs[tp[0]]
+        config = self._host.topic_admin.configs[tp[0]]
         progress.start()
         try:
-            lg = self._open_log(d, tp, path, config, recovery_point=recovery_point,
-                                log_start_offset=log_start_offset, clean_shutdown=clean)
-            topic = self._topic_admin.table.topics.get(tp[0])
+            lg = self._host.open_log(d, tp, path, config, recovery_point=recovery_point,
+                                     log_start_offset=log_start_offset, clean_shutdown=clean)
+            topic = self._host.topic_admin.table.topics.get(tp[0])
             if topic is not None and checkpoints.read_partition_metadata(path) is None:
                 checkpoints.write_partition_metadata(path, topic.topic_id)
             leader_epochs.attach(lg, path)
@@ -484,18 +513,20 @@ class LogLoading:
             progress.step()
         return lg
 
-    def _dir_failed_at_startup(self, d: LogDir, exc: OSError | CorruptCheckpointError,
-                               what: str) -> None:
-        hint = process_limit_hint(exc) if isinstance(exc, OSError) else None
-        if hint is not None:
-            # A limit of this process, not a failed disk: no dir goes offline, the
-            # open fails with what to change.
-            raise KafkaStorageError(exc.errno, f"cannot open the store: {what} in {d.path}: "
-                                    f"{hint}", d.path) from exc
-        reason = f"{what}: {exc}"
-        if d.mark_offline(reason):
-            log.error("log dir %s is offline: %s", d.path, reason)
-        d.unlock()
+
+def dir_failed_at_startup(d: LogDir, exc: OSError | CorruptCheckpointError, what: str) -> None:
+    """A dir that failed while the store opened goes offline, unlocked; a limit of
+    the process (EMFILE, ENOMEM, ...) fails the open instead, naming what to change."""
+    hint = process_limit_hint(exc) if isinstance(exc, OSError) else None
+    if hint is not None:
+        # A limit of this process, not a failed disk: no dir goes offline, the
+        # open fails with what to change.
+        raise KafkaStorageError(exc.errno, f"cannot open the store: {what} in {d.path}: "
+                                f"{hint}", d.path) from exc
+    reason = f"{what}: {exc}"
+    if d.mark_offline(reason):
+        log.error("log dir %s is offline: %s", d.path, reason)
+    d.unlock()
 
 
 def _data_bytes(path: str) -> int:
