@@ -62,6 +62,9 @@ def test_describe_compact_expire_rebuild(tmp_path):
 
     out = json.loads(run("tables", "--log-dirs", path, "--compact", "--topic", "events",
                          "--json").stdout)
+    assert out["rewritten"] == 0          # 4 small files: fewer than pylog.table.compact.min.files
+    out = json.loads(run("tables", "--log-dirs", path, "--compact", "--topic", "events",
+                         "--min-files", "2", "--json").stdout)
     assert out["rewritten"] == 4 and out["files_after"] < out["files_before"] == 4
     after = describe(path)
     assert [p["watermark"] for p in after["partitions"]] == [400, 400]     # kept

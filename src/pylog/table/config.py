@@ -43,6 +43,13 @@ class TableConfig:
     partition_by: str                  # none | partition | hour(timestamp) | day(timestamp)
     retention: str                     # keep
     schema_properties: dict[str, str] = field(default_factory=dict)  # pylog.table.schema.*
+    # Maintenance (pylog.table.maintenance): a schedule (<= 0: off) and its settings.
+    maintenance_interval_ms: int = 3_600_000
+    compact_target_file_bytes: int = 128 << 20
+    compact_min_files: int = 5
+    snapshot_max_age_ms: int = 86_400_000       # -1: never expire
+    snapshot_retain_last: int = 1
+    orphan_min_age_ms: int = 86_400_000         # -1: never remove
 
     @property
     def local_catalog(self) -> bool:
