@@ -80,6 +80,13 @@ def table_config(topic: str, config: Mapping[str, Any]) -> TableConfig:
         retention=str(_get(config, "pylog.table.retention", "keep")),
         schema_properties={k[len(SCHEMA_PREFIX):]: str(v) for k, v in config.items()
                            if k.startswith(SCHEMA_PREFIX)},
+        maintenance_interval_ms=int(_get(config, "pylog.table.maintenance.interval.ms", 3_600_000)),
+        compact_target_file_bytes=int(_get(config, "pylog.table.compact.target.file.bytes",
+                                           128 << 20)),
+        compact_min_files=int(_get(config, "pylog.table.compact.min.files", 5)),
+        snapshot_max_age_ms=int(_get(config, "pylog.table.snapshot.max.age.ms", 86_400_000)),
+        snapshot_retain_last=int(_get(config, "pylog.table.snapshot.retain.last", 1)),
+        orphan_min_age_ms=int(_get(config, "pylog.table.orphan.min.age.ms", 86_400_000)),
     )
 
 
