@@ -286,3 +286,39 @@ def test_the_age_floor_keeps_the_files_of_a_conversion_in_flight(store, monkeypa
     assert seen[1]["files_deleted"] >= 1                     # the in-flight files, deleted
     with pytest.raises(OSError):
         rows_of(table_of(store, "t"))
+
+
+def test_a_typed_topics_dead_letter_table_is_maintained_too(store, tmp_path):
+    """The schedule compacts a typed topic's table and its dead-letter table alike; each
+    keeps its own watermark and its rows (the dead letters: offset, value, reason)."""
+    import json
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "required": ["id"],
+                                  "properties": {"id": {"type": "integer"}}}))
+    store.create_topic("t", 1, {"pylog.table.enable": "true", "pylog.table.schema.type": "json",
+                                "pylog.table.schema.file": str(schema),
+                                "pylog.table.commit.interval.ms": "1",
+                                "pylog.table.maintenance.interval.ms": "1",
+                                "pylog.table.compact.min.files": "2"})
+    log = store.log("t", 0)
+    for i in range(4):                                   # four commits, each good and bad
+        log.append_records([b'{"id":%d}' % i, b"bad %d" % i])
+        convert(store, "t")
+    table = table_of(store, "t")
+    dead = maintenance.dead_letter_table(table, maintenance.open_table(store.log_dirs, "t")[0])
+
+    def state(t):
+        t = t.refresh()
+        rows = sorted(t.scan().to_arrow().select(["offset", "value"]).to_pylist(),
+                      key=lambda r: r["offset"])
+        return rows, watermarks(t), len(live_files(t))
+    before = [state(table), state(dead)]
+    assert before[0][2] == before[1][2] == 4
+    t0 = now_ms()
+    for d in (0, 10, 20):
+        store.tables.run_due(t0 + d)
+    after = [state(table), state(dead)]
+    assert [(rows, marks) for rows, marks, _ in after] == [(rows, marks) for rows, marks, _ in before]
+    assert [files for _, _, files in after] == [1, 1]
+    assert [r["value"] for r in after[1][0]] == [b"bad %d" % i for i in range(4)]
+    assert store.tables.stats.snapshot()["t"].files_compacted == 8
