@@ -115,6 +115,24 @@ def test_compaction_keeps_the_watermark_and_bins_by_size(store):
     assert_commit_chain(table, 2)
 
 
+@pytest.mark.parametrize("by", ["partition", "hour(timestamp)"])
+def test_compacting_a_partitioned_table(store, by):
+    """Each Iceberg partition's small files are compacted apart (pyiceberg's writer)."""
+    store.create_topic("t", 2, {"pylog.table.enable": "true", "pylog.table.partition.by": by})
+    producer = Producer(store, "t", 2, seed=by)
+    small_commits(store, producer, "t", 4)
+    table = table_of(store, "t")
+    before = watermarks(table)
+    groups = {t.file.partition for t in table.scan().plan_files()}
+    out = maintenance.compact_table(table, "t", 1 << 20, min_files=2)
+    assert out["rewritten"] > 0
+    table = table_of(store, "t")
+    after = [t.file for t in table.scan().plan_files()]
+    assert {f.partition for f in after} == groups
+    assert len(after) <= len(groups) + (out["files_before"] - out["rewritten"])
+    assert watermarks(table) == before and rows_of(table) == sorted(producer.rows)
+
+
 def test_runs_of_files_of_about_the_target():
     from types import SimpleNamespace
     files = [SimpleNamespace(file_size_in_bytes=n) for n in (40, 70, 10, 50, 45, 5, 30)]
