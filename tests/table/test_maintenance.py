@@ -340,3 +340,26 @@ def test_a_typed_topics_dead_letter_table_is_maintained_too(store, tmp_path):
     assert [files for _, _, files in after] == [1, 1]
     assert [r["value"] for r in after[1][0]] == [b"bad %d" % i for i in range(4)]
     assert store.tables.stats.snapshot()["t"].files_compacted == 8
+
+
+def test_the_schedule_follows_the_interval_as_altered(store):
+    """0 disables the schedule; an interval runs at its next multiple of the wall clock;
+    an interval altered to a shorter one takes effect at the next pass."""
+    store.create_topic("t", 1, {"pylog.table.enable": "true", "pylog.table.commit.interval.ms": "1",
+                                "pylog.table.maintenance.interval.ms": "0"})
+    store.log("t", 0).append_records([b"x"])
+    hour = 3_600_000
+    t0 = (now_ms() // hour + 1) * hour + 1000      # just past a whole hour
+    for d in (0, 10, 20):
+        store.tables.run_due(t0 + d)
+    assert "t" not in store.tables.last_maintenance
+    store.alter_topic_config("t", {"pylog.table.maintenance.interval.ms": str(hour)})
+    for d in (30, 40, hour - 2000):
+        store.tables.run_due(t0 + d)
+    assert "t" not in store.tables.last_maintenance        # the next whole hour: not yet
+    store.tables.run_due(t0 + hour)
+    assert store.tables.stats.snapshot()["t"].maintenance_runs == 1
+    store.alter_topic_config("t", {"pylog.table.maintenance.interval.ms": "1"})
+    store.tables.run_due(t0 + hour + 10)                    # rescheduled to the next ms
+    store.tables.run_due(t0 + hour + 20)
+    assert store.tables.stats.snapshot()["t"].maintenance_runs == 2

@@ -385,6 +385,7 @@ def maintain(table, topic: str, tc: TableConfig, now_ms: int | None = None) -> d
     expiry (which then frees the compacted-away files once their snapshots expire), then
     orphan removal. Returns {"compact": ..., "expire": ..., "orphans": ...}."""
     now_ms = _now_ms() if now_ms is None else now_ms
+    table = table.refresh()
     out: dict[str, Any] = {"compact": compact_table(table, topic, tc.compact_target_file_bytes,
                                                     tc.compact_min_files)}
     table = table.refresh()

@@ -109,10 +109,14 @@ class TableService:
         if interval <= 0 or converter.last_table is None or self._stop.is_set():
             self._maintenance_due.pop(topic, None)
             return
-        due = self._maintenance_due.setdefault(topic, (now_ms // interval + 1) * interval)
+        boundary = (now_ms // interval + 1) * interval      # the next multiple after now
+        due = self._maintenance_due.get(topic)
+        if due is None or due > boundary:                  # first time, or a shorter interval
+            self._maintenance_due[topic] = boundary
+            return
         if now_ms < due:
             return
-        self._maintenance_due[topic] = (now_ms // interval + 1) * interval
+        self._maintenance_due[topic] = boundary
         from .maintenance import dead_letter_table, maintain
         for table in filter(None, (converter.last_table, dead_letter_table(converter.last_table, tc))):
             result = maintain(table, topic, tc, now_ms)
