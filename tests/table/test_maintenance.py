@@ -39,6 +39,13 @@ def live_files(table) -> set[str]:
     return {t.file.file_path[len("file://"):] for t in table.refresh().scan().plan_files()}
 
 
+def held_files(table) -> set[str]:
+    """The data files some snapshot of the table holds (local paths)."""
+    table = table.refresh()
+    return {t.file.file_path[len("file://"):] for s in table.snapshots()
+            for t in table.scan(snapshot_id=s.snapshot_id).plan_files()}
+
+
 def small_commits(store, producer, topic, n):
     for _ in range(n):
         producer.one()
@@ -363,3 +370,30 @@ def test_the_schedule_follows_the_interval_as_altered(store):
     store.tables.run_due(t0 + hour + 10)                    # rescheduled to the next ms
     store.tables.run_due(t0 + hour + 20)
     assert store.tables.stats.snapshot()["t"].maintenance_runs == 2
+
+
+def test_kill_9_between_expiry_and_its_deletions_leaves_orphans_only(tmp_path):
+    """Expiry commits, then deletes the files only the expired snapshots used: killed in
+    between, the table is exact and those files are orphans, which orphan removal takes
+    once past the age."""
+    path = str(tmp_path / "logs")
+    with pylog.open(path, background=False) as store:
+        store.create_topic("t", 1, {"pylog.table.enable": "true"})
+        producer = Producer(store, "t", 1, seed="expire")
+        small_commits(store, producer, "t", 4)
+        maintenance.compact_table(table_of(store, "t"), "t", 1 << 20, min_files=2)
+        table = table_of(store, "t")
+        replaced = data_files_on_disk(table) - live_files(table)
+        assert len(replaced) == 4
+
+    def expire_then_die():
+        os.environ[KILL_AT_ENV] = "expire-committed"
+        maintenance.expire_snapshots(path, "t", now_ms() + 1000)
+    assert reap(_fork(expire_then_die)) == -signal.SIGKILL
+    table = table_of(path, "t")
+    assert len(table.snapshots()) == 1 and rows_of(table) == sorted(producer.rows)
+    assert replaced <= data_files_on_disk(table) - held_files(table)          # orphans now
+    assert maintenance.remove_orphans(path, "t")["files_deleted"] == 0        # younger
+    out = maintenance.remove_orphans(path, "t", now_ms() + 1000)
+    assert out["files_deleted"] >= 4 and not replaced & data_files_on_disk(table)
+    assert rows_of(table_of(path, "t")) == sorted(producer.rows)

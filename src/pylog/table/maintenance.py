@@ -308,7 +308,9 @@ def _expire_once(table, topic: str, older_than_ms: int, retain_last: int) -> dic
     candidates = set().union(*(_data_files(table, s, deleted=True) | _metadata_files(table, s) for s in doomed))
     still = set().union(*(_data_files(table, s) | _metadata_files(table, s) for s in kept))
     table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in doomed]).commit()
-    # Only after the commit: a refused one leaves every file its snapshots need.
+    # Only after the commit: a refused one leaves every file its snapshots need (and a
+    # process killed here leaves orphans, for orphan removal).
+    _kill_point("expire-committed")
     deleted = 0
     for uri in sorted(candidates - still):
         if _remove(_local_path(uri)):
