@@ -90,8 +90,6 @@ def test_the_schedule_compacts_and_expires_while_a_producer_writes(tmp_path):
     assert len({(r[0], r[1]) for r in rows}) == len(rows)        # no record twice
     assert rows == sorted(producer.rows)                         # none missing, all equal
     assert_commit_chain(table, 2, expired=True)
-    summaries = [s.summary.additional_properties for s in table.snapshots()]
-    assert len(summaries) < stats.commits                        # expired on its own
     assert m['pylog_table_maintenance_runs_total{topic="t"}'] == stats.maintenance_runs >= 3
     assert m['pylog_table_files_compacted_total{topic="t"}'] == stats.files_compacted > 0
     assert m['pylog_table_snapshots_expired_total{topic="t"}'] == stats.snapshots_expired > 0
