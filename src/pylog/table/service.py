@@ -49,7 +49,7 @@ class TableService:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.last_results: dict[str, Any] = {}    # topic -> its last CommitResult
-        self.last_maintenance: dict[str, Any] = {}   # topic -> its last maintain() result
+        self.last_maintenance: dict[str, Any] = {}   # topic -> its table's last maintain()
         self.stats = TableStats()                 # counters for metrics (pylog.table.stats)
 
     def _enabled_topics(self) -> dict[str, int]:
@@ -118,10 +118,12 @@ class TableService:
             return
         self._maintenance_due[topic] = boundary
         from .maintenance import dead_letter_table, maintain
-        for table in filter(None, (converter.last_table, dead_letter_table(converter.last_table, tc))):
-            result = maintain(table, topic, tc, now_ms)
+        table = converter.last_table
+        for each in filter(None, (table, dead_letter_table(table, tc))):
+            result = maintain(each, topic, tc, now_ms)
             self.stats.record_maintenance(topic, result)
-            self.last_maintenance[topic] = result
+            if each is table:
+                self.last_maintenance[topic] = result
 
     def start(self) -> None:
         """Watches for enabled topics from the store's background thread."""
