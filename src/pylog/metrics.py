@@ -17,7 +17,10 @@ Kafka's MBeans, so dashboards built for Kafka read pylog:
 - pylog's own, for topics as tables (pylog.table): ``pylog_table_lag_records`` (per
   partition: log end offset minus the table's watermark), ``pylog_table_commits_total``,
   ``pylog_table_records_total``, ``pylog_table_files_written_total`` and
-  ``pylog_table_bytes_written_total`` (per topic, since the store opened).
+  ``pylog_table_bytes_written_total``; of the scheduled table maintenance
+  ``pylog_table_maintenance_runs_total``, ``pylog_table_files_compacted_total``,
+  ``pylog_table_snapshots_expired_total``, ``pylog_table_orphan_files_removed_total``
+  (per topic, since the store opened).
 
 ``serve_metrics(store, broker, port)`` starts the HTTP endpoint (``pylog serve
 --metrics-port``), on 127.0.0.1 unless told otherwise.
@@ -110,12 +113,18 @@ class PylogCollector:
             ("commits", "Commits to the topic's table"),
             ("records", "Records converted into the topic's table"),
             ("files_written", "Parquet data files written for the topic's table"),
-            ("bytes_written", "Bytes of Parquet data files written for the topic's table"))]
+            ("bytes_written", "Bytes of Parquet data files written for the topic's table"),
+            ("maintenance_runs", "Scheduled maintenance runs of the topic's table"),
+            ("files_compacted", "Small data files rewritten by the table's compaction"),
+            ("snapshots_expired", "Snapshots of the topic's table expired"),
+            ("orphan_files_removed", "Unreferenced files removed from the table's location"))]
         for topic, s in sorted(stats.items()):
             for (t, p), v in sorted(m["partitions"].items()):
                 if t == topic:
                     lag.add_metric([t, str(p)], max(v["LogEndOffset"] - s.watermark.get(p, 0), 0))
-            for family, value in zip(families, (s.commits, s.records, s.files, s.bytes)):
+            for family, value in zip(families, (s.commits, s.records, s.files, s.bytes,
+                                                s.maintenance_runs, s.files_compacted,
+                                                s.snapshots_expired, s.orphans_removed)):
                 family.add_metric([topic], value)
         yield lag
         yield from families

@@ -1,6 +1,6 @@
 """``pylog tables`` on a real store and its real Iceberg table: describe (watermark and lag
 per partition), compact (fewer files, same rows, same watermark), expire snapshots (files
-only they used deleted, rows intact), rebuild."""
+only they used deleted, rows intact), remove orphans (past the age only), rebuild."""
 
 from __future__ import annotations
 
@@ -62,6 +62,9 @@ def test_describe_compact_expire_rebuild(tmp_path):
 
     out = json.loads(run("tables", "--log-dirs", path, "--compact", "--topic", "events",
                          "--json").stdout)
+    assert out["rewritten"] == 0          # 4 small files: fewer than pylog.table.compact.min.files
+    out = json.loads(run("tables", "--log-dirs", path, "--compact", "--topic", "events",
+                         "--min-files", "2", "--json").stdout)
     assert out["rewritten"] == 4 and out["files_after"] < out["files_before"] == 4
     after = describe(path)
     assert [p["watermark"] for p in after["partitions"]] == [400, 400]     # kept
@@ -81,6 +84,29 @@ def test_describe_compact_expire_rebuild(tmp_path):
                          "--json").stdout)
     assert out["records"] == 860 and out["watermark"] == {"0": 430, "1": 430}
     assert table_rows(path) == log_rows(path, 860)
+
+
+def test_remove_orphans(tmp_path):
+    """A Parquet file written for the table and never committed (what a converter killed
+    between its write and its commit leaves) is removed once older than the floor (the
+    topic's pylog.table.orphan.min.age.ms, or --older-than), never a referenced one."""
+    from pylog.table.writer import write_data_file
+    path = str(tmp_path / "logs")
+    produce(path, 0, 40)
+    convert(path, "events")
+    table = TableConverter(path, "events").table()
+    orphan = write_data_file(table, table.scan().to_arrow()).file_path[len("file://"):]
+    assert os.path.exists(orphan)
+    out = json.loads(run("tables", "--log-dirs", path, "--remove-orphans", "--topic", "events",
+                         "--json").stdout)
+    assert (out["orphans"], out["files_deleted"], out["kept_younger"]) == (1, 0, 1)
+    assert os.path.exists(orphan)
+    out = json.loads(run("tables", "--log-dirs", path, "--remove-orphans", "--topic", "events",
+                         "--older-than", "0ms", "--json").stdout)
+    assert (out["orphans"], out["files_deleted"]) == (1, 1) and not os.path.exists(orphan)
+    assert table_rows(path) == log_rows(path, 40)
+    bad = run("tables", "--log-dirs", path, "--remove-orphans", check=False)
+    assert bad.returncode != 0 and "--remove-orphans needs --topic" in bad.stderr
 
 
 def test_errors_are_one_line(tmp_path):

@@ -1,5 +1,6 @@
 """Topics as tables behind a broker: `pylog serve` in a child process, a topic created by a
-real client (confluent-kafka's AdminClient) with pylog.table.* configs, records produced by
+real client (confluent-kafka's AdminClient) with pylog.table.* configs (maintenance's too,
+checked and described by the broker like the others), records produced by
 librdkafka, and the table appearing in the local catalog, read here by pyiceberg."""
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ def test_a_topic_created_with_table_configs_becomes_a_table(tmp_path):
     with ServeProcess(logs) as serve:
         admin = AdminClient({"bootstrap.servers": serve.bootstrap})
         configs = {"pylog.table.enable": "true", "pylog.table.commit.interval.ms": "50",
-                   "pylog.table.namespace": "raw"}
+                   "pylog.table.namespace": "raw", "pylog.table.maintenance.interval.ms": "600000",
+                   "pylog.table.orphan.min.age.ms": "3600000"}
         admin.create_topics([NewTopic("orders.eu", 2, config=configs)])["orders.eu"].result(30)
         elsewhere = {"pylog.table.catalog": "lake", "pylog.table.catalog.uri": "http://127.0.0.1:9"}
         admin.create_topics([NewTopic("other", 1, config=elsewhere)])["other"].result(30)
         bad = admin.create_topics([NewTopic("bad", 1, config={"pylog.table.partition.by": "year"})])
         with pytest.raises(Exception, match="pylog.table.partition.by"):
+            bad["bad"].result(30)
+        bad = admin.create_topics([NewTopic("bad", 1, config={"pylog.table.orphan.min.age.ms": "5"})])
+        with pytest.raises(Exception, match="pylog.table.orphan.min.age.ms = '?5'?: must be -1"):
             bad["bad"].result(30)
         described = admin.describe_configs([ConfigResource("topic", "orders.eu"),
                                             ConfigResource("topic", "other")])
@@ -34,6 +39,9 @@ def test_a_topic_created_with_table_configs_becomes_a_table(tmp_path):
                     e["pylog.table.namespace"].value == "raw")
         assert mine["pylog.table.commit.interval.ms"].value == "50"
         assert mine["pylog.table.enable"].value == "true"
+        assert mine["pylog.table.maintenance.interval.ms"].value == "600000"
+        assert mine["pylog.table.orphan.min.age.ms"].value == "3600000"
+        assert mine["pylog.table.snapshot.max.age.ms"].value == "86400000"     # the default
         other = next(e for e in entries if "pylog.table.catalog.uri" in e)
         assert other["pylog.table.catalog.uri"].value == "http://127.0.0.1:9"
 

@@ -14,7 +14,13 @@ from pylog.errors import ConfigError
 from pylog.storage import LogConfig
 from pylog.table import TableConfigError, TableConverter, convert, table_identifier, watermarks
 
+from pylog.table import table_config
+
 from .support import assert_commit_chain, commits_of, rows_of, table_of
+
+
+def settings_of(overrides):
+    return table_config("t", LogConfig(overrides))
 
 
 def values_of(table):
@@ -98,6 +104,23 @@ def test_table_configs_are_validated_like_every_topic_config(store):
         store.create_topic("x", 1, {"pylog.table.enabled": "true"})
     with pytest.raises(ConfigError, match=r"pylog.table.name = 'a.b': must not contain '.'"):
         LogConfig({"pylog.table.name": "a.b"})
+    with pytest.raises(ConfigError, match=r"pylog.table.orphan.min.age.ms = '1000': must be -1 "
+                                          r"\(never remove\) or at least 60000: a younger "
+                                          r"unreferenced file may be one a conversion has written"):
+        store.create_topic("x", 1, {"pylog.table.orphan.min.age.ms": "1000"})
+    with pytest.raises(ConfigError, match=r"pylog.table.compact.min.files = 1: must be at least 2"):
+        LogConfig({"pylog.table.compact.min.files": 1})
+    with pytest.raises(ConfigError, match=r"pylog.table.maintenance.interval.ms = -2: must be "
+                                          r"at least -1"):
+        LogConfig({"pylog.table.maintenance.interval.ms": -2})
+    with pytest.raises(ConfigError, match=r"pylog.table.snapshot.retain.last = 0: must be at least 1"):
+        LogConfig({"pylog.table.snapshot.retain.last": 0})
+    tc = settings_of({"pylog.table.maintenance.interval.ms": "0",
+                         "pylog.table.compact.target.file.bytes": str(64 << 20),
+                         "pylog.table.snapshot.max.age.ms": "-1", "pylog.table.orphan.min.age.ms": "-1"})
+    assert (tc.maintenance_interval_ms, tc.compact_target_file_bytes, tc.compact_min_files,
+            tc.snapshot_max_age_ms, tc.snapshot_retain_last, tc.orphan_min_age_ms) == (
+        0, 64 << 20, 5, -1, 1, -1)
     # catalog properties and schema settings are families by prefix, kept as strings
     store.create_topic("x", 1, {"pylog.table.catalog": "lake", "pylog.table.catalog.type": "rest",
                                 "pylog.table.catalog.uri": "http://127.0.0.1:1",

@@ -171,6 +171,33 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = config_defs(
               lambda v: None if v == "keep" else (
                   "follow is not built: the table keeps its history (set keep)" if v == "follow"
                   else "must be keep"), ("pylog.table.retention",)),
+    # Table maintenance (pylog.table.maintenance, docs/TABLES.md "Maintenance"): run by the
+    # store's TableService between the topic's conversion commits.
+    ConfigDef("pylog.table.maintenance.interval.ms", "int", 3_600_000, "How often the store "
+              "maintains the table (compacts small files, expires old snapshots, removes "
+              "orphan files), at multiples of it on the wall clock; 0 or -1 disables (the "
+              "pylog tables commands still work).", at_least(-1),
+              ("pylog.table.maintenance.interval.ms",)),
+    ConfigDef("pylog.table.compact.target.file.bytes", "int", 128 << 20, "Compaction's "
+              "target: data files below 3/4 of it are small, and are rewritten together "
+              "into files of about this size.", at_least(1 << 10),
+              ("pylog.table.compact.target.file.bytes",)),
+    ConfigDef("pylog.table.compact.min.files", "int32", 5, "Fewest small files of one "
+              "Iceberg partition that compaction rewrites (fewer are left as they are).",
+              at_least(2), ("pylog.table.compact.min.files",)),
+    ConfigDef("pylog.table.snapshot.max.age.ms", "int", 86_400_000, "Snapshots older than "
+              "this are expired by maintenance (with the files only they use); -1 keeps "
+              "every snapshot.", at_least(-1), ("pylog.table.snapshot.max.age.ms",)),
+    ConfigDef("pylog.table.snapshot.retain.last", "int32", 1, "Newest snapshots that expiry "
+              "always keeps, whatever their age (the current one is always kept).",
+              at_least(1), ("pylog.table.snapshot.retain.last",)),
+    ConfigDef("pylog.table.orphan.min.age.ms", "int", 86_400_000, "Maintenance removes files "
+              "under the table's location that no snapshot references once they are older "
+              "than this (the files of a conversion killed before its commit); -1 never. "
+              "A conversion's files are unreferenced until its commit: the floor keeps them.",
+              lambda v: None if v == -1 or v >= 60_000 else "must be -1 (never remove) or "
+              "at least 60000: a younger unreferenced file may be one a conversion has "
+              "written and not yet committed", ("pylog.table.orphan.min.age.ms",)),
 )
 
 #: Families of topic configs by prefix, each key a string the family's owner interprets:

@@ -43,6 +43,13 @@ class TableConfig:
     partition_by: str                  # none | partition | hour(timestamp) | day(timestamp)
     retention: str                     # keep
     schema_properties: dict[str, str] = field(default_factory=dict)  # pylog.table.schema.*
+    # Maintenance (pylog.table.maintenance): a schedule (<= 0: off) and its settings.
+    maintenance_interval_ms: int = 3_600_000
+    compact_target_file_bytes: int = 128 << 20
+    compact_min_files: int = 5
+    snapshot_max_age_ms: int = 86_400_000       # -1: never expire
+    snapshot_retain_last: int = 1
+    orphan_min_age_ms: int = 86_400_000         # -1: never remove
 
     @property
     def local_catalog(self) -> bool:
@@ -73,6 +80,13 @@ def table_config(topic: str, config: Mapping[str, Any]) -> TableConfig:
         retention=str(_get(config, "pylog.table.retention", "keep")),
         schema_properties={k[len(SCHEMA_PREFIX):]: str(v) for k, v in config.items()
                            if k.startswith(SCHEMA_PREFIX)},
+        maintenance_interval_ms=int(_get(config, "pylog.table.maintenance.interval.ms", 3_600_000)),
+        compact_target_file_bytes=int(_get(config, "pylog.table.compact.target.file.bytes",
+                                           128 << 20)),
+        compact_min_files=int(_get(config, "pylog.table.compact.min.files", 5)),
+        snapshot_max_age_ms=int(_get(config, "pylog.table.snapshot.max.age.ms", 86_400_000)),
+        snapshot_retain_last=int(_get(config, "pylog.table.snapshot.retain.last", 1)),
+        orphan_min_age_ms=int(_get(config, "pylog.table.orphan.min.age.ms", 86_400_000)),
     )
 
 

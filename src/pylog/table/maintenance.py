@@ -1,33 +1,54 @@
-"""Operating a topic's table (``pylog tables``, docs/TABLES.md "Operations"): what it
-holds and how far behind the log it is, small-file compaction and snapshot expiry.
+"""Operating a topic's table (``pylog tables``, docs/TABLES.md "Operations" and
+"Maintenance"): what it holds and how far behind the log it is; small-file compaction,
+snapshot expiry and orphan-file removal, as commands and as the store's schedule
+(:func:`maintain`, run by the TableService between the topic's conversion commits).
 
-Both maintenance operations commit one snapshot through the catalog's optimistic
-concurrency: a converter commit in between makes the maintenance commit fail (run it
-again), never the converter's data disappear. Compaction changes files, not rows: its
-snapshot carries the table's watermark unchanged, so the exactness rule (each commit's
-``pylog.watermark``) holds across it.
+Compaction and expiry each make one commit through the catalog's optimistic concurrency:
+a commit of another writer in between (a converter in another process) makes theirs
+fail, and they plan again from the table as it is then, never on a stale base (so no
+file is rewritten twice, no converter data disappears). Compaction changes files, not
+rows: its snapshot carries the base's watermark unchanged, so the exactness rule (each
+commit's ``pylog.watermark``) holds across it.
+
+Orphan removal deletes the files under the table's location that no snapshot (nor the
+metadata log) references and whose age is past a floor. A writer's files are
+unreferenced between their write and its commit: the floor must exceed the longest such
+window of any writer (a conversion's commit follows its write within seconds; a killed
+one's files are never committed by anyone, docs/TABLES.md "How a table stays exact").
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from pylog.storage import LogConfig, LogDirsReader
 
 from .catalog import local_catalog_path, log_dirs_of, open_catalog
-from .config import table_config
-from .converter import WATERMARK, watermarks
+from .config import TableConfig, table_config
+from .converter import WATERMARK, _kill_point, watermarks
 
 __all__ = ["PartitionStatus", "TableStatus", "describe", "compact", "expire_snapshots",
-           "open_table", "tabled_topics", "MAINTENANCE"]
+           "remove_orphans", "compact_table", "expire_table_snapshots",
+           "remove_table_orphans", "maintain", "dead_letter_table", "open_table", "tabled_topics", "MAINTENANCE",
+           "SMALL_FILE_RATIO"]
+
+log = logging.getLogger(__name__)
 
 #: Snapshot summary key of a maintenance commit ("compact"); its rows are unchanged.
 MAINTENANCE = "pylog.maintenance"
+
+#: A data file below this share of the compaction target is small (Iceberg's
+#: rewrite_data_files: min-file-size-bytes defaults to 75% of the target). A compacted
+#: file of about the target is then never rewritten again.
+SMALL_FILE_RATIO = 0.75
+
+#: Attempts of a maintenance commit that another writer's commit made stale.
+COMMIT_ATTEMPTS = 3
 
 
 def _topic_config(reader: LogDirsReader, topic: str) -> LogConfig:
@@ -124,8 +145,8 @@ def describe(log_dirs: Any, topic: str, now_ms: int | None = None) -> TableStatu
     return status
 
 
-def _dead_letters(table, tc) -> int | None:
-    """The records of a typed topic's dead-letter table (0: none yet); None: untyped."""
+def dead_letter_table(table, tc: TableConfig):
+    """A typed topic's dead-letter table; None for an untyped topic or none made yet."""
     from pyiceberg.exceptions import NoSuchTableError
 
     from .schema import schema_settings
@@ -133,11 +154,19 @@ def _dead_letters(table, tc) -> int | None:
     if not settings.enabled:
         return None
     try:
-        dead = table.catalog.load_table(
+        return table.catalog.load_table(
             (tc.namespace, settings.dead_letter or f"{tc.name}__dead_letter"))
     except NoSuchTableError:
-        return 0
-    snapshot = dead.current_snapshot()
+        return None
+
+
+def _dead_letters(table, tc) -> int | None:
+    """The records of a typed topic's dead-letter table (0: none yet); None: untyped."""
+    from .schema import schema_settings
+    if not schema_settings(tc.schema_properties).enabled:
+        return None
+    dead = dead_letter_table(table, tc)
+    snapshot = dead.current_snapshot() if dead is not None else None
     return int(snapshot.summary.additional_properties.get("total-records", 0)) if snapshot else 0
 
 
@@ -145,75 +174,127 @@ def _local_path(uri: str) -> str | None:
     return uri[len("file://"):] if uri.startswith("file://") else (uri if "://" not in uri else None)
 
 
-def compact(log_dirs: Any, topic: str, small_bytes: int = 32 << 20) -> dict:
-    """Rewrites the data files smaller than `small_bytes` of each Iceberg partition into as
-    few files as the table's target size allows, sorted by (partition, offset), in one
-    overwrite commit that keeps the watermark. Returns what it did."""
-    import pyarrow as pa
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files   # pyiceberg's own writer
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
-    _tc, table = open_table(log_dirs, topic)
-    if table is None or table.current_snapshot() is None:
-        return {"topic": topic, "files_before": 0, "files_after": 0, "rewritten": 0}
+
+def _retrying(what: str, table, attempt_once):
+    """attempt_once(table) again on the table reloaded when another writer's commit made
+    its base stale (CommitFailedException), at most COMMIT_ATTEMPTS times."""
+    from pyiceberg.exceptions import CommitFailedException
+    for attempt in range(COMMIT_ATTEMPTS):
+        try:
+            return attempt_once(table)
+        except CommitFailedException:
+            if attempt == COMMIT_ATTEMPTS - 1:
+                raise
+            log.info("table %s changed under its %s: planning again from its new state",
+                     ".".join(table.name()), what)
+            table = table.refresh()
+    raise AssertionError("unreachable")
+
+
+def _live_entries(table, snapshot):
+    """The manifest entries of the data files `snapshot` holds (deleted ones left out)."""
+    return [entry for manifest in snapshot.manifests(table.io)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
+
+
+def _bins(files: list, target_bytes: int) -> list[list]:
+    """Consecutive runs of `files` (oldest first) of about `target_bytes` together; a run
+    of one file is not a rewrite."""
+    bins, current, size = [], [], 0
+    for f in files:
+        current.append(f)
+        size += f.file_size_in_bytes
+        if size >= target_bytes:
+            bins.append(current)
+            current, size = [], 0
+    bins.append(current)
+    return [b for b in bins if len(b) > 1]
+
+
+def compact_table(table, topic: str, target_bytes: int = 128 << 20, min_files: int = 5) -> dict:
+    """Rewrites the small data files (below SMALL_FILE_RATIO of `target_bytes`) of each
+    Iceberg partition that has at least `min_files` of them: runs of them, oldest first,
+    of about `target_bytes` together, each into one file sorted by (partition, offset),
+    all in one overwrite commit that carries the base's ``pylog.watermark`` and
+    ``pylog.maintenance=compact``. Returns what it did."""
+    return _retrying("compaction", table,
+                     lambda t: _compact_once(t, topic, target_bytes, min_files))
+
+
+def _compact_once(table, topic: str, target_bytes: int, min_files: int) -> dict:
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+    from pyiceberg.table import FileScanTask
+
+    from .writer import can_write, transaction, write_data_file
+
     snapshot = table.current_snapshot()
-    groups: dict[Any, list] = {}
-    for task in table.scan(snapshot_id=snapshot.snapshot_id).plan_files():
-        if task.file.file_size_in_bytes < small_bytes:
-            groups.setdefault(task.file.partition, []).append(task.file)
-    groups = {k: v for k, v in groups.items() if len(v) > 1}
-    rewritten = sum(len(v) for v in groups.values())
+    if snapshot is None:
+        return {"topic": topic, "files_before": 0, "files_after": 0, "rewritten": 0, "written": 0}
     total_files = int(snapshot.summary.additional_properties.get("total-data-files", 0))
-    if not groups:
+    groups: dict[Any, list] = {}
+    for entry in sorted(_live_entries(table, snapshot), key=lambda e: e.sequence_number or 0):
+        f = entry.data_file
+        if f.file_size_in_bytes < SMALL_FILE_RATIO * target_bytes:
+            groups.setdefault((f.spec_id, f.partition), []).append(f)
+    bins = [b for files in groups.values() if len(files) >= min_files
+            for b in _bins(files, target_bytes)]
+    if not bins:
         return {"topic": topic, "files_before": total_files, "files_after": total_files,
-                "rewritten": 0, "snapshot_id": snapshot.snapshot_id}
-    schema = table.schema().as_arrow()
+                "rewritten": 0, "written": 0, "snapshot_id": snapshot.snapshot_id}
+    schema = table.schema()
     marks = watermarks(table)
-    props = {WATERMARK: json.dumps({str(p): o for p, o in sorted(marks.items())},
-                                   separators=(",", ":")),
-             MAINTENANCE: "compact", "pylog.topic": topic}
-    written = 0
-    with table.transaction() as txn:
+    props = {MAINTENANCE: "compact", "pylog.topic": topic}
+    if marks or WATERMARK in snapshot.summary.additional_properties:
+        props[WATERMARK] = json.dumps({str(p): o for p, o in sorted(marks.items())},
+                                      separators=(",", ":"))
+    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    written: list = []
+    with transaction(table) as txn:
+        for files in bins:      # one bin in memory at a time
+            rows = scan.to_table([FileScanTask(f) for f in files])
+            rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
+            if can_write(table):
+                written.append(write_data_file(table, rows))
+            else:               # a partitioned table: pyiceberg's writer, one partition value
+                written.extend(_dataframe_to_data_files(txn.table_metadata, rows, table.io))
+        _kill_point("compact-written")
         with txn.update_snapshot(snapshot_properties=props).overwrite() as rewrite:
-            for files in groups.values():
-                parts = [_read_file(table, f.file_path, schema) for f in files]
-                rows = pa.concat_tables(parts).sort_by([("partition", "ascending"),
-                                                        ("offset", "ascending")])
-                for new in _dataframe_to_data_files(txn.table_metadata, rows, table.io,
-                                                    write_uuid=uuid.uuid4()):
-                    rewrite.append_data_file(new)
-                    written += 1
-                for old in files:
-                    rewrite.delete_data_file(old)
-    after = table.refresh().current_snapshot()
+            for new in written:
+                rewrite.append_data_file(new)
+            for old in (f for files in bins for f in files):
+                rewrite.delete_data_file(old)
+    after = table.current_snapshot()
     return {"topic": topic, "files_before": total_files,
             "files_after": int(after.summary.additional_properties.get("total-data-files", 0)),
-            "rewritten": rewritten, "written": written, "snapshot_id": after.snapshot_id}
+            "rewritten": sum(len(b) for b in bins), "written": len(written),
+            "snapshot_id": after.snapshot_id}
 
 
-def _read_file(table, uri: str, schema):
-    import pyarrow.parquet as pq
-    from pyarrow import fs
-    filesystem, path = (fs.FileSystem.from_uri(uri) if "://" in uri else (fs.LocalFileSystem(), uri))
-    return pq.read_table(path, filesystem=filesystem, schema=schema)
-
-
-def _data_files(table, snapshot) -> set[str]:
+def _data_files(table, snapshot, deleted: bool = False) -> set[str]:
+    """The data files `snapshot` holds; with `deleted`, also those its manifests record as
+    deleted by it (still the files of its parent)."""
     return {entry.data_file.file_path for manifest in snapshot.manifests(table.io)
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)}
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=not deleted)}
 
 
 def _metadata_files(table, snapshot) -> set[str]:
     return {snapshot.manifest_list} | {m.manifest_path for m in snapshot.manifests(table.io)}
 
 
-def expire_snapshots(log_dirs: Any, topic: str, older_than_ms: int, retain_last: int = 1) -> dict:
+def expire_table_snapshots(table, topic: str, older_than_ms: int, retain_last: int = 1) -> dict:
     """Expires the snapshots committed before `older_than_ms` (epoch ms), keeping the newest
     `retain_last` and the current one; deletes the local files only they referenced (data
     files, manifests, manifest lists). The watermark survives: it is in the current
     snapshot's lineage and in the table's properties."""
-    _tc, table = open_table(log_dirs, topic)
-    if table is None:
-        return {"topic": topic, "expired": 0, "files_deleted": 0}
+    return _retrying("snapshot expiry", table,
+                     lambda t: _expire_once(t, topic, older_than_ms, retain_last))
+
+
+def _expire_once(table, topic: str, older_than_ms: int, retain_last: int) -> dict:
     snapshots = sorted(table.snapshots(), key=lambda s: s.timestamp_ms)
     keep = {s.snapshot_id for s in snapshots[-max(retain_last, 1):]}
     current = table.current_snapshot()
@@ -221,16 +302,132 @@ def expire_snapshots(log_dirs: Any, topic: str, older_than_ms: int, retain_last:
         keep.add(current.snapshot_id)
     doomed = [s for s in snapshots if s.timestamp_ms < older_than_ms and s.snapshot_id not in keep]
     if not doomed:
-        return {"topic": topic, "expired": 0, "files_deleted": 0}
-    kept = [s for s in snapshots if s.snapshot_id not in {d.snapshot_id for d in doomed}]
-    candidates = set().union(*(_data_files(table, s) | _metadata_files(table, s) for s in doomed))
+        return {"topic": topic, "expired": 0, "files_deleted": 0, "snapshots_left": len(snapshots)}
+    gone = {d.snapshot_id for d in doomed}
+    kept = [s for s in snapshots if s.snapshot_id not in gone]
+    candidates = set().union(*(_data_files(table, s, deleted=True) | _metadata_files(table, s) for s in doomed))
     still = set().union(*(_data_files(table, s) | _metadata_files(table, s) for s in kept))
     table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in doomed]).commit()
+    # Only after the commit: a refused one leaves every file its snapshots need (and a
+    # process killed here leaves orphans, for orphan removal).
+    _kill_point("expire-committed")
     deleted = 0
     for uri in sorted(candidates - still):
-        path = _local_path(uri)
-        if path is not None and os.path.exists(path):
-            os.remove(path)
+        if _remove(_local_path(uri)):
             deleted += 1
     return {"topic": topic, "expired": len(doomed), "files_deleted": deleted,
             "snapshots_left": len(kept)}
+
+
+def _remove(path: str | None) -> bool:
+    if path is None:
+        return False
+    try:
+        os.remove(path)
+        return True
+    except FileNotFoundError:      # removed meanwhile (another maintenance run)
+        return False
+
+
+def _referenced(table) -> set[str]:
+    """The local paths of every file the table's metadata reaches: of each snapshot its
+    manifest list, manifests and the data files it holds, the current metadata file and
+    those of its metadata log, statistics files. (A file only an expired snapshot held
+    is unreferenced: expiry deletes it, or this does after the age floor.)"""
+    metadata = table.metadata
+    uris = {table.metadata_location} | {e.metadata_file for e in metadata.metadata_log}
+    uris |= {s.statistics_path for s in metadata.statistics}
+    uris |= {s.statistics_path for s in metadata.partition_statistics}
+    for snapshot in metadata.snapshots:
+        uris |= _data_files(table, snapshot) | _metadata_files(table, snapshot)
+    return {p for p in map(_local_path, uris) if p is not None}
+
+
+#: The files orphan removal considers: Parquet data files, Avro manifests and manifest
+#: lists, table metadata. Anything else under the location is left alone.
+_ORPHAN_SUFFIXES = (".parquet", ".avro", ".metadata.json")
+
+
+def remove_table_orphans(table, topic: str, older_than_ms: int) -> dict:
+    """Deletes the files under the table's (local) location that its metadata does not
+    reference and that were last written before `older_than_ms` (epoch ms): the files of
+    a conversion or compaction killed before its commit, old metadata files past the
+    metadata log. Lists the files first and reads the references after, so a file that a
+    commit made before the read references is kept whatever its age; a file written
+    before the listing and committed after the read is kept by the age floor."""
+    root = _local_path(table.location())
+    if root is None:
+        return {"topic": topic, "orphans": 0, "files_deleted": 0, "bytes_deleted": 0,
+                "skipped": f"not a local table location: {table.location()}"}
+    listed = []
+    for directory, _, names in os.walk(root):
+        for name in names:
+            if name.endswith(_ORPHAN_SUFFIXES):
+                path = os.path.join(directory, name)
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    continue
+                listed.append((path, st.st_mtime_ns // 1_000_000, st.st_size))
+    referenced = _referenced(table.refresh())
+    orphans = [(p, m, n) for p, m, n in listed if p not in referenced]
+    old = [(p, n) for p, m, n in orphans if m < older_than_ms]
+    deleted = size = 0
+    for path, n in old:
+        if _remove(path):
+            deleted += 1
+            size += n
+    return {"topic": topic, "orphans": len(orphans), "files_deleted": deleted,
+            "bytes_deleted": size, "kept_younger": len(orphans) - len(old)}
+
+
+def maintain(table, topic: str, tc: TableConfig, now_ms: int | None = None) -> dict:
+    """One scheduled maintenance of `table` by the topic's settings (``pylog.table.compact.*``,
+    ``pylog.table.snapshot.*``, ``pylog.table.orphan.min.age.ms``): compaction, then snapshot
+    expiry (which then frees the compacted-away files once their snapshots expire), then
+    orphan removal. Returns {"compact": ..., "expire": ..., "orphans": ...}."""
+    now_ms = _now_ms() if now_ms is None else now_ms
+    table = table.refresh()
+    out: dict[str, Any] = {"compact": compact_table(table, topic, tc.compact_target_file_bytes,
+                                                    tc.compact_min_files)}
+    table = table.refresh()
+    if tc.snapshot_max_age_ms >= 0:
+        out["expire"] = expire_table_snapshots(table, topic, now_ms - tc.snapshot_max_age_ms,
+                                               tc.snapshot_retain_last)
+        table = table.refresh()
+    if tc.orphan_min_age_ms >= 0:
+        out["orphans"] = remove_table_orphans(table, topic, now_ms - tc.orphan_min_age_ms)
+    return out
+
+
+def compact(log_dirs: Any, topic: str, target_bytes: int | None = None,
+            min_files: int | None = None) -> dict:
+    """:func:`compact_table` on the topic's table in `log_dirs`, by its settings unless
+    given."""
+    tc, table = open_table(log_dirs, topic)
+    if table is None:
+        return {"topic": topic, "files_before": 0, "files_after": 0, "rewritten": 0, "written": 0}
+    return compact_table(table, topic, target_bytes or tc.compact_target_file_bytes,
+                         min_files or tc.compact_min_files)
+
+
+def expire_snapshots(log_dirs: Any, topic: str, older_than_ms: int, retain_last: int = 1) -> dict:
+    """:func:`expire_table_snapshots` on the topic's table in `log_dirs`."""
+    _tc, table = open_table(log_dirs, topic)
+    if table is None:
+        return {"topic": topic, "expired": 0, "files_deleted": 0}
+    return expire_table_snapshots(table, topic, older_than_ms, retain_last)
+
+
+def remove_orphans(log_dirs: Any, topic: str, older_than_ms: int | None = None) -> dict:
+    """:func:`remove_table_orphans` on the topic's table in `log_dirs`; the age floor is
+    the topic's ``pylog.table.orphan.min.age.ms`` unless `older_than_ms` is given."""
+    tc, table = open_table(log_dirs, topic)
+    if table is None:
+        return {"topic": topic, "orphans": 0, "files_deleted": 0, "bytes_deleted": 0}
+    if older_than_ms is None:
+        if tc.orphan_min_age_ms < 0:
+            return {"topic": topic, "orphans": 0, "files_deleted": 0, "bytes_deleted": 0,
+                    "skipped": "pylog.table.orphan.min.age.ms=-1"}
+        older_than_ms = _now_ms() - tc.orphan_min_age_ms
+    return remove_table_orphans(table, topic, older_than_ms)

@@ -6,6 +6,12 @@ time it finds one: a store without tables has no extra thread.
 
 A conversion that fails (a catalog down, a refused topic) is logged once per distinct
 error and tried again at the next interval; it never stops the store.
+
+Maintenance (``pylog.table.maintenance.interval.ms``, :func:`pylog.table.maintenance.maintain`)
+runs on the same thread, right after a conversion of the topic, when the wall clock has
+passed a multiple of the interval (so a store restarted more often than the interval
+still maintains its tables): never at the same time as a conversion of this store, and a
+commit of another process in between makes it plan again.
 """
 
 from __future__ import annotations
@@ -37,11 +43,13 @@ class TableService:
         self._clock = clock or getattr(store, "clock", None)
         self._converters: dict[str, Any] = {}      # topic -> its TableConverter
         self._next_due: dict[str, int] = {}
+        self._maintenance_due: dict[str, int] = {}
         self._errors: dict[str, str] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.last_results: dict[str, Any] = {}    # topic -> its last CommitResult
+        self.last_maintenance: dict[str, Any] = {}   # topic -> its table's last maintain()
         self.stats = TableStats()                 # counters for metrics (pylog.table.stats)
 
     def _enabled_topics(self) -> dict[str, int]:
@@ -63,6 +71,7 @@ class TableService:
         for gone in set(self._converters) - set(enabled):
             self._converters.pop(gone, None)
             self._next_due.pop(gone, None)
+            self._maintenance_due.pop(gone, None)
         for topic, interval in enabled.items():
             due = self._next_due.setdefault(topic, now_ms + interval)
             if now_ms < due or self._stop.is_set():
@@ -80,6 +89,7 @@ class TableService:
                     if not result.more or self._stop.is_set():
                         break
                 self._errors.pop(topic, None)
+                self._maintain_if_due(topic, converter, now_ms)
             except Exception as exc:  # never stop the store; say it once per distinct error
                 text = str(exc)
                 if self._errors.get(topic) != text:
@@ -87,9 +97,33 @@ class TableService:
                     if isinstance(exc, TableConfigError):
                         log.error("table of topic %r: %s", topic, text)
                     else:
-                        log.exception("table of topic %r: conversion failed", topic)
+                        log.exception("table of topic %r: conversion or maintenance failed", topic)
             ran += 1
         return ran
+
+    def _maintain_if_due(self, topic: str, converter, now_ms: int) -> None:
+        """Maintains the topic's table (and its dead-letter table) when the wall clock has
+        passed the next multiple of its maintenance interval."""
+        tc = converter.table_config()
+        interval = tc.maintenance_interval_ms
+        if interval <= 0 or converter.last_table is None or self._stop.is_set():
+            self._maintenance_due.pop(topic, None)
+            return
+        boundary = (now_ms // interval + 1) * interval      # the next multiple after now
+        due = self._maintenance_due.get(topic)
+        if due is None or due > boundary:                  # first time, or a shorter interval
+            self._maintenance_due[topic] = boundary
+            return
+        if now_ms < due:
+            return
+        self._maintenance_due[topic] = boundary
+        from .maintenance import dead_letter_table, maintain
+        table = converter.last_table
+        for each in filter(None, (table, dead_letter_table(table, tc))):
+            result = maintain(each, topic, tc, now_ms)
+            self.stats.record_maintenance(topic, result)
+            if each is table:
+                self.last_maintenance[topic] = result
 
     def start(self) -> None:
         """Watches for enabled topics from the store's background thread."""

@@ -1,8 +1,10 @@
 """The table converters' counters, for metrics (pylog.metrics): per topic, commits,
-records, data files and bytes written, and the watermark of the last commit."""
+records, data files and bytes written, and the watermark of the last commit; and the
+scheduled maintenance's runs, files compacted, snapshots expired, orphans removed."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 
@@ -16,6 +18,10 @@ class TopicTableStats:
     files: int = 0
     bytes: int = 0
     watermark: dict[int, int] = field(default_factory=dict)
+    maintenance_runs: int = 0
+    files_compacted: int = 0        # small data files rewritten by compaction
+    snapshots_expired: int = 0
+    orphans_removed: int = 0
 
 
 class TableStats:
@@ -43,7 +49,16 @@ class TableStats:
                 s.bytes += size
             s.watermark = dict(result.watermark)
 
+    def record_maintenance(self, topic: str, result: dict) -> None:
+        """`result`: a pylog.table.maintenance.maintain() result."""
+        with self._lock:
+            s = self._topics.setdefault(topic, TopicTableStats())
+            s.maintenance_runs += 1
+            s.files_compacted += result.get("compact", {}).get("rewritten", 0)
+            s.snapshots_expired += result.get("expire", {}).get("expired", 0)
+            s.orphans_removed += result.get("orphans", {}).get("files_deleted", 0)
+
     def snapshot(self) -> dict[str, TopicTableStats]:
         with self._lock:
-            return {t: TopicTableStats(s.commits, s.records, s.files, s.bytes, dict(s.watermark))
+            return {t: dataclasses.replace(s, watermark=dict(s.watermark))
                     for t, s in self._topics.items()}
