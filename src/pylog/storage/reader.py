@@ -392,10 +392,6 @@ class PartitionReader:
         bases = self.segment_bases()
         target = start
         relists = i = 0
-        # One read buffer for the whole call, refilled for each slice: decode_arrow copies
-        # what it keeps into its own Arrow block (a new buffer per slice would take fresh
-        # pages from the kernel, faulted in and zeroed, as costly as the decode itself).
-        buffer = bytearray(0)
         while i < len(bases):
             base = bases[i]
             nxt = bases[i + 1] if i + 1 < len(bases) else _INT64_MAX
@@ -429,10 +425,7 @@ class PartitionReader:
                             break     # this segment holds nothing more
                     spos, epos, _first, last, _n = info
                     aborted = self.aborted_transactions(target, last + 1) if committed else None
-                    if len(buffer) < epos - spos:
-                        buffer = bytearray(epos - spos)
-                    got = lf.readinto(spos, memoryview(buffer)[:epos - spos])
-                    rows = decode_arrow(memoryview(buffer)[:got], timestamp_type=timestamp_type,
+                    rows = decode_arrow(lf.read(spos, epos - spos), timestamp_type=timestamp_type,
                                         aborted_transactions=aborted)
                     yield slice_offsets(rows, target, end)
                     target, pos = last + 1, epos
