@@ -232,3 +232,36 @@ def test_two_converters_racing_stay_exact(store, monkeypatch):
     table = table_of(store, "t")
     assert rows_of(table) == sorted(producer.rows)
     assert_commit_chain(table, 2)
+
+
+def test_a_converter_keeping_its_table_across_runs_stays_exact(store):
+    """A converter keeps the table its last run loaded or committed; when another process
+    commits to it (or drops and rebuilds it) in between, the next run's commit is refused
+    (the table's uuid and main snapshot are asserted), and the run is redone from the
+    table as it is: nothing twice, nothing skipped."""
+    store.create_topic("t", 2, {"pylog.table.enable": "true"})
+    producer = Producer(store, "t", 2, seed="kept")
+    for _ in range(5):
+        producer.one()
+    mine = TableConverter(store, "t")
+    assert mine.run_once().committed
+    for _ in range(3):
+        producer.one()
+    assert TableConverter(store.log_dirs, "t").run_once().committed   # mine's table is stale
+    assert not mine.run_once().committed        # redone from the new watermark: nothing new
+    for _ in range(3):
+        producer.one()
+    TableConverter(store.log_dirs, "t").run_once()
+    for _ in range(2):
+        producer.one()
+    result = mine.run_once()
+    assert result.committed and result.offsets
+    table = table_of(store, "t")
+    assert rows_of(table) == sorted(producer.rows)
+    assert_commit_chain(table, 2)
+    TableConverter(store.log_dirs, "t").drop()  # (a rebuild by another process: a new table)
+    result = mine.run_once()
+    assert result.committed and {a for a, _ in result.offsets.values()} == {0}
+    table = table_of(store, "t")
+    assert rows_of(table) == sorted(producer.rows)
+    assert_commit_chain(table, 2)

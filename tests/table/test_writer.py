@@ -38,6 +38,9 @@ def test_the_file_carries_field_ids_settings_and_footer_metrics(store):
     group = meta.row_group(0)
     columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
     assert {c.compression for c in columns.values()} == {"ZSTD"}       # pyiceberg's default codec
+    # a dictionary for every column but offset, whose values never repeat
+    assert "RLE_DICTIONARY" not in columns["offset"].encodings
+    assert all("RLE_DICTIONARY" in c.encodings for p, c in columns.items() if p != "offset")
     # statistics for the columns whose metrics the table keeps, none for the opaque bytes
     assert {p for p, c in columns.items() if c.is_stats_set} == {
         "topic", "partition", "offset", "timestamp", "timestampType"}

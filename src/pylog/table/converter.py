@@ -135,6 +135,20 @@ class _LivePartition(PartitionReader):
         self._log.flush(end)
 
 
+class _DirPartition(PartitionReader):
+    """A partition of log dirs read beside their owner, for one run: its last stable
+    offset (a replay of the producer state from the newest snapshot) is computed once and
+    kept. read_arrow asks for it again; it never decreases, so the kept value is still a
+    bound below which every record is decided, and the run plans its range with it."""
+
+    _stable: int | None = None
+
+    def last_stable_offset(self) -> int:
+        if self._stable is None:
+            self._stable = super().last_stable_offset()
+        return self._stable
+
+
 class _Partitions:
     """The topic's partitions as read-only readers, its configs, and (for a live store)
     a flush: one interface over a Store and over log dirs read beside their owner."""
@@ -159,7 +173,8 @@ class _Partitions:
             return [_LivePartition(self.store, self.topic, p.partition, p.log_dir)
                     for p in self.store.describe_topic(self.topic).partitions if p.online]
         count = self._dirs.topics().get(self.topic, 0)
-        return [self._dirs.partition(self.topic, p) for p in range(count)]
+        return [_DirPartition(self.topic, p, self._dirs.partition(self.topic, p).directory)
+                for p in range(count)]
 
     def first_dir(self) -> str:
         """The log dir holding partition 0 (where a local catalog's table files go)."""
@@ -191,6 +206,7 @@ class TableConverter:
         self._catalog = None
         self._catalog_key: tuple | None = None
         self.last_table = None          # the table as the last run_once left it
+        self._kept: tuple | None = None  # (TableConfig, table) of the last load or commit
 
     def table_config(self) -> TableConfig:
         config = self._partitions.config()
@@ -204,7 +220,21 @@ class TableConverter:
         if self._catalog is None or self._catalog_key != key:
             self._catalog = open_catalog(self._partitions.log_dirs, tc)
             self._catalog_key = key
-        return load_or_create_table(self._catalog, tc, self._partitions.first_dir())
+        table = load_or_create_table(self._catalog, tc, self._partitions.first_dir())
+        self._kept = (tc, table)
+        return table
+
+    def _kept_table(self, tc: TableConfig):
+        """(table, loaded now): the table as this converter last loaded or committed it
+        (a commit updates the object), else loaded now. A run on a table someone else has
+        committed to since cannot commit: pyiceberg's commit asserts the table's uuid and
+        the snapshot its main branch was at, so it fails, and run_once loads the table
+        again and redoes the run from the watermark it then reads. A kept table's
+        watermark is never ahead of the table's own, except when the table was dropped
+        (a rebuild elsewhere): a run that finds nothing to convert loads it again."""
+        if self._kept is not None and self._kept[0] == tc:
+            return self._kept[1], False
+        return self.table(tc), True
 
     def run_once(self) -> CommitResult:
         """Converts what is eligible now, in one commit (at most MAX_COMMIT_BYTES: see
@@ -215,18 +245,24 @@ class TableConverter:
             try:
                 return self._run_once()
             except CommitFailedException:
+                self._kept = None
                 if attempt == 2:
                     raise
                 log.info("table of topic %r changed under this run's commit: converting again "
                          "from its new watermark", self.topic)
+            except BaseException:
+                self._kept = None        # (its state is unknown: the next run loads it)
+                raise
         raise AssertionError("unreachable")
 
     def _run_once(self) -> CommitResult:
         tc = self.table_config()
         hook = _schema_hook(self.topic, tc)
-        table = self.last_table = self.table(tc)
+        table, loaded = self._kept_table(tc)
+        self.last_table = table
         if hook is not None:
             table = self.last_table = hook.evolve(table) or table
+            self._kept = (tc, table)
         before = watermarks(table)
         result = CommitResult(self.topic, (tc.namespace, tc.name), watermark=dict(before))
         batches: list[pa.RecordBatch] = []
@@ -272,6 +308,9 @@ class TableConverter:
                 result.more = True
                 break
         if not result.offsets and not result.skipped:
+            if not loaded:
+                self._kept = None
+                return self._run_once()         # from the table as it is now (see _kept_table)
             return result
         _kill_point("read")
         rows = pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
@@ -287,13 +326,14 @@ class TableConverter:
                             "before they were converted: recorded in %s, not in the table",
                             tc.namespace, tc.name, self.topic, p, a, b - 1, SKIPPED)
         with transaction(table) as txn:
-            txn.set_properties({WATERMARK: props[WATERMARK]})
+            # The snapshot is staged before the property: see writer.transaction.
             if can_write(table):
                 data_file = write_data_file(table, rows)
                 with txn.update_snapshot(snapshot_properties=props).fast_append() as append:
                     append.append_data_file(data_file)
             else:                   # a partitioned table: pyiceberg splits the rows
                 txn.append(rows, snapshot_properties=props)
+            txn.set_properties({WATERMARK: props[WATERMARK]})
             _kill_point("written")
         _kill_point("committed")
         result.committed = True
@@ -306,6 +346,7 @@ class TableConverter:
         tc = self.table_config()
         table = self.table(tc)
         location = table.location()
+        self._kept = None
         self._catalog.drop_table((tc.namespace, tc.name))
         if tc.local_catalog and location.startswith("file://"):
             shutil.rmtree(location[len("file://"):], ignore_errors=True)

@@ -7,7 +7,10 @@ sizes, rows per row group), a new ``<uuid>.parquet`` name from the table's locat
 provider (a file of a run that died before its commit is never reused: an orphan). Column
 statistics are written only for the columns whose ``write.metadata.metrics.*`` mode keeps
 them (the manifests use nothing else), and the DataFile's metrics come from the written
-footer by pyiceberg's own function.
+footer by pyiceberg's own function. Dictionary encoding is on for every column but those
+whose values never repeat within a partition (``offset``): for them Arrow would hash every
+value into a dictionary until it overflows the page limit and falls back to plain, work
+that buys nothing (the pages are the plain ones either way, readable by every reader).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["can_write", "write_data_file", "transaction"]
+
+#: Top-level columns whose values never repeat within a partition: written without a
+#: dictionary (plain encoding, as Arrow's own fallback would end with).
+UNIQUE_COLUMNS = frozenset({"offset"})
 
 
 def can_write(table) -> bool:
@@ -84,11 +91,13 @@ def write_data_file(table, rows: pa.Table):
     path_ids = parquet_path_to_id_mapping(schema)
     with_stats = [path for path, fid in path_ids.items()
                   if plan[fid].mode.type.value != "none"]
+    with_dictionary = [path for path in path_ids if path.split(".", 1)[0] not in UNIQUE_COLUMNS]
     path = load_location_provider(table.location(), properties).new_data_location(
         f"00000-0-{uuid.uuid4()}.parquet")
     output = table.io.new_output(path)
     with output.create(overwrite=False) as stream:
         with pq.ParquetWriter(stream, arrow_schema, write_statistics=with_stats or False,
+                              use_dictionary=with_dictionary or False,
                               store_decimal_as_integer=True, **_writer_options(properties)) as writer:
             writer.write_table(rows, row_group_size=property_as_int(
                 properties, P.PARQUET_ROW_GROUP_LIMIT, P.PARQUET_ROW_GROUP_LIMIT_DEFAULT))
@@ -106,7 +115,9 @@ def transaction(table):
     """``table.transaction()``, whose ``table_metadata`` (the base with the staged updates
     applied) is computed once per staged state instead of at every read: pyiceberg's
     snapshot producer reads it about a dozen times a commit, each a deep copy of the
-    whole table metadata (all snapshots), which grows with the table's history."""
+    whole table metadata (all snapshots), which grows with the table's history. With
+    nothing staged it is the table's own metadata (pyiceberg's models are frozen): stage
+    the snapshot first and the properties after it, and the producer copies nothing."""
     from pyiceberg.table import Transaction
 
     class _Transaction(Transaction):
@@ -114,6 +125,8 @@ def transaction(table):
 
         @property
         def table_metadata(self):
+            if not self._updates:
+                return self._table.metadata
             state = (self._table.metadata, self._updates)
             if self._applied is None or any(a is not b for a, b in zip(self._applied[0], state)):
                 self._applied = (state, Transaction.table_metadata.fget(self))
