@@ -54,6 +54,12 @@ from .group_records import (
     CONSUMER_TARGET_METADATA,
     CurrentAssignment,
     MemberMetadata,
+    decode_assignment_epoch,
+    decode_current_assignment,
+    decode_group_epoch,
+    decode_group_key,
+    decode_member_metadata,
+    decode_target_member,
     encode_assignment_epoch,
     encode_current_assignment,
     encode_group_epoch,
@@ -533,17 +539,28 @@ class ConsumerProtocolGroup:
             records.update(self._member_records(member_id))
         self._write(records, full)
 
-    def restore(self, group_epoch: int, stored_hash: int, assignment_epoch: int,
-                members: list[tuple[str, MemberMetadata, dict[str, set[int]] | None,
-                                    CurrentAssignment | None]],
+    def restore(self, records: Mapping[bytes, bytes], names: Mapping[bytes, str],
                 topics: TopicsView) -> None:
-        """Rebuilds the group from its records (the coordinator's replay, topic ids mapped
-        to names): ``members`` are (member id, metadata, target or None, current
-        assignment or None). Each member's session starts now; a member that was
-        revoking gets its rebalance timeout again."""
+        """Rebuilds the group from its records as last written (``{key: value}``; `names`
+        maps topic ids to names: a topic gone since loses its partitions). Each member's
+        session starts now; a member that was revoking gets its rebalance timeout again."""
+        def named(assignment) -> dict[str, set[int]]:
+            return {names[tid]: set(ps) for tid, ps in assignment.items() if tid in names and ps}
+
+        by_kind: dict[int, dict[str | None, bytes]] = {}
+        for key, value in records.items():
+            parsed = decode_group_key(key)
+            if parsed is not None:
+                by_kind.setdefault(parsed[0], {})[parsed[2]] = value
         with self.lock:
-            self.group_epoch, self.assignment_epoch = group_epoch, assignment_epoch
-            for member_id, meta, target, current in members:
+            stored = by_kind.get(CONSUMER_GROUP_METADATA, {}).get(None)
+            self.group_epoch, stored_hash = decode_group_epoch(stored) if stored else (0, 0)
+            target_meta = by_kind.get(CONSUMER_TARGET_METADATA, {}).get(None)
+            self.assignment_epoch = decode_assignment_epoch(target_meta) if target_meta else 0
+            targets = by_kind.get(CONSUMER_TARGET_MEMBER, {})
+            currents = by_kind.get(CONSUMER_CURRENT_ASSIGNMENT, {})
+            for member_id, raw in sorted(by_kind.get(CONSUMER_MEMBER_METADATA, {}).items()):
+                meta = decode_member_metadata(raw)
                 m = Member(member_id, instance_id=meta.instance_id, rack_id=meta.rack_id,
                            client_id=meta.client_id, client_host=meta.client_host,
                            subscribed_names=list(meta.subscribed_names),
@@ -551,12 +568,12 @@ class ConsumerProtocolGroup:
                            server_assignor=meta.server_assignor,
                            rebalance_timeout_ms=meta.rebalance_timeout_ms
                            if meta.rebalance_timeout_ms >= 0 else 300000)
-                if current is not None:
+                if member_id in currents:
+                    current = decode_current_assignment(currents[member_id])
                     m.epoch, m.previous_epoch = current.member_epoch, current.previous_epoch
                     m.state = current.state if current.state in (STABLE, UNREVOKED, UNRELEASED) \
                         else STABLE
-                    m.assigned = _copy(current.assigned)
-                    m.revoking = _copy(current.revoking)
+                    m.assigned, m.revoking = named(current.assigned), named(current.revoking)
                     for part_map in (m.assigned, m.revoking):
                         for topic, parts in part_map.items():
                             for p in parts:
@@ -564,10 +581,9 @@ class ConsumerProtocolGroup:
                 self.members[member_id] = m
                 if m.instance_id is not None:
                     self.static[m.instance_id] = member_id
-                if target is not None:
-                    self.target[member_id] = _copy(target)
-            self._metadata_hash = stored_hash
-            self._restored_hash = stored_hash
+                if member_id in targets:
+                    self.target[member_id] = named(decode_target_member(targets[member_id]))
+            self._metadata_hash = self._restored_hash = stored_hash
             self._refresh_subscriptions(topics, force=False)
             for m in self.members.values():
                 self._schedule_session(m)

@@ -323,9 +323,9 @@ class GroupCoordinator:
                         self._classic[group_id] = group
                     group.attach_persistence(self._group_writer(group_id))
                 elif gr.CONSUMER_GROUP_METADATA in by_kind:
-                    group = self._restore_consumer_group(
-                        group_id, by_kind, names, topics, assignors or ["uniform", "range"],
-                        session_timeout_ms, heartbeat_interval_ms, max_size)
+                    group = ConsumerProtocolGroup(group_id, self.timer, assignors or ["uniform", "range"],
+                                                  session_timeout_ms, heartbeat_interval_ms, max_size)
+                    group.restore(image, names, topics)
                     with self._groups_lock:
                         self._consumer[group_id] = group
                     group.attach_persistence(self._group_writer(group_id), self._topic_id)
@@ -338,31 +338,6 @@ class GroupCoordinator:
             restored += 1
             log.info("restored group %s from %s", group_id, OFFSETS_TOPIC)
         return restored
-
-    def _restore_consumer_group(self, group_id: str, by_kind, names: dict[bytes, str],
-                                topics: TopicsView, assignors, session_timeout_ms: int,
-                                heartbeat_interval_ms: int, max_size: int) -> ConsumerProtocolGroup:
-        def named(assignment: gr.Assignment) -> dict[str, set[int]]:
-            return {names[tid]: set(ps) for tid, ps in assignment.items() if tid in names and ps}
-
-        epoch, stored_hash = gr.decode_group_epoch(by_kind[gr.CONSUMER_GROUP_METADATA][None])
-        target_meta = by_kind.get(gr.CONSUMER_TARGET_METADATA, {}).get(None)
-        assignment_epoch = gr.decode_assignment_epoch(target_meta) if target_meta else 0
-        targets = by_kind.get(gr.CONSUMER_TARGET_MEMBER, {})
-        currents = by_kind.get(gr.CONSUMER_CURRENT_ASSIGNMENT, {})
-        members = []
-        for member_id, raw in sorted(by_kind.get(gr.CONSUMER_MEMBER_METADATA, {}).items()):
-            current = gr.decode_current_assignment(currents[member_id]) \
-                if member_id in currents else None
-            if current is not None:
-                current.assigned, current.revoking = named(current.assigned), named(current.revoking)
-            target = named(gr.decode_target_member(targets[member_id])) \
-                if member_id in targets else None
-            members.append((member_id, gr.decode_member_metadata(raw), target, current))
-        group = ConsumerProtocolGroup(group_id, self.timer, assignors, session_timeout_ms,
-                                      heartbeat_interval_ms, max_size)
-        group.restore(epoch, stored_hash, assignment_epoch, members, topics)
-        return group
 
     # ====================================================== committed offsets
 
