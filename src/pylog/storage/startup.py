@@ -242,7 +242,8 @@ class LogLoading:
             return tp not in self._unavailable and (
                 adopt or topic is not None and tp[1] < topic.partitions)
         try:
-            settle_future_dirs(self.dirs, self._future_dirs, found, claimed)
+            #: Interrupted moves, resumed once the store is open (LogManager.__init__).
+            self._resumable_moves = settle_future_dirs(self.dirs, self._future_dirs, found, claimed)
         finally:
             self._future_dirs = []
         if adopt:
