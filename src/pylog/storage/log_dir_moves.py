@@ -98,8 +98,10 @@ class ReplicaDescription:
 
 @dataclass(frozen=True, slots=True)
 class MoveStats:
-    """What a finished move copied: ``kept`` bytes of an interrupted earlier copy were
-    verified and kept (0 for a move that did not resume one); ``copied`` were written."""
+    """What a finished move copied of the segments' data (``.log`` files): ``kept`` bytes
+    of an interrupted earlier copy were verified and kept (0 for a move that did not
+    resume one); ``copied`` bytes were written (the indexes and other files, copied
+    whole, are not counted)."""
 
     topic: str
     partition: int
@@ -135,7 +137,7 @@ class _DirCopy:
         self.others: dict[str, tuple[int, int, int]] = {}      # name -> (ino, size, mtime_ns)
         self.unsynced: set[str] = set()                        # written since their last fsync
         self.kept = 0               # bytes of an earlier copy verified and kept (resume)
-        self.written = 0            # bytes this copy wrote
+        self.written = 0            # bytes of .log files this copy wrote
 
     def resume(self, segments) -> int:
         """Takes over an interrupted copy in the destination: each segment's ``.log``
@@ -178,7 +180,9 @@ class _DirCopy:
             copied = self.logs.get(seg.base_offset)
             start = copied[1] if copied and copied[0] is seg and copied[1] <= size else 0
             if start < size or copied is None:
-                moved += self._copy(name, start, size)
+                written = self._copy(name, start, size)
+                self.written += written
+                moved += written
             self.logs[seg.base_offset] = (seg, size)
         live = {seg.base_offset for seg in segments}
         for base in [b for b in self.logs if b not in live]:
@@ -233,7 +237,6 @@ class _DirCopy:
                     if n == 0:
                         break                   # the source is shorter: truncated meanwhile
                     position += n
-                self.written += position - start
                 return position - start
             finally:
                 os.close(dst_fd)
