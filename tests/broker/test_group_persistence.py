@@ -220,3 +220,51 @@ def test_a_member_that_never_comes_back_expires_after_the_restart(tmp_path):
         assert _kip848_members(broker.bootstrap, group) == []         # the fencing was stored
     finally:
         broker.stop()
+
+
+def test_share_group_members_go_on_after_kill_9_and_expire_if_they_never_return(tmp_path):
+    """KIP-932: a share group's membership is in __consumer_offsets too (Kafka's ShareGroup*
+    records). After kill -9 a member heartbeating at its epoch goes on (same epoch, same
+    partitions) and opens its share session again (sessions are not kept, as Kafka's); a
+    member that never returns is removed when its session, counted from the restart, lapses."""
+    from share_support import ShareMember
+    path, topic, group = str(tmp_path / "store"), "queue", "share-kept"
+    with pylog.open(path) as store:
+        store.create_topic(topic, 2)
+        view = type("View", (), {"topic_id": staticmethod({topic: store.topic_id(topic)}.get)})()
+    configs = ("group.share.heartbeat.interval.ms=200", "group.share.session.timeout.ms=6000")
+    listen = f"127.0.0.1:{_free_port()}"
+    broker = ServeProcess(path, *configs, listen=listen)
+    shim = type("B", (), {"bootstrap_servers": broker.bootstrap})()
+    stays, goes = ShareMember(shim, view, group, [topic]), ShareMember(shim, view, group, [topic])
+    try:
+        for member in (stays, goes):
+            assert member.beat(0).error_code == 0
+        assert stays.beat().error_code == 0
+        epoch, assignment = stays.epoch, stays.assignment
+        assert assignment == {topic: [0, 1]}
+        broker.kill()
+        broker.stop()
+        broker = ServeProcess(path, *configs, listen=listen)
+        stays.client.close()
+        stays.client = ProtocolClient(broker.bootstrap, client_id="raw-share")
+        r = stays.beat()
+        assert (r.error_code, r.member_epoch) == (0, epoch)
+        assert stays.fetch(topic, epoch=0).error_code == 0     # a new share session
+
+        def members():
+            client = ProtocolClient(broker.bootstrap, client_id="describe")
+            try:
+                g = client.request(77, m.ShareGroupDescribeRequest(group_ids=[group]), 1).groups[0]
+            finally:
+                client.close()
+            return sorted(x.member_id for x in g.members)
+
+        assert members() == sorted([stays.member_id, goes.member_id])
+        # `goes` never heartbeats again: removed; `stays` heartbeats on.
+        until(lambda: stays.beat().error_code == 0 and members() == [stays.member_id],
+              "the silent member removed", timeout=60)
+    finally:
+        for member in (stays, goes):
+            member.client.close()
+        broker.stop()

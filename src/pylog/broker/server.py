@@ -281,6 +281,7 @@ class Broker:
             session_timeout_ms=cfg["group.consumer.session.timeout.ms"],
             heartbeat_interval_ms=cfg["group.consumer.heartbeat.interval.ms"],
             max_size=cfg["group.consumer.max.size"])
+        share_groups.shares_of(self)         # (its members too: sessions count from now)
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
         failure: list[BaseException] = []

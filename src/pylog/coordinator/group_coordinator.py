@@ -94,7 +94,7 @@ class GroupCoordinator:
         #: group id -> {key: value} of its membership records as last written (under _lock).
         self._group_images: dict[str, dict[bytes, bytes]] = {}
         self._restored = False
-        self._topic_ids: dict[str, bytes] = {}      # base64 id -> 16 bytes (a cache)
+        self._topic_id_cache: dict[str, bytes] = {}      # base64 id -> 16 bytes (a cache)
         self._load_committed_offsets()
 
     # ================================================================= groups
@@ -163,7 +163,7 @@ class GroupCoordinator:
             group = self._consumer[group_id] = ConsumerProtocolGroup(
                 group_id, self.timer, assignors or ["uniform", "range"], session_timeout_ms,
                 heartbeat_interval_ms, max_size)
-            group.attach_persistence(self._group_writer(group_id), self._topic_id)
+            group.attach_persistence(self._group_writer(group_id), self.topic_id_bytes)
             return group
 
     def consumer_groups_of_protocol(self) -> list[ConsumerProtocolGroup]:
@@ -229,14 +229,14 @@ class GroupCoordinator:
 
     # ============================================ membership records (restarts)
 
-    def _topic_id(self, topic: str) -> bytes | None:
+    def topic_id_bytes(self, topic: str) -> bytes | None:
         """A topic's id as 16 bytes (None: no such topic)."""
         text = self.storage.topic_id(topic)
         if text is None:
             return None
-        raw = self._topic_ids.get(text)
+        raw = self._topic_id_cache.get(text)
         if raw is None:
-            raw = self._topic_ids[text] = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            raw = self._topic_id_cache[text] = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         return raw
 
     def _group_writer(self, group_id: str):
@@ -281,10 +281,28 @@ class GroupCoordinator:
         group of the other protocol)."""
         self._write_group_records(group_id, {}, True)
 
+    # The share coordinator (share_group.py) keeps its groups' membership here too.
+    write_group_records = _write_group_records
+    forget_group_records = _forget_group_records
+
     def stored_groups(self) -> list[str]:
         """The groups whose membership records ``__consumer_offsets`` holds."""
         with self._lock:
             return sorted(self._group_images)
+
+    def stored_group_records(self, group_id: str) -> dict[bytes, bytes]:
+        """A group's membership records as last written: {key: value}."""
+        with self._lock:
+            return dict(self._group_images.get(group_id, {}))
+
+    def topic_names(self) -> dict[bytes, str]:
+        """Topic id (16 bytes) -> name, of every topic."""
+        names = {}
+        for topic in self.storage.list_topics(include_internal=True):
+            tid = self.topic_id_bytes(topic)
+            if tid is not None:
+                names[tid] = topic
+        return names
 
     def restore_groups(self, *, initial_delay_ms: int = 3000, assignors: list[str] | None = None,
                        session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 5000,
@@ -300,11 +318,7 @@ class GroupCoordinator:
             self._restored = True
         with self._lock:
             images = {g: dict(image) for g, image in self._group_images.items()}
-        names = {}
-        for topic in self.storage.list_topics(include_internal=True):
-            tid = self._topic_id(topic)
-            if tid is not None:
-                names[tid] = topic
+        names = self.topic_names()
         topics = TopicsView(self.storage.topic_epoch, self.storage.partition_count,
                             lambda: [t for t in self.storage.list_topics() if not t.startswith("__")])
         restored = 0
@@ -328,7 +342,7 @@ class GroupCoordinator:
                     group.restore(image, names, topics)
                     with self._groups_lock:
                         self._consumer[group_id] = group
-                    group.attach_persistence(self._group_writer(group_id), self._topic_id)
+                    group.attach_persistence(self._group_writer(group_id), self.topic_id_bytes)
                 else:
                     continue            # a share group's (its coordinator's), or leftovers
             except PylogError as exc:
