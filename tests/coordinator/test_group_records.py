@@ -129,7 +129,7 @@ def test_a_classic_group_rebuilt_from_its_record_is_stable_with_its_members():
     leader = answers["a"].leader
     ids = {name: r.member_id for name, r in answers.items()}
     synced = []
-    for name, r in answers.items():
+    for r in answers.values():
         group.sync(r.member_id, r.generation, {ids["a"]: b"asg-a", ids["b"]: b"asg-b"}
                    if r.member_id == leader else {}, synced.append)
     assert group.state == "Stable" and len(image.records) == 1

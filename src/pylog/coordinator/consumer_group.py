@@ -174,7 +174,7 @@ class ConsumerProtocolGroup:
         self.dead = False
         # Persistence (attach_persistence): the writer of records, a topic's id; what
         # changed since the last write (members' ids, or everything).
-        self._write: Callable[[dict[bytes, bytes | None], bool], None] | None = None
+        self._write: Callable[[dict[bytes, bytes | None], bool], bool] | None = None
         self._topic_id: Callable[[str], bytes | None] = lambda topic: None
         self._dirty: set[str] = set()
         self._dirty_all = False
@@ -484,12 +484,12 @@ class ConsumerProtocolGroup:
 
     # ======================================================= persistence
 
-    def attach_persistence(self, write: Callable[[dict[bytes, bytes | None], bool], None],
+    def attach_persistence(self, write: Callable[[dict[bytes, bytes | None], bool], bool],
                            topic_id: Callable[[str], bytes | None]) -> None:
         """From now on every change is handed to ``write(records, full)``: records are
         ``{key: value or None}`` of ``__consumer_offsets``; `full` says they are the whole
-        group (keys of the group absent from them are gone). `topic_id` gives a topic's
-        16-byte id, None for a topic gone."""
+        group (keys of the group absent from them are gone); it returns False if it could
+        not store them. `topic_id` gives a topic's 16-byte id, None for a topic gone."""
         with self.lock:
             self._write, self._topic_id = write, topic_id
             self._dirty_all = True
@@ -537,7 +537,8 @@ class ConsumerProtocolGroup:
         }
         for member_id in (self.members if full else dirty):
             records.update(self._member_records(member_id))
-        self._write(records, full)
+        if not self._write(records, full):
+            self._dirty_all = True          # the append failed: everything at the next change
 
     def restore(self, records: Mapping[bytes, bytes], names: Mapping[bytes, str],
                 topics: TopicsView) -> None:
