@@ -280,10 +280,10 @@ def test_metadata_by_topic_id(kip848):
     assert (unknown.error_code, unknown.name, unknown.topic_id) == (100, None, b"\x01" * 16)
 
 
-def test_restart_keeps_committed_offsets_and_members_rejoin(tmp_path):
-    """Membership is in memory; committed offsets are in __consumer_offsets. After a
-    restart a member's heartbeat gets UNKNOWN_MEMBER_ID, it rejoins with epoch 0 and finds
-    its group's committed offsets."""
+def test_restart_keeps_committed_offsets_and_members(tmp_path):
+    """Membership and committed offsets are in __consumer_offsets. After a restart a
+    member's heartbeat at its epoch goes on (same epoch, its partitions kept) and finds its
+    group's committed offsets (kill -9 and real clients: test_group_persistence.py)."""
     store = pylog.open(str(tmp_path))
     broker = pylog.Broker(store, listen="127.0.0.1:0").start()
     store.create_topic("kept", 2)
@@ -305,9 +305,13 @@ def test_restart_keeps_committed_offsets_and_members_rejoin(tmp_path):
     again = Member(broker, store, "restarted", ["kept"])
     again.member_id, again.epoch = a.member_id, a.epoch
     try:
-        assert again.beat(owned={"kept": {0, 1}}).error_code == UNKNOWN_MEMBER_ID
-        r = again.beat(0)
-        assert r.error_code == 0 and again.target == {"kept": {0, 1}}
+        r = again.beat(owned={"kept": {0, 1}})
+        assert (r.error_code, r.member_epoch) == (0, a.epoch)
+        described = again.client.request(DESCRIBE, m.ConsumerGroupDescribeRequest(
+            group_ids=["restarted"]), 0).groups[0]
+        assert [(x.member_id, x.member_epoch, [(t.topic_name, t.partitions)
+                                               for t in x.assignment.topic_partitions])
+                for x in described.members] == [(a.member_id, a.epoch, [("kept", [0, 1])])]
         fetch = again.client.request(OFFSET_FETCH, m.OffsetFetchRequest(groups=[
             m.OffsetFetchRequestOffsetFetchRequestGroup(group_id="restarted", member_id=again.member_id,
                                                         member_epoch=again.epoch, topics=None)]), 9)

@@ -81,6 +81,11 @@ def test_kill_9_of_the_broker_during_a_move_under_produce(tmp_path):
     assert "Traceback" not in broker.stderr, broker.stderr[-3000:]
     assert acked
     with pylog.open(dirs) as store:
+        # The move cut mid-copy resumes from its copy at the open and completes.
+        deadline = time.monotonic() + 120
+        while store.moving("moving", 0) is not None:
+            assert time.monotonic() < deadline, "the resumed move did not complete"
+            time.sleep(0.05)
         assert store.log_dir_of("moving", 0) in dirs
         lg = store.log("moving", 0)
         for offset, value in sorted(acked.items()):

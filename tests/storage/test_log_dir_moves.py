@@ -1,7 +1,8 @@
 """Moving a partition between log dirs (storage/log_dir_moves.py, Kafka's KIP-113): while
 it is appended to and read, cancelled, after a topic deletion, and SIGKILLed at each step
-of the copy and the swap: every acknowledged record is there once after the reopen, and
-the partition is in exactly one log dir."""
+of the copy and the swap: the move resumes (or rolls forward) at the reopen, every
+acknowledged record is there once, and the partition is in exactly one log dir (kill -9
+at random points of a big move: test_log_dir_move_resume.py)."""
 
 from __future__ import annotations
 
@@ -250,12 +251,18 @@ def run_child(dirs, stage):
                                          ("committed", True), ("renamed", True),
                                          ("none", True)])
 def test_kill_9_during_a_move(two_dirs, stage, moved):
+    """`moved`: the kill came after the commit point (the copy is the partition); before
+    it, the move resumes from its copy at the reopen and completes."""
     acked, source = run_child(two_dirs, stage)
     assert acked > 6000
     dest = next(d for d in two_dirs if os.path.abspath(d) != source)
     with pylog.open(two_dirs) as store:
+        wait_for(lambda: store.moving("moving", 0) is None, "the resumed move")
         where = store.log_dir_of("moving", 0)
-        assert where == (os.path.abspath(dest) if moved else source)
+        assert where == os.path.abspath(dest)
+        if not moved:
+            resumed = store.last_log_dir_move("moving", 0)
+            assert resumed is not None and resumed.kept > 0      # its copy was kept
         lg = store.log("moving", 0)
         assert lg.log_end_offset > acked
         values = all_values(lg)
@@ -263,7 +270,7 @@ def test_kill_9_during_a_move(two_dirs, stage, moved):
         # The partition is in exactly one dir: no future dir, no second copy.
         assert partition_dirs(two_dirs) == [os.path.join(where, "moving-0")]
         # The store goes on: a move after the crash works.
-        back = source if moved else os.path.abspath(dest)
+        back = source
         store.alter_log_dir("moving", 0, back)
         wait_for(lambda: store.moving("moving", 0) is None, "the second move")
         assert store.log_dir_of("moving", 0) == back
@@ -396,7 +403,7 @@ def test_describe_and_moves_with_a_dir_offline(two_dirs, monkeypatch):
 def test_a_future_dir_is_left_alone_while_a_log_dir_is_offline(two_dirs):
     """A future dir whose partition dir is in no online dir may be a complete copy, or an
     unfinished one whose source is on the offline dir: open neither promotes nor deletes
-    it; once every dir is back, the source wins and the copy goes."""
+    it; once every dir is back, the move resumes from the copy and completes."""
     with pylog.open(two_dirs) as store:
         store.create_topic("moving", 2)
         for p in range(2):
@@ -418,10 +425,12 @@ def test_a_future_dir_is_left_alone_while_a_log_dir_is_offline(two_dirs):
     with open(meta, "wb") as f:
         f.write(good)
     with pylog.open(two_dirs) as store:
-        assert store.log_dir_of("moving", 0) == source
+        wait_for(lambda: store.moving("moving", 0) is None, "the resumed move")
+        assert store.log_dir_of("moving", 0) == os.path.abspath(other)
+        assert store.last_log_dir_move("moving", 0).kept > 0
         assert [r.value for r in store.log("moving", 0).read(0).records()] == \
             [b"v%d" % i for i in range(10)]
-    assert not os.path.exists(future)
+    assert partition_dirs(two_dirs) == [os.path.join(os.path.abspath(other), "moving-0")]
 
 
 def test_a_swap_that_fails_before_its_commit_point_reopens_the_source(two_dirs, monkeypatch):

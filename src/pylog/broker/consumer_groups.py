@@ -90,9 +90,9 @@ def consumer_group_heartbeat(broker, conn, header, req):
             heartbeat_interval_ms=cfg["group.consumer.heartbeat.interval.ms"],
             max_size=cfg["group.consumer.max.size"])
         if group is None:
-            # Kafka answers GROUP_ID_NOT_FOUND; pylog keeps membership in memory only, so
-            # after a restart a member's heartbeat lands here: UNKNOWN_MEMBER_ID makes it
-            # rejoin with epoch 0 (GROUP_ID_NOT_FOUND would be fatal to it).
+            # A member of a group that is gone (deleted, or its records lost): Kafka answers
+            # GROUP_ID_NOT_FOUND, fatal to the member; UNKNOWN_MEMBER_ID makes it rejoin
+            # with epoch 0. (A restart keeps the group: restore_groups.)
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                              f"Member {req.member_id} is not a member of group {req.group_id}.")
         topics = TopicsView(store.topic_epoch, store.partition_count,

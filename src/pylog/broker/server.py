@@ -273,6 +273,15 @@ class Broker:
             self._sockets.clear()
             raise
         self.address = self._sockets[0][1].getsockname()[:2]
+        cfg = self.server_config
+        # The groups of the last run, from __consumer_offsets: their members go on.
+        self.store.coordinator.restore_groups(
+            initial_delay_ms=cfg["group.initial.rebalance.delay.ms"],
+            assignors=list(cfg["group.consumer.assignors"]),
+            session_timeout_ms=cfg["group.consumer.session.timeout.ms"],
+            heartbeat_interval_ms=cfg["group.consumer.heartbeat.interval.ms"],
+            max_size=cfg["group.consumer.max.size"])
+        share_groups.shares_of(self)         # (its members too: sessions count from now)
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
         failure: list[BaseException] = []

@@ -20,6 +20,14 @@ whose protocol does not change the member gets its assignment back with no rebal
 A static member that misses a rebalance stays in the group; its session expiry or an
 explicit LeaveGroup removes it.
 
+Persistence, as Kafka's: whenever the group reaches Stable (the leader's assignment) or
+Empty, or a static member is replaced while Stable, its GroupMetadata record (generation,
+protocol, leader, members with their subscription and assignment; group_records.py) goes
+to its writer, the coordinator, which appends it to ``__consumer_offsets``. A restarted
+broker rebuilds the group from the last one (:meth:`ClassicGroup.restore`): Stable with
+those members, whose sessions count from the restart, so members heartbeating with their
+generation go on without a rebalance.
+
 Nothing here blocks. A JoinGroup or SyncGroup that must wait for the other members
 parks a callback (Kafka's DelayedJoin/DelayedSync futures): ``respond(result)`` is
 called exactly once, at once or when the rebalance gets there, from whichever thread
@@ -46,6 +54,13 @@ from typing import NamedTuple
 
 from pylog.errors import ErrorCode
 
+from .group_records import (
+    GROUP_METADATA,
+    ClassicGroupRecord,
+    ClassicMemberRecord,
+    encode_classic_group,
+    group_key,
+)
 from .timer import DeadlineTimer, TimerHandle
 
 __all__ = ["ClassicGroup", "Member", "JoinResult", "SyncResult", "errors",
@@ -161,6 +176,7 @@ class ClassicGroup:
         self._supported: Counter = Counter()        # protocol name -> members offering it
         self._initial_delay_ms = initial_delay_ms
         self._timers: dict[object, _Deadline] = {}
+        self._write: Callable[[dict[bytes, bytes | None], bool], bool] | None = None
 
     # ============================================================== timers
 
@@ -328,6 +344,7 @@ class ClassicGroup:
                 # even a replaced leader syncs as a follower and takes its assignment back.
                 self._answer_join(member, JoinResult(ErrorCode.NONE, self.generation, self.protocol_type,
                                                      self.protocol, current_leader or "", new_id))
+                self._persist()
             else:
                 self._rebalance_or_complete_join(
                     f"static member {instance_id} rejoined with a protocol that changes the group's")
@@ -454,6 +471,8 @@ class ClassicGroup:
         self.previous_state, self.state = self.state, state
         if state == EMPTY:              # Kafka's currentStateTimestamp, for offset expiry
             self.empty_since_ms = int(time.time() * 1000)
+        if state in (STABLE, EMPTY):
+            self._persist()
 
     def _rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -716,6 +735,54 @@ class ClassicGroup:
                     "members": [(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                  m.metadata(self.protocol or ""), m.assignment)
                                 for m in self.members.values()]}
+
+    # ========================================================= persistence
+
+    def attach_persistence(self, write: Callable[[dict[bytes, bytes | None], bool], bool]) -> None:
+        """From now on the group's GroupMetadata record goes to ``write(records, full)``
+        whenever it reaches Stable or Empty."""
+        with self.lock:
+            self._write = write
+
+    def _persist(self) -> None:
+        # The caller holds the lock. Only Stable and Empty are stored, as Kafka's.
+        if self._write is None or self.state not in (STABLE, EMPTY):
+            return
+        protocol = self.protocol or ""
+        record = ClassicGroupRecord(
+            self.protocol_type or "", self.generation, self.protocol, self.leader,
+            self.empty_since_ms if self.state == EMPTY else int(time.time() * 1000),
+            [ClassicMemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                 m.rebalance_timeout_ms, m.session_timeout_ms,
+                                 m.metadata(protocol), m.assignment)
+             for m in self.members.values()])
+        self._write({group_key(GROUP_METADATA, self.group_id): encode_classic_group(record)}, True)
+
+    def restore(self, record: ClassicGroupRecord) -> None:
+        """Rebuilds the group from its stored GroupMetadata: Stable with its members (each
+        offering the group's protocol with its stored subscription), or Empty. Every
+        member's session starts now."""
+        with self.lock:
+            self.generation = record.generation
+            self.protocol_type = record.protocol_type or None
+            self.protocol = record.protocol
+            if not record.members or record.protocol is None:
+                self.state = self.previous_state = EMPTY
+                if record.state_timestamp >= 0:
+                    self.empty_since_ms = record.state_timestamp
+                return
+            for r in record.members:
+                member = Member(r.member_id, r.client_id, r.client_host, r.session_timeout_ms,
+                                r.rebalance_timeout_ms, record.protocol_type,
+                                [(record.protocol, r.subscription)], r.instance_id,
+                                assignment=r.assignment)
+                self.members[r.member_id] = member
+                self._supported.update(member.names())
+                if r.instance_id is not None:
+                    self.static[r.instance_id] = r.member_id
+                self._reschedule_heartbeat(member)
+            self.leader = record.leader if record.leader in self.members else next(iter(self.members))
+            self.state = self.previous_state = STABLE
 
     # ================================================ blocking convenience
 

@@ -21,9 +21,14 @@ for its session so that a restart with the same instance id takes them back with
 rebalance. A member whose session (``group.consumer.session.timeout.ms``) lapses, or that
 does not revoke within its rebalance timeout, is fenced: removed, its partitions freed.
 
-Membership lives in memory only: after a broker restart the members' heartbeats find no
-group and get UNKNOWN_MEMBER_ID, so they rejoin with epoch 0 (Kafka would replay the group
-from ``__consumer_offsets``; pylog keeps only the committed offsets there).
+Membership persists as Kafka's does, in ``__consumer_offsets`` (group_records.py): after
+each heartbeat or deadline that changed it, the group hands the records of what changed
+(group epoch, assignment epoch, and each changed member's metadata, target and current
+assignment; tombstones for a removed member) to its writer, the coordinator, which appends
+those that differ from what it last wrote. A broker restarted (even by kill -9) rebuilds
+the group from them (:meth:`ConsumerProtocolGroup.restore`): members heartbeating at their
+epoch go on with their partitions, no rebalance; members that never come back are fenced
+when their session, counted again from the restart, lapses.
 
 Thread safety: every public method takes ``lock``; timer callbacks too.
 """
@@ -41,6 +46,29 @@ from dataclasses import dataclass, field
 from pylog.errors import ErrorCode, PylogError
 
 from .assignors import ASSIGNORS, Assignment
+from .group_records import (
+    CONSUMER_CURRENT_ASSIGNMENT,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_MEMBER_METADATA,
+    CONSUMER_TARGET_MEMBER,
+    CONSUMER_TARGET_METADATA,
+    CurrentAssignment,
+    MemberMetadata,
+    decode_assignment_epoch,
+    decode_current_assignment,
+    decode_group_epoch,
+    decode_group_key,
+    decode_member_metadata,
+    decode_target_member,
+    encode_assignment_epoch,
+    encode_current_assignment,
+    encode_group_epoch,
+    encode_member_metadata,
+    encode_target_member,
+    group_key,
+    member_key,
+    metadata_hash,
+)
 from .timer import DeadlineTimer, TimerHandle
 
 __all__ = ["ConsumerProtocolGroup", "GroupError", "HeartbeatResult", "TopicsView",
@@ -140,7 +168,16 @@ class ConsumerProtocolGroup:
         self.target: Assignment = {}
         self._owner: dict[tuple[str, int], str] = {}       # partition -> the member holding it
         self._subscribed_counts: dict[str, int] = {}       # subscribed topic -> partitions
+        self._metadata_hash = metadata_hash({})
+        #: A restored group's stored MetadataHash until its subscriptions are resolved.
+        self._restored_hash: int | None = None
         self.dead = False
+        # Persistence (attach_persistence): the writer of records, a topic's id; what
+        # changed since the last write (members' ids, or everything).
+        self._write: Callable[[dict[bytes, bytes | None], bool], bool] | None = None
+        self._topic_id: Callable[[str], bytes | None] = lambda topic: None
+        self._dirty: set[str] = set()
+        self._dirty_all = False
 
     # ============================================================== heartbeat
 
@@ -154,49 +191,61 @@ class ConsumerProtocolGroup:
         with self.lock:
             if self.dead:
                 raise GroupError(codes.GROUP_ID_NOT_FOUND, f"Consumer group {self.group_id} not found.")
-            if member_epoch in (LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH):
-                return self._leave(member_id, member_epoch, instance_id)
-            if server_assignor is not None and server_assignor not in self.assignors:
-                raise GroupError(codes.UNSUPPORTED_ASSIGNOR,
-                                 f"ServerAssignor {server_assignor} is not supported. Supported "
-                                 f"assignors: {', '.join(self.assignors)}.")
-            if subscribed_regex is not None:
-                try:
-                    re.compile(subscribed_regex)
-                except re.error as exc:
-                    raise GroupError(codes.INVALID_REQUEST,
-                                     f"SubscribedTopicRegex {subscribed_regex!r} is invalid: {exc}") from None
-            changed = False
-            if member_epoch == 0:
-                member_id = member_id or uuid.uuid4().hex[:22]
-                member, changed = self._joining(member_id, instance_id)
-            else:
-                member = self._existing(member_id, member_epoch, instance_id, owned)
-            before = _copy(member.assigned)
-            # The fields a heartbeat leaves null keep their values (incremental requests).
-            if subscribed_names is not None and sorted(subscribed_names) != sorted(member.subscribed_names):
-                member.subscribed_names, changed = list(subscribed_names), True
-            if subscribed_regex is not None and (subscribed_regex or None) != member.subscribed_regex:
-                member.subscribed_regex, changed = subscribed_regex or None, True
-            if server_assignor is not None:
-                member.server_assignor = server_assignor
-            if rebalance_timeout_ms != -1:
-                member.rebalance_timeout_ms = rebalance_timeout_ms
-            if rack_id is not None:
-                member.rack_id = rack_id
-            member.client_id, member.client_host = client_id, client_host
-            if changed:
-                member.topics_epoch = -1
-            self._refresh_subscriptions(topics, force=changed)
-            if self.group_epoch > self.assignment_epoch:
-                self._compute_target(topics)
-            self._reconcile(member, owned)
-            self._schedule_session(member)
-            full = member_epoch == 0 or (rebalance_timeout_ms != -1 and subscribed_names is not None
-                                         and owned is not None)
-            send = full or member.assigned != before
-            return HeartbeatResult(member.member_id, member.epoch,
-                                   _copy(member.assigned) if send else None)
+            try:
+                return self._heartbeat(member_id, member_epoch, instance_id, rack_id,
+                                       rebalance_timeout_ms, subscribed_names, subscribed_regex,
+                                       server_assignor, owned, client_id, client_host, topics)
+            finally:
+                self._persist()
+
+    def _heartbeat(self, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                   subscribed_names, subscribed_regex, server_assignor, owned, client_id,
+                   client_host, topics) -> HeartbeatResult:
+        # The caller holds the lock.
+        if member_epoch in (LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH):
+            return self._leave(member_id, member_epoch, instance_id)
+        if server_assignor is not None and server_assignor not in self.assignors:
+            raise GroupError(codes.UNSUPPORTED_ASSIGNOR,
+                             f"ServerAssignor {server_assignor} is not supported. Supported "
+                             f"assignors: {', '.join(self.assignors)}.")
+        if subscribed_regex is not None:
+            try:
+                re.compile(subscribed_regex)
+            except re.error as exc:
+                raise GroupError(codes.INVALID_REQUEST,
+                                 f"SubscribedTopicRegex {subscribed_regex!r} is invalid: {exc}") from None
+        changed = False
+        if member_epoch == 0:
+            member_id = member_id or uuid.uuid4().hex[:22]
+            member, changed = self._joining(member_id, instance_id)
+        else:
+            member = self._existing(member_id, member_epoch, instance_id, owned)
+        self._dirty.add(member.member_id)
+        before = _copy(member.assigned)
+        # The fields a heartbeat leaves null keep their values (incremental requests).
+        if subscribed_names is not None and sorted(subscribed_names) != sorted(member.subscribed_names):
+            member.subscribed_names, changed = list(subscribed_names), True
+        if subscribed_regex is not None and (subscribed_regex or None) != member.subscribed_regex:
+            member.subscribed_regex, changed = subscribed_regex or None, True
+        if server_assignor is not None:
+            member.server_assignor = server_assignor
+        if rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if rack_id is not None:
+            member.rack_id = rack_id
+        member.client_id, member.client_host = client_id, client_host
+        if changed:
+            member.topics_epoch = -1
+        self._refresh_subscriptions(topics, force=changed)
+        if self.group_epoch > self.assignment_epoch:
+            self._compute_target(topics)
+        self._reconcile(member, owned)
+        self._schedule_session(member)
+        full = member_epoch == 0 or (rebalance_timeout_ms != -1 and subscribed_names is not None
+                                     and owned is not None)
+        send = full or member.assigned != before
+        return HeartbeatResult(member.member_id, member.epoch,
+                               _copy(member.assigned) if send else None)
 
     def _joining(self, member_id: str, instance_id: str | None) -> tuple[Member, bool]:
         """The member joining (epoch 0): new, a rejoin of a known id (its old holdings are
@@ -271,6 +320,7 @@ class ConsumerProtocolGroup:
         if member is None:
             raise GroupError(codes.UNKNOWN_MEMBER_ID,
                              f"Member {member_id} is not a member of group {self.group_id}.")
+        self._dirty.add(member.member_id)
         if epoch == LEAVE_GROUP_STATIC_EPOCH and member.instance_id is not None:
             # It keeps its partitions for its session, for the restart with its instance id.
             member.epoch = LEAVE_GROUP_STATIC_EPOCH
@@ -301,8 +351,12 @@ class ConsumerProtocolGroup:
         subscribed = set().union(*(self._resolve(m, topics) for m in self.members.values())) \
             if self.members else set()
         counts = {t: topics.partitions_of(t) or 0 for t in subscribed}
-        if force or counts != self._subscribed_counts:
+        restored, self._restored_hash = self._restored_hash, None
+        if not force and restored is not None and metadata_hash(counts) == restored:
+            self._subscribed_counts = counts        # as stored before the restart
+        elif force or counts != self._subscribed_counts:
             self._subscribed_counts = counts
+            self._metadata_hash = metadata_hash(counts)
             self.group_epoch += 1
 
     def subscribed_topics(self) -> set[str]:
@@ -322,6 +376,7 @@ class ConsumerProtocolGroup:
         counts = {t: n for t, n in self._subscribed_counts.items() if n}
         self.target = ASSIGNORS[self.assignor_name()](subscriptions, counts, self.target)
         self.assignment_epoch = self.group_epoch
+        self._dirty_all = True
 
     def _reconcile(self, member: Member, owned: dict[str, set[int]] | None) -> None:
         if member.state == UNREVOKED:
@@ -379,6 +434,7 @@ class ConsumerProtocolGroup:
         self._cancel_revocation(member)
 
     def _remove(self, member: Member) -> None:
+        self._dirty.add(member.member_id)
         self._release_all(member)
         self.timer.cancel(member.session)
         self.members.pop(member.member_id, None)
@@ -399,6 +455,7 @@ class ConsumerProtocolGroup:
                              member.member_id)
                     self._remove(member)
                     self.group_epoch += 1
+                    self._persist()
 
         handle = member.session = self.timer.call_later(self.session_timeout_ms / 1000, expired)
 
@@ -416,6 +473,7 @@ class ConsumerProtocolGroup:
                              "rebalance timeout: fenced", self.group_id, member.member_id)
                     self._remove(member)
                     self.group_epoch += 1
+                    self._persist()
 
         handle = member.revocation_deadline = self.timer.call_later(
             member.rebalance_timeout_ms / 1000, expired)
@@ -423,6 +481,115 @@ class ConsumerProtocolGroup:
     def _cancel_revocation(self, member: Member) -> None:
         self.timer.cancel(member.revocation_deadline)
         member.revocation_deadline = None
+
+    # ======================================================= persistence
+
+    def attach_persistence(self, write: Callable[[dict[bytes, bytes | None], bool], bool],
+                           topic_id: Callable[[str], bytes | None]) -> None:
+        """From now on every change is handed to ``write(records, full)``: records are
+        ``{key: value or None}`` of ``__consumer_offsets``; `full` says they are the whole
+        group (keys of the group absent from them are gone); it returns False if it could
+        not store them. `topic_id` gives a topic's 16-byte id, None for a topic gone."""
+        with self.lock:
+            self._write, self._topic_id = write, topic_id
+            self._dirty_all = True
+            self._persist()
+
+    def _ids(self, assignment: Mapping[str, set[int]]) -> dict[bytes, list[int]]:
+        out = {}
+        for topic, parts in assignment.items():
+            tid = self._topic_id(topic)
+            if tid is not None and parts:
+                out[tid] = sorted(parts)
+        return out
+
+    def _member_records(self, member_id: str) -> dict[bytes, bytes | None]:
+        g = self.group_id
+        keys = (member_key(CONSUMER_MEMBER_METADATA, g, member_id),
+                member_key(CONSUMER_TARGET_MEMBER, g, member_id),
+                member_key(CONSUMER_CURRENT_ASSIGNMENT, g, member_id))
+        m = self.members.get(member_id)
+        if m is None:
+            return dict.fromkeys(keys)          # tombstones: the member is gone
+        target = self.target.get(member_id)
+        return {
+            keys[0]: encode_member_metadata(MemberMetadata(
+                m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_names,
+                m.subscribed_regex, m.rebalance_timeout_ms, m.server_assignor)),
+            keys[1]: None if target is None else encode_target_member(self._ids(target)),
+            keys[2]: encode_current_assignment(CurrentAssignment(
+                m.epoch, m.previous_epoch, m.state, self._ids(m.assigned), self._ids(m.revoking))),
+        }
+
+    def _persist(self) -> None:
+        """Hands what changed since the last call to the writer (the caller holds the
+        lock). The writer skips records equal to those it last wrote, so a heartbeat that
+        changed nothing writes nothing."""
+        if self._write is None or self.dead:
+            return
+        full, dirty = self._dirty_all, self._dirty
+        self._dirty_all, self._dirty = False, set()
+        g = self.group_id
+        records: dict[bytes, bytes | None] = {
+            group_key(CONSUMER_GROUP_METADATA, g): encode_group_epoch(self.group_epoch,
+                                                                      self._metadata_hash),
+            group_key(CONSUMER_TARGET_METADATA, g): encode_assignment_epoch(self.assignment_epoch),
+        }
+        for member_id in (self.members if full else dirty):
+            records.update(self._member_records(member_id))
+        if not self._write(records, full):
+            self._dirty_all = True          # the append failed: everything at the next change
+
+    def restore(self, records: Mapping[bytes, bytes], names: Mapping[bytes, str],
+                topics: TopicsView) -> None:
+        """Rebuilds the group from its records as last written (``{key: value}``; `names`
+        maps topic ids to names: a topic gone since loses its partitions). Each member's
+        session starts now; a member that was revoking gets its rebalance timeout again."""
+        def named(assignment) -> dict[str, set[int]]:
+            return {names[tid]: set(ps) for tid, ps in assignment.items() if tid in names and ps}
+
+        by_kind: dict[int, dict[str | None, bytes]] = {}
+        for key, value in records.items():
+            parsed = decode_group_key(key)
+            if parsed is not None:
+                by_kind.setdefault(parsed[0], {})[parsed[2]] = value
+        with self.lock:
+            stored = by_kind.get(CONSUMER_GROUP_METADATA, {}).get(None)
+            self.group_epoch, stored_hash = decode_group_epoch(stored) if stored else (0, 0)
+            target_meta = by_kind.get(CONSUMER_TARGET_METADATA, {}).get(None)
+            self.assignment_epoch = decode_assignment_epoch(target_meta) if target_meta else 0
+            targets = by_kind.get(CONSUMER_TARGET_MEMBER, {})
+            currents = by_kind.get(CONSUMER_CURRENT_ASSIGNMENT, {})
+            for member_id, raw in sorted(by_kind.get(CONSUMER_MEMBER_METADATA, {}).items()):
+                meta = decode_member_metadata(raw)
+                m = Member(member_id, instance_id=meta.instance_id, rack_id=meta.rack_id,
+                           client_id=meta.client_id, client_host=meta.client_host,
+                           subscribed_names=list(meta.subscribed_names),
+                           subscribed_regex=meta.subscribed_regex,
+                           server_assignor=meta.server_assignor,
+                           rebalance_timeout_ms=meta.rebalance_timeout_ms
+                           if meta.rebalance_timeout_ms >= 0 else 300000)
+                if member_id in currents:
+                    current = decode_current_assignment(currents[member_id])
+                    m.epoch, m.previous_epoch = current.member_epoch, current.previous_epoch
+                    m.state = current.state if current.state in (STABLE, UNREVOKED, UNRELEASED) \
+                        else STABLE
+                    m.assigned, m.revoking = named(current.assigned), named(current.revoking)
+                    for part_map in (m.assigned, m.revoking):
+                        for topic, parts in part_map.items():
+                            for p in parts:
+                                self._owner[(topic, p)] = member_id
+                self.members[member_id] = m
+                if m.instance_id is not None:
+                    self.static[m.instance_id] = member_id
+                if member_id in targets:
+                    self.target[member_id] = named(decode_target_member(targets[member_id]))
+            self._metadata_hash = self._restored_hash = stored_hash
+            self._refresh_subscriptions(topics, force=False)
+            for m in self.members.values():
+                self._schedule_session(m)
+                if m.state == UNREVOKED:
+                    self._schedule_revocation(m)
 
     # ======================================================= offsets, admin
 

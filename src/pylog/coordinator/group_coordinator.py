@@ -14,6 +14,11 @@ will serve the same object to remote clients. It owns
   compacted topic ``__consumer_offsets`` (Kafka's record schemas,
   :mod:`pylog.coordinator.offsets`) and then applied to an in-memory table,
   which is replayed from that topic when the store opens;
+- the remote groups' **membership records**, in the same topic and Kafka's schemas
+  (:mod:`pylog.coordinator.group_records`): each group hands the records of its changes
+  to :meth:`GroupCoordinator._write_group_records`, which appends those that differ from
+  the last written (kept per group, replayed at open); :meth:`restore_groups` (the
+  broker, at start) rebuilds the groups from them, so a restart costs no rebalance;
 - ``__consumer_offsets`` is a compacted topic: the log cleaner (pylog.storage.cleaner)
   keeps it bounded like any other.
 
@@ -30,18 +35,20 @@ never disagree about which value is newest.
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 from collections.abc import Mapping
 
 from pylog.common.topic_partition import TopicPartition
-from pylog.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from pylog.errors import KafkaStorageError, PylogError, UnknownTopicOrPartitionError
 from pylog.record import encode_batch
 from pylog.storage import OFFSETS_TOPIC, Log, LogManager
 
 from .bridge import GroupBridge
+from . import group_records as gr
 from .classic_group import ClassicGroup
-from .consumer_group import ConsumerProtocolGroup, GroupError
+from .consumer_group import ConsumerProtocolGroup, GroupError, TopicsView
 from .consumer_group import codes as consumer_codes
 from .group import ConsumerGroup
 from .timer import DeadlineTimer
@@ -84,6 +91,10 @@ class GroupCoordinator:
         # The Kafka-protocol groups' deadlines (sessions, rebalances): one thread, alive
         # while any deadline is.
         self.timer = DeadlineTimer("pylog-group-timer")
+        #: group id -> {key: value} of its membership records as last written (under _lock).
+        self._group_images: dict[str, dict[bytes, bytes]] = {}
+        self._restored = False
+        self._topic_id_cache: dict[str, bytes] = {}      # base64 id -> 16 bytes (a cache)
         self._load_committed_offsets()
 
     # ================================================================= groups
@@ -120,7 +131,9 @@ class GroupCoordinator:
                                          f"Group {group_id} is not a classic group.")
                     del self._consumer[group_id]
                     other.mark_dead()
+                    self._forget_group_records(group_id)
                 group = self._classic[group_id] = ClassicGroup(group_id, initial_delay_ms, self.timer)
+                group.attach_persistence(self._group_writer(group_id))
             return group
 
     def consumer_group(self, group_id: str, create: bool = False, *, assignors: list[str] | None = None,
@@ -146,9 +159,11 @@ class GroupCoordinator:
                                      f"Group {group_id} is not a consumer group")
                 del self._classic[group_id]
                 classic.mark_dead()
+                self._forget_group_records(group_id)
             group = self._consumer[group_id] = ConsumerProtocolGroup(
                 group_id, self.timer, assignors or ["uniform", "range"], session_timeout_ms,
                 heartbeat_interval_ms, max_size)
+            group.attach_persistence(self._group_writer(group_id), self.topic_id_bytes)
             return group
 
     def consumer_groups_of_protocol(self) -> list[ConsumerProtocolGroup]:
@@ -193,6 +208,7 @@ class GroupCoordinator:
             group = self._classic.pop(group_id, None) or self._consumer.pop(group_id, None)
         if group is not None:
             group.mark_dead()
+        self._forget_group_records(group_id)
         with self._lock:
             live = self._offsets.group(group_id)
             if live:
@@ -210,6 +226,132 @@ class GroupCoordinator:
                 self._append_offsets(group_id, [encode_offset_key(group_id, t, p) for t, p in gone],
                                      [None] * len(gone), self.storage.clock())
                 self._offsets.remove(group_id, gone)
+
+    # ============================================ membership records (restarts)
+
+    def topic_id_bytes(self, topic: str) -> bytes | None:
+        """A topic's id as 16 bytes (None: no such topic)."""
+        text = self.storage.topic_id(topic)
+        if text is None:
+            return None
+        raw = self._topic_id_cache.get(text)
+        if raw is None:
+            raw = self._topic_id_cache[text] = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return raw
+
+    def _group_writer(self, group_id: str):
+        return lambda records, full: self._write_group_records(group_id, records, full)
+
+    def _write_group_records(self, group_id: str, records: dict[bytes, bytes | None],
+                             full: bool) -> bool:
+        """Appends the records of a group's change that differ from those last written
+        (with `full`, tombstones for its keys absent from `records`); False if the append
+        failed (the group then hands everything over at its next change)."""
+        with self._lock:
+            image = self._group_images.get(group_id, {})
+            changes = {k: v for k, v in records.items()
+                       if image.get(k) != v and (v is not None or k in image)}
+            if full:
+                changes.update((k, None) for k in image if k not in records)
+            if not changes:
+                return True
+            try:
+                self._append_offsets(group_id, list(changes), list(changes.values()),
+                                     self.storage.clock())
+            except (PylogError, OSError) as exc:
+                log.error("could not store the membership of group %s in %s: %s", group_id,
+                          OFFSETS_TOPIC, exc)
+                return False
+            self._apply_group_records(group_id, changes)
+            return True
+
+    def _apply_group_records(self, group_id: str, changes: Mapping[bytes, bytes | None]) -> None:
+        # The caller holds _lock (or is the replay).
+        image = self._group_images.setdefault(group_id, {})
+        for key, value in changes.items():
+            if value is None:
+                image.pop(key, None)
+            else:
+                image[key] = value
+        if not image:
+            del self._group_images[group_id]
+
+    def _forget_group_records(self, group_id: str) -> None:
+        """Tombstones every membership record of a group (deleted, or replaced by a
+        group of the other protocol)."""
+        self._write_group_records(group_id, {}, True)
+
+    # The share coordinator (share_group.py) keeps its groups' membership here too.
+    write_group_records = _write_group_records
+    forget_group_records = _forget_group_records
+
+    def stored_groups(self) -> list[str]:
+        """The groups whose membership records ``__consumer_offsets`` holds."""
+        with self._lock:
+            return sorted(self._group_images)
+
+    def stored_group_records(self, group_id: str) -> dict[bytes, bytes]:
+        """A group's membership records as last written: {key: value}."""
+        with self._lock:
+            return dict(self._group_images.get(group_id, {}))
+
+    def topic_names(self) -> dict[bytes, str]:
+        """Topic id (16 bytes) -> name, of every topic."""
+        names = {}
+        for topic in self.storage.list_topics(include_internal=True):
+            tid = self.topic_id_bytes(topic)
+            if tid is not None:
+                names[tid] = topic
+        return names
+
+    def restore_groups(self, *, initial_delay_ms: int = 3000, assignors: list[str] | None = None,
+                       session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 5000,
+                       max_size: int = 2**31 - 1) -> int:
+        """Rebuilds the remote clients' groups from their records (once; the broker calls
+        it at start with its ``group.*`` configs): a classic group from its GroupMetadata
+        (Stable with its members and assignments, or Empty), a consumer-protocol group
+        from its epochs and members. Members' sessions count from now. Returns how many
+        groups were rebuilt."""
+        with self._groups_lock:
+            if self._restored:
+                return 0
+            self._restored = True
+        with self._lock:
+            images = {g: dict(image) for g, image in self._group_images.items()}
+        names = self.topic_names()
+        topics = TopicsView(self.storage.topic_epoch, self.storage.partition_count,
+                            lambda: [t for t in self.storage.list_topics() if not t.startswith("__")])
+        restored = 0
+        for group_id, image in sorted(images.items()):
+            by_kind: dict[int, dict[str | None, bytes]] = {}
+            for key, value in image.items():
+                parsed = gr.decode_group_key(key)
+                if parsed is not None:
+                    by_kind.setdefault(parsed[0], {})[parsed[2]] = value
+            try:
+                if gr.GROUP_METADATA in by_kind:
+                    record = gr.decode_classic_group(by_kind[gr.GROUP_METADATA][None])
+                    group = ClassicGroup(group_id, initial_delay_ms, self.timer)
+                    group.restore(record)
+                    with self._groups_lock:
+                        self._classic[group_id] = group
+                    group.attach_persistence(self._group_writer(group_id))
+                elif gr.CONSUMER_GROUP_METADATA in by_kind:
+                    group = ConsumerProtocolGroup(group_id, self.timer, assignors or ["uniform", "range"],
+                                                  session_timeout_ms, heartbeat_interval_ms, max_size)
+                    group.restore(image, names, topics)
+                    with self._groups_lock:
+                        self._consumer[group_id] = group
+                    group.attach_persistence(self._group_writer(group_id), self.topic_id_bytes)
+                else:
+                    continue            # a share group's (its coordinator's), or leftovers
+            except PylogError as exc:
+                log.error("group %s's stored membership is unreadable (%s): its members rejoin",
+                          group_id, exc)
+                continue
+            restored += 1
+            log.info("restored group %s from %s", group_id, OFFSETS_TOPIC)
+        return restored
 
     # ====================================================== committed offsets
 
@@ -365,8 +507,12 @@ class GroupCoordinator:
                                 parsed[0], {})[parsed[1:]] = decode_offset_value(record.value)
             else:
                 for record in batch.records():
-                    if record.offset >= start:
-                        self._offsets.apply(record.key, record.value)
+                    if record.offset >= start and record.key is not None:
+                        parsed = gr.decode_group_key(record.key)
+                        if parsed is None:
+                            self._offsets.apply(record.key, record.value)
+                        else:
+                            self._apply_group_records(parsed[1], {record.key: record.value})
 
 def _is_commit(control_batch) -> bool:
     """Whether a control batch is a COMMIT marker (its record's key: int16 version,

@@ -18,7 +18,13 @@ coordinator keep it together:
   ``<first log dir>/share-groups/<hex of the group id>.json`` (docs/FORMAT.md) after every
   change and before the change is answered: an acknowledgement answered is never undone
   by a crash, and an acquisition's delivery count survives it (Kafka keeps the same in
-  ``__share_group_state``). After a restart the acquired records are AVAILABLE again.
+  ``__share_group_state``). After a restart the acquired records are AVAILABLE again;
+- **membership** (group epoch, each member's metadata, target and current assignment) is
+  written to ``__consumer_offsets`` in Kafka's ShareGroup* records (group_records.py),
+  through the store's GroupCoordinator, after each heartbeat that changed it and each
+  removal: after a restart, members heartbeating with their epoch go on (their sessions
+  count from the restart). Share sessions (ShareFetch's) are not kept, as Kafka keeps
+  them in memory only: a member opens its session again.
 
 Thread safety: each group's ``lock`` covers its members, share-partitions and the write
 of its state file; the coordinator's lock its table of groups.
@@ -39,6 +45,7 @@ from pylog.common.config import ConfigDef, at_least, between, config_defs, one_o
 from pylog.errors import ConfigError, ErrorCode, KafkaStorageError
 from pylog.storage import SHARE_GROUPS_DIR, write_file_atomically
 
+from . import group_records as gr
 from .consumer_group import GroupError
 from .share_partition import AcknowledgeError, AcquiredRange, SharePartition
 
@@ -192,6 +199,7 @@ class ShareGroup:
                 member.assignment = target
                 member.member_epoch = self.group_epoch
             self._schedule_expiry(member)
+            self._persist_membership(member_id)
             return HeartbeatResult(member_id, member.member_epoch, dict(target) if changed else None)
 
     def _schedule_expiry(self, member: ShareMember) -> None:
@@ -216,7 +224,62 @@ class ShareGroup:
         del self.members[member.member_id]
         self.group_epoch += 1
         self.coordinator.sessions.pop((self.group_id, member.member_id), None)
+        self._persist_membership(member.member_id)
         self.release_member(member.member_id)
+
+    # ============================================ membership records (restarts)
+
+    def _persist_membership(self, member_id: str) -> None:
+        """Hands the group's records and `member_id`'s (tombstones if it is gone) to the
+        store's GroupCoordinator, which appends those that changed (the lock held)."""
+        groups = self.coordinator.store.coordinator
+        topic_id = groups.topic_id_bytes
+        g = self.group_id
+        counts = {t: len(ps) for m in self.members.values() for t, ps in m.assignment.items()}
+        records: dict[bytes, bytes | None] = {
+            gr.group_key(gr.SHARE_GROUP_METADATA, g): gr.encode_group_epoch(
+                self.group_epoch, gr.metadata_hash(counts), share=True),
+            gr.group_key(gr.SHARE_TARGET_METADATA, g): gr.encode_assignment_epoch(self.group_epoch)}
+        keys = [gr.member_key(kind, g, member_id) for kind in
+                (gr.SHARE_MEMBER_METADATA, gr.SHARE_TARGET_MEMBER, gr.SHARE_CURRENT_ASSIGNMENT)]
+        m = self.members.get(member_id)
+        if m is None:
+            records.update(dict.fromkeys(keys))
+        else:
+            assignment = {tid: list(ps) for t, ps in m.assignment.items()
+                          if (tid := topic_id(t)) is not None}
+            records[keys[0]] = gr.encode_member_metadata(gr.MemberMetadata(
+                rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+                subscribed_names=list(m.subscribed)), share=True)
+            records[keys[1]] = gr.encode_target_member(assignment)
+            records[keys[2]] = gr.encode_current_assignment(gr.CurrentAssignment(
+                m.member_epoch, m.member_epoch, "STABLE", assignment, {}), share=True)
+        groups.write_group_records(g, records, False)
+
+    def restore_membership(self, records: dict[bytes, bytes], names: dict[bytes, str]) -> None:
+        """Rebuilds the members from the group's records (`names`: topic id -> name; a
+        topic gone since leaves their assignments). Each member's session starts now."""
+        by_kind: dict[int, dict[str | None, bytes]] = {}
+        for key, value in records.items():
+            parsed = gr.decode_group_key(key)
+            if parsed is not None:
+                by_kind.setdefault(parsed[0], {})[parsed[2]] = value
+        with self.lock:
+            stored = by_kind.get(gr.SHARE_GROUP_METADATA, {}).get(None)
+            if stored is not None:
+                self.group_epoch = gr.decode_group_epoch(stored, share=True)[0]
+            currents = by_kind.get(gr.SHARE_CURRENT_ASSIGNMENT, {})
+            for member_id, raw in sorted(by_kind.get(gr.SHARE_MEMBER_METADATA, {}).items()):
+                meta = gr.decode_member_metadata(raw, share=True)
+                member = ShareMember(member_id, 0, tuple(sorted(meta.subscribed_names)), meta.rack_id,
+                                     meta.client_id, meta.client_host)
+                if member_id in currents:
+                    current = gr.decode_current_assignment(currents[member_id], share=True)
+                    member.member_epoch = current.member_epoch
+                    member.assignment = {names[tid]: tuple(sorted(ps))
+                                         for tid, ps in current.assigned.items() if tid in names}
+                self.members[member_id] = member
+                self._schedule_expiry(member)
 
     def release_member(self, member_id: str) -> None:
         """Releases what `member_id` holds in every share-partition (durably)."""
@@ -367,13 +430,16 @@ class ShareCoordinator:
         self._groups: dict[str, ShareGroup] = {}
         #: (group id, member id) -> ShareSession (ShareFetch's sessions, KIP-932).
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._restored = False
         self._load()
 
     def configure(self, defaults: dict) -> None:
         """The broker's ``group.share.*`` values (Kafka's names, ``group.`` dropped)."""
         self.defaults.update({k: v for k, v in defaults.items() if k in self.defaults})
+        self._restore_membership()
 
     def group(self, group_id: str, create: bool = True) -> ShareGroup | None:
+        self._restore_membership()
         with self._lock:
             group = self._groups.get(group_id)
             if group is None and create:
@@ -381,6 +447,7 @@ class ShareCoordinator:
             return group
 
     def groups(self) -> list[ShareGroup]:
+        self._restore_membership()
         with self._lock:
             return list(self._groups.values())
 
@@ -396,9 +463,7 @@ class ShareCoordinator:
         write_file_atomically(self._path(group_id), json.dumps(data, separators=(",", ":")).encode())
 
     def _load(self) -> None:
-        if not os.path.isdir(self.dir):
-            return
-        for name in sorted(os.listdir(self.dir)):
+        for name in sorted(os.listdir(self.dir)) if os.path.isdir(self.dir) else ():
             if not name.endswith(".json"):
                 continue                        # a .tmp a crash left: the old file is whole
             path = os.path.join(self.dir, name)
@@ -410,6 +475,26 @@ class ShareCoordinator:
             group = ShareGroup(self, data["group_id"])
             group.load(data)
             self._groups[group.group_id] = group
+
+    def _restore_membership(self) -> None:
+        """Members, from __consumer_offsets (of the groups with no state file too): once,
+        at the first configure() (the broker's timeouts known) or the first use."""
+        with self._lock:
+            if self._restored:
+                return
+            self._restored = True
+        groups = self.store.coordinator
+        names = None
+        for group_id in groups.stored_groups():
+            records = groups.stored_group_records(group_id)
+            if gr.group_key(gr.SHARE_GROUP_METADATA, group_id) not in records:
+                continue
+            names = groups.topic_names() if names is None else names
+            with self._lock:
+                group = self._groups.get(group_id)
+                if group is None:
+                    group = self._groups[group_id] = ShareGroup(self, group_id)
+            group.restore_membership(records, names)
 
 
 _attach_lock = threading.Lock()

@@ -20,9 +20,13 @@ future replica, ``<topic>-<partition>.<uuid>-future``, on its own thread:
 
 Crash safety rests on one invariant: the future dir is complete whenever the source dir
 no longer exists (it is renamed away only after the future is complete and durable).
-So at open (:func:`settle_future_dirs`), a ``-future`` dir whose partition
-dir exists in some log dir is an unfinished copy and is deleted (the move is issued
-again; Kafka resumes it instead), and one whose partition dir exists nowhere, all log
+So at open (:func:`settle_future_dirs`), a ``-future`` dir whose partition dir exists in
+another log dir is an unfinished copy, and the move **resumes** (as Kafka's future
+replica does): each ``.log`` of the copy keeps its longest prefix that is verified to be
+the source's (every batch valid, CRC-32C included, as recovery checks it; the same
+batches at the same positions as the source's, by a header walk of both; the last
+64 KiB compared byte for byte) and is truncated there; the copy goes on from there (the
+other files, small, are copied again). One whose partition dir exists nowhere, all log
 dirs online, is a move cut between its two renames and is renamed into place. No
 acknowledged record is lost and no partition is in two dirs.
 """
@@ -38,7 +42,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pylog._core.storage import LogFile, OffsetIndex, TimeIndex
 from pylog.errors import (
+    CorruptRecordError,
     InvalidTopicError,
     KafkaStorageError,
     LogDirNotFoundError,
@@ -49,8 +55,8 @@ from . import files, leader_epochs
 from .log import Log
 from .log_dir import LogDir
 
-__all__ = ["FUTURE_DIR_SUFFIX", "LogDirDescription", "LogDirMoves", "MoveHost", "ReplicaDescription",
-           "parse_future_dir", "settle_future_dirs"]
+__all__ = ["FUTURE_DIR_SUFFIX", "LogDirDescription", "LogDirMoves", "MoveHost", "MoveStats",
+           "ReplicaDescription", "parse_future_dir", "settle_future_dirs", "verified_copy_length"]
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +72,12 @@ SWAP_WHEN_BELOW = 4 << 20
 MAX_PASSES = 50
 _CHUNK = 8 << 20
 
-#: Called with the name of each step a move reaches ("copy-pass", "swap-copied",
-#: "committed", "renamed"): the crash tests stop a process there and SIGKILL it.
+#: Called with the name of each step a move reaches ("copy-chunk" before each chunk a
+#: copy writes, "copy-pass", "swap-copied", "committed", "renamed"): the crash tests stop
+#: or slow a process there and SIGKILL it.
 stage_hook = None
+#: The bytes at the end of a resumed copy's verified prefix compared byte for byte.
+_COMPARED_TAIL = 64 << 10
 
 
 def _stage(name: str) -> None:
@@ -85,6 +94,21 @@ class ReplicaDescription:
     size: int                 # bytes of its segments (of the copy so far, for a future one)
     offset_lag: int           # 0 for the current replica; log end - copied end for a future one
     is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MoveStats:
+    """What a finished move copied of the segments' data (``.log`` files): ``kept`` bytes
+    of an interrupted earlier copy were verified and kept (0 for a move that did not
+    resume one); ``copied`` bytes were written (the indexes and other files, copied
+    whole, are not counted)."""
+
+    topic: str
+    partition: int
+    source: str
+    dest: str
+    kept: int
+    copied: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +136,25 @@ class _DirCopy:
         self.logs: dict[int, tuple[object, int]] = {}          # base -> (segment, bytes copied)
         self.others: dict[str, tuple[int, int, int]] = {}      # name -> (ino, size, mtime_ns)
         self.unsynced: set[str] = set()                        # written since their last fsync
+        self.kept = 0               # bytes of an earlier copy verified and kept (resume)
+        self.written = 0            # bytes of .log files this copy wrote
+
+    def resume(self, segments) -> int:
+        """Takes over an interrupted copy in the destination: each segment's ``.log``
+        there keeps its verified prefix (:func:`verified_copy_length`) and is truncated
+        to it; the passes go on from there. Returns the bytes kept."""
+        for seg in segments:
+            name = files.filename_prefix_from_offset(seg.base_offset) + files.LOG_SUFFIX
+            dst = os.path.join(self.dst, name)
+            if not os.path.exists(dst):
+                continue
+            kept = verified_copy_length(os.path.join(self.src, name), dst, seg.base_offset, seg.size)
+            if os.path.getsize(dst) != kept:
+                os.truncate(dst, kept)
+                self.unsynced.add(name)
+            self.logs[seg.base_offset] = (seg, kept)
+            self.kept += kept
+        return self.kept
 
     def pending(self, segments) -> int:
         """Bytes of the segments' .log files not yet copied."""
@@ -137,7 +180,9 @@ class _DirCopy:
             copied = self.logs.get(seg.base_offset)
             start = copied[1] if copied and copied[0] is seg and copied[1] <= size else 0
             if start < size or copied is None:
-                moved += self._copy(name, start, size)
+                written = self._copy(name, start, size)
+                self.written += written
+                moved += written
             self.logs[seg.base_offset] = (seg, size)
         live = {seg.base_offset for seg in segments}
         for base in [b for b in self.logs if b not in live]:
@@ -187,6 +232,7 @@ class _DirCopy:
                 while position < end:
                     if self.stop.is_set():
                         raise _MoveCancelled()
+                    _stage("copy-chunk")
                     n = _copy_range(src_fd, dst_fd, position, min(_CHUNK, end - position))
                     if n == 0:
                         break                   # the source is shorter: truncated meanwhile
@@ -196,6 +242,45 @@ class _DirCopy:
                 os.close(dst_fd)
         finally:
             os.close(src_fd)
+
+
+def verified_copy_length(src_log: str, dst_log: str, base_offset: int, src_size: int) -> int:
+    """How many bytes at the start of the copy `dst_log` are verified to be the source
+    `src_log`'s (a segment of base `base_offset` whose data ends at `src_size`): the
+    copy's batches are valid up to there (lengths, magic, CRC-32C, offsets: recovery's
+    scan, in C), a header walk of both files over that prefix agrees (batches, end,
+    last offset, timestamps), and its last 64 KiB are the same bytes. 0 if not even
+    one batch is."""
+    try:
+        dst = LogFile(dst_log, readonly=True)
+    except FileNotFoundError:
+        return 0
+    try:
+        # /dev/null indexes of no capacity: the scan stores no entry.
+        scratch = (OffsetIndex.open(os.devnull, base_offset, 0), TimeIndex.open(os.devnull, base_offset, 0))
+        try:
+            result = dst.recover(base_offset, 2**62, *scratch)
+        finally:
+            for index in scratch:
+                index.close()
+        valid = min(result["valid_bytes"], src_size)
+        if valid <= 0:
+            return 0
+        src = LogFile(src_log, readonly=True)
+        try:
+            walked = src.summarize(0, valid)
+            if walked[1] != valid or walked != dst.summarize(0, valid):
+                return 0            # not the same batches (the cleaner rewrote the segment)
+            tail = min(valid, _COMPARED_TAIL)
+            if src.read(valid - tail, tail) != dst.read(valid - tail, tail):
+                return 0
+            return valid
+        finally:
+            src.close()
+    except CorruptRecordError:
+        return 0
+    finally:
+        dst.close()
 
 
 def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int) -> int:
@@ -220,6 +305,7 @@ class _Move:
         self.copy: _DirCopy | None = None
         self.synced_offset = 0            # every record below it is in the copy
         self.committed = False            # the source dir is renamed away: the copy is it
+        self.resuming = False             # the future dir holds an interrupted copy
         self.thread: threading.Thread | None = None
 
 
@@ -252,6 +338,7 @@ class LogDirMoves:
     def __init__(self, host: MoveHost) -> None:
         self._host = host
         self._moves: dict[TopicPartition, _Move] = {}
+        self._finished: dict[TopicPartition, MoveStats] = {}
 
     # ------------------------------------------------------------ describing
 
@@ -355,6 +442,34 @@ class LogDirMoves:
                      dest.path, move.future_path)
             return True
 
+    def resume(self, copies: list[tuple[LogDir, TopicPartition, str]]) -> None:
+        """At open: the interrupted moves :func:`settle_future_dirs` kept, (destination,
+        partition, future dir), go on from their copies."""
+        host = self._host
+        for dest, tp, path in copies:
+            with host.lock:
+                try:
+                    lg = host.log(*tp)
+                except (KafkaStorageError, LookupError, ValueError) as exc:
+                    log.warning("removed %s: the partition it copies is unavailable (%s)", path, exc)
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                if host.dir_of.get(tp) is dest or tp in self._moves:
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                move = _Move(tp, dest, path)
+                move.resuming = True
+                move.synced_offset = lg.log_start_offset
+                self._moves[tp] = move
+                move.thread = threading.Thread(target=self._run_move, args=(move, lg),
+                                               name=f"pylog-log-dir-move-{tp[0]}-{tp[1]}",
+                                               daemon=True)
+                move.thread.start()
+
+    def last_move(self, topic: str, partition: int) -> MoveStats | None:
+        """What the last finished move of a partition (in this process) copied."""
+        return self._finished.get((topic, partition))
+
     def moving(self, topic: str, partition: int) -> str | None:
         """The destination log dir of a move under way, or None."""
         move = self._moves.get((topic, partition))
@@ -381,9 +496,15 @@ class LogDirMoves:
     def _run_move(self, move: _Move, source: Log) -> None:
         tp = move.tp
         try:
-            files.make_dirs(move.future_path)
-            files.fsync_dir(move.dest.path)
-            move.copy = copy = _DirCopy(source.path, move.future_path, move.stop)
+            copy = _DirCopy(source.path, move.future_path, move.stop)
+            if move.resuming:
+                kept = copy.resume(source.segments)
+                log.info("resuming the move of %s-%d to %s: %d bytes of its interrupted copy "
+                         "verified and kept", tp[0], tp[1], move.dest.path, kept)
+            else:
+                files.make_dirs(move.future_path)
+                files.fsync_dir(move.dest.path)
+            move.copy = copy
             previous = None
             for n in range(MAX_PASSES):
                 if move.stop.is_set():
@@ -469,11 +590,14 @@ class LogDirMoves:
                 moved = self._open_in_place_of(source, target, dest, tp)
                 host.logs[tp] = moved
                 host.dir_of[tp] = dest
+                self._finished[tp] = stats = MoveStats(tp[0], tp[1], src_dir.path, dest.path,
+                                                       copy.kept, copy.written)
                 del self._moves[tp]
             host.moved(tp, src_dir, dest)
             host.schedule(config.file_delete_delay_ms / 1000,
                           lambda: shutil.rmtree(deleted, ignore_errors=True))
-        log.info("moved %s-%d from %s to %s", tp[0], tp[1], src_dir.path, dest.path)
+        log.info("moved %s-%d from %s to %s (%d bytes copied, %d kept from an interrupted copy)",
+                 tp[0], tp[1], src_dir.path, dest.path, stats.copied, stats.kept)
 
     def _open_in_place_of(self, source: Log, path: str, d: LogDir, tp: TopicPartition) -> Log:
         """A Log on `path` (the source's files, closed cleanly) to replace `source`."""
@@ -497,16 +621,26 @@ class LogDirMoves:
 
 def settle_future_dirs(dirs: list[LogDir], futures: list[tuple[LogDir, TopicPartition, str]],
                        found: dict[TopicPartition, tuple[LogDir, str]],
-                       claimed: Callable[[TopicPartition], bool]) -> None:
-    """At open, after every dir was scanned: a future dir whose partition is in some
-    dir (`found`, or not `claimed`: no topic has it, or it is kept offline) is an
-    unfinished copy and goes; one whose partition is in none (every dir online) is a
-    move cut between its renames, and is renamed into place (`found` gains it)."""
+                       claimed: Callable[[TopicPartition], bool]
+                       ) -> list[tuple[LogDir, TopicPartition, str]]:
+    """At open, after every dir was scanned: a future dir whose partition is in another
+    dir (`found`) is an unfinished copy, returned as (destination, partition, path) for
+    :meth:`LogDirMoves.resume` (several copies of one partition, or one beside its
+    source, go); one whose partition no topic has (not `claimed`) goes; one whose
+    partition is in none (every dir online) is a move cut between its renames, and is
+    renamed into place (`found` gains it)."""
     by_tp: dict[TopicPartition, list[tuple[LogDir, str]]] = {}
     for d, tp, path in futures:
         by_tp.setdefault(tp, []).append((d, path))
     all_online = all(d.online for d in dirs)
+    resumable: list[tuple[LogDir, TopicPartition, str]] = []
     for tp, copies in sorted(by_tp.items()):
+        if tp in found and claimed(tp) and len(copies) == 1 and copies[0][0] is not found[tp][0]:
+            d, path = copies[0]
+            resumable.append((d, tp, path))
+            log.warning("found %s: an unfinished move of %s-%d to %s; it resumes", path,
+                        tp[0], tp[1], d.path)
+            continue
         if tp in found or not claimed(tp):
             for d, path in copies:
                 shutil.rmtree(path, ignore_errors=True)
@@ -526,6 +660,7 @@ def settle_future_dirs(dirs: list[LogDir], futures: list[tuple[LogDir, TopicPart
         found[tp] = (d, target)
         log.warning("completed the move of %s-%d to %s: it was cut short after its copy was "
                     "complete", tp[0], tp[1], d.path)
+    return resumable
 
 
 def parse_future_dir(name: str) -> tuple[str, int] | None:

@@ -187,6 +187,7 @@ class LogManager:
         log.info(self.startup.summary())
         self._log_dir_states()
         self._schedule_periodic_work()
+        self._log_dir_moves.resume(loader.resumable_moves)
         self._cleaner_offsets = {d.path: self._read_cleaner_checkpoint(d) for d in self._online_dirs()}
         self._cleaning = threading.Lock()           # one cleaning at a time
         self._cleaner_stop = threading.Event()
@@ -509,6 +510,9 @@ class LogManager:
 
     def moving(self, topic: str, partition: int) -> str | None:
         return self._log_dir_moves.moving(topic, partition)
+
+    def last_log_dir_move(self, topic: str, partition: int):
+        return self._log_dir_moves.last_move(topic, partition)
 
     def _log_moved(self, tp: TopicPartition, source: LogDir, dest: LogDir) -> None:
         """After a move's swap (the lock held): its cleaner offset follows it, and both

@@ -195,6 +195,7 @@ class StoreLoader:
     def __init__(self, host: StartupHost) -> None:
         self._host = host
         self.cluster_id: str | None = None      # set by open()
+        self.resumable_moves: list = []          # set by open(): log-dir moves to go on with
         self._future_dirs: list = []
     def open(self) -> StartupReport:
         started = time.monotonic()
@@ -271,7 +272,9 @@ class StoreLoader:
             return tp not in self._host.unavailable and (
                 adopt or topic is not None and tp[1] < topic.partitions)
         try:
-            settle_future_dirs(self._host.dirs, self._future_dirs, found, claimed)
+            #: Interrupted moves, resumed once the store is open (LogManager.__init__).
+            self.resumable_moves = settle_future_dirs(self._host.dirs, self._future_dirs, found,
+                                                      claimed)
         finally:
             self._future_dirs = []
         if adopt:
