@@ -272,7 +272,7 @@ class StoreLoader:
             return tp not in self._host.unavailable and (
                 adopt or topic is not None and tp[1] < topic.partitions)
         try:
-            #: Interrupted moves, resumed once the store is open (LogManager.__init__).
+            # Interrupted moves: the store resumes them once it is open.
             self.resumable_moves = settle_future_dirs(self._host.dirs, self._future_dirs, found,
                                                       claimed)
         finally:
