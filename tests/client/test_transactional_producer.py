@@ -87,6 +87,29 @@ def test_a_new_producer_fences_the_old_one(store):
     assert read_all(store, "t", 1, "read_committed") == [b"fresh"]
 
 
+def test_partitions_first_written_together_join_with_one_ongoing_record(store):
+    """The partitions a round writes first in a transaction join it with one
+    AddPartitionsToTxn: one Ongoing record (and fsync) in __transaction_state, not one a
+    partition; a partition first written later in the transaction adds one more."""
+    store.create_topic("t", 4)
+    with pylog.Producer(store, transactional_id="app", linger_ms=60_000) as p:
+        p.init_transactions()
+        state = store.transactions._state_log("app")
+        p.begin_transaction()
+        before = state.log_end_offset
+        for part in range(3):
+            p.send("t", b"r%d" % part, partition=part)
+        p.flush()                       # one round: partitions 0, 1 and 2
+        assert state.log_end_offset == before + 1
+        assert store.transactions.describe("app").partitions == {("t", 0), ("t", 1), ("t", 2)}
+        p.send("t", b"r3", partition=3)
+        p.send("t", b"again", partition=0)
+        p.flush()
+        assert state.log_end_offset == before + 2
+        p.commit_transaction()
+    assert read_all(store, "t", 4, "read_committed") == [b"again", b"r0", b"r1", b"r2", b"r3"]
+
+
 def test_misuse_is_refused_clearly(store):
     store.create_topic("t", 1)
     with pytest.raises(pylog.errors.ConfigError, match="enable.idempotence"):

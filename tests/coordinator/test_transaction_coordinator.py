@@ -83,3 +83,38 @@ def test_a_timed_out_transaction_is_aborted_and_ids_expire(tmp_path):
         assert store.transactions.describe("app") is None      # the tombstone was replayed
         pid2, epoch2 = store.transactions.init_producer_id("app", 1_000)
         assert epoch2 == 0 and pid2 != pid
+
+
+def test_add_partitions_answers_before_its_fsync_and_the_first_data_waits_for_it(tmp_path):
+    """AddPartitionsToTxn (v1) answers once its Ongoing record is appended; the first
+    append of the transaction (verify_partition) returns only once that record is
+    durable. A gate held on the state log's fsyncs shows both."""
+    import threading
+    with pylog.open(str(tmp_path)) as store:
+        store.create_topic("t", 1)
+        txn = store.transactions
+        pid, epoch = txn.init_producer_id("app", 60_000)
+        state = txn._state_log("app")
+        gate = threading.Event()
+        real_flush = state.flush
+
+        def gated_flush(offset=None):
+            gate.wait(60)
+            real_flush(offset)
+        state.flush = gated_flush
+        try:
+            txn.add_partitions("app", pid, epoch, [("t", 0)])     # the gate is shut: no fsync
+            end = state.log_end_offset
+            assert state.recovery_point < end
+            verified = threading.Thread(target=txn.verify_partition,
+                                        args=("app", pid, epoch, "t", 0))
+            verified.start()
+            verified.join(0.5)
+            assert verified.is_alive(), "the first data did not wait for the Ongoing fsync"
+            gate.set()
+            verified.join(60)
+            assert not verified.is_alive()
+            assert state.recovery_point >= end
+        finally:
+            gate.set()
+            state.flush = real_flush

@@ -9,7 +9,10 @@ transactions again) and read read_committed:
 
 - every transaction whose commit_transaction returned before the crash point is
   visible, whole;
-- no aborted transaction is ever visible, and no transaction is visible in part.
+- no aborted transaction is ever visible, and no transaction is visible in part;
+- no partition holds a transaction the coordinator does not know (open after the
+  restart's aborts): AddPartitionsToTxn answers before its Ongoing record is durable,
+  and the transaction's first append waits for it.
 
 No torn writes here: the harness tears a file with a prefix of its *next* synced copy,
 which may hold bytes written after the crash point (the journal has syncs, not
@@ -48,6 +51,14 @@ def read_committed(root: str) -> dict[tuple[str, int], int]:
             return {}                   # a crash point before the topic was durable
         # What the restart's timer would do: open transactions aborted (the LSO moves on).
         store.transactions.abort_timed_out(now=1 << 62)
+        for p in range(3):
+            # Data of a transaction whose Ongoing record was lost would hang here: the
+            # coordinator would not know to abort it (its first append waits for that
+            # record's fsync, the AddPartitionsToTxn answer does not).
+            lg = store.log("tx", p)
+            assert lg.last_stable_offset == lg.high_watermark, \
+                f"tx-{p}: a transaction open that the coordinator does not know " \
+                f"(last stable offset {lg.last_stable_offset}, high watermark {lg.high_watermark})"
         consumer = pylog.Consumer(store, isolation_level="read_committed",
                                   auto_offset_reset="earliest")
         try:

@@ -349,6 +349,7 @@ class Sender:
         Once a partition's batches are written (or failed) they leave the round
         and buffer.memory: send() fills it again while the rest of the round is
         written and fsynced."""
+        self._add_round_to_txn(by_partition)
         for (topic, partition), group in by_partition.items():
             try:
                 log = self.store.log(topic, partition)
@@ -362,6 +363,25 @@ class Sender:
                 del self._round[topic, partition]
                 self._acc.buffered -= sum(b.size for b in group)
                 self._space.notify_all()
+
+    def _add_round_to_txn(self, by_partition) -> None:
+        """A transactional producer's partitions that the round writes first in the open
+        transaction join it together: one AddPartitionsToTxn, one Ongoing record and its
+        fsync, not one each. If the coordinator refuses them (a partition that does not
+        exist: none is added then), :meth:`_append` adds each partition alone, so only
+        the refused partition's batches fail."""
+        txn = self._txn
+        if self._transactional_id is None or txn is None or txn.error is not None:
+            return
+        new = [tp for tp in by_partition if tp not in txn.partitions]
+        if len(new) < 2:
+            return                      # one partition: _append adds it as before
+        try:
+            self.store.transactions.add_partitions(self._transactional_id, self._producer_id,
+                                                   self._producer_epoch, new)
+        except Exception:               # noqa: BLE001 - each partition's own add says why
+            return
+        txn.partitions.update(new)
 
     def _append_partition(self, topic: str, partition: int, log, group: list[ProducerBatch],
                           appended: list) -> None:

@@ -33,6 +33,16 @@ Invariants:
   transactional Produce asks the partition for a verification guard and the
   coordinator whether the partition is in the producer's ongoing transaction
   (:meth:`verify_partition`, KIP-890 part 1) before appending with the guard.
+- **No data of a transaction exists before its Ongoing record is durable.**
+  AddPartitionsToTxn/AddOffsetsToTxn (v1) answer once the Ongoing record is appended;
+  its fsync starts at once on the store's scheduler, and the first append of the
+  transaction to each partition waits for it (:meth:`verify_partition`, and
+  :meth:`txn_offset_commit` for ``__consumer_offsets``), so the client's linger and
+  round trip overlap the fsync. An add that a power loss forgets was answered, but
+  nothing of the transaction was written or acknowledged after it: the producer's next
+  Produce or TxnOffsetCommit is refused (the partition is not in the transaction) and
+  the transaction aborts. The same fsync still makes the id's previous Complete
+  record durable before the next transaction's data exists (the rule above).
 - Transactions past ``transaction.timeout.ms`` are aborted (with an epoch bump, as
   Kafka) by a periodic task; ids idle in a completed state for
   ``transactional.id.expiration.ms`` are forgotten (a tombstone).
@@ -125,6 +135,9 @@ class TransactionCoordinator:
         #: Ids whose markers are written but not yet known durable: the markers' logs
         #: and ends, and the Complete record to append once they are (see _finish).
         self._unfinished: dict[str, tuple[list, bytes]] = {}
+        #: Ids whose newest state record (an Ongoing one) is appended but not yet known
+        #: durable: its log and end (see _make_durable).
+        self._undurable: dict[str, tuple[object, int]] = {}
         self._load()
         self._complete_prepared()
         c = store.config
@@ -150,11 +163,14 @@ class TransactionCoordinator:
         """The lock that serialises the changes of `transactional_id` (its stripe's)."""
         return self._stripes[hash(transactional_id) % LOCK_STRIPES]
 
-    def _write(self, meta: TransactionMetadata | None, transactional_id: str) -> None:
+    def _write(self, meta: TransactionMetadata | None, transactional_id: str,
+               durable: bool = True) -> None:
         """Appends the id's state (None: a tombstone) and fsyncs it, after finishing the
         id's last transaction (its markers durable, its Complete record written): the
         newest durable record of an id never gets ahead of its markers. Holds the id's
-        lock; records of other ids that share the partition share the fsync."""
+        lock; records of other ids that share the partition share the fsync.
+        `durable=False` (an Ongoing record of AddPartitionsToTxn): the fsync starts on
+        the store's scheduler and the id's first data waits for it (_make_durable)."""
         self._finish(transactional_id)
         now = self.store.clock()
         if meta is not None:
@@ -163,7 +179,34 @@ class TransactionCoordinator:
         info = lg.append(encode_batch([None if meta is None else meta.record_value()],
                                       [encode_txn_key(transactional_id)], [now]),
                          origin="coordinator")
-        lg.flush(info.last_offset + 1)
+        end = info.last_offset + 1
+        if durable:
+            lg.flush(end)
+            self._undurable.pop(transactional_id, None)   # the fsync covered it too
+            return
+        self._undurable[transactional_id] = (lg, end)
+        lg.scheduler.schedule(0, lambda: self._flush_in_background(lg, end))
+
+    def _flush_in_background(self, lg, end: int) -> None:
+        """The store's scheduler task that starts an Ongoing record's fsync; an error is
+        raised again by the flush the id's first data waits on (_make_durable)."""
+        if self.store.closed or lg.closed:
+            return
+        try:
+            lg.flush(end)
+        except Exception:               # noqa: BLE001 - _make_durable's flush raises it
+            pass
+
+    def _make_durable(self, transactional_id: str) -> None:
+        """Waits until the id's newest state record is durable (its fsync is under way
+        or done, or this does it). Holds the id's lock."""
+        pending = self._undurable.get(transactional_id)
+        if pending is None:
+            return
+        lg, end = pending
+        lg.flush(end)
+        if self._undurable.get(transactional_id) is pending:
+            del self._undurable[transactional_id]
 
     def _finish(self, transactional_id: str) -> None:
         """Finishes the id's last transaction, if its markers are not yet known durable:
@@ -336,7 +379,9 @@ class TransactionCoordinator:
             meta.partitions |= wanted
             if tv2:
                 meta.client_tv = 2
-            self._write(meta, transactional_id)
+            # v1: the answer does not wait for the fsync, the first data does. v2 (a
+            # Produce or TxnOffsetCommit adding its own partition): its data follows now.
+            self._write(meta, transactional_id, durable=tv2)
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> None:
         """Kafka's AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins
@@ -362,6 +407,7 @@ class TransactionCoordinator:
                 raise InvalidTxnStateError(
                     f"transactional id {transactional_id!r}: TxnOffsetCommit for group "
                     f"{group!r} before AddOffsetsToTxn added its partition")
+            self._make_durable(transactional_id)    # before the transaction's first data
             self.store.coordinator.txn_commit_offsets(group, producer_id, epoch, offsets)
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool,
@@ -515,6 +561,7 @@ class TransactionCoordinator:
                 raise InvalidTxnStateError(
                     f"{topic}-{partition} is not in the ongoing transaction of "
                     f"{transactional_id!r} (AddPartitionsToTxn first)")
+            self._make_durable(transactional_id)    # before the transaction's first data
 
     def verify_only(self, transactional_id: str, producer_id: int, epoch: int,
                     partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Exception | None]:
