@@ -105,6 +105,10 @@ class TlsTransport(asyncio.Transport):
         self._closing = False
         self._conn_lost = 0
         self._cmsg_space = socket.CMSG_SPACE(1)
+        # The C object's SSL_read: SSLSocket.read is a Python frame around it (closed
+        # checks, ragged-EOF handling, which _recv_into does itself), one call per
+        # 16 KiB TLS record.
+        self._decrypt_into = sock._sslobj.read
 
     @property
     def zero_copy(self) -> bool:
@@ -201,7 +205,7 @@ class TlsTransport(asyncio.Transport):
                     return len(self._control_record(value[0], bytes(buffer[:got])))
             return got
         try:
-            return self._sock.read(len(buffer), buffer)
+            return self._decrypt_into(len(buffer), buffer)
         except ssl.SSLWantReadError:
             return None
         except ssl.SSLWantWriteError:
