@@ -495,3 +495,70 @@ def test_frames_received_over_tls_are_decrypted_into_the_frame_reader(tls_certs)
     for frame in received:
         assert isinstance(frame, memoryview if len(frame) >= HANDOFF_BYTES else bytes)
     assert partial == cut
+
+
+def test_a_paused_tls_transport_reads_nothing_until_resumed(tls_certs):
+    """pause_reading is lazy (the descriptor stays registered, and the first readiness
+    callback while paused unregisters it) but still back-pressure: bytes that arrive
+    while paused stay in the socket until resume_reading; a pause and resume in one
+    turn of the loop (a FrameReader's, per large frame) keep the registration."""
+    import socket as sockets
+    import threading
+
+    from pylog.broker.tls_transport import TlsTransport, handshake
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(str(tls_certs.server))
+    chunks = [bytes([i]) * 50_000 for i in range(3)]
+
+    class Collecting(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.data = bytearray()
+
+        def data_received(self, data: bytes) -> None:
+            self.data += data
+
+    async def until(condition, what: str) -> None:
+        deadline = asyncio.get_running_loop().time() + 30
+        while not condition():
+            assert asyncio.get_running_loop().time() < deadline, what
+            await asyncio.sleep(0.01)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        ours, theirs = sockets.socketpair()
+        ours.setblocking(False)
+        tls = server_ctx.wrap_socket(ours, server_side=True, do_handshake_on_connect=False)
+        client = client_context(tls_certs)
+        client.check_hostname = False
+        go = [threading.Event() for _ in chunks]
+
+        def send() -> None:
+            with client.wrap_socket(theirs, server_hostname="localhost") as s:
+                for event, chunk in zip(go, chunks):
+                    event.wait(30)
+                    s.sendall(chunk)
+                s.recv(1)                  # until the server closes
+        sender = loop.run_in_executor(None, send)
+        await handshake(loop, tls, 10)
+        protocol = Collecting()
+        transport = TlsTransport(loop, tls, protocol, False, False)
+        transport.start()
+        go[0].set()
+        await until(lambda: len(protocol.data) == len(chunks[0]), "the first chunk")
+        transport.pause_reading()
+        go[1].set()
+        # The socket becomes readable: the paused transport unregisters, reads nothing.
+        await until(lambda: not transport._watching, "unregistered while paused")
+        assert bytes(protocol.data) == chunks[0]
+        transport.resume_reading()
+        await until(lambda: len(protocol.data) == len(chunks[0]) + len(chunks[1]), "the second chunk")
+        transport.pause_reading()
+        transport.resume_reading()
+        assert transport._watching and transport.is_reading()
+        go[2].set()
+        await until(lambda: len(protocol.data) == sum(map(len, chunks)), "the third chunk")
+        assert bytes(protocol.data) == b"".join(chunks)
+        transport.close()
+        await sender
+
+    asyncio.run(run())

@@ -28,6 +28,7 @@ an asyncio.StreamWriter whose protocol this is (its drain() waits on FlowControl
 from __future__ import annotations
 
 import asyncio
+import ctypes
 from asyncio.streams import FlowControlMixin
 
 __all__ = ["FrameReader"]
@@ -42,6 +43,19 @@ HANDOFF_BYTES = 64 * 1024
 GROWTH = 4
 #: No buffer (between frames, when none of the next one has come).
 _EMPTY = bytearray()
+
+#: CPython's PyByteArray_FromStringAndSize(NULL, n): a bytearray whose n bytes are left
+#: as malloc gave them. A receive buffer needs no zeroing: the reader only ever hands
+#: out bytes the transport received into it (``_buffer[_start:_end]``), and zeroing a
+#: buffer per large frame was a memset of every byte produced.
+_new_bytearray = ctypes.pythonapi.PyByteArray_FromStringAndSize
+_new_bytearray.restype = ctypes.py_object
+_new_bytearray.argtypes = [ctypes.c_char_p, ctypes.c_ssize_t]
+
+
+def _buffer(size: int) -> bytearray:
+    """A receive buffer of `size` bytes, not zeroed (see _new_bytearray)."""
+    return _new_bytearray(None, size)
 
 
 class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
@@ -75,7 +89,7 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._end == len(self._buffer):
             if self._end == self._start:
-                self._buffer, self._start, self._end = bytearray(RECEIVE_BUFFER), 0, 0
+                self._buffer, self._start, self._end = _buffer(RECEIVE_BUFFER), 0, 0
             else:
                 self._make_room()
         return memoryview(self._buffer)[self._end:]
@@ -151,7 +165,7 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
             rest = self._end - (start + n)
             fresh = _EMPTY
             if rest:
-                fresh = bytearray(max(RECEIVE_BUFFER, rest))
+                fresh = _buffer(max(RECEIVE_BUFFER, rest))
                 fresh[:rest] = received[start + n:self._end]
             self._buffer, self._start, self._end = fresh, 0, rest
         if self._reading_paused and self._end < len(self._buffer):
@@ -172,7 +186,7 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
         if size == len(self._buffer):
             view[:held] = view[self._start:self._end]     # overlapping: memmove
         else:
-            bigger = bytearray(size)
+            bigger = _buffer(size)
             bigger[:held] = view[self._start:self._end]
             self._buffer = bigger
         self._start, self._end = 0, held

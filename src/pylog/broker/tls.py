@@ -44,9 +44,12 @@ OP_ENABLE_KTLS = 0x8
 #: SSL_CTRL_SET_READ_AHEAD (SSL_CTX_set_read_ahead is a macro over SSL_CTX_ctrl).
 SSL_CTRL_SET_READ_AHEAD = 41
 #: OpenSSL's read buffer with read-ahead: the most one read(2) of a TLS connection takes.
-#: Not more: before each record OpenSSL moves the unread rest of this buffer to its front
-#: (to align the record's payload), so each 16 KiB record costs a copy of up to this much.
-READ_AHEAD_BYTES = 64 * 1024
+#: 0: OpenSSL's least, one record at its largest (2^14 bytes and its overhead). Before
+#: each record OpenSSL moves the unread rest of this buffer to its front (to align the
+#: record's payload): with one record's room that rest is the few bytes of the next
+#: record one read took, where a larger buffer moved up to all of it per record. A
+#: read(2) per record, about, instead of two (a record's header, then its body).
+READ_AHEAD_BYTES = 0
 SOL_TLS = 282
 TLS_TX, TLS_RX = 1, 2
 TCP_ULP = 31
@@ -361,9 +364,9 @@ def _set_tls13_suites(ctx: ssl.SSLContext, suites: str, key: str) -> None:
 
 
 def _set_read_ahead(ctx: ssl.SSLContext) -> bool:
-    """OpenSSL reads ahead, up to READ_AHEAD_BYTES a read(2), instead of a TLS record's
-    header and then its body (two reads per record: librdkafka's ~2.7 KB records cost
-    the broker ~1 read(2) per 1.4 KB produced). Not with kTLS, which must find the
+    """OpenSSL reads ahead, up to its read buffer (READ_AHEAD_BYTES) a read(2), instead
+    of a TLS record's header and then its body (two reads per record: librdkafka's
+    ~2.7 KB records cost the broker ~1 read(2) per 1.4 KB produced). Not with kTLS, which must find the
     socket's receive queue untouched to take TLS 1.2's receive direction. False where
     this Python's context cannot be reached (reads stay per record: slower, correct)."""
     lib, pointer = _ssl_ctx(ctx)

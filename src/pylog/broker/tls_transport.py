@@ -99,12 +99,17 @@ class TlsTransport(asyncio.Transport):
         self._buffer_size = 0
         self._high, self._low = 64 * 1024, 16 * 1024
         self._protocol_paused = False
-        self._reading = False
+        self._reading = False           # bytes are taken (pause_reading unsets it)
+        self._watching = False          # the descriptor is registered with the loop for reading
         self._writing = False           # the write callback is registered
         self._read_wants_write = False  # SSL_read needs the socket writable to go on
         self._closing = False
         self._conn_lost = 0
         self._cmsg_space = socket.CMSG_SPACE(1)
+        # The C object's SSL_read: SSLSocket.read is a Python frame around it (closed
+        # checks, ragged-EOF handling, which _recv_into does itself), one call per
+        # 16 KiB TLS record.
+        self._decrypt_into = sock._sslobj.read
 
     @property
     def zero_copy(self) -> bool:
@@ -121,21 +126,36 @@ class TlsTransport(asyncio.Transport):
         return self._reading
 
     def pause_reading(self) -> None:
+        # Lazily: the descriptor stays registered with the loop, and a readiness
+        # callback that finds reading paused unregisters it then. A FrameReader pauses
+        # once per large frame (its buffer full) and resumes as soon as the frame is
+        # taken, within the same turn of the loop: an epoll_ctl pair per request else.
         if self._reading and not self._closing:
             self._reading = False
-            self._loop.remove_reader(self._fd)
 
     def resume_reading(self) -> None:
         if self._reading or self._closing:
             return
         self._reading = True
-        self._loop.add_reader(self._fd, self._read_ready)
+        if not self._watching:
+            self._watching = True
+            self._loop.add_reader(self._fd, self._read_ready)
         if not self.kernel_rx:
             # OpenSSL may hold bytes already read from the socket (read-ahead, or the
             # rest of a record): they make the socket no readable event.
             self._loop.call_soon(self._read_ready)
 
+    def _stop_reading(self) -> None:
+        """Reading stops and the descriptor leaves the loop (closing, end of stream)."""
+        self._reading = False
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self._fd)
+
     def _read_ready(self) -> None:
+        if not self._reading:
+            self._stop_reading()            # paused since (see pause_reading)
+            return
         if self._buffered:
             self._read_into_protocol()
             return
@@ -201,7 +221,7 @@ class TlsTransport(asyncio.Transport):
                     return len(self._control_record(value[0], bytes(buffer[:got])))
             return got
         try:
-            return self._sock.read(len(buffer), buffer)
+            return self._decrypt_into(len(buffer), buffer)
         except ssl.SSLWantReadError:
             return None
         except ssl.SSLWantWriteError:
@@ -261,7 +281,7 @@ class TlsTransport(asyncio.Transport):
         raise ConnectionAbortedError(errno.ECONNABORTED, f"{what} on a kTLS connection")
 
     def _eof(self) -> None:
-        self.pause_reading()
+        self._stop_reading()
         keep_open = self._protocol.eof_received()
         if not keep_open:
             self.close()
@@ -382,7 +402,7 @@ class TlsTransport(asyncio.Transport):
         """Closes after the buffered bytes are sent (with close_notify)."""
         if self._closing:
             return
-        self.pause_reading()
+        self._stop_reading()
         self._closing = True
         if not self._buffer:
             self._lose(None)
@@ -403,7 +423,7 @@ class TlsTransport(asyncio.Transport):
         if self._writing:
             self._writing = False
             self._loop.remove_writer(self._fd)
-        self.pause_reading()
+        self._stop_reading()
         self._closing = True
         self._lose(exc)
 
