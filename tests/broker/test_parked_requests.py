@@ -23,8 +23,9 @@ from pylog.protocol import messages as m
 from .group_client import RawMember
 from .process import ServeProcess
 
-# Long: handed out first on the xdist workers; alone: a calm group's forming is timed (tests/conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+# Long: handed out first on the xdist workers. The tests that time a calm group's forming
+# or an idle connection's close run alone (tests/conftest.py); the last beside other tests.
+pytestmark = pytest.mark.slow
 
 HOSTILE = 1100
 
@@ -92,6 +93,7 @@ def wait_until(condition, what: str, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.alone
 def test_clients_that_never_read_their_fetch_hold_no_thread(serve):
     fetch = encode_request(1, 11, 1, "hostile", m.FetchRequest(
         replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=8 << 20, isolation_level=0,
@@ -119,6 +121,7 @@ def test_clients_that_never_read_their_fetch_hold_no_thread(serve):
             s.close()
 
 
+@pytest.mark.alone
 def test_parked_joins_hold_no_thread_and_delay_no_other_group(serve):
     join = m.JoinGroupRequest(group_id="crowded", session_timeout_ms=30_000, rebalance_timeout_ms=20_000,
                               member_id="", protocol_type="consumer",
@@ -144,6 +147,7 @@ def test_parked_joins_hold_no_thread_and_delay_no_other_group(serve):
             s.close()
 
 
+@pytest.mark.alone
 def test_a_reader_that_takes_nothing_is_closed_after_connections_max_idle_ms(tmp_path):
     """The rest of a sendfile waits for room on the loop, for connections.max.idle.ms at
     most; then the connection closes (and the stuck response with it)."""

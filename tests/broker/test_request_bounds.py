@@ -27,8 +27,9 @@ from pylog.protocol.client import ProtocolClient
 
 from .process import ServeProcess, wait_until
 
-# Long: handed out first on the xdist workers; alone: other clients' round trips are timed (tests/conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+# Long: handed out first on the xdist workers. The tests that time other clients' round
+# trips run alone (tests/conftest.py); the rest beside other tests.
+pytestmark = pytest.mark.slow
 
 MAX_ELEMENTS = 20000                 # pylog.request.max.elements' default
 MESSAGE_MAX_BYTES = 1048588          # message.max.bytes' default
@@ -102,6 +103,7 @@ class RoundTrips(threading.Thread):
         return max(self.times)
 
 
+@pytest.mark.alone
 def test_two_million_topics_close_the_connection_before_they_are_decoded(tmp_path):
     """The issue's request: 4 MB of Metadata v1 naming 2 million empty topics (25 s of
     the event loop, a 6 s stall for other clients and 395 MiB before the bound)."""
@@ -125,6 +127,7 @@ def test_two_million_topics_close_the_connection_before_they_are_decoded(tmp_pat
     assert grown < 2 * len(frame) + 4 * MESSAGE_MAX_BYTES, grown
 
 
+@pytest.mark.alone
 def test_a_request_at_the_budget_is_answered_off_the_event_loop(tmp_path):
     """Just under the budget: 19,999 distinct unknown topics (auto-creation off), a legal
     request that costs ~0.5 s of Python to decode, answer and encode. Answered in full,

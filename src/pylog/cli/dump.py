@@ -12,9 +12,6 @@ import os
 
 import click
 
-from pylog.storage.files import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX
-from pylog.storage.reader import index_entries
-
 from .common import fail_on
 
 __all__ = ["dump_log"]
@@ -116,6 +113,7 @@ def _legacy_crcs(batch) -> list[int]:
 
 
 def _dump_index(path: str, sanity: bool, verify_only: bool) -> None:
+    from pylog.storage.reader import index_entries
     base = int(os.path.basename(path).split(".")[0])
     entries = index_entries(path)
     if entries == [(0, 0)] and _log_size(path) == 0:
@@ -136,6 +134,7 @@ def _dump_index(path: str, sanity: bool, verify_only: bool) -> None:
 
 
 def _log_size(index_path: str) -> int:
+    from pylog.storage.files import LOG_SUFFIX
     log = index_path.rsplit(".", 1)[0] + LOG_SUFFIX
     return os.path.getsize(log) if os.path.exists(log) else 0
 
@@ -144,6 +143,7 @@ def check_index(path: str, entries: list[tuple[int, int]]) -> list[str]:
     """Each entry must name a batch of the .log that starts at its position and ends at
     its offset; offsets and positions must increase."""
     from pylog.record import iter_batches
+    from pylog.storage.files import LOG_SUFFIX
     log = path.rsplit(".", 1)[0] + LOG_SUFFIX
     if not os.path.exists(log):
         return [f"{log} is missing: the index cannot be checked"]
@@ -166,6 +166,7 @@ def check_index(path: str, entries: list[tuple[int, int]]) -> list[str]:
 
 
 def _dump_time_index(path: str) -> None:
+    from pylog.storage.reader import index_entries
     base = int(os.path.basename(path).split(".")[0])
     entries = index_entries(path, time_index=True)
     if not entries or entries == [(0, 0)]:
@@ -198,6 +199,7 @@ def _dump_snapshot(path: str) -> None:
 @click.option("--verify-index-only", is_flag=True, help="check indexes; print only problems")
 @fail_on(OSError, ValueError)
 def dump_log(files, deep_iteration, print_data_log, index_sanity_check, verify_index_only) -> int:
+    from pylog.storage.files import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX
     for path in [f for f in files.split(",") if f]:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path} does not exist")
