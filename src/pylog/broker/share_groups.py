@@ -36,7 +36,7 @@ from .data_plane import Waker
 from .errors import error_code
 
 __all__ = ["share_group_heartbeat", "share_group_describe", "share_fetch", "share_acknowledge",
-           "shares_of"]
+           "shares_of", "not_share_group"]
 
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 _INT32_MAX = 2**31 - 1
@@ -55,7 +55,7 @@ def shares_of(broker):
     return coordinator
 
 
-def _not_share_group(broker, group_id: str) -> bool:
+def not_share_group(broker, group_id: str) -> bool:
     """Whether a classic or consumer-protocol group holds `group_id` (a group id is of one
     type, as Kafka keeps it)."""
     coordinator = broker.store.coordinator
@@ -97,7 +97,7 @@ def share_group_heartbeat(broker, conn, header, req):
     if req.subscribed_topic_names and any(
             not allowed(broker, conn, Operation.DESCRIBE, TOPIC, t) for t in req.subscribed_topic_names):
         return fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
-    if _not_share_group(broker, req.group_id):
+    if not_share_group(broker, req.group_id):
         return fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.")
     shares = shares_of(broker)
     store = broker.store
@@ -138,7 +138,7 @@ def share_group_describe(broker, conn, header, req):
         if group is None:
             described.error_code = ErrorCode.GROUP_ID_NOT_FOUND
             described.error_message = (f"Group {gid} is not a share group."
-                                       if _not_share_group(broker, gid) else f"Group {gid} not found.")
+                                       if not_share_group(broker, gid) else f"Group {gid} not found.")
             continue
         with group.lock:
             described.group_state = group.state()

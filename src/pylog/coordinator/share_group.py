@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pylog.common.config import ConfigDef, at_least, between, config_defs, one_of
 from pylog.errors import ConfigError, ErrorCode, KafkaStorageError
 from pylog.storage import SHARE_GROUPS_DIR, write_file_atomically
+from pylog.storage.files import fsync_dir
 
 from .consumer_group import GroupError
 from .share_partition import AcknowledgeError, AcquiredRange, SharePartition
@@ -283,6 +284,38 @@ class ShareGroup:
         sp.acknowledge_batches(member_id, batches)
         self.persist()
 
+    # ================================================== start offsets (admin)
+
+    def start_offsets(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> SPSO of every share-partition the group keeps state for
+        (Kafka's DescribeShareGroupOffsets with all topics)."""
+        with self.lock:
+            self._forget_deleted_topics()
+            return {key: sp.start_offset for key, sp in self.partitions.items()}
+
+    def alter_start_offset(self, topic: str, partition: int, offset: int) -> None:
+        """The share-partition of `topic`-`partition` starts over at `offset`: every record
+        from it on is AVAILABLE with no delivery (AlterShareGroupOffsets, allowed on an
+        empty group only: nobody holds a record). Durable before it returns."""
+        with self.lock:
+            self.partitions[(topic, partition)] = SharePartition(
+                offset, delivery_count_limit=self.config("share.delivery.count.limit"),
+                max_in_flight=self.coordinator.max_in_flight)
+            topic_id = self.coordinator.store.topic_id(topic)
+            if topic_id is not None:
+                self.topic_ids[topic] = topic_id
+            self.persist()
+
+    def delete_topic_state(self, topics) -> None:
+        """Forgets the share-partitions of `topics` (DeleteShareGroupOffsets): the next
+        fetch starts them at ``share.auto.offset.reset`` again. Durable before it returns."""
+        with self.lock:
+            for key in [k for k in self.partitions if k[0] in topics]:
+                del self.partitions[key]
+            for topic in topics:
+                self.topic_ids.pop(topic, None)
+            self.persist()
+
     # ============================================================= durability
 
     def _forget_deleted_topics(self) -> None:
@@ -383,6 +416,25 @@ class ShareCoordinator:
     def groups(self) -> list[ShareGroup]:
         with self._lock:
             return list(self._groups.values())
+
+    def delete_group(self, group_id: str) -> bool:
+        """Deletes an empty share group and its state file (DeleteGroups). Whether it
+        existed. GroupError NON_EMPTY_GROUP while it has members."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                return False
+            with group.lock:
+                if group.members:
+                    raise GroupError(ErrorCode.NON_EMPTY_GROUP,
+                                     f"Share group {group_id} is not empty.")
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._path(group_id))
+                    fsync_dir(self.dir)
+                del self._groups[group_id]
+        for key in [k for k in list(self.sessions) if k[0] == group_id]:
+            self.sessions.pop(key, None)
+        return True
 
     def _path(self, group_id: str) -> str:
         return os.path.join(self.dir, group_id.encode("utf-8").hex() + ".json")
