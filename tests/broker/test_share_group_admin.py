@@ -171,6 +171,7 @@ def test_share_group_offsets_described_altered_and_deleted_while_empty(shared):
 
         busy = alter_offsets(a.client, group, {(topic, 0): 0})
         assert busy.error_code == NON_EMPTY_GROUP and "not empty" in busy.error_message
+        assert [p.error_code for t in busy.responses for p in t.partitions] == [NON_EMPTY_GROUP]
         assert delete_offsets(a.client, group, [topic]).error_code == NON_EMPTY_GROUP
 
         a.beat(epoch=-1)

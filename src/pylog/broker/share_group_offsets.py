@@ -12,7 +12,8 @@
   ``share.auto.offset.reset`` again).
 
 Alter and delete need an empty group (NON_EMPTY_GROUP otherwise: a member could hold
-records of the window replaced), as Kafka's group coordinator checks. A group id held by
+records of the window replaced), as Kafka's group coordinator checks; alter's group-level
+errors are repeated on each partition (Kafka 4.1's Admin reads only those). A group id held by
 a classic or consumer group, or no group at all (describe, delete), is GROUP_ID_NOT_FOUND.
 Authorization as Kafka's KafkaApis: describe needs DESCRIBE on the group and each topic,
 alter READ on both, delete DELETE on the group and READ on each topic.
@@ -108,9 +109,20 @@ def describe_share_group_offsets(broker, conn, header, req):
 # ===================================================== AlterShareGroupOffsets
 
 def alter_share_group_offsets(broker, conn, header, req):
+    ids = topic_ids(broker)
+
     def fail(code: int, message: str):
-        return m.AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=code,
-                                                error_message=message, responses=[])
+        # The group's error at the top, as Kafka's broker answers it, and on every
+        # partition too: Kafka 4.1's Admin reads only the partitions' errors (and reports
+        # a top-level NON_EMPTY_GROUP alone as success), later Admins the top-level one.
+        return m.AlterShareGroupOffsetsResponse(
+            throttle_time_ms=0, error_code=code, error_message=message, responses=[
+                m.AlterShareGroupOffsetsResponseAlterShareGroupOffsetsResponseTopic(
+                    topic_name=t.topic_name, topic_id=ids.by_name.get(t.topic_name, _NO_TOPIC_ID),
+                    partitions=[m.AlterShareGroupOffsetsResponseAlterShareGroupOffsetsResponsePartition(
+                        partition_index=p.partition_index, error_code=code, error_message=message)
+                        for p in t.partitions])
+                for t in req.topics])
 
     gid = req.group_id
     if not gid or not gid.strip():
@@ -120,7 +132,6 @@ def alter_share_group_offsets(broker, conn, header, req):
     if not_share_group(broker, gid):
         return fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group.")
     shares = shares_of(broker)
-    ids = topic_ids(broker)
     group = shares.group(gid)
     responses = []
     with group.lock:
