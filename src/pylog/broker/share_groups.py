@@ -349,14 +349,8 @@ class _ShareFetch:
             try:
                 with group.lock:
                     sp = group.share_partition(name, key[1], log)
-                    start = sp.first_available()
-                    hw = log.high_watermark
-                    if start >= hw:
-                        continue
-                    data = log.read(start, max(budget - total_bytes, 1), max_offset=hw)
-                    if not data.size:
-                        continue
-                    ranges = group.acquire(req.member_id, sp, start, data.last_offset + 1, left)
+                    data, ranges = group.acquire_records(req.member_id, sp, log,
+                                                         budget - total_bytes, left)
             except Exception as exc:            # noqa: BLE001 - answered per partition
                 part = parts[key] = _partition_data(key[1])
                 part.error_code, part.error_message = error_code(exc)[0], str(exc)

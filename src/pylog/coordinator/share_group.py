@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from pylog.common.config import ConfigDef, at_least, between, config_defs, one_of
 from pylog.errors import ConfigError, ErrorCode, KafkaStorageError
+from pylog.record import AbortedBatches, iter_batches
 from pylog.storage import SHARE_GROUPS_DIR, write_file_atomically
 from pylog.storage.files import fsync_dir
 
@@ -67,6 +68,11 @@ GROUP_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("share.auto.offset.reset", "str", "latest",
               "Where a share-partition starts: latest (the log end) or earliest.",
               one_of("latest", "earliest")),
+    ConfigDef("share.isolation.level", "str", "read_uncommitted",
+              "read_uncommitted: every record below the high watermark is delivered; "
+              "read_committed: only below the last stable offset, aborted transactions' "
+              "records archived, never delivered.",
+              one_of("read_uncommitted", "read_committed")),
 )
 GROUP_CONFIG_DEFAULTS = {name: d.default for name, d in GROUP_CONFIGS.items()}
 
@@ -258,6 +264,38 @@ class ShareGroup:
             self.persist()
         return sp
 
+    def acquire_records(self, member_id: str, sp: SharePartition, log, max_bytes: int,
+                        max_records: int):
+        """Reads `sp`'s log from its first available offset and acquires what was read
+        for `member_id` (at most `max_records`): (the FileSlice, the AcquiredRanges), or
+        (None, []) with nothing available. ``share.isolation.level`` read_uncommitted
+        reads below the high watermark; read_committed below the last stable offset, and
+        archives the records of aborted transactions instead of delivering them (Kafka's
+        SharePartition: filterAbortedTransactionalAcquiredRecords). The caller holds the
+        group's lock; durable before it returns."""
+        committed = self.config("share.isolation.level") == "read_committed"
+        bound = log.last_stable_offset if committed else log.high_watermark
+        with self.deferred():
+            while True:
+                first = sp.first_available()
+                if first >= bound:
+                    return None, []
+                data = log.read(first, max(max_bytes, 1), max_offset=bound)
+                if not data.size:
+                    return None, []
+                ranges = self.acquire(member_id, sp, first, data.last_offset + 1, max_records)
+                if not (committed and ranges):
+                    return data, ranges
+                aborted = log.aborted_transactions(first, data.last_offset + 1)
+                runs = _aborted_runs(data.read(), aborted) if aborted else []
+                if not runs:
+                    return data, ranges
+                ranges = sp.archive_acquired(ranges, runs)
+                self.persist()
+                if ranges:
+                    return data, ranges
+                # Everything read was aborted (now archived): read on.
+
     def acquire(self, member_id: str, sp: SharePartition, first: int, end: int,
                 max_records: int) -> list[AcquiredRange]:
         """Acquires records of `sp` for `member_id` (SharePartition.acquire) under the
@@ -376,6 +414,21 @@ class ShareGroup:
                 delivery_count_limit=limit, max_in_flight=self.coordinator.max_in_flight)
             if entry.get("topic_id"):
                 self.topic_ids[entry["topic"]] = entry["topic_id"]
+
+
+def _aborted_runs(buffer, aborted) -> list[tuple[int, int]]:
+    """The offset runs (first, last) of `buffer`'s batches that belong to the `aborted`
+    transactions (a read_committed consumer's filter, batch by batch: batch headers only,
+    the records are not decoded)."""
+    skip = AbortedBatches(aborted)
+    runs: list[tuple[int, int]] = []
+    for batch in iter_batches(buffer, validate=False):
+        if skip(batch):
+            if runs and runs[-1][1] + 1 >= batch.base_offset:
+                runs[-1] = (runs[-1][0], batch.last_offset)
+            else:
+                runs.append((batch.base_offset, batch.last_offset))
+    return runs
 
 
 @dataclass(slots=True)
