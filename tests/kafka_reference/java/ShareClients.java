@@ -35,11 +35,20 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *   with Kafka's Admin: alterShareGroupOffsets with the offsets given (if any), printing
  *   "ALTERED" or "ERROR ExceptionClass message", then listShareGroupOffsets of the group:
  *   "OFFSET topic partition offset" per share-partition.
+ *
+ * count BOOTSTRAP TOPIC GROUP MAX_POLL_RECORDS
+ *   (bench/bench_share_groups.py) polls in implicit acknowledgement mode until stdin
+ *   closes, printing "AT epochMillis recordsSoFar" after each poll that returned records
+ *   (no line per record: the figure is the broker's, not the pipe's).
  */
 public final class ShareClients {
     public static void main(String[] args) throws Exception {
         if (args.length >= 3 && args[0].equals("offsets")) {
             offsets(args);
+            return;
+        }
+        if (args.length == 5 && args[0].equals("count")) {
+            count(args);
             return;
         }
         if (args.length != 6 || !args[0].equals("share")) {
@@ -137,6 +146,41 @@ public final class ShareClients {
                 System.out.println("OFFSET " + e.getKey() + " " + e.getValue());
             }
         }
+        System.out.flush();
+    }
+
+    static void count(String[] args) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", args[1]);
+        props.put("group.id", args[3]);
+        props.put("key.deserializer", StringDeserializer.class.getName());
+        props.put("value.deserializer", StringDeserializer.class.getName());
+        props.put("max.poll.records", args[4]);
+        AtomicBoolean stop = new AtomicBoolean(false);
+        Thread stdin = new Thread(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
+                while (in.readLine() != null) { }
+            } catch (Exception ignored) { }
+            stop.set(true);
+        });
+        stdin.setDaemon(true);
+        stdin.start();
+        long seen = 0;
+        try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(props)) {
+            consumer.subscribe(List.of(args[2]));
+            System.out.println("SUBSCRIBED");
+            System.out.flush();
+            while (!stop.get()) {
+                int n = consumer.poll(Duration.ofMillis(200)).count();
+                if (n > 0) {
+                    seen += n;
+                    System.out.println("AT " + System.currentTimeMillis() + " " + seen);
+                    System.out.flush();
+                }
+            }
+            consumer.commitSync();
+        }
+        System.out.println("CLOSED");
         System.out.flush();
     }
 }
