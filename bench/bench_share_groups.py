@@ -191,7 +191,7 @@ def pylog_serve(workdir: str):
         except OSError:
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
-                raise RuntimeError("pylog serve did not start")
+                raise RuntimeError("pylog serve did not start") from None
             time.sleep(0.1)
 
 

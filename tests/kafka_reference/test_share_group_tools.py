@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-import pylog
 from pylog.coordinator.share_group import share_coordinator
 
 from share_support import ACCEPT, ShareMember
