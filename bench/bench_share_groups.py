@@ -212,6 +212,7 @@ def java_section(args) -> None:
               f"{rate:,.0f} records/s delivered (load {os.getloadavg()[0]:.1f})")
         if args.no_kafka:
             return
+        (Path(d) / "kafka").mkdir()
         kafka = KafkaBroker(Path(d) / "kafka").start()
         try:
             run_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", kafka.bootstrap,
