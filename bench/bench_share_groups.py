@@ -213,7 +213,10 @@ def java_section(args) -> None:
         if args.no_kafka:
             return
         (Path(d) / "kafka").mkdir()
-        kafka = KafkaBroker(Path(d) / "kafka").start()
+        # The share coordinator's __share_group_state on one node (Kafka's defaults: 3, 2).
+        kafka = KafkaBroker(Path(d) / "kafka", **{
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1"}).start()
         try:
             run_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", kafka.bootstrap,
                      "upgrade", "--feature", "share.version=1")
