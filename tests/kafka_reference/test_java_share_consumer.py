@@ -3,7 +3,9 @@ share consumers of one group sharing one partition, in explicit acknowledgement 
 every record is accepted by exactly one of them, and a record released on its first
 delivery comes back with delivery count 2 (tests/kafka_reference/java/ShareClients.java);
 the group's share.auto.offset.reset set with kafka-configs --entity-type groups;
-and a Java share consumer beside pylog's in-process ShareConsumer in one group."""
+a Java share consumer beside pylog's in-process ShareConsumer in one group; and one of
+a read_committed group (share.isolation.level) over committed, aborted and open
+transactions."""
 
 from __future__ import annotations
 
