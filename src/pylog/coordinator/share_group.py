@@ -27,6 +27,7 @@ of its state file; the coordinator's lock its table of groups.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -285,15 +286,15 @@ class ShareGroup:
                     return None, []
                 ranges = self.acquire(member_id, sp, first, data.last_offset + 1, max_records)
                 if not (committed and ranges):
-                    return data, ranges
+                    return _trimmed(log, data, ranges), ranges
                 aborted = log.aborted_transactions(first, data.last_offset + 1)
                 runs = _aborted_runs(data.read(), aborted) if aborted else []
                 if not runs:
-                    return data, ranges
+                    return _trimmed(log, data, ranges), ranges
                 ranges = sp.archive_acquired(ranges, runs)
                 self.persist()
                 if ranges:
-                    return data, ranges
+                    return _trimmed(log, data, ranges), ranges
                 # Everything read was aborted (now archived): read on.
 
     def acquire(self, member_id: str, sp: SharePartition, first: int, end: int,
@@ -414,6 +415,20 @@ class ShareGroup:
                 delivery_count_limit=limit, max_in_flight=self.coordinator.max_in_flight)
             if entry.get("topic_id"):
                 self.topic_ids[entry["topic"]] = entry["topic_id"]
+
+
+def _trimmed(log, data, ranges):
+    """`data` cut after the batch holding the last offset acquired: a fetch sends (and
+    the member decodes) the batches it acquired records of, not the whole read (with
+    MaxRecords below what MaxBytes holds, most of it). The cut is a FileSlice of the
+    same file, no copy."""
+    if not ranges or ranges[-1].last >= data.last_offset:
+        return data
+    tail = log.read(ranges[-1].last, 1)          # the one batch holding it
+    if tail.file is not data.file or not tail.size or tail.position < data.position:
+        return data                              # (another segment: keep the whole read)
+    return dataclasses.replace(data, size=tail.position + tail.size - data.position,
+                               last_offset=tail.last_offset)
 
 
 def _aborted_runs(buffer, aborted) -> list[tuple[int, int]]:
