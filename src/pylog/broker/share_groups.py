@@ -12,7 +12,8 @@ A ShareFetch first applies its piggybacked acknowledgements, then acquires, per 
 of the session, the available records from the share-partition's first available offset
 (at most MaxRecords in all, at most MaxBytes of batches), and answers the batches read with
 the AcquiredRecords ranges (the client delivers only those offsets). With nothing acquired
-it waits, up to MaxWaitMs, for an append to one of the partitions, as Fetch does. Every
+it waits, up to MaxWaitMs, for an append to one of the partitions (as Fetch does) or
+an acknowledgement or release in the group (records available again). Every
 change of share-partition state is on disk before the answer (share_group.py).
 With an authorizer: READ on the group, and READ on each topic (TOPIC_AUTHORIZATION_FAILED
 per partition), as Kafka checks.
@@ -392,6 +393,11 @@ async def share_fetch(broker, conn, header, req):
     logs = [lg for _, lg in fetch.logs.values() if not isinstance(lg, int)]
     for lg in logs:
         lg.add_listener(waker)
+    # Another member's acknowledgement or release frees records too (Kafka completes a
+    # delayed share fetch then as well): the group wakes the fetch.
+    group = fetch.group
+    if group is not None:
+        group.add_waiter(waker)
     broker.park(event)
     try:
         # A lock that expires frees records too: look again at least once a second.
@@ -411,6 +417,8 @@ async def share_fetch(broker, conn, header, req):
         broker.unpark(event)
         for lg in logs:
             lg.remove_listener(waker)
+        if group is not None:
+            group.remove_waiter(waker)
     return response
 
 

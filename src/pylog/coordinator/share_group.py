@@ -117,6 +117,10 @@ class ShareGroup:
         self.state_epoch = 0                         # writes of the state file
         self._deferring = 0                          # depth of deferred() blocks
         self._dirty = False                          # a change not yet written
+        #: What to ``set()`` when records may have become available to acquire (an
+        #: acknowledgement, a release, a lock that ended): parked ShareFetches' wakers.
+        #: A tuple, replaced whole: read without the lock.
+        self.waiters: tuple = ()
 
     # ================================================================ configs
 
@@ -231,6 +235,7 @@ class ShareGroup:
         with self.lock:
             if any([sp.release_member(member_id) for sp in self.partitions.values()]):
                 self.persist()
+                self.wake()
 
     def is_member(self, member_id: str) -> bool:
         return member_id in self.members
@@ -316,12 +321,26 @@ class ShareGroup:
         with self.lock:
             if any(p is sp for p in self.partitions.values()) and sp.expire_locks(now_ms()):
                 self.persist()
+                self.wake()
 
     def acknowledge(self, member_id: str, sp: SharePartition, batches) -> None:
         """Applies a partition's acknowledgement batches, durably (AcknowledgeError: none)."""
         sp.expire_locks(now_ms())
         sp.acknowledge_batches(member_id, batches)
         self.persist()
+        self.wake()
+
+    def add_waiter(self, waiter) -> None:
+        """(From the broker's event loop only: no lock, so it never waits for a write.)"""
+        self.waiters = self.waiters + (waiter,)
+
+    def remove_waiter(self, waiter) -> None:
+        self.waiters = tuple(w for w in self.waiters if w is not waiter)
+
+    def wake(self) -> None:
+        """Tells the parked fetches that records may be available (they look again)."""
+        for waiter in self.waiters:
+            waiter.set()
 
     # ================================================== start offsets (admin)
 
