@@ -12,7 +12,12 @@ coordinator keep it together:
   ``group.share.session.timeout.ms`` is removed;
 - **share-partitions** (:class:`~pylog.coordinator.share_partition.SharePartition`), one per
   topic-partition the group has fetched, created at the SPSO ``share.auto.offset.reset``
-  names (``latest``, Kafka's default: the log end; ``earliest``: the log start);
+  names (``latest``, Kafka's default: the log end; ``earliest``: the log start); a fetch
+  reads below the high watermark, or with ``share.isolation.level=read_committed`` below
+  the last stable offset with aborted transactions' records archived
+  (:meth:`ShareGroup.acquire_records`); the admin APIs replace or forget
+  share-partitions of an empty group (:meth:`ShareGroup.alter_start_offset`,
+  :meth:`ShareGroup.delete_topic_state`, :meth:`ShareCoordinator.delete_group`);
 - **durability**: the group's state (SPSO and the window's runs of delivery counts and
   states, the group's configs) is written with ``write_file_atomically`` to
   ``<first log dir>/share-groups/<hex of the group id>.json`` (docs/FORMAT.md) after every
