@@ -44,8 +44,7 @@ from dataclasses import dataclass, field
 from pylog.common.config import ConfigDef, at_least, between, config_defs, one_of
 from pylog.errors import ConfigError, ErrorCode, KafkaStorageError
 from pylog.record import AbortedBatches, iter_batches
-from pylog.storage import SHARE_GROUPS_DIR, write_file_atomically
-from pylog.storage.files import fsync_dir
+from pylog.storage import SHARE_GROUPS_DIR, fsync_dir, write_file_atomically
 
 from .consumer_group import GroupError
 from .share_partition import AcknowledgeError, AcquiredRange, SharePartition
