@@ -93,6 +93,7 @@ MESSAGES = [
     "ListPartitionReassignments",
     # Share groups, KIP-932 (coordinator/share_group.py, broker/share_groups.py)
     "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
+    "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
 ]
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 

@@ -404,3 +404,51 @@ def test_consumer_protocol_needs_read_on_the_group_and_describe_on_its_topics(br
         assert [tp.partitions for tp in answer.assignment.topic_partitions] == [[0]]
         described = describe(bob)                 # READ implies DESCRIBE
         assert described.error_code == 0 and described.group_state == "Stable"
+
+
+def test_share_group_offset_apis_check_the_group_and_topics(broker):
+    """DescribeShareGroupOffsets DESCRIBE group and topic, AlterShareGroupOffsets READ group
+    and topic, DeleteShareGroupOffsets DELETE group and READ topic (Kafka's KafkaApis);
+    ListGroups lists a share group only to a principal that may describe it."""
+    topic = topic_with_records(broker)
+    group = "share-" + uuid.uuid4().hex[:8]
+
+    def alter(client):
+        return client.request(91, m.AlterShareGroupOffsetsRequest(group_id=group, topics=[
+            m.AlterShareGroupOffsetsRequestAlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[
+                m.AlterShareGroupOffsetsRequestAlterShareGroupOffsetsRequestPartition(
+                    partition_index=0, start_offset=2)])]), 0)
+
+    def describe(client):
+        (g,) = client.request(90, m.DescribeShareGroupOffsetsRequest(groups=[
+            m.DescribeShareGroupOffsetsRequestDescribeShareGroupOffsetsRequestGroup(
+                group_id=group, topics=None)]), 0).groups
+        return g.error_code, [(t.topic_name, p.start_offset, p.error_code) for t in g.topics for p in t.partitions]
+
+    def delete(client):
+        return client.request(92, m.DeleteShareGroupOffsetsRequest(group_id=group, topics=[
+            m.DeleteShareGroupOffsetsRequestDeleteShareGroupOffsetsRequestTopic(topic_name=topic)]), 0)
+
+    def listed(client):
+        return [g.group_id for g in client.request(16, m.ListGroupsRequest(types_filter=["share"]), 5).groups]
+
+    with wire(broker, "admin") as admin_client, wire(broker, "bob") as bob:
+        assert alter(admin_client).error_code == 0
+        assert alter(bob).error_code == GROUP_AUTHORIZATION_FAILED
+        assert describe(bob)[0] == GROUP_AUTHORIZATION_FAILED
+        assert delete(bob).error_code == GROUP_AUTHORIZATION_FAILED
+        assert group in listed(admin_client) and group not in listed(bob)
+        add_acls(broker, acl(ResourceType.GROUP, group, "User:bob", AclOperation.READ))
+        answer = alter(bob)                       # READ on the group, none on the topic
+        assert answer.error_code == 0
+        assert answer.responses[0].partitions[0].error_code == TOPIC_AUTHORIZATION_FAILED
+        assert describe(bob) == (0, [])           # (topics it may not describe left out)
+        assert group in listed(bob)               # READ implies DESCRIBE
+        assert delete(bob).error_code == GROUP_AUTHORIZATION_FAILED
+        add_acls(broker, acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.READ),
+                 acl(ResourceType.GROUP, group, "User:bob", AclOperation.DELETE))
+        assert alter(bob).responses[0].partitions[0].error_code == 0
+        assert describe(bob) == (0, [(topic, 2, 0)])
+        answer = delete(bob)
+        assert answer.error_code == 0 and answer.responses[0].error_code == 0
+        assert describe(bob) == (0, [])

@@ -253,3 +253,25 @@ def test_fetches_turn_from_partition_to_partition(shared):
         assert sorted(p for ps in firsts for p in ps) == [0, 1, 2]      # one each, in turn
     finally:
         a.close()
+
+
+def test_a_fetch_sends_the_batches_it_acquired_records_of(shared):
+    store, broker = shared
+    topic = f"q-{uuid.uuid4().hex[:8]}"
+    store.create_topic(topic, 1)
+    with pylog.Producer(store, linger_ms=0) as producer:
+        for i in range(10):                          # 10 batches of 100 records
+            producer.send_batch(topic, [b"v%d" % j for j in range(i * 100, i * 100 + 100)], partition=0)
+    group = earliest_group(store)
+    a = ShareMember(broker, store, group, [topic])
+    try:
+        a.beat()
+        resp = a.fetch(topic, max_records=150)       # ends inside the second batch
+        assert a.acquired(resp) == {(0, o): 1 for o in range(150)}
+        batches = list(pylog.records.iter_batches(bytes(resp.responses[0].partitions[0].records)))
+        assert [(b.base_offset, b.last_offset) for b in batches] == [(0, 99), (100, 199)]
+        resp = a.fetch(topic, max_records=1000)      # the rest: from the second batch on
+        assert sorted(o for _, o in a.acquired(resp)) == list(range(150, 1000))
+        assert a.values(resp)[999] == b"v999"
+    finally:
+        a.close()

@@ -3,7 +3,9 @@ share consumers of one group sharing one partition, in explicit acknowledgement 
 every record is accepted by exactly one of them, and a record released on its first
 delivery comes back with delivery count 2 (tests/kafka_reference/java/ShareClients.java);
 the group's share.auto.offset.reset set with kafka-configs --entity-type groups;
-and a Java share consumer beside pylog's in-process ShareConsumer in one group."""
+a Java share consumer beside pylog's in-process ShareConsumer in one group; and one of
+a read_committed group (share.isolation.level) over committed, aborted and open
+transactions."""
 
 from __future__ import annotations
 
@@ -174,4 +176,49 @@ def test_a_java_share_consumer_beside_pylog_share_consumer(tmp_path):
         broker.shutdown()
     assert java_consumer.accepted() and local_accepted            # both took a share
     assert sorted(java_consumer.accepted() + local_accepted) == list(range(N))
+    store.close()
+
+
+def test_a_java_share_consumer_of_a_read_committed_group(tmp_path):
+    """share.isolation.level=read_committed set with kafka-configs: Kafka's share consumer
+    gets the committed records only, never an aborted one nor one of a transaction still
+    open, and its acknowledgements (the markers' offsets as gaps) move the share-partition
+    to the last stable offset."""
+    from txn_support import TxnProducer
+
+    from pylog.record import encode_batch
+
+    store = pylog.open(str(tmp_path / "store"))
+    topic, group = "txn-queue", "txn-share-group"
+    store.create_topic(topic, 1)
+    log = store.log(topic, 0)
+    a, b, c = TxnProducer(log, pid=1), TxnProducer(log, pid=2), TxnProducer(log, pid=3)
+    log.append(encode_batch([b"plain-0"]))           # 0
+    a.send([b"a-0", b"a-1"])                         # 1-2
+    b.send([b"b-0"])                                 # 3
+    a.commit()                                       # 4
+    b.abort()                                        # 5
+    log.append(encode_batch([b"plain-1"]))           # 6
+    c.send([b"c-0"])                                 # 7: open, the LSO
+    log.append(encode_batch([b"plain-2"]))           # 8
+    shares = share_coordinator(store)
+    broker = pylog.Broker(store, listen="127.0.0.1:0", group_share_heartbeat_interval_ms=500).start()
+    consumer = None
+    try:
+        run_tool("kafka-configs", "--bootstrap-server", broker.bootstrap_servers, "--entity-type",
+                 "groups", "--entity-name", group, "--alter", "--add-config",
+                 "share.auto.offset.reset=earliest,share.isolation.level=read_committed")
+        assert shares.group(group).config("share.isolation.level") == "read_committed"
+        consumer = JavaShareConsumer(broker.bootstrap_servers, topic, group, release_every=0)
+        until(lambda: len(consumer.accepted()) >= 4, "the committed records accepted", 180, [consumer])
+        sp = shares.group(group).partitions[(topic, 0)]
+        until(lambda: sp.start_offset == 7, "the share-partition at the LSO", 60, [consumer])
+        c.commit()                                   # 9: c-0 and plain-2 are committed now
+        until(lambda: len(consumer.accepted()) >= 6, "the records after the LSO", 60, [consumer])
+    finally:
+        if consumer is not None:
+            consumer.close()
+        broker.shutdown()
+    assert not [ln for ln in consumer.lines if ln.startswith("ACKFAIL")], consumer.lines
+    assert sorted(v for _, _, v in consumer.got()) == ["a-0", "a-1", "c-0", "plain-0", "plain-1", "plain-2"]
     store.close()

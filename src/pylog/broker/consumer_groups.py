@@ -19,6 +19,7 @@ from pylog.protocol import messages as m
 from .admin import TopicIds, topic_ids
 from .authorizer import TOPIC, allowed, authorized_operations
 from .authorizer import GROUP as GROUP_RESOURCE
+from .share_groups import shares_of
 
 __all__ = ["consumer_group_heartbeat", "consumer_group_describe"]
 
@@ -138,7 +139,8 @@ def consumer_group_describe(broker, conn, header, req):
         if group is None:
             described.error_code = ErrorCode.GROUP_ID_NOT_FOUND
             classic = coordinator.classic_group(gid, create=False)
-            described.error_message = (f"Group {gid} is not a consumer group." if classic is not None
+            other = classic is not None or shares_of(broker).group(gid, create=False) is not None
+            described.error_message = (f"Group {gid} is not a consumer group." if other
                                        else f"Group {gid} not found.")
             continue
         with group.lock:

@@ -7,7 +7,8 @@ READ on the group, OffsetFetch and DescribeGroups DESCRIBE, DeleteGroups DELETE 
 GROUP_AUTHORIZATION_FAILED); OffsetCommit READ on each topic, OffsetFetch DESCRIBE
 (else TOPIC_AUTHORIZATION_FAILED for its partitions, or left out of an "every topic"
 answer); ListGroups lists every group with DESCRIBE on the cluster, else those the
-principal may DESCRIBE.
+principal may DESCRIBE. ListGroups and DeleteGroups see share groups too
+(:mod:`pylog.broker.share_groups`): type and protocol type ``share``.
 
 The broker is every group's coordinator. Membership is the store's coordinator's
 (:class:`pylog.coordinator.classic_group.ClassicGroup`, Kafka's classic protocol);
@@ -28,6 +29,7 @@ from pylog.common.acl import CLUSTER_NAME, Operation
 from .authorizer import CLUSTER, TOPIC, TRANSACTIONAL_ID, allowed, authorized_operations
 from .authorizer import GROUP as GROUP_RESOURCE
 from .errors import NONE, error_code
+from .share_groups import shares_of
 
 __all__ = ["find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
            "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups"]
@@ -313,19 +315,41 @@ def _all_groups(broker) -> dict[str, object]:
     return groups
 
 
+#: Kafka's group types (Group.GroupType), as ListGroups v5 names and filters them.
+CLASSIC_TYPE, CONSUMER_TYPE, SHARE_TYPE = "classic", "consumer", "share"
+
+
+def _listed_groups(broker) -> list[tuple[str, str, str, str]]:
+    """(group id, protocol type, state, group type) of every group: classic and
+    consumer-protocol groups, groups known only by committed offsets (classic, Empty, as
+    Kafka keeps them), and share groups (protocol type ``share``)."""
+    listed = {}
+    for gid, group in _all_groups(broker).items():
+        info = group.describe() if group is not None else {"state": "Empty", "protocol_type": "consumer"}
+        kind = CONSUMER_TYPE if isinstance(group, ConsumerProtocolGroup) else CLASSIC_TYPE
+        listed[gid] = (gid, info["protocol_type"] or "consumer", info["state"], kind)
+    for share in shares_of(broker).groups():
+        if share.group_id not in listed:        # (a share heartbeat refuses a live other group)
+            listed[share.group_id] = (share.group_id, SHARE_TYPE, share.state(), SHARE_TYPE)
+    return [listed[g] for g in sorted(listed)]
+
+
 def list_groups(broker, conn, header, req):
+    """ListGroups: v4's StatesFilter and v5's TypesFilter match case-insensitively, as
+    Kafka's group coordinator does (an unknown type matches no group)."""
     v = header.api_version
+    states = {s.lower() for s in req.states_filter} if v >= 4 and req.states_filter else None
+    types = {t.lower() for t in req.types_filter} if v >= 5 and req.types_filter else None
     listed = []
     every = allowed(broker, conn, Operation.DESCRIBE, CLUSTER, CLUSTER_NAME)
-    for gid, group in sorted(_all_groups(broker).items()):
+    for gid, protocol_type, state, group_type in _listed_groups(broker):
         if not every and not allowed(broker, conn, Operation.DESCRIBE, GROUP_RESOURCE, gid):
             continue
-        info = group.describe() if group is not None else {"state": "Empty", "protocol_type": "consumer"}
-        if v >= 4 and req.states_filter and info["state"] not in req.states_filter:
+        if (states is not None and state.lower() not in states) or \
+                (types is not None and group_type not in types):
             continue
-        listed.append(m.ListGroupsResponseListedGroup(group_id=gid,
-                                                      protocol_type=info["protocol_type"] or "consumer",
-                                                      group_state=info["state"]))
+        listed.append(m.ListGroupsResponseListedGroup(group_id=gid, protocol_type=protocol_type,
+                                                      group_state=state, group_type=group_type))
     return m.ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=listed)
 
 
@@ -364,20 +388,29 @@ def describe_groups(broker, conn, header, req):
 
 
 def delete_groups(broker, conn, header, req):
+    """DeleteGroups: an Empty (or Dead) group goes with its committed offsets; a share
+    group with its share-partitions' state; NON_EMPTY_GROUP while it has members."""
     known = _all_groups(broker)
+    shares = shares_of(broker)
     results = []
     for gid in req.groups_names:
         group = known.get(gid, False)
+        share = shares.group(gid, create=False)
         if not allowed(broker, conn, Operation.DELETE, GROUP_RESOURCE, gid):
             err = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        elif group is False:
+        elif group is False and share is None:
             err = ErrorCode.GROUP_ID_NOT_FOUND
-        elif group is not None and group.describe()["state"] not in ("Empty", "Dead"):
+        elif group not in (None, False) and group.describe()["state"] not in ("Empty", "Dead"):
             err = ErrorCode.NON_EMPTY_GROUP
         else:
             try:
-                broker.store.coordinator.delete_group(gid)
+                if share is not None:
+                    shares.delete_group(gid)
+                if group is not False:
+                    broker.store.coordinator.delete_group(gid)
                 err = NONE
+            except GroupError as exc:
+                err = exc.code
             except Exception as exc:            # noqa: BLE001
                 err = error_code(exc)[0]
         results.append(m.DeleteGroupsResponseDeletableGroupResult(group_id=gid, error_code=err))

@@ -68,7 +68,7 @@ from pylog.protocol import API_NAMES, ApiKey, frame_response
 from pylog.common.config import normalize_key
 
 from . import (acls, admin, configs, consumer_groups, data_plane, groups, leader_epochs, log_dirs,
-               quotas, sasl, share_groups, telemetry, transactions, users)
+               quotas, sasl, share_group_offsets, share_groups, telemetry, transactions, users)
 from .authorizer import authorizer_of
 from .config import DYNAMIC_SERVER_CONFIGS, SERVER_CONFIGS, ServerConfig
 from .connection import Connection
@@ -139,6 +139,9 @@ HANDLERS = {
     ApiKey.SHARE_GROUP_DESCRIBE: share_groups.share_group_describe,
     ApiKey.SHARE_FETCH: share_groups.share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: share_groups.share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_group_offsets.describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_group_offsets.alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_group_offsets.delete_share_group_offsets,
 }
 
 #: Handlers that may block on I/O (fsync, file creation): they run in the I/O pool.

@@ -12,7 +12,8 @@ A ShareFetch first applies its piggybacked acknowledgements, then acquires, per 
 of the session, the available records from the share-partition's first available offset
 (at most MaxRecords in all, at most MaxBytes of batches), and answers the batches read with
 the AcquiredRecords ranges (the client delivers only those offsets). With nothing acquired
-it waits, up to MaxWaitMs, for an append to one of the partitions, as Fetch does. Every
+it waits, up to MaxWaitMs, for an append to one of the partitions (as Fetch does) or
+an acknowledgement or release in the group (records available again). Every
 change of share-partition state is on disk before the answer (share_group.py).
 With an authorizer: READ on the group, and READ on each topic (TOPIC_AUTHORIZATION_FAILED
 per partition), as Kafka checks.
@@ -36,7 +37,7 @@ from .data_plane import Waker
 from .errors import error_code
 
 __all__ = ["share_group_heartbeat", "share_group_describe", "share_fetch", "share_acknowledge",
-           "shares_of"]
+           "shares_of", "not_share_group"]
 
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 _INT32_MAX = 2**31 - 1
@@ -55,7 +56,7 @@ def shares_of(broker):
     return coordinator
 
 
-def _not_share_group(broker, group_id: str) -> bool:
+def not_share_group(broker, group_id: str) -> bool:
     """Whether a classic or consumer-protocol group holds `group_id` (a group id is of one
     type, as Kafka keeps it)."""
     coordinator = broker.store.coordinator
@@ -97,7 +98,7 @@ def share_group_heartbeat(broker, conn, header, req):
     if req.subscribed_topic_names and any(
             not allowed(broker, conn, Operation.DESCRIBE, TOPIC, t) for t in req.subscribed_topic_names):
         return fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
-    if _not_share_group(broker, req.group_id):
+    if not_share_group(broker, req.group_id):
         return fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.")
     shares = shares_of(broker)
     store = broker.store
@@ -138,7 +139,7 @@ def share_group_describe(broker, conn, header, req):
         if group is None:
             described.error_code = ErrorCode.GROUP_ID_NOT_FOUND
             described.error_message = (f"Group {gid} is not a share group."
-                                       if _not_share_group(broker, gid) else f"Group {gid} not found.")
+                                       if not_share_group(broker, gid) else f"Group {gid} not found.")
             continue
         with group.lock:
             described.group_state = group.state()
@@ -349,14 +350,8 @@ class _ShareFetch:
             try:
                 with group.lock:
                     sp = group.share_partition(name, key[1], log)
-                    start = sp.first_available()
-                    hw = log.high_watermark
-                    if start >= hw:
-                        continue
-                    data = log.read(start, max(budget - total_bytes, 1), max_offset=hw)
-                    if not data.size:
-                        continue
-                    ranges = group.acquire(req.member_id, sp, start, data.last_offset + 1, left)
+                    data, ranges = group.acquire_records(req.member_id, sp, log,
+                                                         budget - total_bytes, left)
             except Exception as exc:            # noqa: BLE001 - answered per partition
                 part = parts[key] = _partition_data(key[1])
                 part.error_code, part.error_message = error_code(exc)[0], str(exc)
@@ -398,6 +393,11 @@ async def share_fetch(broker, conn, header, req):
     logs = [lg for _, lg in fetch.logs.values() if not isinstance(lg, int)]
     for lg in logs:
         lg.add_listener(waker)
+    # Another member's acknowledgement or release frees records too (Kafka completes a
+    # delayed share fetch then as well): the group wakes the fetch.
+    group = fetch.group
+    if group is not None:
+        group.add_waiter(waker)
     broker.park(event)
     try:
         # A lock that expires frees records too: look again at least once a second.
@@ -417,6 +417,8 @@ async def share_fetch(broker, conn, header, req):
         broker.unpark(event)
         for lg in logs:
             lg.remove_listener(waker)
+        if group is not None:
+            group.remove_waiter(waker)
     return response
 
 

@@ -42,7 +42,7 @@ from pylog.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
-from pylog.record import decode_arrow, iter_batches
+from pylog.record import AbortedBatches, decode_arrow, iter_batches
 
 from .config import ClientConfig
 
@@ -521,7 +521,7 @@ class Consumer:
             topic, partition = tp
             before = len(out)
             next_position = position
-            skip = _AbortedBatches(aborted) if aborted else None
+            skip = AbortedBatches(aborted) if aborted else None
             for batch in iter_batches(slice_.read(), validate=self._validate):
                 full = True
                 if skip is not None and skip(batch):
@@ -695,34 +695,6 @@ class Consumer:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-class _AbortedBatches:
-    """read_committed over one read of one partition, batch by batch (Kafka's
-    CompletedFetch): ``self(batch)`` is True for a batch of an aborted transaction.
-    From an aborted transaction's first offset on, its producer's transactional
-    batches are skipped until its ABORT marker. (poll_arrow does this in C.)"""
-
-    __slots__ = ("queue", "next", "open")
-
-    def __init__(self, aborted) -> None:
-        self.queue = sorted((t.first_offset, t.producer_id) for t in aborted)
-        self.next = 0
-        self.open: set[int] = set()
-
-    def __call__(self, batch) -> bool:
-        pid = batch.producer_id
-        if pid < 0:
-            return False
-        queue, last = self.queue, batch.last_offset
-        while self.next < len(queue) and queue[self.next][0] <= last:
-            self.open.add(queue[self.next][1])
-            self.next += 1
-        if batch.is_control:
-            if batch.control_type == "abort":
-                self.open.discard(pid)
-            return False
-        return batch.is_transactional and pid in self.open
 
 
 _INT32 = pa.int32()

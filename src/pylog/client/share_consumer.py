@@ -190,14 +190,7 @@ class ShareConsumer:
             log = self.store.log(tp.topic, tp.partition)
             with group.lock:
                 sp = group.share_partition(tp.topic, tp.partition, log)
-                first = sp.first_available()
-                hw = log.high_watermark
-                if first >= hw:
-                    continue
-                data = log.read(first, max(budget, 1), max_offset=hw)
-                if not data.size:
-                    continue
-                ranges = group.acquire(self.member_id, sp, first, data.last_offset + 1, left)
+                data, ranges = group.acquire_records(self.member_id, sp, log, budget, left)
             if not ranges:
                 continue
             budget -= data.size

@@ -12,7 +12,12 @@ coordinator keep it together:
   ``group.share.session.timeout.ms`` is removed;
 - **share-partitions** (:class:`~pylog.coordinator.share_partition.SharePartition`), one per
   topic-partition the group has fetched, created at the SPSO ``share.auto.offset.reset``
-  names (``latest``, Kafka's default: the log end; ``earliest``: the log start);
+  names (``latest``, Kafka's default: the log end; ``earliest``: the log start); a fetch
+  reads below the high watermark, or with ``share.isolation.level=read_committed`` below
+  the last stable offset with aborted transactions' records archived
+  (:meth:`ShareGroup.acquire_records`); the admin APIs replace or forget
+  share-partitions of an empty group (:meth:`ShareGroup.alter_start_offset`,
+  :meth:`ShareGroup.delete_topic_state`, :meth:`ShareCoordinator.delete_group`);
 - **durability**: the group's state (SPSO and the window's runs of delivery counts and
   states, the group's configs) is written with ``write_file_atomically`` to
   ``<first log dir>/share-groups/<hex of the group id>.json`` (docs/FORMAT.md) after every
@@ -33,6 +38,7 @@ of its state file; the coordinator's lock its table of groups.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -43,7 +49,8 @@ from dataclasses import dataclass, field
 
 from pylog.common.config import ConfigDef, at_least, between, config_defs, one_of
 from pylog.errors import ConfigError, ErrorCode, KafkaStorageError
-from pylog.storage import SHARE_GROUPS_DIR, write_file_atomically
+from pylog.record import AbortedBatches, iter_batches
+from pylog.storage import SHARE_GROUPS_DIR, fsync_dir, write_file_atomically
 
 from . import group_records as gr
 from .consumer_group import GroupError
@@ -73,6 +80,11 @@ GROUP_CONFIGS: dict[str, ConfigDef] = config_defs(
     ConfigDef("share.auto.offset.reset", "str", "latest",
               "Where a share-partition starts: latest (the log end) or earliest.",
               one_of("latest", "earliest")),
+    ConfigDef("share.isolation.level", "str", "read_uncommitted",
+              "read_uncommitted: every record below the high watermark is delivered; "
+              "read_committed: only below the last stable offset, aborted transactions' "
+              "records archived, never delivered.",
+              one_of("read_uncommitted", "read_committed")),
 )
 GROUP_CONFIG_DEFAULTS = {name: d.default for name, d in GROUP_CONFIGS.items()}
 
@@ -116,6 +128,10 @@ class ShareGroup:
         self.state_epoch = 0                         # writes of the state file
         self._deferring = 0                          # depth of deferred() blocks
         self._dirty = False                          # a change not yet written
+        #: What to ``set()`` when records may have become available to acquire (an
+        #: acknowledgement, a release, a lock that ended): parked ShareFetches' wakers.
+        #: A tuple, replaced whole: read without the lock.
+        self.waiters: tuple = ()
 
     # ================================================================ configs
 
@@ -286,6 +302,7 @@ class ShareGroup:
         with self.lock:
             if any([sp.release_member(member_id) for sp in self.partitions.values()]):
                 self.persist()
+                self.wake()
 
     def is_member(self, member_id: str) -> bool:
         return member_id in self.members
@@ -320,6 +337,38 @@ class ShareGroup:
             self.persist()
         return sp
 
+    def acquire_records(self, member_id: str, sp: SharePartition, log, max_bytes: int,
+                        max_records: int):
+        """Reads `sp`'s log from its first available offset and acquires what was read
+        for `member_id` (at most `max_records`): (the FileSlice, the AcquiredRanges), or
+        (None, []) with nothing available. ``share.isolation.level`` read_uncommitted
+        reads below the high watermark; read_committed below the last stable offset, and
+        archives the records of aborted transactions instead of delivering them (Kafka's
+        SharePartition: filterAbortedTransactionalAcquiredRecords). The caller holds the
+        group's lock; durable before it returns."""
+        committed = self.config("share.isolation.level") == "read_committed"
+        bound = log.last_stable_offset if committed else log.high_watermark
+        with self.deferred():
+            while True:
+                first = sp.first_available()
+                if first >= bound:
+                    return None, []
+                data = log.read(first, max(max_bytes, 1), max_offset=bound)
+                if not data.size:
+                    return None, []
+                ranges = self.acquire(member_id, sp, first, data.last_offset + 1, max_records)
+                if not (committed and ranges):
+                    return _trimmed(log, data, ranges), ranges
+                aborted = log.aborted_transactions(first, data.last_offset + 1)
+                runs = _aborted_runs(data.read(), aborted) if aborted else []
+                if not runs:
+                    return _trimmed(log, data, ranges), ranges
+                ranges = sp.archive_acquired(ranges, runs)
+                self.persist()
+                if ranges:
+                    return _trimmed(log, data, ranges), ranges
+                # Everything read was aborted (now archived): read on.
+
     def acquire(self, member_id: str, sp: SharePartition, first: int, end: int,
                 max_records: int) -> list[AcquiredRange]:
         """Acquires records of `sp` for `member_id` (SharePartition.acquire) under the
@@ -339,12 +388,58 @@ class ShareGroup:
         with self.lock:
             if any(p is sp for p in self.partitions.values()) and sp.expire_locks(now_ms()):
                 self.persist()
+                self.wake()
 
     def acknowledge(self, member_id: str, sp: SharePartition, batches) -> None:
         """Applies a partition's acknowledgement batches, durably (AcknowledgeError: none)."""
         sp.expire_locks(now_ms())
         sp.acknowledge_batches(member_id, batches)
         self.persist()
+        self.wake()
+
+    def add_waiter(self, waiter) -> None:
+        """(From the broker's event loop only: no lock, so it never waits for a write.)"""
+        self.waiters = self.waiters + (waiter,)
+
+    def remove_waiter(self, waiter) -> None:
+        self.waiters = tuple(w for w in self.waiters if w is not waiter)
+
+    def wake(self) -> None:
+        """Tells the parked fetches that records may be available (they look again)."""
+        for waiter in self.waiters:
+            waiter.set()
+
+    # ================================================== start offsets (admin)
+
+    def start_offsets(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> SPSO of every share-partition the group keeps state for
+        (Kafka's DescribeShareGroupOffsets with all topics)."""
+        with self.lock:
+            self._forget_deleted_topics()
+            return {key: sp.start_offset for key, sp in self.partitions.items()}
+
+    def alter_start_offset(self, topic: str, partition: int, offset: int) -> None:
+        """The share-partition of `topic`-`partition` starts over at `offset`: every record
+        from it on is AVAILABLE with no delivery (AlterShareGroupOffsets, allowed on an
+        empty group only: nobody holds a record). Durable before it returns."""
+        with self.lock:
+            self.partitions[(topic, partition)] = SharePartition(
+                offset, delivery_count_limit=self.config("share.delivery.count.limit"),
+                max_in_flight=self.coordinator.max_in_flight)
+            topic_id = self.coordinator.store.topic_id(topic)
+            if topic_id is not None:
+                self.topic_ids[topic] = topic_id
+            self.persist()
+
+    def delete_topic_state(self, topics) -> None:
+        """Forgets the share-partitions of `topics` (DeleteShareGroupOffsets): the next
+        fetch starts them at ``share.auto.offset.reset`` again. Durable before it returns."""
+        with self.lock:
+            for key in [k for k in self.partitions if k[0] in topics]:
+                del self.partitions[key]
+            for topic in topics:
+                self.topic_ids.pop(topic, None)
+            self.persist()
 
     # ============================================================= durability
 
@@ -408,6 +503,35 @@ class ShareGroup:
                 self.topic_ids[entry["topic"]] = entry["topic_id"]
 
 
+def _trimmed(log, data, ranges):
+    """`data` cut after the batch holding the last offset acquired: a fetch sends (and
+    the member decodes) the batches it acquired records of, not the whole read (with
+    MaxRecords below what MaxBytes holds, most of it). The cut is a FileSlice of the
+    same file, no copy."""
+    if not ranges or ranges[-1].last >= data.last_offset:
+        return data
+    tail = log.read(ranges[-1].last, 1)          # the one batch holding it
+    if tail.file is not data.file or not tail.size or tail.position < data.position:
+        return data                              # (another segment: keep the whole read)
+    return dataclasses.replace(data, size=tail.position + tail.size - data.position,
+                               last_offset=tail.last_offset)
+
+
+def _aborted_runs(buffer, aborted) -> list[tuple[int, int]]:
+    """The offset runs (first, last) of `buffer`'s batches that belong to the `aborted`
+    transactions (a read_committed consumer's filter, batch by batch: batch headers only,
+    the records are not decoded)."""
+    skip = AbortedBatches(aborted)
+    runs: list[tuple[int, int]] = []
+    for batch in iter_batches(buffer, validate=False):
+        if skip(batch):
+            if runs and runs[-1][1] + 1 >= batch.base_offset:
+                runs[-1] = (runs[-1][0], batch.last_offset)
+            else:
+                runs.append((batch.base_offset, batch.last_offset))
+    return runs
+
+
 @dataclass(slots=True)
 class ShareSession:
     """A member's share session (ShareSessionEpoch): the partitions it fetches."""
@@ -450,6 +574,25 @@ class ShareCoordinator:
         self._restore_membership()
         with self._lock:
             return list(self._groups.values())
+
+    def delete_group(self, group_id: str) -> bool:
+        """Deletes an empty share group and its state file (DeleteGroups). Whether it
+        existed. GroupError NON_EMPTY_GROUP while it has members."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                return False
+            with group.lock:
+                if group.members:
+                    raise GroupError(ErrorCode.NON_EMPTY_GROUP,
+                                     f"Share group {group_id} is not empty.")
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._path(group_id))
+                    fsync_dir(self.dir)
+                del self._groups[group_id]
+        for key in [k for k in list(self.sessions) if k[0] == group_id]:
+            self.sessions.pop(key, None)
+        return True
 
     def _path(self, group_id: str) -> str:
         return os.path.join(self.dir, group_id.encode("utf-8").hex() + ".json")

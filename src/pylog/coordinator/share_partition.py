@@ -235,6 +235,36 @@ class SharePartition:
         self._holder[i:j] = [None] * n
         self._acquired -= n
 
+    def archive_acquired(self, ranges: list[AcquiredRange],
+                         runs: list[tuple[int, int]]) -> list[AcquiredRange]:
+        """Archives the offsets of `runs` ((first, last), in order, disjoint) inside the
+        just acquired `ranges` (records of aborted transactions a read_committed group
+        never delivers, Kafka's archive of them); returns `ranges` without them."""
+        base, out = self.start_offset, []
+        for r in ranges:
+            pieces = [(r.first, r.last)]
+            for a, b in runs:
+                if b < r.first or a > r.last:
+                    continue
+                kept = []
+                for f, last in pieces:
+                    lo, hi = max(f, a), min(last, b)
+                    if lo > hi:
+                        kept.append((f, last))
+                        continue
+                    i, j = lo - base, hi - base + 1
+                    self._state[i:j] = bytes([ARCHIVED]) * (j - i)
+                    self._holder[i:j] = [None] * (j - i)
+                    self._acquired -= j - i
+                    if f < lo:
+                        kept.append((f, lo - 1))
+                    if hi < last:
+                        kept.append((hi + 1, last))
+                pieces = kept
+            out += [AcquiredRange(f, last, r.delivery_count) for f, last in pieces]
+        self._advance()
+        return out
+
     def release_member(self, member_id: str) -> bool:
         """Releases every offset `member_id` holds (it left, or closed its share
         session). Whether anything changed."""

@@ -51,7 +51,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     13: (0, 4),     # LeaveGroup
     14: (0, 5),     # SyncGroup
     15: (0, 5),     # DescribeGroups
-    16: (0, 4),     # ListGroups
+    16: (0, 5),     # ListGroups (5: TypesFilter and GroupType, KIP-848: classic, consumer, share)
     17: (0, 1),     # SaslHandshake (ILLEGAL_SASL_STATE on a PLAINTEXT listener, as Kafka)
     18: (0, 4),     # ApiVersions (4: supported features from 0 listed, KIP-1022)
     19: (0, 7),     # CreateTopics
@@ -92,6 +92,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     77: (1, 1),     # ShareGroupDescribe
     78: (1, 1),     # ShareFetch
     79: (1, 1),     # ShareAcknowledge
+    90: (0, 0),     # DescribeShareGroupOffsets (KIP-932's admin APIs, Kafka 4.1's v0)
+    91: (0, 0),     # AlterShareGroupOffsets
+    92: (0, 0),     # DeleteShareGroupOffsets
 }
 
 #: The features ApiVersions (v3+) lists, name -> (min, max) supported and the finalized

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .codec import ZERO_UUID, Struct
 
-__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 'AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse', 'AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', 'ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse', 'ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse', 'ShareGroupDescribeRequest', 'ShareGroupDescribeResponse', 'ShareFetchRequest', 'ShareFetchResponse', 'ShareAcknowledgeRequest', 'ShareAcknowledgeResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
+__all__ = ['ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 'AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse', 'AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', 'ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse', 'ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse', 'ShareGroupDescribeRequest', 'ShareGroupDescribeResponse', 'ShareFetchRequest', 'ShareFetchResponse', 'ShareAcknowledgeRequest', 'ShareAcknowledgeResponse', 'DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse', 'AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse', 'DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment', 'REQUESTS', 'RESPONSES']
 
 
 class ProduceRequestPartitionProduceData(Struct):
@@ -8409,6 +8409,468 @@ class ShareAcknowledgeResponse(Struct):
             w.empty_tagged_fields()
 
 
+class DescribeShareGroupOffsetsRequestDescribeShareGroupOffsetsRequestTopic(Struct):
+    __slots__ = ('topic_name', 'partitions')
+    _FIELDS = (('topic_name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_name', 'string', None, (0, 32768), None, None), ('partitions', '[]int32', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_name = r.string(flex)
+        self.partitions = r.array(flex, r.int32)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.topic_name, flex)
+        w.array(self.partitions, flex, w.int32)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeShareGroupOffsetsRequestDescribeShareGroupOffsetsRequestGroup(Struct):
+    __slots__ = ('group_id', 'topics')
+    _FIELDS = (('group_id', ''), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('topics', '[]struct', 'DescribeShareGroupOffsetsRequestDescribeShareGroupOffsetsRequestTopic', (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.group_id = r.string(flex)
+        self.topics = r.struct_array(flex, DescribeShareGroupOffsetsRequestDescribeShareGroupOffsetsRequestTopic, v, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.group_id, flex)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeShareGroupOffsetsRequest(Struct):
+    """DescribeShareGroupOffsetsRequest (api key 90, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 bba42703e36127e6."""
+
+    API_KEY = 90
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('groups',)
+    _FIELDS = (('groups', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('groups', '[]struct', 'DescribeShareGroupOffsetsRequestDescribeShareGroupOffsetsRequestGroup', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.groups = r.struct_array(flex, DescribeShareGroupOffsetsRequestDescribeShareGroupOffsetsRequestGroup, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.struct_array(self.groups, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeShareGroupOffsetsResponseDescribeShareGroupOffsetsResponsePartition(Struct):
+    __slots__ = ('partition_index', 'start_offset', 'leader_epoch', 'error_code', 'error_message')
+    _FIELDS = (('partition_index', 0), ('start_offset', 0), ('leader_epoch', 0), ('error_code', 0), ('error_message', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('start_offset', 'int64', None, (0, 32768), None, None), ('leader_epoch', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.start_offset = r.int64()
+        self.leader_epoch = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        w.int64(self.start_offset)
+        w.int32(self.leader_epoch)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeShareGroupOffsetsResponseDescribeShareGroupOffsetsResponseTopic(Struct):
+    __slots__ = ('topic_name', 'topic_id', 'partitions')
+    _FIELDS = (('topic_name', ''), ('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_name', 'string', None, (0, 32768), None, None), ('topic_id', 'uuid', None, (0, 32768), None, None), ('partitions', '[]struct', 'DescribeShareGroupOffsetsResponseDescribeShareGroupOffsetsResponsePartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_name = r.string(flex)
+        self.topic_id = r.uuid()
+        self.partitions = r.struct_array(flex, DescribeShareGroupOffsetsResponseDescribeShareGroupOffsetsResponsePartition, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.topic_name, flex)
+        w.uuid(self.topic_id)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeShareGroupOffsetsResponseDescribeShareGroupOffsetsResponseGroup(Struct):
+    __slots__ = ('group_id', 'topics', 'error_code', 'error_message')
+    _FIELDS = (('group_id', ''), ('topics', []), ('error_code', 0), ('error_message', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('topics', '[]struct', 'DescribeShareGroupOffsetsResponseDescribeShareGroupOffsetsResponseTopic', (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.group_id = r.string(flex)
+        self.topics = r.struct_array(flex, DescribeShareGroupOffsetsResponseDescribeShareGroupOffsetsResponseTopic, v)
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.group_id, flex)
+        w.struct_array(self.topics, flex, v)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DescribeShareGroupOffsetsResponse(Struct):
+    """DescribeShareGroupOffsetsResponse (api key 90, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 a9b0a0f62343883f."""
+
+    API_KEY = 90
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'groups')
+    _FIELDS = (('throttle_time_ms', 0), ('groups', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('groups', '[]struct', 'DescribeShareGroupOffsetsResponseDescribeShareGroupOffsetsResponseGroup', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.groups = r.struct_array(flex, DescribeShareGroupOffsetsResponseDescribeShareGroupOffsetsResponseGroup, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.struct_array(self.groups, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterShareGroupOffsetsRequestAlterShareGroupOffsetsRequestPartition(Struct):
+    __slots__ = ('partition_index', 'start_offset')
+    _FIELDS = (('partition_index', 0), ('start_offset', 0), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('start_offset', 'int64', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.start_offset = r.int64()
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        w.int64(self.start_offset)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterShareGroupOffsetsRequestAlterShareGroupOffsetsRequestTopic(Struct):
+    __slots__ = ('topic_name', 'partitions')
+    _FIELDS = (('topic_name', ''), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_name', 'string', None, (0, 32768), None, None), ('partitions', '[]struct', 'AlterShareGroupOffsetsRequestAlterShareGroupOffsetsRequestPartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_name = r.string(flex)
+        self.partitions = r.struct_array(flex, AlterShareGroupOffsetsRequestAlterShareGroupOffsetsRequestPartition, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.topic_name, flex)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterShareGroupOffsetsRequest(Struct):
+    """AlterShareGroupOffsetsRequest (api key 91, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 3650ba32b42a0977."""
+
+    API_KEY = 91
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('group_id', 'topics')
+    _FIELDS = (('group_id', ''), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('topics', '[]struct', 'AlterShareGroupOffsetsRequestAlterShareGroupOffsetsRequestTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.group_id = r.string(flex)
+        self.topics = r.struct_array(flex, AlterShareGroupOffsetsRequestAlterShareGroupOffsetsRequestTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.group_id, flex)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterShareGroupOffsetsResponseAlterShareGroupOffsetsResponsePartition(Struct):
+    __slots__ = ('partition_index', 'error_code', 'error_message')
+    _FIELDS = (('partition_index', 0), ('error_code', 0), ('error_message', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('partition_index', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.partition_index = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.partition_index)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterShareGroupOffsetsResponseAlterShareGroupOffsetsResponseTopic(Struct):
+    __slots__ = ('topic_name', 'topic_id', 'partitions')
+    _FIELDS = (('topic_name', ''), ('topic_id', ZERO_UUID), ('partitions', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_name', 'string', None, (0, 32768), None, None), ('topic_id', 'uuid', None, (0, 32768), None, None), ('partitions', '[]struct', 'AlterShareGroupOffsetsResponseAlterShareGroupOffsetsResponsePartition', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_name = r.string(flex)
+        self.topic_id = r.uuid()
+        self.partitions = r.struct_array(flex, AlterShareGroupOffsetsResponseAlterShareGroupOffsetsResponsePartition, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.topic_name, flex)
+        w.uuid(self.topic_id)
+        w.struct_array(self.partitions, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class AlterShareGroupOffsetsResponse(Struct):
+    """AlterShareGroupOffsetsResponse (api key 91, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 2ed8689b960f6ee6."""
+
+    API_KEY = 91
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', None), ('responses', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('responses', '[]struct', 'AlterShareGroupOffsetsResponseAlterShareGroupOffsetsResponseTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.responses = r.struct_array(flex, AlterShareGroupOffsetsResponseAlterShareGroupOffsetsResponseTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.responses, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DeleteShareGroupOffsetsRequestDeleteShareGroupOffsetsRequestTopic(Struct):
+    __slots__ = ('topic_name',)
+    _FIELDS = (('topic_name', ''), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_name', 'string', None, (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_name = r.string(flex)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.topic_name, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DeleteShareGroupOffsetsRequest(Struct):
+    """DeleteShareGroupOffsetsRequest (api key 92, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 a0450f46bdd8178c."""
+
+    API_KEY = 92
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('group_id', 'topics')
+    _FIELDS = (('group_id', ''), ('topics', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('group_id', 'string', None, (0, 32768), None, None), ('topics', '[]struct', 'DeleteShareGroupOffsetsRequestDeleteShareGroupOffsetsRequestTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.group_id = r.string(flex)
+        self.topics = r.struct_array(flex, DeleteShareGroupOffsetsRequestDeleteShareGroupOffsetsRequestTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.group_id, flex)
+        w.struct_array(self.topics, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DeleteShareGroupOffsetsResponseDeleteShareGroupOffsetsResponseTopic(Struct):
+    __slots__ = ('topic_name', 'topic_id', 'error_code', 'error_message')
+    _FIELDS = (('topic_name', ''), ('topic_id', ZERO_UUID), ('error_code', 0), ('error_message', None), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('topic_name', 'string', None, (0, 32768), None, None), ('topic_id', 'uuid', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.topic_name = r.string(flex)
+        self.topic_id = r.uuid()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.string(self.topic_name, flex)
+        w.uuid(self.topic_id)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        if flex:
+            w.empty_tagged_fields()
+
+
+class DeleteShareGroupOffsetsResponse(Struct):
+    """DeleteShareGroupOffsetsResponse (api key 92, versions 0, flexible 0+): Apache Kafka 4.1.0, sha256 d0d1264bee6371bd."""
+
+    API_KEY = 92
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses')
+    _FIELDS = (('throttle_time_ms', 0), ('error_code', 0), ('error_message', None), ('responses', []), )
+    # (field, kind, struct class, versions, nullable versions, tagged versions)
+    _SCHEMA = (('throttle_time_ms', 'int32', None, (0, 32768), None, None), ('error_code', 'int16', None, (0, 32768), None, None), ('error_message', 'string', None, (0, 32768), (0, 32768), None), ('responses', '[]struct', 'DeleteShareGroupOffsetsResponseDeleteShareGroupOffsetsResponseTopic', (0, 32768), None, None), )
+
+    @classmethod
+    def read(cls, r, v):
+        self = cls.__new__(cls)
+        flex = True
+        self.throttle_time_ms = r.int32()
+        self.error_code = r.int16()
+        self.error_message = r.string(flex, True)
+        self.responses = r.struct_array(flex, DeleteShareGroupOffsetsResponseDeleteShareGroupOffsetsResponseTopic, v)
+        if flex:
+            r.skip_tagged_fields()
+        return self
+
+    def write(self, w, v):
+        flex = True
+        w.int32(self.throttle_time_ms)
+        w.int16(self.error_code)
+        w.string(self.error_message, flex)
+        w.struct_array(self.responses, flex, v)
+        if flex:
+            w.empty_tagged_fields()
+
+
 class ConsumerProtocolSubscriptionTopicPartition(Struct):
     __slots__ = ('topic', 'partitions')
     _FIELDS = (('topic', ''), ('partitions', []), )
@@ -8511,5 +8973,5 @@ class ConsumerProtocolAssignment(Struct):
 
 
 # api key -> request class, response class
-REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest, 68: ConsumerGroupHeartbeatRequest, 69: ConsumerGroupDescribeRequest, 35: DescribeLogDirsRequest, 34: AlterReplicaLogDirsRequest, 45: AlterPartitionReassignmentsRequest, 46: ListPartitionReassignmentsRequest, 76: ShareGroupHeartbeatRequest, 77: ShareGroupDescribeRequest, 78: ShareFetchRequest, 79: ShareAcknowledgeRequest}
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse, 68: ConsumerGroupHeartbeatResponse, 69: ConsumerGroupDescribeResponse, 35: DescribeLogDirsResponse, 34: AlterReplicaLogDirsResponse, 45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse, 76: ShareGroupHeartbeatResponse, 77: ShareGroupDescribeResponse, 78: ShareFetchResponse, 79: ShareAcknowledgeResponse}
+REQUESTS = {0: ProduceRequest, 1: FetchRequest, 2: ListOffsetsRequest, 3: MetadataRequest, 8: OffsetCommitRequest, 9: OffsetFetchRequest, 10: FindCoordinatorRequest, 11: JoinGroupRequest, 12: HeartbeatRequest, 13: LeaveGroupRequest, 14: SyncGroupRequest, 15: DescribeGroupsRequest, 16: ListGroupsRequest, 17: SaslHandshakeRequest, 18: ApiVersionsRequest, 19: CreateTopicsRequest, 20: DeleteTopicsRequest, 21: DeleteRecordsRequest, 22: InitProducerIdRequest, 32: DescribeConfigsRequest, 33: AlterConfigsRequest, 37: CreatePartitionsRequest, 42: DeleteGroupsRequest, 44: IncrementalAlterConfigsRequest, 36: SaslAuthenticateRequest, 50: DescribeUserScramCredentialsRequest, 51: AlterUserScramCredentialsRequest, 60: DescribeClusterRequest, 23: OffsetForLeaderEpochRequest, 47: OffsetDeleteRequest, 71: GetTelemetrySubscriptionsRequest, 72: PushTelemetryRequest, 30: CreateAclsRequest, 29: DescribeAclsRequest, 31: DeleteAclsRequest, 48: DescribeClientQuotasRequest, 49: AlterClientQuotasRequest, 24: AddPartitionsToTxnRequest, 25: AddOffsetsToTxnRequest, 26: EndTxnRequest, 27: WriteTxnMarkersRequest, 28: TxnOffsetCommitRequest, 61: DescribeProducersRequest, 65: DescribeTransactionsRequest, 66: ListTransactionsRequest, 68: ConsumerGroupHeartbeatRequest, 69: ConsumerGroupDescribeRequest, 35: DescribeLogDirsRequest, 34: AlterReplicaLogDirsRequest, 45: AlterPartitionReassignmentsRequest, 46: ListPartitionReassignmentsRequest, 76: ShareGroupHeartbeatRequest, 77: ShareGroupDescribeRequest, 78: ShareFetchRequest, 79: ShareAcknowledgeRequest, 90: DescribeShareGroupOffsetsRequest, 91: AlterShareGroupOffsetsRequest, 92: DeleteShareGroupOffsetsRequest}
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse, 10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse, 13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse, 16: ListGroupsResponse, 17: SaslHandshakeResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse, 37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 44: IncrementalAlterConfigsResponse, 36: SaslAuthenticateResponse, 50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse, 60: DescribeClusterResponse, 23: OffsetForLeaderEpochResponse, 47: OffsetDeleteResponse, 71: GetTelemetrySubscriptionsResponse, 72: PushTelemetryResponse, 30: CreateAclsResponse, 29: DescribeAclsResponse, 31: DeleteAclsResponse, 48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse, 24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse, 28: TxnOffsetCommitResponse, 61: DescribeProducersResponse, 65: DescribeTransactionsResponse, 66: ListTransactionsResponse, 68: ConsumerGroupHeartbeatResponse, 69: ConsumerGroupDescribeResponse, 35: DescribeLogDirsResponse, 34: AlterReplicaLogDirsResponse, 45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse, 76: ShareGroupHeartbeatResponse, 77: ShareGroupDescribeResponse, 78: ShareFetchResponse, 79: ShareAcknowledgeResponse, 90: DescribeShareGroupOffsetsResponse, 91: AlterShareGroupOffsetsResponse, 92: DeleteShareGroupOffsetsResponse}

@@ -25,6 +25,8 @@ from pylog._core.codec import (
     upconvert,
 )
 
+from .aborted import AbortedBatches
+
 
 def with_header_fields(data, *, base_sequence: int | None = None,
                        last_offset_delta: int | None = None, producer_id: int | None = None,
@@ -86,6 +88,7 @@ def slice_offsets(rows, start: int, end: int):
 
 
 __all__ = [
+    "AbortedBatches",
     "ARROW_SCHEMA",
     "CREATE_TIME",
     "LOG_APPEND_TIME",
