@@ -139,6 +139,8 @@ def test_delete_groups_deletes_an_empty_share_group_and_its_state(shared):
         assert a.beat(epoch=-1).error_code == 0
         assert delete() == 0
         assert not os.path.exists(path) and shares.group(group, create=False) is None
+        # Nor its membership records, from which a restart would rebuild it, empty.
+        assert store.coordinator.stored_group_records(group) == {}
         assert group not in listed(a.client)
         assert delete() == GROUP_ID_NOT_FOUND
         # A group of the same id starts over: the records are delivered again, once.

@@ -590,6 +590,8 @@ class ShareCoordinator:
                     os.unlink(self._path(group_id))
                     fsync_dir(self.dir)
                 del self._groups[group_id]
+        # Its membership records too, or a restart would bring it back, empty.
+        self.store.coordinator.forget_group_records(group_id)
         for key in [k for k in list(self.sessions) if k[0] == group_id]:
             self.sessions.pop(key, None)
         return True
