@@ -152,14 +152,20 @@ def queries(spark, path: str, cols, repeat: int, iceberg: bool) -> dict:
     import pyiceberg.expressions as E
     from pyspark.sql.functions import col, from_json
 
+    from pylog.table import open_catalog, table_identifier
+    config = {"pylog.table.enable": "true"}
+    catalog = open_catalog(path, config)            # the session's catalog, opened once
     out = {}
     for name, (where, iceberg_filter, truth) in filters(len(cols["order_id"])).items():
         def table_query(where=where, iceberg_filter=iceberg_filter):
-            table = TableConverter(path, TOPIC).table()        # the catalog, each time
+            # As Spark's Iceberg reader: the table's current metadata from the catalog, the
+            # files the manifests' statistics cannot rule out, the schema from the table
+            # (no footer read to infer it), Parquet row groups skipped by their statistics.
+            table = catalog.load_table(table_identifier(TOPIC, config))
             files = [t.file.file_path for t in table.scan(row_filter=iceberg_filter(E)).plan_files()]
             if not files:
                 return 0
-            return spark.read.parquet(*files).where(where).count()
+            return spark.read.schema(SPARK_SCHEMA).parquet(*files).where(where).count()
 
         def raw_query(where=where):
             return (spark.read.format("pylog").option("subscribe", TOPIC).load(path)
