@@ -3,9 +3,6 @@ on a value column (issue 46's benchmark: target the table >= 5x faster).
 
     PYTHONPATH=src python bench/bench_table_query.py [--records 1000000] [--commits 10]
         [--repeat 3] [--json]
-    # with Spark's own Iceberg reader too (its runtime needs Spark 4.1: see docs/TABLES.md):
-    PYTHONPATH=~/.cache/pylog/pyspark-4.1:src python bench/bench_table_query.py \\
-        --iceberg-jars "$(tools/spark-iceberg/fetch)"
 
 The topic is typed (``pylog.table.schema.type=json``): each value is a JSON order
 (order_id increasing with the offset, user, country, amount, page, items, agent; about
@@ -14,12 +11,12 @@ background converter commits each interval: a table is many files), then each fi
 is counted, best of ``--repeat`` after a warm-up:
 
 - **table**: what Spark's Iceberg reader does, with Spark's JVM Parquet reader (the
-  Iceberg runtime does not run on the venv's Spark 4.2+): load the table from the
-  catalog, plan its files with the filter (pyiceberg: manifest statistics prune files),
-  ``spark.read.parquet(files).where(filter).count()`` (Parquet row-group statistics skip
-  row groups; only the filter's columns are read). All of it is timed.
-- **Iceberg SQL** (with ``--iceberg-jars``): ``SELECT count(*) FROM pylog.pylog.<t>
-  WHERE filter`` through Iceberg's runtime and pylog's catalog.
+  Iceberg runtime does not link against the venv's Spark 4.3, and pylog's source does not
+  load on the PySpark 4.1 the runtime needs: no ``pyspark.sql.streaming.datasource``
+  there): load the table from the catalog, plan its files with the filter (pyiceberg:
+  manifest statistics prune files), ``spark.read.schema(<the table's typed columns>)
+  .parquet(files).where(filter).count()`` (Parquet row-group statistics skip row groups;
+  only the filter's columns are read). All of it is timed.
 - **raw topic**: ``format("pylog")`` and ``from_json(cast(value as string), schema)``:
   the query a user without the table writes.
 
@@ -148,7 +145,7 @@ def best(run, repeat: int) -> tuple[float, int]:
     return min(times), counts.pop()
 
 
-def queries(spark, path: str, cols, repeat: int, iceberg: bool) -> dict:
+def queries(spark, path: str, cols, repeat: int) -> dict:
     import pyiceberg.expressions as E
     from pyspark.sql.functions import col, from_json
 
@@ -174,9 +171,6 @@ def queries(spark, path: str, cols, repeat: int, iceberg: bool) -> dict:
 
         row = {"expected": truth(cols)}
         variants = {"table": table_query, "raw": raw_query}
-        if iceberg:
-            variants["iceberg_sql"] = lambda where=where: spark.sql(
-                f"SELECT count(*) FROM pylog.pylog.{TOPIC} WHERE {where}").collect()[0][0]
         for key, run in variants.items():
             s, count = best(run, repeat)
             assert count == row["expected"], (name, key, count, row["expected"])
@@ -189,21 +183,13 @@ def queries(spark, path: str, cols, repeat: int, iceberg: bool) -> dict:
     return out
 
 
-def start_spark(iceberg_jars: str | None, path: str):
+def start_spark():
     from pyspark.sql import SparkSession
 
     from pylog.spark import PylogDataSource
     builder = (SparkSession.builder.master("local[2]").appName("bench-table-query")
                .config("spark.driver.memory", "2g").config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2"))
-    if iceberg_jars:
-        import glob
-
-        from pylog.spark.iceberg import iceberg_catalog_conf
-        jars = sorted(glob.glob(os.path.join(iceberg_jars, "*.jar")))
-        builder = builder.config("spark.jars", ",".join(jars))
-        for k, v in iceberg_catalog_conf(path).items():
-            builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(PylogDataSource)
@@ -216,7 +202,6 @@ def main() -> None:
     ap.add_argument("--commits", type=int, default=10)
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--iceberg-jars", default=None, help="a dir of the Iceberg runtime's jars")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -230,9 +215,9 @@ def main() -> None:
         load = os.getloadavg()[0]
         convert_s, value_bytes = fill(path, schema_file, cols, args.commits, args.partitions)
         layout = table_layout(path)
-        spark = start_spark(args.iceberg_jars, path)
+        spark = start_spark()
         floor, _ = best(lambda: spark.range(1).count(), args.repeat)
-        q = queries(spark, path, cols, args.repeat, bool(args.iceberg_jars))
+        q = queries(spark, path, cols, args.repeat)
         load_after = os.getloadavg()[0]
         result = {"records": args.records, "value_mb": value_bytes / 1e6, "commits": args.commits,
                   "convert_s": convert_s, "layout": layout, "spark": spark.version,
@@ -249,16 +234,12 @@ def main() -> None:
             "Spark": f"{spark.version}, local[2]; spark.range(1).count(): {floor:.2f} s",
             "load average (1 min)": f"{load:.1f} before, {load_after:.1f} after"})))
         print()
-        print("| filter (count(*)) | rows | table (plan + Spark Parquet) | "
-              + ("Iceberg SQL | " if args.iceberg_jars else "")
-              + "raw topic, from_json | x table | " + ("x Iceberg | " if args.iceberg_jars else ""))
-        print("|---|---|---|---|---|" + ("---|---|" if args.iceberg_jars else ""))
+        print("| filter (count(*)) | rows | table (plan + Spark Parquet) | raw topic, from_json "
+              "| x table |")
+        print("|---|---|---|---|---|")
         for name, v in q.items():
-            ice = f"{v['iceberg_sql_s']:.2f} s | " if args.iceberg_jars else ""
-            xice = f"{v['x_iceberg_sql']:.1f}x | " if args.iceberg_jars else ""
             print(f"| {name} | {v['expected']:,} | {v['table_s']:.2f} s ({v['files_planned']} "
-                  f"of {layout['files']} files) | {ice}{v['raw_s']:.2f} s | {v['x_table']:.1f}x | "
-                  f"{xice}")
+                  f"of {layout['files']} files) | {v['raw_s']:.2f} s | {v['x_table']:.1f}x |")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
