@@ -161,6 +161,8 @@ def check_range(reader: LogDirsReader, tp: TopicPartitionKey, start: int, end: i
             f"{tp[0]}-{tp[1]}: offsets up to {end - 1} were asked for but the log ends at "
             f"{last} (was the partition truncated or deleted and re-created?)",
             offset=end, log_end_offset=last)
+    if start >= end:
+        return None          # nothing asked (a table part may have taken the whole range)
     if start < first:
         if fail_on_data_loss:
             raise OffsetOutOfRangeError(

@@ -156,6 +156,16 @@ class TableSplit:
         w = min(pin.watermark(tp[1]), end)
         if start >= w:
             return start
+        lost = pin.lost(tp[1], start, w)
+        if lost and self.opts.fail_on_data_loss:
+            gone = ", ".join(f"{a}..{b - 1}" for a, b in lost)
+            raise OffsetOutOfRangeError(
+                f"{tp[0]}-{tp[1]}: offsets {gone} were deleted from the log (retention or "
+                f"DeleteRecords) before the converter took them into table "
+                f"{'.'.join(pin.table.name())} (pylog.skipped): they are in neither the table "
+                "nor the log. Some data may have been lost. If you want the query to go on "
+                "without them, set the option failOnDataLoss to false.",
+                offset=lost[0][0], topic_partition=tp)
         self.taken.setdefault(tp[0], []).append((tp[1], start, w))
         return w
 

@@ -18,12 +18,20 @@ watermark. Below it, the union reads the table's rows and the dead-letter rows o
 same ranges (tasks of their own; a dead-letter table older than its timestampType and
 headers columns gives them as null): every offset of the log, each once.
 
+Offsets the converter found deleted from the log before it took them (``pylog.skipped``,
+retention or DeleteRecords) are below the watermark but in neither the table nor the
+log: a range of the table part that covers any of them is data loss, refused with
+failOnDataLoss=true (the default, as Spark's Kafka source) and read without them with
+failOnDataLoss=false. ``startingOffsets=earliest`` starts past a skip that precedes
+everything the table holds (as Kafka's earliest is the log start: nothing is lost).
+
 Executors read the Parquet files with pyarrow (row groups outside the partition and
 offset range are skipped by their statistics) and never open the catalog.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -33,7 +41,8 @@ import pyarrow.compute as pc
 from .options import OptionError
 from .schema import _HEADER, _HEADERS, arrow_schema
 
-__all__ = ["TablePin", "TableRange", "pin_table", "table_ranges", "read_table_range"]
+__all__ = ["TablePin", "TableRange", "pin_table", "table_ranges", "read_table_range",
+           "skipped_ranges"]
 
 #: The Kafka columns every pylog table has (pylog.table's default row).
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
@@ -56,17 +65,25 @@ class TablePin:
     """A topic's table at one snapshot: its watermarks and the means to plan reads of it."""
 
     def __init__(self, topic: str, table, snapshot_id: int | None,
-                 watermarks: dict[int, int], dead_letters: TablePin | None = None) -> None:
+                 watermarks: dict[int, int], dead_letters: TablePin | None = None,
+                 skipped: dict[int, list[tuple[int, int]]] | None = None) -> None:
         self.topic = topic
         self.table = table
         self.snapshot_id = snapshot_id
         self.watermarks = watermarks
+        #: {partition: sorted disjoint [from, to)}: deleted before conversion (pylog.skipped).
+        self.skipped = skipped or {}
         #: A typed topic's dead-letter table, pinned after this one (None: none yet).
         self.dead_letters = dead_letters
 
     def watermark(self, partition: int) -> int:
         """The first offset of ``partition`` the pinned snapshot does not hold (0: none)."""
         return self.watermarks.get(partition, 0)
+
+    def lost(self, partition: int, start: int, end: int) -> list[tuple[int, int]]:
+        """The parts of [start, end) that were deleted before conversion (pylog.skipped)."""
+        return [(max(a, start), min(b, end)) for a, b in self.skipped.get(partition, ())
+                if a < end and start < b]
 
     def files(self, ranges: list[tuple[int, int, int]]) -> list[tuple[str, int | None]]:
         """The snapshot's data files that can hold any of ``ranges`` ((partition, start,
@@ -101,7 +118,11 @@ class TablePin:
         bounds = [b for pin in pins for _, b in pin.files([(partition, 0, w)])]
         if not bounds:
             return None
-        return 0 if None in bounds else min(bounds)
+        low = 0 if None in bounds else min(bounds)
+        for a, b in self.skipped.get(partition, ()):   # a bound from another partition's rows
+            if a <= low < b:
+                low = b
+        return low
 
 
 def _lower_bound(data_file, field_id: int) -> int | None:
@@ -109,6 +130,36 @@ def _lower_bound(data_file, field_id: int) -> int | None:
     if raw is None:
         return None
     return int.from_bytes(raw, "little", signed=True)
+
+
+def skipped_ranges(table, snapshot_id: int | None) -> dict[int, list[tuple[int, int]]]:
+    """{partition: sorted, merged [from, to)} that the converter recorded as deleted from
+    the log before conversion, up to ``snapshot_id``: the ``pylog.skipped`` of each
+    snapshot of its lineage, and the table property ``pylog.skipped.ranges`` (every skip,
+    cumulative: it survives snapshot expiry)."""
+    from pylog.table.converter import SKIPPED, SKIPPED_RANGES
+    found: dict[int, list[tuple[int, int]]] = {}
+    for p, ranges in json.loads(table.properties.get(SKIPPED_RANGES) or "{}").items():
+        found.setdefault(int(p), []).extend((int(a), int(b)) for a, b in ranges)
+    snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+    while snapshot is not None:
+        summary = snapshot.summary
+        value = summary.additional_properties.get(SKIPPED) if summary is not None else None
+        for p, (a, b) in json.loads(value or "{}").items():
+            found.setdefault(int(p), []).append((int(a), int(b)))
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.snapshot_by_id(parent) if parent is not None else None
+    return {p: _merged(ranges) for p, ranges in found.items()}
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(r for r in ranges if r[0] < r[1]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def pin_table(paths: list[str], topic: str, topic_config: dict[str, str]) -> TablePin | None:
@@ -137,7 +188,8 @@ def pin_table(paths: list[str], topic: str, topic_config: dict[str, str]) -> Tab
     # watermarks() reads the loaded table's current snapshot: the one pinned here.
     # The dead letters are loaded after the table (see the module's docstring).
     return TablePin(topic, table, snapshot.snapshot_id, watermarks(table),
-                    _pin_dead_letters(catalog, topic, topic_config))
+                    _pin_dead_letters(catalog, topic, topic_config),
+                    skipped_ranges(table, snapshot.snapshot_id))
 
 
 def _pin_dead_letters(catalog, topic: str, topic_config: dict[str, str]) -> TablePin | None:

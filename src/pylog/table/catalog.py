@@ -72,12 +72,16 @@ def open_catalog(store_or_log_dirs: Any, topic_config: Mapping[str, Any] | Table
 NO_COMMIT_RETRIES = {"commit.retry.num-retries": "0"}
 
 
-#: Column statistics in the manifests (Iceberg's file pruning) for the columns a query
-#: filters on (offset ranges: the union reader; partition, time, topic); none for key,
-#: value and headers, whose min/max of opaque bytes prune nothing and cost the writer.
-METRICS = {"write.metadata.metrics.default": "none",
+#: Column statistics, in the manifests (Iceberg's file pruning) and in the Parquet footers
+#: (a reader's row-group skipping), for the columns a query filters on: the Kafka ones
+#: (offset ranges: the union reader; partition, time, topic) and a typed topic's value
+#: columns (Iceberg's own default mode, truncate(16)); none for key, value and headers,
+#: whose min/max of opaque bytes prune nothing and cost the writer.
+METRICS = {"write.metadata.metrics.default": "truncate(16)",
            **{f"write.metadata.metrics.column.{c}": "full"
-              for c in ("topic", "partition", "offset", "timestamp", "timestampType")}}
+              for c in ("topic", "partition", "offset", "timestamp", "timestampType")},
+           **{f"write.metadata.metrics.column.{c}": "none"
+              for c in ("key", "value", "headers.element.key", "headers.element.value")}}
 
 
 def load_or_create_table(catalog, tc: TableConfig, location_dir: str | None):

@@ -19,7 +19,8 @@ Kafka source columns (:mod:`pylog.table.columns`). When the log is a live Store'
 converted range is flushed first: the table never holds a record that a power loss
 could take from the log. Records deleted (retention, DeleteRecords) before they were
 converted are not silently passed: the commit records them in ``pylog.skipped``
-({partition: [from, to)}) and logs a warning.
+({partition: [from, to)}) and in the table property ``pylog.skipped.ranges`` (every skip
+so far, which snapshot expiry keeps), and logs a warning.
 
 Typed value columns (``pylog.table.schema.*`` set): the module ``pylog.table.schema``
 offers ``hook_for(topic, table_config)``, an object with ``evolve(table)`` (before each
@@ -51,13 +52,14 @@ from .config import TableConfig, check_convertible, table_config
 from .writer import can_write, transaction, write_data_file
 
 __all__ = ["TableConverter", "CommitResult", "watermarks", "convert", "rebuild",
-           "WATERMARK", "OFFSETS", "SKIPPED", "KILL_AT_ENV"]
+           "WATERMARK", "OFFSETS", "SKIPPED", "SKIPPED_RANGES", "KILL_AT_ENV"]
 
 log = logging.getLogger(__name__)
 
 WATERMARK = "pylog.watermark"   # snapshot summary and table property: {"p": next offset}
 OFFSETS = "pylog.offsets"       # snapshot summary: {"p": [from, to)} of this commit
 SKIPPED = "pylog.skipped"       # snapshot summary: {"p": [from, to)} deleted before conversion
+SKIPPED_RANGES = "pylog.skipped.ranges"   # table property: {"p": [[from, to), ...]}, every skip
 
 #: Fault injection for the exactness tests: SIGKILL this process at a step of run_once:
 #: "read" (records decoded, nothing written), "written" (Parquet files written, not
@@ -113,6 +115,14 @@ def watermarks(table) -> dict[int, int]:
         parent = snapshot.parent_snapshot_id
         snapshot = table.snapshot_by_id(parent) if parent is not None else None
     return _decode_map(table.properties.get(WATERMARK))
+
+
+def _add_skipped(table, skipped: Mapping[int, tuple[int, int]]) -> str:
+    """The table's SKIPPED_RANGES property with this commit's skips added."""
+    every = json.loads(table.properties.get(SKIPPED_RANGES) or "{}")
+    for p, (a, b) in skipped.items():
+        every.setdefault(str(p), []).append([a, b])
+    return json.dumps(dict(sorted(every.items())), separators=(",", ":"))
 
 
 class _LivePartition(PartitionReader):
@@ -333,7 +343,10 @@ class TableConverter:
                     append.append_data_file(data_file)
             else:                   # a partitioned table: pyiceberg splits the rows
                 txn.append(rows, snapshot_properties=props)
-            txn.set_properties({WATERMARK: props[WATERMARK]})
+            properties = {WATERMARK: props[WATERMARK]}
+            if result.skipped:      # cumulative, so that snapshot expiry loses no skip
+                properties[SKIPPED_RANGES] = _add_skipped(table, result.skipped)
+            txn.set_properties(properties)
             _kill_point("written")
         _kill_point("committed")
         result.committed = True
