@@ -23,7 +23,11 @@ coordinator keep it together:
   ``<first log dir>/share-groups/<hex of the group id>.json`` (docs/FORMAT.md) after every
   change and before the change is answered: an acknowledgement answered is never undone
   by a crash, and an acquisition's delivery count survives it (Kafka keeps the same in
-  ``__share_group_state``). After a restart the acquired records are AVAILABLE again;
+  ``__share_group_state``). After a restart the acquired records are AVAILABLE again.
+  The writes are group commits (:class:`_CommitLock`): a change is made under the
+  group's lock and numbered; the thread that made it waits, after releasing the lock,
+  until a write that began after the change is fsynced; one write covers every change
+  made before its snapshot, so the members' requests do not wait one fsync each;
 - **membership** (group epoch, each member's metadata, target and current assignment) is
   written to ``__consumer_offsets`` in Kafka's ShareGroup* records (group_records.py),
   through the store's GroupCoordinator, after each heartbeat that changed it and each
@@ -31,8 +35,9 @@ coordinator keep it together:
   count from the restart). Share sessions (ShareFetch's) are not kept, as Kafka keeps
   them in memory only: a member opens its session again.
 
-Thread safety: each group's ``lock`` covers its members, share-partitions and the write
-of its state file; the coordinator's lock its table of groups.
+Thread safety: each group's ``lock`` covers its members, share-partitions and the
+snapshot of its state; its ``_durable`` condition the version written and whether a write
+runs (one at a time, outside the lock); the coordinator's lock its table of groups.
 """
 
 from __future__ import annotations
@@ -119,15 +124,23 @@ class ShareGroup:
     def __init__(self, coordinator: "ShareCoordinator", group_id: str) -> None:
         self.coordinator = coordinator
         self.group_id = group_id
-        self.lock = threading.RLock()
+        self.lock = _CommitLock(self)
         self.group_epoch = 0
         self.members: dict[str, ShareMember] = {}
         self.partitions: dict[tuple[str, int], SharePartition] = {}
         self.topic_ids: dict[str, str] = {}          # topic -> its id (hex) when first read
         self.configs: dict[str, str] = {}            # the group's own configs (share.*)
         self.state_epoch = 0                         # writes of the state file
-        self._deferring = 0                          # depth of deferred() blocks
-        self._dirty = False                          # a change not yet written
+        #: Group commit: `_version` counts the changes (under the lock); `_written` is
+        #: the version the state file holds, fsynced; `_writing` whether a write runs.
+        self._version = 0
+        self._written = 0
+        self._writing = False
+        self._durable = threading.Condition(threading.Lock())
+        #: Held while the state file is written or deleted; `deleted` (set under the
+        #: lock, read under this) keeps a late write from bringing a deleted group back.
+        self._file_lock = threading.Lock()
+        self.deleted = False
         #: What to ``set()`` when records may have become available to acquire (an
         #: acknowledgement, a release, a lock that ended): parked ShareFetches' wakers.
         #: A tuple, replaced whole: read without the lock.
@@ -467,28 +480,51 @@ class ShareGroup:
                 "partitions": parts}
 
     def persist(self) -> None:
-        """Writes the group's state file (atomically, fsynced) with the lock held; inside
-        :meth:`deferred`, at its end instead."""
-        if self._deferring:
-            self._dirty = True
-            return
-        self.state_epoch += 1
-        self.coordinator.write_state(self.group_id, self.to_json())
+        """Records a change of the group's state: the thread that made it returns from
+        its outermost hold of the lock only once the state file holding the change is
+        fsynced (:meth:`wait_durable`)."""
+        with self.lock:
+            self._version += 1
+            self.lock.needs(self._version)
 
     @contextlib.contextmanager
     def deferred(self):
-        """Holds the group's lock and writes its state once, at the end, for every change
-        made inside (a ShareFetch's acknowledgements and acquisitions: one fsync). The
-        caller answers only after the block."""
+        """Holds the group's lock: every change made inside is durable at the block's end
+        (a ShareFetch's acknowledgements and acquisitions: one write at most). The caller
+        answers only after the block."""
         with self.lock:
-            self._deferring += 1
-            try:
-                yield self
-            finally:
-                self._deferring -= 1
-                if not self._deferring and self._dirty:
-                    self._dirty = False
-                    self.persist()
+            yield self
+
+    def wait_durable(self, version: int) -> None:
+        """Returns once the state file holds `version` (fsynced). Called without the lock:
+        the first waiter while no write runs writes, for itself and every change made
+        before its snapshot; the others wait for that write or the next one."""
+        with self._durable:
+            while self._written < version:
+                if not self._writing:
+                    self._writing = True
+                    break
+                self._durable.wait()
+            else:
+                return
+        try:
+            with self.lock.raw:                  # the snapshot: a consistent state
+                target = self._version
+                self.state_epoch += 1
+                data = self.to_json()
+            encoded = json.dumps(data, separators=(",", ":")).encode()
+            with self._file_lock:
+                if not self.deleted:
+                    self.coordinator.write_state(self.group_id, encoded)
+        except BaseException:
+            with self._durable:
+                self._writing = False
+                self._durable.notify_all()       # (a waiter left uncovered writes itself)
+            raise
+        with self._durable:
+            self._written = max(self._written, target)
+            self._writing = False
+            self._durable.notify_all()
 
     def load(self, data: dict) -> None:
         self.state_epoch = int(data.get("state_epoch", 0))
@@ -501,6 +537,47 @@ class ShareGroup:
                 delivery_count_limit=limit, max_in_flight=self.coordinator.max_in_flight)
             if entry.get("topic_id"):
                 self.topic_ids[entry["topic"]] = entry["topic_id"]
+
+
+class _CommitLock:
+    """A share group's lock: reentrant, as an RLock; on its outermost release, the
+    releasing thread waits (the lock released) until the state changes it made while
+    holding it (:meth:`needs`) are durable (:meth:`ShareGroup.wait_durable`)."""
+
+    __slots__ = ("raw", "_group", "_local")
+
+    def __init__(self, group: ShareGroup) -> None:
+        self.raw = threading.RLock()            # the lock itself, with no wait at release
+        self._group = group
+        self._local = threading.local()         # .depth, .version: this thread's
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self.raw.acquire(blocking, timeout):
+            return False
+        local = self._local
+        local.depth = getattr(local, "depth", 0) + 1
+        return True
+
+    def needs(self, version: int) -> None:
+        """The holding thread's release waits until `version` is durable."""
+        self._local.version = version
+
+    def release(self) -> None:
+        local = self._local
+        local.depth -= 1
+        version = 0
+        if not local.depth:
+            version = getattr(local, "version", 0)
+            local.version = 0
+        self.raw.release()
+        if version:
+            self._group.wait_durable(version)
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 def _trimmed(log, data, ranges):
@@ -586,7 +663,8 @@ class ShareCoordinator:
                 if group.members:
                     raise GroupError(ErrorCode.NON_EMPTY_GROUP,
                                      f"Share group {group_id} is not empty.")
-                with contextlib.suppress(FileNotFoundError):
+                group.deleted = True
+                with group._file_lock, contextlib.suppress(FileNotFoundError):
                     os.unlink(self._path(group_id))
                     fsync_dir(self.dir)
                 del self._groups[group_id]
@@ -599,13 +677,14 @@ class ShareCoordinator:
     def _path(self, group_id: str) -> str:
         return os.path.join(self.dir, group_id.encode("utf-8").hex() + ".json")
 
-    def write_state(self, group_id: str, data: dict) -> None:
+    def write_state(self, group_id: str, encoded: bytes) -> None:
+        """Writes a group's state file (its JSON, encoded), atomically and fsynced."""
         if self.store.closed:
             # Another store object may own the dir now (the same path reopened).
             raise KafkaStorageError(f"the store is closed: share group {group_id!r}'s state "
                                     f"cannot be written")
         os.makedirs(self.dir, exist_ok=True)
-        write_file_atomically(self._path(group_id), json.dumps(data, separators=(",", ":")).encode())
+        write_file_atomically(self._path(group_id), encoded)
 
     def _load(self) -> None:
         for name in sorted(os.listdir(self.dir)) if os.path.isdir(self.dir) else ():
