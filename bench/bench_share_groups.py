@@ -15,7 +15,8 @@ delivered per second from the first poll that returned records to the one that r
         [--partitions 4] [--max-records 500] [--java [--no-kafka]]
 
 Every acquisition and acknowledgement is written (fsynced) to the group's state file
-before it is answered, so the figures are bounded by that write per poll or fetch.
+before it is answered; the members' concurrent requests share those writes (group
+commit, coordinator/share_group.py).
 """
 
 from __future__ import annotations
