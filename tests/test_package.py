@@ -56,6 +56,41 @@ def test_import_pylog_leaves_the_heavy_optional_layers_unloaded():
     assert out.stdout.strip() == ""
 
 
+def test_reading_a_store_leaves_numpy_pyarrow_and_the_codecs_unloaded(tmp_path):
+    """Opening a store and reading its batches (what `pylog topics`, `dump-log` and
+    `console-consumer` do) imports neither numpy, pyarrow nor a compression library:
+    the codec, the cleaner and pylog.compression import them on first use."""
+    probe = (
+        "import sys\n"
+        "from pylog.storage import LogManager\n"
+        "with LogManager([sys.argv[1]]) as m:\n"
+        "    m.create_topic('t', 1)\n"
+        "    m.log('t', 0).append_records([b'a', b'b'], timestamps=5)\n"
+        "    got = [r.value for r in m.log('t', 0).read(0).records()]\n"
+        "assert got == [b'a', b'b'], got\n"
+        "heavy = ('numpy', 'pyarrow', 'cramjam', 'lz4', 'zstandard', 'isal')\n"
+        "print(' '.join(m for m in heavy if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
+
+
+def test_the_codec_takes_arrow_input_and_gives_arrow_after_a_lazy_import():
+    """In a fresh process, pyarrow imported after the codec: an Arrow column is still
+    taken as one (not as a sequence), and decode_arrow and ARROW_SCHEMA agree."""
+    probe = (
+        "from pylog import record\n"
+        "import pyarrow as pa\n"
+        "data = record.encode_batch(pa.array(['x', 'yy']), timestamps=[1, 2])\n"
+        "rows = record.decode_arrow(data)\n"
+        "assert rows.schema == record.ARROW_SCHEMA, rows.schema\n"
+        "assert rows.column('value').to_pylist() == [b'x', b'yy']\n"
+        "assert rows.column('timestamp').cast(pa.int64()).to_pylist() == [1, 2]\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
 def source_files() -> set[str]:
     """What a build needs from src/: the Python modules, the C sources and headers, the
     Cython sources (.pyx, .pxd, .pxi), the stubs and py.typed; not Cython's output (the

@@ -30,13 +30,10 @@ framing ``compress`` gives.
 
 from __future__ import annotations
 
+import functools
 import struct
 import threading
-
-import cramjam
-import lz4.frame
-import zstandard
-from isal import igzip, isal_zlib
+from typing import TYPE_CHECKING
 
 from pylog.errors import CorruptRecordError, MessageTooLargeError, UnsupportedCompressionTypeError
 
@@ -66,6 +63,41 @@ SNAPPY_MAX_EXPANSION = 64 / 3
 ZSTD_MAX_WINDOW = 1 << 23
 
 _local = threading.local()
+
+if TYPE_CHECKING:
+    import zstandard
+
+
+# Each codec's library is imported on its first use (once; the module is
+# cached): a process that reads uncompressed batches imports none of them.
+@functools.cache
+def _cramjam():
+    import cramjam
+    return cramjam
+
+
+@functools.cache
+def _lz4_frame():
+    import lz4.frame
+    return lz4.frame
+
+
+@functools.cache
+def _zstandard():
+    import zstandard
+    return zstandard
+
+
+@functools.cache
+def _igzip():
+    from isal import igzip
+    return igzip
+
+
+@functools.cache
+def _isal_zlib():
+    from isal import isal_zlib
+    return isal_zlib
 
 
 def codec_id(name: str | int) -> int:
@@ -97,21 +129,21 @@ def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
         cache = _local.zstd = {}
     comp = cache.get(level)
     if comp is None:
-        comp = cache[level] = zstandard.ZstdCompressor(level=level)
+        comp = cache[level] = _zstandard().ZstdCompressor(level=level)
     return comp
 
 
 def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     dec = getattr(_local, "zstd_dec", None)
     if dec is None:
-        dec = _local.zstd_dec = zstandard.ZstdDecompressor()
+        dec = _local.zstd_dec = _zstandard().ZstdDecompressor()
     return dec
 
 
 def _zstd_bounded_decompressor() -> zstandard.ZstdDecompressor:
     dec = getattr(_local, "zstd_bounded", None)
     if dec is None:
-        dec = _local.zstd_bounded = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+        dec = _local.zstd_bounded = _zstandard().ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
     return dec
 
 
@@ -119,7 +151,7 @@ def _snappy_compress(data) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER]
     for start in range(0, len(view), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(view[start:start + _XERIAL_BLOCK]))
+        block = bytes(_cramjam().snappy.compress_raw(view[start:start + _XERIAL_BLOCK]))
         parts.append(_INT32.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -128,7 +160,7 @@ def _snappy_compress(data) -> bytes:
 def _snappy_claim(block) -> int:
     """The decoded length a raw snappy block claims, once proven possible:
     at most SNAPPY_MAX_EXPANSION times its size."""
-    claim = cramjam.snappy.decompress_raw_len(block)
+    claim = _cramjam().snappy.decompress_raw_len(block)
     if claim > len(block) * SNAPPY_MAX_EXPANSION:
         raise ValueError(f"snappy block of {len(block)} bytes claims {claim} decoded bytes, more "
                          f"than snappy can expand it to ({int(len(block) * SNAPPY_MAX_EXPANSION)})")
@@ -155,7 +187,7 @@ def _snappy_decompress(data) -> bytes:
     view = memoryview(data)
     if bytes(view[:8]) != XERIAL_MAGIC:
         _snappy_claim(view)
-        return bytes(cramjam.snappy.decompress_raw(view))
+        return bytes(_cramjam().snappy.decompress_raw(view))
     # Each block's proven length first, then each block decompressed straight
     # into its place in one output buffer.
     blocks, total = [], 0
@@ -164,11 +196,11 @@ def _snappy_decompress(data) -> bytes:
         blocks.append((block, total, length))
         total += length
     if len(blocks) == 1:
-        return bytes(cramjam.snappy.decompress_raw(blocks[0][0]))
+        return bytes(_cramjam().snappy.decompress_raw(blocks[0][0]))
     out = bytearray(total)
     target = memoryview(out)
     for block, start, length in blocks:
-        if cramjam.snappy.decompress_raw_into(block, target[start:start + length]) != length:
+        if _cramjam().snappy.decompress_raw_into(block, target[start:start + length]) != length:
             raise ValueError(f"xerial snappy block at byte {start} decompressed short")
     return bytes(out)       # the decoders hold bytes; one copy instead of one per block
 
@@ -179,11 +211,11 @@ def _snappy_pieces(view, piece_bytes: int):
     piece."""
     if bytes(view[:8]) != XERIAL_MAGIC:
         _snappy_claim(view)
-        yield cramjam.snappy.decompress_raw(view)
+        yield _cramjam().snappy.decompress_raw(view)
         return
     blocks = [(block, _snappy_claim(block)) for block in _xerial_blocks(view)]
     if len(blocks) == 1:
-        yield cramjam.snappy.decompress_raw(blocks[0][0])
+        yield _cramjam().snappy.decompress_raw(blocks[0][0])
         return
     left = sum(length for _, length in blocks)        # proven: at most 64/3 of the data
     out, fill = None, 0
@@ -192,11 +224,11 @@ def _snappy_pieces(view, piece_bytes: int):
             yield memoryview(out)[:fill]
             out = None
         if length > piece_bytes:
-            yield cramjam.snappy.decompress_raw(block)
+            yield _cramjam().snappy.decompress_raw(block)
         else:
             if out is None:
                 out, fill = bytearray(min(piece_bytes, left)), 0
-            if cramjam.snappy.decompress_raw_into(block, memoryview(out)[fill:fill + length]) != length:
+            if _cramjam().snappy.decompress_raw_into(block, memoryview(out)[fill:fill + length]) != length:
                 raise ValueError(f"xerial snappy block decompressed short of its {length} bytes")
             fill += length
         left -= length
@@ -214,7 +246,7 @@ def _gzip_pieces(data, piece_bytes: int):
     want = min(piece_bytes, int.from_bytes(memoryview(data)[-4:], "little") + 1) \
         if len(data) >= 18 else piece_bytes
     while True:
-        member = isal_zlib.decompressobj(wbits=31)
+        member = _isal_zlib().decompressobj(wbits=31)
         while not member.eof:
             piece = member.decompress(tail, want)
             want = piece_bytes
@@ -231,10 +263,10 @@ def _gzip_pieces(data, piece_bytes: int):
 
 def _lz4_pieces(data, piece_bytes: int):
     """One LZ4 frame (bytes after its end mark are ignored, as lz4.frame.decompress does)."""
-    context = lz4.frame.create_decompression_context()
+    context = _lz4_frame().create_decompression_context()
     rest = memoryview(data)
     while True:
-        piece, used, end = lz4.frame.decompress_chunk(context, rest, max_length=piece_bytes)
+        piece, used, end = _lz4_frame().decompress_chunk(context, rest, max_length=piece_bytes)
         if piece:
             yield piece
         if end:
@@ -246,7 +278,7 @@ def _lz4_pieces(data, piece_bytes: int):
 
 def _zstd_pieces(data, piece_bytes: int):
     dctx = _zstd_bounded_decompressor()
-    size = zstandard.frame_content_size(data)
+    size = _zstandard().frame_content_size(data)
     if 0 <= size <= piece_bytes:
         # One frame that states a size within a piece (pylog's and librdkafka's
         # batches): decoded at once, into that size, which zstd holds it to.
@@ -320,7 +352,7 @@ class _XerialWriter:
         parts = [] if self._started else [_XERIAL_HEADER]
         self._started = True
         for start in range(0, len(data), _XERIAL_BLOCK):
-            block = bytes(cramjam.snappy.compress_raw(data[start:start + _XERIAL_BLOCK]))
+            block = bytes(_cramjam().snappy.compress_raw(data[start:start + _XERIAL_BLOCK]))
             parts.append(_INT32.pack(len(block)))
             parts.append(block)
         return b"".join(parts)
@@ -330,8 +362,8 @@ class _Lz4Writer:
     """The LZ4 frame compress() writes, piece by piece."""
 
     def __init__(self, level: int) -> None:
-        self._frame = lz4.frame.LZ4FrameCompressor(
-            block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False, compression_level=level,
+        self._frame = _lz4_frame().LZ4FrameCompressor(
+            block_size=_lz4_frame().BLOCKSIZE_MAX64KB, block_linked=False, compression_level=level,
             content_checksum=False)
         self._head = self._frame.begin()
 
@@ -360,7 +392,7 @@ def compressor(codec: int, level: int | None = None):
     decompress to the data fed, with compress()'s framing (a zstd frame without
     its content size, unknown when it starts)."""
     if codec == GZIP:
-        return isal_zlib.compressobj(2 if level is None else level, isal_zlib.DEFLATED, 31)
+        return _isal_zlib().compressobj(2 if level is None else level, _isal_zlib().DEFLATED, 31)
     if codec == SNAPPY:
         return _XerialWriter()
     if codec == LZ4:
@@ -375,13 +407,13 @@ def compressor(codec: int, level: int | None = None):
 def compress(codec: int, data, level: int | None = None) -> bytes:
     """Compresses ``data`` (any buffer) with codec id ``codec`` as Kafka lays it out."""
     if codec == GZIP:
-        return igzip.compress(data, compresslevel=2 if level is None else level, mtime=0)
+        return _igzip().compress(data, compresslevel=2 if level is None else level, mtime=0)
     if codec == SNAPPY:
         return _snappy_compress(data)
     if codec == LZ4:
-        return lz4.frame.compress(
+        return _lz4_frame().compress(
             data, compression_level=0 if level is None else level,
-            block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+            block_size=_lz4_frame().BLOCKSIZE_MAX64KB, block_linked=False,
             content_checksum=False, store_size=False)
     if codec == ZSTD:
         return _zstd_compressor(3 if level is None else level).compress(data)
@@ -405,11 +437,11 @@ def decompress(codec: int, data, max_bytes: int | None = None) -> bytes:
         return b"".join(pieces)
     try:
         if codec == GZIP:
-            return igzip.decompress(data)
+            return _igzip().decompress(data)
         if codec == SNAPPY:
             return _snappy_decompress(data)
         if codec == LZ4:
-            return lz4.frame.decompress(data)
+            return _lz4_frame().decompress(data)
         if codec == ZSTD:
             return _zstd_decompressor().decompressobj(read_across_frames=True).decompress(data)
         if codec == NONE:

@@ -13,6 +13,7 @@ the same order, of the same kinds, with a default where the module has one.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import inspect
 import re
@@ -110,6 +111,10 @@ def problems(module: types.ModuleType, stub_source: str) -> list[str]:
     in_stub = stub_names(tree)
     classes = {n: node for n, node in in_stub.items() if isinstance(node, ast.ClassDef)}
     in_module = {n: v for n, v in vars(module).items() if not isinstance(v, types.ModuleType)}
+    if "__getattr__" in in_module:      # PEP 562: names the module builds on first use
+        for n in set(in_stub) - set(in_module):
+            with contextlib.suppress(AttributeError):
+                in_module[n] = getattr(module, n)
     found = [f"{name}.{n}: in the module, not in {name}.pyi"
              for n in sorted(set(filter(public, in_module)) - set(in_stub))]
     found += [f"{name}.{n}: in {name}.pyi, not in the module"

@@ -31,10 +31,8 @@ from libc.string cimport memcpy, memset
 from pylog._core.includes.ccore cimport *
 
 import operator as _operator
+import sys as _sys
 import time as _time
-
-import numpy as _np
-import pyarrow as _pa
 
 from pylog import compression as _compression
 from pylog.errors import (
@@ -50,6 +48,39 @@ from pylog._core.includes.capi cimport (PYLOG_RECORDS_CAPSULE, pylog_import_crc_
 import pylog._core.crc  # no-cython-lint: unused, loaded first: its capsule is looked up by attribute
 
 pylog_import_crc_api()
+
+# numpy and pyarrow are imported on first use, once, not with this module: a
+# process that reads a log's batches (pylog's commands, the broker's fetches)
+# needs neither. Each is a module-level object after its first use.
+cdef object _np = None
+cdef object _ndarray = None             # numpy.ndarray, set with _np
+cdef object _pa = None
+
+
+cdef object _numpy():
+    global _np, _ndarray
+    if _np is None:
+        import numpy
+        _ndarray = numpy.ndarray
+        _np = numpy
+    return _np
+
+
+cdef object _pyarrow():
+    """pyarrow, with the codec's Arrow types built (codec_arrow.pxi)."""
+    if _pa is None:
+        _load_arrow()
+    return _pa
+
+
+cdef object _pyarrow_if_loaded():
+    """pyarrow when some module has imported it, else None: no object is an
+    Arrow array before pyarrow is imported, so an input's type check need not
+    import it."""
+    if _pa is None and "pyarrow" in _sys.modules:
+        _load_arrow()
+    return _pa
+
 _C_API = PyCapsule_New(<void *>&pylog_records_api_table, PYLOG_RECORDS_CAPSULE, NULL)
 
 # Kafka names for the timestamp type bit.

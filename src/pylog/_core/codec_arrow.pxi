@@ -7,24 +7,56 @@
 # without the GIL, fill them. The block is then handed to Arrow as one tree of
 # arrays through the C Data Interface (arrow_export.h): one import call.
 
-HEADER_TYPE = _pa.struct([_pa.field("key", _pa.string(), nullable=False),
-                          _pa.field("value", _pa.binary())])
-ARROW_SCHEMA = _pa.schema([
-    _pa.field("offset", _pa.int64(), nullable=False),
-    _pa.field("timestamp", _pa.timestamp("ms"), nullable=False),
-    _pa.field("key", _pa.binary()),
-    _pa.field("value", _pa.binary()),
-    _pa.field("headers", _pa.list_(_pa.field("item", HEADER_TYPE, nullable=False)), nullable=False),
-])
-ARROW_SCHEMA_LARGE = _pa.schema([
-    ARROW_SCHEMA.field("offset"),
-    ARROW_SCHEMA.field("timestamp"),
-    _pa.field("key", _pa.large_binary()),
-    _pa.field("value", _pa.large_binary()),
-    _pa.field("headers", _pa.list_(_pa.field("item", _pa.struct([
-        _pa.field("key", _pa.large_string(), nullable=False),
-        _pa.field("value", _pa.large_binary())]), nullable=False)), nullable=False),
-])
+# HEADER_TYPE, ARROW_SCHEMA and ARROW_SCHEMA_LARGE are module attributes built
+# with pyarrow's first import (__getattr__ below).
+cdef dict _ARROW_TYPES = None
+cdef tuple _SCHEMAS = None            # by 2 * timestamp_type + wide
+cdef tuple _ARROW_NARROW = None, _ARROW_WIDE = None
+cdef object _import_batch = None
+
+
+cdef int _load_arrow() except -1:
+    """Imports pyarrow and builds the codec's Arrow types (once)."""
+    global _pa, _ARROW_TYPES, _SCHEMAS, _ARROW_NARROW, _ARROW_WIDE, _import_batch
+    import pyarrow as pa
+    header_type = pa.struct([pa.field("key", pa.string(), nullable=False),
+                             pa.field("value", pa.binary())])
+    schema = pa.schema([
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.timestamp("ms"), nullable=False),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", pa.list_(pa.field("item", header_type, nullable=False)), nullable=False),
+    ])
+    large = pa.schema([
+        schema.field("offset"),
+        schema.field("timestamp"),
+        pa.field("key", pa.large_binary()),
+        pa.field("value", pa.large_binary()),
+        pa.field("headers", pa.list_(pa.field("item", pa.struct([
+            pa.field("key", pa.large_string(), nullable=False),
+            pa.field("value", pa.large_binary())]), nullable=False)), nullable=False),
+    ])
+    timestamp_type = pa.field("timestamp_type", pa.int32(), nullable=False)
+    _ARROW_TYPES = {"HEADER_TYPE": header_type, "ARROW_SCHEMA": schema,
+                    "ARROW_SCHEMA_LARGE": large}
+    _SCHEMAS = (schema, large, schema.append(timestamp_type), large.append(timestamp_type))
+    _ARROW_NARROW = (pa.binary(), pa.string())
+    _ARROW_WIDE = (pa.large_binary(), pa.large_string())
+    # pyarrow's C Data Interface entry (low-level, public since pyarrow 0.17; the
+    # PyCapsule protocol would also need an exported ArrowSchema per call).
+    _import_batch = pa.RecordBatch._import_from_c
+    _pa = pa                            # last: the types above are set when _pa is
+    return 0
+
+
+def __getattr__(name):
+    """HEADER_TYPE, ARROW_SCHEMA, ARROW_SCHEMA_LARGE (PEP 562: importing the codec
+    does not import pyarrow)."""
+    if name in ("HEADER_TYPE", "ARROW_SCHEMA", "ARROW_SCHEMA_LARGE"):
+        _pyarrow()
+        return _ARROW_TYPES[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 cdef extern from "arrow_export.h":
@@ -44,15 +76,6 @@ cdef extern from "arrow_export.h":
                                            int64_t rows, int64_t headers, int64_t key_nulls,
                                            int64_t value_nulls, int64_t hval_nulls, int types)
     void pylog_arrow_root_release(ArrowArray *root)
-
-
-_TIMESTAMP_TYPE_FIELD = _pa.field("timestamp_type", _pa.int32(), nullable=False)
-cdef tuple _SCHEMAS = (ARROW_SCHEMA, ARROW_SCHEMA_LARGE,
-                       ARROW_SCHEMA.append(_TIMESTAMP_TYPE_FIELD),
-                       ARROW_SCHEMA_LARGE.append(_TIMESTAMP_TYPE_FIELD))
-# pyarrow's C Data Interface entry (low-level, public since pyarrow 0.17; the
-# PyCapsule protocol would also need an exported ArrowSchema per call).
-_import_batch = _pa.RecordBatch._import_from_c
 
 
 cdef extern from "varint.h":
@@ -389,7 +412,7 @@ cdef object _decode_sections(_Sections sections, pylog_parsed_record *parsed,
     cdef int64_t total = pylog_arrow_layout(n, t.headers, 8 if wide else 4, t.key_bytes,
                                             t.value_bytes, t.header_key_bytes,
                                             t.header_value_bytes, timestamp_type, at)
-    block = _pa.allocate_buffer(total)
+    block = _pyarrow().allocate_buffer(total)
     cdef char *base = <char *><uintptr_t>block.address
     memset(&o, 0, sizeof(o))
     o.wide = wide

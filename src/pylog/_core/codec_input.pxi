@@ -83,11 +83,8 @@ cdef class _Column:
         PyMem_Free(self.lens)
 
 
-_ARROW_NARROW = (_pa.binary(), _pa.string())
-_ARROW_WIDE = (_pa.large_binary(), _pa.large_string())
-
-
 cdef _Column _arrow_column(_Column c, object arr, Py_ssize_t n, str name):
+    # (arr is an Arrow array: pyarrow and _ARROW_NARROW/_WIDE are loaded)
     if arr.type in _ARROW_NARROW:
         c.col.kind = PYLOG_COL_ARROW32
     elif arr.type in _ARROW_WIDE:
@@ -160,10 +157,12 @@ cdef _Column _column(object obj, Py_ssize_t n, str name):
         done = pylog_gather_bytes_keep(PySequence_Fast_ITEMS(obj), n, <PyObject *>seq, c.ptrs,
                                        c.lens, &data_bytes)
     else:
-        if isinstance(obj, _pa.ChunkedArray):
-            obj = obj.combine_chunks()
-        if isinstance(obj, _pa.Array):
-            return _arrow_column(c, obj, n, name)
+        pa = _pyarrow_if_loaded()
+        if pa is not None:
+            if isinstance(obj, pa.ChunkedArray):
+                obj = obj.combine_chunks()
+            if isinstance(obj, pa.Array):
+                return _arrow_column(c, obj, n, name)
         seq = obj if type(obj) is tuple else tuple(obj)
         if PyTuple_GET_SIZE(seq) != n:
             raise ValueError(f"{name} has {PyTuple_GET_SIZE(seq)} entries but there are {n} records")
@@ -275,7 +274,7 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
         inp.timestamps = NULL
         inp.timestamp_const = timestamps
         return None
-    if isinstance(timestamps, _np.integer):      # a numpy scalar: one timestamp for all
+    if isinstance(timestamps, _numpy().integer):      # a numpy scalar: one timestamp for all
         return _timestamps(int(timestamps), n, inp, check)
     if type(timestamps) is list and PyList_GET_SIZE(timestamps) == n and n:
         # A list of ints (a send_batch or encode_batch caller's column): one C
@@ -286,7 +285,8 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
             _check_timestamps(inp.timestamps, n)
         return timestamps
     try:
-        arr = _np.ascontiguousarray(timestamps, dtype=_np.int64)
+        np = _numpy()
+        arr = np.ascontiguousarray(timestamps, dtype=np.int64)
     except OverflowError:
         raise _first_overflow(timestamps) from None
     if arr.ndim != 1 or arr.shape[0] != n:
@@ -302,7 +302,6 @@ cdef object _timestamps(object timestamps, Py_ssize_t n, pylog_record_input *inp
     return arr
 
 
-cdef object _ndarray = _np.ndarray
 cdef object _INT64_MIN = -(1 << 63), _INT64_MAX = (1 << 63) - 1
 
 
@@ -365,7 +364,8 @@ cdef int _check_timestamps(const int64_t *ts, Py_ssize_t n) except -1:
 cdef object _list_timestamps(list timestamps, Py_ssize_t n, pylog_record_input *inp, bint check):
     """_timestamps for a list of n ints: an int64 array filled in one C loop (an
     item that is not an int falls back to numpy's conversion, which names it)."""
-    arr = _np.empty(n, dtype=_np.int64)
+    np = _numpy()
+    arr = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] view = arr
     cdef Py_ssize_t i
     cdef PyObject *item
@@ -396,7 +396,8 @@ cdef object _offset_deltas(object deltas, Py_ssize_t n, pylog_record_input *inp)
     if deltas is None:
         inp.offset_deltas = NULL
         return None
-    arr = _np.ascontiguousarray(deltas, dtype=_np.int32)
+    np = _numpy()
+    arr = np.ascontiguousarray(deltas, dtype=np.int32)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"offset_deltas has shape {arr.shape} but there are {n} records")
     if n == 0:

@@ -6,7 +6,6 @@ can be up-converted. See docs/FORMAT.md.
 """
 
 from pylog._core.codec import (
-    ARROW_SCHEMA,
     CREATE_TIME,
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
@@ -26,6 +25,15 @@ from pylog._core.codec import (
 )
 
 from .aborted import AbortedBatches
+
+
+def __getattr__(name):
+    """ARROW_SCHEMA, built when first asked for: importing pylog.record does not
+    import pyarrow (PEP 562)."""
+    if name == "ARROW_SCHEMA":
+        from pylog._core import codec
+        return codec.ARROW_SCHEMA
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def with_header_fields(data, *, base_sequence: int | None = None,

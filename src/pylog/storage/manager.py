@@ -52,7 +52,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pylog.common.acl import AclBinding, AclFilter
 from pylog.common.config import ConfigDef
@@ -68,7 +68,6 @@ from pylog.errors import (
 
 from . import budget, checkpoints, files
 from .background import BackgroundTasks, wall_clock_ms
-from .cleaner import CleanerStats, clean_log, cleanable_range, dirty_ratio
 from .config import LONG_MAX, BrokerConfig, LogConfig
 from .dynamic_config import DynamicConfigs
 from .log import Log
@@ -82,6 +81,9 @@ from .startup import StartupHost, StartupReport, StoreLoader, Unavailable, dir_f
 from .dir_tables import TableDirs
 from .topic_admin import TopicAdmin, TopicHost
 from .topics import TopicDescription
+
+if TYPE_CHECKING:
+    from .cleaner import CleanerStats
 
 __all__ = ["LogManager", "StartupReport"]
 
@@ -260,6 +262,9 @@ class LogManager:
                 config = lg.config
                 if "compact" not in config.cleanup_policy or lg.offline or lg.closed:
                     continue
+                # Here, not at the top: the cleaner imports numpy and pyarrow, which
+                # a store with no compacted log (and pylog's commands) never needs.
+                from .cleaner import clean_log, cleanable_range, dirty_ratio
                 d = self._dir_of.get(tp)
                 if d is None or not d.online:
                     continue
