@@ -285,7 +285,7 @@ def _zstd_pieces(data, piece_bytes: int):
         # More frames after it: the stream reader below takes them all.
         try:
             whole = dctx.decompress(data, allow_extra_data=False)
-        except zstandard.ZstdError:
+        except _zstandard().ZstdError:
             whole = None
         if whole is not None:
             yield whole
@@ -398,7 +398,7 @@ def compressor(codec: int, level: int | None = None):
     if codec == LZ4:
         return _Lz4Writer(0 if level is None else level)
     if codec == ZSTD:
-        return zstandard.ZstdCompressor(level=3 if level is None else level).compressobj()
+        return _zstandard().ZstdCompressor(level=3 if level is None else level).compressobj()
     if codec == NONE:
         return _Plain()
     raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
