@@ -18,6 +18,29 @@ INVALID_RECORD_STATE, SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH = 121
 SHARE_SESSION_LIMIT_REACHED = 133
 
 
+def serve_store(tmp_path_factory, name: str, **broker_configs):
+    """A store in a fresh temp dir and a pylog.Broker serving it on loopback (a module
+    fixture's body: yields (store, broker), then stops both)."""
+    store = pylog.open(str(tmp_path_factory.mktemp(name)))
+    broker = pylog.Broker(store, listen="127.0.0.1:0", group_share_heartbeat_interval_ms=250,
+                          **broker_configs).start()
+    try:
+        yield store, broker
+    finally:
+        broker.shutdown()
+        store.close()
+
+
+def topic_with_records(store, n: int, partitions: int = 1) -> str:
+    """A new topic of `partitions` partitions, each with `n` records ``b"<p>-<i>"``."""
+    name = f"q-{uuid.uuid4().hex[:8]}"
+    store.create_topic(name, partitions)
+    with pylog.Producer(store, linger_ms=0) as producer:
+        for p in range(partitions):
+            producer.send_batch(name, [b"%d-%d" % (p, i) for i in range(n)], partition=p)
+    return name
+
+
 class ShareMember:
     """One share group member on its own connection: heartbeats, a share session."""
 

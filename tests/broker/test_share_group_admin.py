@@ -11,11 +11,10 @@ import uuid
 
 import pytest
 
-import pylog
 from pylog.coordinator.share_group import ShareCoordinator, share_coordinator
 from pylog.protocol import messages as m
 
-from share_support import ShareMember
+from share_support import ShareMember, serve_store, topic_with_records
 
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CG_DESCRIBE = 16, 15, 42, 69
 DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 90, 91, 92
@@ -24,23 +23,8 @@ GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, UNKNOWN_TOPIC_OR_PARTITION = 69, 68, 3
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    store = pylog.open(str(tmp_path_factory.mktemp("share-admin")))
-    broker = pylog.Broker(store, listen="127.0.0.1:0", group_share_heartbeat_interval_ms=250,
-                          group_share_session_timeout_ms=60000).start()
-    try:
-        yield store, broker
-    finally:
-        broker.shutdown()
-        store.close()
+    yield from serve_store(tmp_path_factory, "share-admin", group_share_session_timeout_ms=60000)
 
-
-def topic_with_records(store, n: int, partitions: int = 1) -> str:
-    name = f"qa-{uuid.uuid4().hex[:8]}"
-    store.create_topic(name, partitions)
-    with pylog.Producer(store, linger_ms=0) as producer:
-        for p in range(partitions):
-            producer.send_batch(name, [b"%d-%d" % (p, i) for i in range(n)], partition=p)
-    return name
 
 
 def listed(client, version: int = 5, **filters) -> dict[str, tuple]:

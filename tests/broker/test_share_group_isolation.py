@@ -19,19 +19,12 @@ from pylog.coordinator.share_partition import ARCHIVED
 from pylog.errors import ConfigError
 from pylog.record import encode_batch
 
-from share_support import ACCEPT, ShareMember
+from share_support import ACCEPT, ShareMember, serve_store
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    store = pylog.open(str(tmp_path_factory.mktemp("share-iso")))
-    broker = pylog.Broker(store, listen="127.0.0.1:0", group_share_heartbeat_interval_ms=250,
-                          group_share_session_timeout_ms=60000).start()
-    try:
-        yield store, broker
-    finally:
-        broker.shutdown()
-        store.close()
+    yield from serve_store(tmp_path_factory, "share-iso", group_share_session_timeout_ms=60000)
 
 
 def group_with(store, isolation: str | None) -> str:

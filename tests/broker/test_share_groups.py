@@ -18,28 +18,13 @@ from pylog.protocol.client import ProtocolClient
 from share_support import (ACCEPT, DESCRIBE, FENCED_MEMBER_EPOCH, INVALID_RECORD_STATE,
                            INVALID_REQUEST, INVALID_SHARE_SESSION_EPOCH, REJECT, RELEASE,
                            SHARE_SESSION_LIMIT_REACHED, SHARE_SESSION_NOT_FOUND, UNKNOWN_MEMBER_ID,
-                           ShareMember, until)
+                           ShareMember, serve_store, topic_with_records, until)
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    store = pylog.open(str(tmp_path_factory.mktemp("share")))
-    broker = pylog.Broker(store, listen="127.0.0.1:0", group_share_heartbeat_interval_ms=250,
-                          group_share_session_timeout_ms=1500,
-                          group_share_record_lock_duration_ms=1000).start()
-    try:
-        yield store, broker
-    finally:
-        broker.shutdown()
-        store.close()
+    yield from serve_store(tmp_path_factory, "share", group_share_session_timeout_ms=1500,
+                           group_share_record_lock_duration_ms=1000)
 
-
-def topic_with_records(store, n: int, partitions: int = 1) -> str:
-    name = f"q-{uuid.uuid4().hex[:8]}"
-    store.create_topic(name, partitions)
-    with pylog.Producer(store, linger_ms=0) as producer:
-        for p in range(partitions):
-            producer.send_batch(name, [b"%d-%d" % (p, i) for i in range(n)], partition=p)
-    return name
 
 
 def earliest_group(store) -> str:
