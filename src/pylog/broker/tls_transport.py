@@ -109,7 +109,9 @@ class TlsTransport(asyncio.Transport):
         # The C object's SSL_read: SSLSocket.read is a Python frame around it (closed
         # checks, ragged-EOF handling, which _recv_into does itself), one call per
         # 16 KiB TLS record.
-        self._decrypt_into = sock._sslobj.read
+        # (SSLSocket.read takes the same arguments: the fallback if CPython renames it.)
+        sslobj = getattr(sock, "_sslobj", None)
+        self._decrypt_into = sslobj.read if sslobj is not None else sock.read
 
     @property
     def zero_copy(self) -> bool:
